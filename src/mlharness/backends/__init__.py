@@ -1,0 +1,34 @@
+"""Backend registry: name -> the class that implements the Backend protocol."""
+
+from __future__ import annotations
+
+import importlib
+
+from mlharness.backends.base import Backend, BackendOptions, check_signature
+from mlharness.errors import ConfigError
+
+__all__ = ["Backend", "BackendOptions", "BACKENDS", "create_backend", "check_signature"]
+
+#: name -> ("module:Class", pip extra that provides it)
+BACKENDS: dict[str, tuple[str, str]] = {
+    "onnxruntime": ("mlharness.backends.onnxruntime:OnnxRuntimeBackend", "onnxruntime"),
+    "noop": ("mlharness.backends.noop:NoopBackend", ""),
+}
+
+
+def create_backend(name: str) -> Backend:
+    """Instantiate backend ``name``; a missing runtime becomes a ConfigError with the install hint."""
+    if name not in BACKENDS:
+        raise ConfigError(
+            f"unknown backend {name!r}", hint="choose one of: " + ", ".join(sorted(BACKENDS))
+        )
+    target, extra = BACKENDS[name]
+    module_name, cls_name = target.split(":")
+    try:
+        module = importlib.import_module(module_name)
+    except ImportError as exc:
+        raise ConfigError(
+            f"backend {name!r} is not installed ({exc})",
+            hint=f"pip install 'mlharness[{extra}]'" if extra else "reinstall mlharness",
+        ) from exc
+    return getattr(module, cls_name)()

@@ -1,0 +1,71 @@
+"""The Backend protocol: a runtime that turns a batch of inputs into outputs.
+
+A backend never knows which benchmark it serves. It is loaded once per worker process, checked
+against the task's declared inputs, then called from the SUT engine's worker threads.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Protocol, runtime_checkable
+
+import numpy as np
+
+from mlharness.tasks.base import TensorSpec
+
+
+@dataclass
+class BackendOptions:
+    """Runtime settings a user may give; each backend reads what it understands."""
+
+    threads: int | None = None  # intra-op threads; None = runtime default
+    precision: str = "fp32"  # fp32 | bf16 | int8 — never changed silently
+    device: str = "cpu"
+    extra: dict[str, Any] = field(default_factory=dict)
+
+
+@runtime_checkable
+class Backend(Protocol):
+    name: str
+
+    def load(self, model: Path | None, options: BackendOptions) -> None:
+        """Open the model. Raise ModelError for a missing or unreadable model."""
+
+    @property
+    def inputs(self) -> list[TensorSpec]:
+        """What the loaded model accepts."""
+
+    def predict(self, inputs: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
+        """Run one batch; return outputs by name."""
+
+    def describe(self) -> dict[str, Any]:
+        """Versions and settings worth keeping in run.json."""
+
+
+def check_signature(expected: list[TensorSpec], actual: list[TensorSpec], model: str) -> None:
+    """Raise ModelError when the model's inputs differ from what the task feeds it."""
+    from mlharness.errors import ModelError
+
+    have = {t.name: t for t in actual}
+    missing = [t.name for t in expected if t.name not in have]
+    if missing:
+        raise ModelError(
+            f"model {model} has inputs {sorted(have)}, but the task feeds {[t.name for t in expected]}",
+            hint="export the model with the official input names, or pick the matching --benchmark",
+        )
+    for want in expected:
+        got = have[want.name]
+        if got.dtype != want.dtype:
+            raise ModelError(
+                f"model input {want.name!r} is {got.dtype}, the task feeds {want.dtype}",
+                hint="re-export the model with the official input dtype",
+            )
+        if len(got.shape) != len(want.shape) or any(
+            w is not None and g is not None and w != g for w, g in zip(want.shape, got.shape)
+        ):
+            raise ModelError(
+                f"model input {want.name!r} has shape {list(got.shape)}, the task feeds "
+                f"{list(want.shape)} (None = any)",
+                hint="check that the model matches this benchmark's input size and layout",
+            )

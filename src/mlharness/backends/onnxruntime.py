@@ -1,0 +1,106 @@
+"""onnxruntime backend: one InferenceSession shared by the SUT engine's worker threads."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from mlharness.backends.base import BackendOptions
+from mlharness.errors import ConfigError, ModelError
+from mlharness.tasks.base import TensorSpec
+
+# onnx type strings -> numpy dtype names
+_ONNX_TYPES = {
+    "tensor(float)": "float32",
+    "tensor(float16)": "float16",
+    "tensor(double)": "float64",
+    "tensor(int64)": "int64",
+    "tensor(int32)": "int32",
+    "tensor(int8)": "int8",
+    "tensor(uint8)": "uint8",
+    "tensor(bool)": "bool",
+}
+
+_OPT_LEVELS = {"disable": "ORT_DISABLE_ALL", "basic": "ORT_ENABLE_BASIC",
+               "extended": "ORT_ENABLE_EXTENDED", "all": "ORT_ENABLE_ALL"}
+
+
+def _dim(d: Any) -> int | None:
+    return d if isinstance(d, int) and d > 0 else None
+
+
+class OnnxRuntimeBackend:
+    name = "onnxruntime"
+
+    def __init__(self) -> None:
+        self.session: Any = None
+        self.model: Path | None = None
+        self.options = BackendOptions()
+
+    def load(self, model: Path | None, options: BackendOptions) -> None:
+        import onnxruntime as ort
+
+        if model is None:
+            raise ModelError("no model given", hint="pass --model path/to/model.onnx")
+        model = Path(model)
+        if not model.is_file():
+            raise ModelError(f"model file not found: {model}", hint="check the --model path")
+        if options.precision not in ("fp32",):
+            raise ConfigError(
+                f"onnxruntime backend runs the model as exported; --precision {options.precision} "
+                "needs a model quantised/converted to that precision",
+                hint="pass a quantised ONNX model and --precision fp32, or use another backend",
+            )
+        so = ort.SessionOptions()
+        if options.threads:
+            so.intra_op_num_threads = options.threads
+        so.inter_op_num_threads = 1
+        level = str(options.extra.get("graph_optimization", "all"))
+        if level not in _OPT_LEVELS:
+            raise ConfigError(f"unknown graph optimisation level {level!r}",
+                              hint="use one of: " + ", ".join(_OPT_LEVELS))
+        so.graph_optimization_level = getattr(ort.GraphOptimizationLevel, _OPT_LEVELS[level])
+        available = ort.get_available_providers()
+        if options.device == "cuda":
+            if "CUDAExecutionProvider" not in available:
+                raise ConfigError("--device cuda but onnxruntime has no CUDA provider",
+                                  hint="pip install onnxruntime-gpu, or use --device cpu")
+            providers = ["CUDAExecutionProvider", "CPUExecutionProvider"]
+        else:
+            providers = ["CPUExecutionProvider"]
+        try:
+            self.session = ort.InferenceSession(str(model), so, providers=providers)
+        except Exception as exc:  # onnxruntime raises its own exception types
+            raise ModelError(f"onnxruntime cannot load {model}: {exc}".splitlines()[0],
+                             hint="check that the file is a valid ONNX model") from exc
+        self.model = model
+        self.options = options
+
+    @property
+    def inputs(self) -> list[TensorSpec]:
+        return [
+            TensorSpec(i.name, _ONNX_TYPES.get(i.type, i.type), tuple(_dim(d) for d in i.shape))
+            for i in self.session.get_inputs()
+        ]
+
+    @property
+    def outputs(self) -> list[str]:
+        return [o.name for o in self.session.get_outputs()]
+
+    def predict(self, inputs: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
+        results = self.session.run(None, inputs)
+        return dict(zip(self.outputs, results))
+
+    def describe(self) -> dict[str, Any]:
+        import onnxruntime as ort
+
+        return {
+            "name": self.name,
+            "onnxruntime": ort.__version__,
+            "providers": self.session.get_providers() if self.session else [],
+            "threads": self.options.threads,
+            "precision": self.options.precision,
+            "model": str(self.model),
+        }

@@ -1,0 +1,152 @@
+"""Read LoadGen's output files: the MLLOG detail log, the summary and the accuracy log.
+
+Keys and formats: ``loadgen/logging.h`` (MLLOG lines), ``loadgen/results.cc`` (result_* keys),
+``loadgen/logging.cc`` (accuracy log: uppercase hex in ``data``).
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any
+
+from mlharness.errors import HarnessError
+
+MLLOG_PREFIX = ":::MLLOG"
+
+#: metric per scenario: (detail-log key, unit, divisor). The submission checker reports
+#: SingleStream ``early_stopping_latency_ss`` and MultiStream ``early_stopping_latency_ms``
+#: in ms (``tools/submission/submission_checker/constants.py`` RESULT_FIELD_NEW).
+METRICS = {
+    "Offline": ("result_samples_per_second", "samples/s", 1.0),
+    "Server": ("result_completed_samples_per_sec", "completed samples/s", 1.0),
+    "SingleStream": ("early_stopping_latency_ss", "latency p90 ms (early stopping)", 1e6),
+    "MultiStream": ("early_stopping_latency_ms", "latency p99 ms (early stopping)", 1e6),
+}
+
+
+@dataclass
+class DetailLog:
+    values: dict[str, Any] = field(default_factory=dict)
+    errors: list[str] = field(default_factory=list)
+    warnings: list[str] = field(default_factory=list)
+
+
+def parse_detail_log(path: Path) -> DetailLog:
+    """Parse ``mlperf_log_detail.txt``: last value per key, plus error and warning events."""
+    log = DetailLog()
+    if not path.is_file():
+        raise HarnessError(f"LoadGen detail log not found: {path}",
+                           hint="the test did not start; see the error above")
+    for line_no, line in enumerate(path.read_text(errors="replace").splitlines(), start=1):
+        if not line.startswith(MLLOG_PREFIX):
+            continue
+        try:
+            event = json.loads(line[len(MLLOG_PREFIX):])
+        except json.JSONDecodeError:
+            # a run killed mid-write may leave a torn last line; keep what we have
+            log.warnings.append(f"line {line_no}: unreadable MLLOG line")
+            continue
+        key, value = event.get("key"), event.get("value")
+        meta = event.get("metadata") or {}
+        if meta.get("is_error"):
+            log.errors.append(f"{key}: {value}")
+        elif meta.get("is_warning"):
+            log.warnings.append(f"{key}: {value}")
+        log.values[key] = value
+    return log
+
+
+@dataclass
+class LoadGenResult:
+    """The parsed outcome of one test."""
+
+    scenario: str
+    mode: str
+    valid: bool | None  # None in accuracy mode (LoadGen reports no validity there)
+    metric: str | None
+    unit: str | None
+    value: float | None
+    conditions: dict[str, bool] = field(default_factory=dict)
+    reasons: list[str] = field(default_factory=list)
+    errors: list[str] = field(default_factory=list)
+    warnings: list[str] = field(default_factory=list)
+    latencies_ms: dict[str, float] = field(default_factory=dict)
+    effective: dict[str, Any] = field(default_factory=dict)
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+    @property
+    def verdict(self) -> str:
+        if self.mode == "accuracy":
+            return "ERRORS" if self.errors else "DONE"
+        return "VALID" if self.valid else "INVALID"
+
+
+_CONDITIONS = {
+    "result_min_duration_met": "min duration not met (run was shorter than min_duration)",
+    "result_min_queries_met": "min query count not met",
+    "early_stopping_met": "early stopping not met (too few queries for the latency estimate)",
+    "result_perf_constraints_met": "latency constraint not met (p99 over the target)",
+}
+
+
+def _truthy(v: Any) -> bool:
+    return v is True or (isinstance(v, str) and v.lower() == "true")
+
+
+def result_from_detail(log: DetailLog) -> LoadGenResult:
+    v = log.values
+    scenario = str(v.get("effective_scenario", v.get("requested_scenario", "")))
+    mode_raw = str(v.get("effective_test_mode", ""))
+    mode = "accuracy" if "Accuracy" in mode_raw else "performance"
+    metric, unit, div = METRICS.get(scenario, (None, None, 1.0))
+    value = v.get(metric) if metric else None
+    result = LoadGenResult(
+        scenario=scenario, mode=mode, valid=None, metric=metric, unit=unit,
+        value=float(value) / div if value is not None else None,
+        errors=list(log.errors), warnings=list(log.warnings),
+        effective={k: val for k, val in v.items() if k.startswith("effective_")},
+    )
+    for key, val in v.items():
+        if key.startswith("result_") and key.endswith("_percentile_latency_ns"):
+            pct = key[len("result_"):-len("_percentile_latency_ns")]
+            result.latencies_ms[f"p{pct}"] = float(val) / 1e6
+    if "result_mean_latency_ns" in v:
+        result.latencies_ms["mean"] = float(v["result_mean_latency_ns"]) / 1e6
+    if mode == "performance":
+        for key, reason in _CONDITIONS.items():
+            if key in v:
+                met = _truthy(v[key])
+                result.conditions[key] = met
+                if not met:
+                    result.reasons.append(reason)
+        validity = v.get("result_validity")
+        result.valid = validity == "VALID" and not log.errors
+        if validity is None:
+            result.reasons.append("LoadGen wrote no result (the test did not finish)")
+        if log.errors:
+            result.reasons.append(f"{len(log.errors)} LoadGen error(s): {log.errors[0]}")
+        if validity == "INVALID" and not result.reasons:
+            result.reasons.append("LoadGen marked the result INVALID")
+    return result
+
+
+def parse_run_logs(outdir: Path) -> LoadGenResult:
+    """Parse the logs LoadGen wrote into ``outdir``."""
+    return result_from_detail(parse_detail_log(outdir / "mlperf_log_detail.txt"))
+
+
+def read_accuracy_log(path: Path) -> list[tuple[int, bytes]]:
+    """``mlperf_log_accuracy.json`` -> ``[(qsl_idx, response bytes)]`` in file order."""
+    if not path.is_file():
+        raise HarnessError(f"accuracy log not found: {path}",
+                           hint="run with --mode accuracy first")
+    try:
+        entries = json.loads(path.read_text())
+    except json.JSONDecodeError as exc:
+        raise HarnessError(f"{path} is not valid JSON ({exc})",
+                           hint="the run may have been cut off; re-run the accuracy test") from exc
+    return [(int(e["qsl_idx"]), bytes.fromhex(e["data"])) for e in entries]

@@ -1,0 +1,100 @@
+"""Run one LoadGen test in this process: QSL + SUT wiring, settings, StartTest.
+
+Call ``run_test`` once per process: LoadGen loads its embedded mlperf.conf only on the first
+``FromConfig`` of a process (``configCount`` in ``loadgen/test_settings_internal.cc``).
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Callable, Sequence
+
+import numpy as np
+
+import mlperf_loadgen as lg
+
+from mlharness.errors import ConfigError
+from mlharness.loadgen.settings import TestConfig
+
+_SCENARIOS = {
+    "SingleStream": lg.TestScenario.SingleStream,
+    "MultiStream": lg.TestScenario.MultiStream,
+    "Server": lg.TestScenario.Server,
+    "Offline": lg.TestScenario.Offline,
+}
+_MODES = {"performance": lg.TestMode.PerformanceOnly, "accuracy": lg.TestMode.AccuracyOnly}
+
+AUDIT_FILE = "audit.config"
+
+
+@dataclass
+class SampleLibrary:
+    """The QSL side a task provides."""
+
+    total: int
+    performance: int
+    load: Callable[[Sequence[int]], None]
+    unload: Callable[[Sequence[int]], None]
+
+
+def complete(ids: Sequence[int], payloads: Sequence[bytes]) -> None:
+    """Hand responses to LoadGen. It copies the bytes inside QuerySamplesComplete, so the buffer
+    only has to live until the call returns (``loadgen.cc`` ResponseDelegateDetailed)."""
+    buf = np.frombuffer(b"".join(payloads), dtype=np.uint8) if any(payloads) else None
+    base = buf.ctypes.data if buf is not None else 0
+    responses = []
+    offset = 0
+    for rid, payload in zip(ids, payloads):
+        size = len(payload)
+        responses.append(lg.QuerySampleResponse(rid, base + offset if size else 0, size))
+        offset += size
+    lg.QuerySamplesComplete(responses)
+    del buf
+
+
+def run_test(
+    cfg: TestConfig,
+    user_conf: Path,
+    outdir: Path,
+    qsl: SampleLibrary,
+    issue: Callable[[Sequence[int], Sequence[int]], None],
+    flush: Callable[[], None],
+    audit: bool = False,
+) -> None:
+    """Run the test; LoadGen writes its logs into ``outdir``.
+
+    The process's working directory becomes ``outdir`` so that LoadGen only sees an
+    ``audit.config`` we placed there on purpose (``audit=True``).
+    """
+    outdir = outdir.resolve()
+    os.chdir(outdir)
+    if (outdir / AUDIT_FILE).exists() and not audit:
+        raise ConfigError(f"unexpected {AUDIT_FILE} in {outdir}",
+                          hint="LoadGen would silently apply it; remove it or run a compliance test")
+    settings = lg.TestSettings()
+    rc = settings.FromConfig(str(user_conf), cfg.model, cfg.scenario)
+    if rc != 0:
+        raise ConfigError(f"LoadGen rejected {user_conf} (code {rc})",
+                          hint="see mlperf_log_detail.txt for the offending line")
+    settings.scenario = _SCENARIOS[cfg.scenario]
+    settings.mode = _MODES[cfg.mode]
+
+    log_output = lg.LogOutputSettings()
+    log_output.outdir = str(outdir)
+    log_output.copy_summary_to_stdout = False
+    log_settings = lg.LogSettings()
+    log_settings.log_output = log_output
+    log_settings.enable_trace = cfg.enable_trace
+
+    def issue_cb(samples: list) -> None:
+        issue([s.id for s in samples], [s.index for s in samples])
+
+    sut = lg.ConstructSUT(issue_cb, flush)
+    lib = lg.ConstructQSL(qsl.total, qsl.performance, qsl.load, qsl.unload)
+    try:
+        lg.StartTestWithLogSettings(sut, lib, settings, log_settings, AUDIT_FILE)
+    finally:
+        lg.DestroyQSL(lib)
+        lg.DestroySUT(sut)

@@ -1,0 +1,52 @@
+"""Task registry: benchmark name -> the factory that builds its Task.
+
+Adding a benchmark is adding one module and one line here; the runner never changes.
+"""
+
+from __future__ import annotations
+
+import importlib
+from dataclasses import dataclass
+
+from mlharness.errors import ConfigError
+from mlharness.tasks.base import AccuracyResult, Task, TaskOptions, TensorSpec
+
+__all__ = ["AccuracyResult", "Task", "TaskOptions", "TensorSpec", "BENCHMARKS", "create_task"]
+
+
+@dataclass(frozen=True)
+class BenchmarkEntry:
+    factory: str  # "module:function" taking (name, TaskOptions) and returning a Task
+    summary: str
+
+
+BENCHMARKS: dict[str, BenchmarkEntry] = {
+    "demo": BenchmarkEntry(
+        "mlharness.tasks.demo:create", "UCI digits 8x8 classifier shipped with the package"
+    ),
+    "resnet50": BenchmarkEntry(
+        "mlharness.tasks.image_classification:create_resnet50", "ResNet50 v1.5 on ImageNet 2012 val"
+    ),
+    "retinanet": BenchmarkEntry(
+        "mlharness.tasks.object_detection:create_retinanet", "RetinaNet 800x800 on OpenImages MLPerf"
+    ),
+    "bert-99": BenchmarkEntry(
+        "mlharness.tasks.question_answering:create_bert", "BERT-large on SQuAD v1.1, 99% of FP32 F1"
+    ),
+    "bert-99.9": BenchmarkEntry(
+        "mlharness.tasks.question_answering:create_bert", "BERT-large on SQuAD v1.1, 99.9% of FP32 F1"
+    ),
+}
+
+
+def create_task(name: str, options: TaskOptions) -> Task:
+    """Build the task for benchmark ``name``."""
+    entry = BENCHMARKS.get(name)
+    if entry is None:
+        raise ConfigError(
+            f"unknown benchmark {name!r}",
+            hint="choose one of: " + ", ".join(sorted(BENCHMARKS)),
+        )
+    module_name, func_name = entry.factory.split(":")
+    module = importlib.import_module(module_name)
+    return getattr(module, func_name)(name, options)

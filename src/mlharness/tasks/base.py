@@ -1,0 +1,131 @@
+"""The Task protocol: what a benchmark knows (data, pre-processing, response encoding, accuracy).
+
+A task never knows which backend runs it. The SUT engine asks it for batched model inputs and hands
+it the model outputs to encode as LoadGen response bytes; the accuracy step hands it the decoded
+``mlperf_log_accuracy.json`` entries.
+"""
+
+from __future__ import annotations
+
+from abc import ABC, abstractmethod
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Callable, Sequence
+
+import numpy as np
+
+#: progress callback: (done, total, label)
+Progress = Callable[[int, int, str], None]
+
+
+@dataclass(frozen=True)
+class TensorSpec:
+    """A named tensor: dtype as a numpy name, shape with ``None`` for free dimensions."""
+
+    name: str
+    dtype: str
+    shape: tuple[int | None, ...]
+
+
+@dataclass
+class AccuracyResult:
+    """A scored accuracy run.
+
+    ``value`` is in percent (as the official scripts print it); ``text`` is what goes into
+    ``accuracy.txt``, in the official script's format so the submission checker's regex matches.
+    """
+
+    metric: str
+    value: float
+    text: str
+    target: float | None = None
+    details: dict[str, Any] = field(default_factory=dict)
+
+    @property
+    def passed(self) -> bool | None:
+        return None if self.target is None else self.value >= self.target
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "metric": self.metric,
+            "value": self.value,
+            "target": self.target,
+            "passed": self.passed,
+            "text": self.text,
+            "details": self.details,
+        }
+
+
+@dataclass
+class TaskOptions:
+    """What a user may give a task: file locations and limits. Tasks ignore what they do not use."""
+
+    dataset: Path | None = None
+    model: Path | None = None
+    vocab: Path | None = None
+    cache_dir: Path | None = None
+    max_samples: int | None = None
+    extra: dict[str, Any] = field(default_factory=dict)
+
+
+class Task(ABC):
+    """One benchmark's data and metric."""
+
+    #: benchmark name as users type it (``resnet50``, ``bert-99``, ``demo``)
+    name: str = ""
+    #: key used for mlperf.conf / user.conf lookups (``resnet50``, ``bert``, ``retinanet``)
+    loadgen_model: str = ""
+    #: numpy dtype name of one response element, for TEST01 verification (``--dtype``)
+    response_dtype: str = "float32"
+    #: model used when the user gives none (only the shipped demo has one)
+    default_model: Path | None = None
+
+    @property
+    @abstractmethod
+    def model_inputs(self) -> list[TensorSpec]:
+        """The inputs a model for this task must accept."""
+
+    @abstractmethod
+    def total_count(self) -> int:
+        """Number of samples in the dataset (the QSL total count)."""
+
+    @abstractmethod
+    def performance_count(self) -> int:
+        """Samples that fit in memory at once (the QSL performance count)."""
+
+    @abstractmethod
+    def load_samples(self, indices: Sequence[int]) -> None:
+        """Bring these samples into memory (LoadGen's load_query_samples)."""
+
+    @abstractmethod
+    def unload_samples(self, indices: Sequence[int]) -> None:
+        """Drop these samples from memory."""
+
+    @abstractmethod
+    def batch_inputs(self, indices: Sequence[int]) -> dict[str, np.ndarray]:
+        """Stack loaded samples into one batch of model inputs."""
+
+    @abstractmethod
+    def encode_responses(
+        self, indices: Sequence[int], outputs: dict[str, np.ndarray]
+    ) -> list[bytes]:
+        """Turn one batch of model outputs into one response payload per sample."""
+
+    @abstractmethod
+    def score(self, entries: list[tuple[int, bytes]]) -> AccuracyResult:
+        """Score ``(qsl_idx, response bytes)`` pairs from an accuracy log."""
+
+    def prepare(self, progress: Progress | None = None) -> None:
+        """Build on-disk caches (pre-processed samples, features) before LoadGen starts.
+
+        Runs in the parent process, so ``progress(done, total, label)`` can be shown to the user.
+        The default does nothing.
+        """
+
+    def sample_length(self, index: int) -> int:
+        """A cost hint for length-aware batching (e.g. sequence length). 0 = all equal."""
+        return 0
+
+    def describe(self) -> dict[str, Any]:
+        """Facts about the task worth keeping in run.json."""
+        return {"name": self.name, "loadgen_model": self.loadgen_model}

@@ -1,0 +1,182 @@
+"""Image classification on an ImageNet-layout dataset (image files + ``val_map.txt``).
+
+Shared by the ResNet50 benchmark and the embedded demo. The response for each sample is one
+float32 holding the predicted class index, as the reference harness writes it
+(``vision/classification_and_detection/python/dataset.py`` PostProcessCommon / PostProcessArgMax),
+so our accuracy logs and the reference's are interchangeable with ``tools/accuracy-imagenet.py``.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Callable, Sequence
+
+import numpy as np
+
+from mlharness.errors import DatasetError
+from mlharness.tasks.base import AccuracyResult, Task, TaskOptions, TensorSpec
+
+#: ``tools/submission/submission_checker/constants.py``: "resnet": ("acc", 76.46 * 0.99)
+RESNET50_TARGET = 76.46 * 0.99
+
+Preprocess = Callable[[Path], np.ndarray]
+
+
+def read_val_map(dataset_dir: Path, val_map: Path | None = None) -> list[tuple[str, int]]:
+    """Read ``val_map.txt`` lines ``<file name> <label>`` in order (the QSL index order)."""
+    path = val_map or dataset_dir / "val_map.txt"
+    if not dataset_dir.is_dir():
+        raise DatasetError(
+            f"dataset directory not found: {dataset_dir}",
+            hint="pass --dataset pointing at the folder holding the images and val_map.txt",
+        )
+    if not path.is_file():
+        raise DatasetError(
+            f"{path} not found",
+            hint="an ImageNet-layout dataset needs val_map.txt: one '<image file> <label>' per line",
+        )
+    entries: list[tuple[str, int]] = []
+    for line_no, line in enumerate(path.read_text().splitlines(), start=1):
+        cols = line.split()
+        if not cols:
+            continue
+        if len(cols) != 2 or not cols[1].lstrip("-").isdigit():
+            raise DatasetError(
+                f"{path}:{line_no}: expected '<image file> <label>', got {line!r}",
+                hint="val_map.txt lines are a file name and an integer label separated by a space",
+            )
+        entries.append((cols[0], int(cols[1])))
+    if not entries:
+        raise DatasetError(f"{path} lists no images", hint="check that the file is not empty")
+    return entries
+
+
+@dataclass
+class ClassifierOutput:
+    """How to read the class from the model's outputs.
+
+    ``name``: output tensor to read (None = the first one). If it holds integers it is taken as
+    the class index; if floats with a class axis, its argmax. ``offset`` is added (ResNet50 ONNX
+    has a background class at 0, so the reference uses offset -1).
+    """
+
+    name: str | None = None
+    offset: int = 0
+
+
+class ImageClassificationTask(Task):
+    """Top-1 classification over an ImageNet-layout folder."""
+
+    def __init__(
+        self,
+        name: str,
+        loadgen_model: str,
+        dataset_dir: Path,
+        preprocess: Preprocess,
+        input_spec: TensorSpec,
+        output: ClassifierOutput,
+        target: float | None,
+        performance_count: int | None = None,
+        max_samples: int | None = None,
+    ) -> None:
+        self.name = name
+        self.loadgen_model = loadgen_model
+        self.dataset_dir = dataset_dir
+        self.entries = read_val_map(dataset_dir)
+        if max_samples:
+            self.entries = self.entries[:max_samples]
+        self.preprocess = preprocess
+        self.input_spec = input_spec
+        self.output = output
+        self.target = target
+        self._performance_count = min(performance_count or len(self.entries), len(self.entries))
+        self._loaded: dict[int, np.ndarray] = {}
+
+    @property
+    def model_inputs(self) -> list[TensorSpec]:
+        return [self.input_spec]
+
+    def total_count(self) -> int:
+        return len(self.entries)
+
+    def performance_count(self) -> int:
+        return self._performance_count
+
+    def image_path(self, index: int) -> Path:
+        return self.dataset_dir / self.entries[index][0]
+
+    def load_samples(self, indices: Sequence[int]) -> None:
+        for i in indices:
+            if i not in self._loaded:
+                path = self.image_path(i)
+                if not path.is_file():
+                    raise DatasetError(
+                        f"image listed in val_map.txt is missing: {path}",
+                        hint="re-extract the dataset or regenerate val_map.txt",
+                    )
+                self._loaded[i] = self.preprocess(path)
+
+    def unload_samples(self, indices: Sequence[int]) -> None:
+        for i in indices:
+            self._loaded.pop(i, None)
+
+    def batch_inputs(self, indices: Sequence[int]) -> dict[str, np.ndarray]:
+        return {self.input_spec.name: np.stack([self._loaded[i] for i in indices])}
+
+    def predicted_classes(self, outputs: dict[str, np.ndarray]) -> np.ndarray:
+        raw = outputs[self.output.name] if self.output.name else next(iter(outputs.values()))
+        if np.issubdtype(raw.dtype, np.integer):
+            classes = raw.reshape(raw.shape[0], -1)[:, 0]
+        else:
+            classes = raw.reshape(raw.shape[0], -1).argmax(axis=1)
+        return classes.astype(np.int64) + self.output.offset
+
+    def encode_responses(
+        self, indices: Sequence[int], outputs: dict[str, np.ndarray]
+    ) -> list[bytes]:
+        classes = self.predicted_classes(outputs).astype(np.float32)
+        return [c.tobytes() for c in classes]
+
+    def score(self, entries: list[tuple[int, bytes]]) -> AccuracyResult:
+        """Top-1 as ``tools/accuracy-imagenet.py`` computes it: de-duplicated by qsl_idx."""
+        seen: set[int] = set()
+        good = 0
+        for qsl_idx, data in entries:
+            if qsl_idx in seen:
+                continue
+            seen.add(qsl_idx)
+            found = int(np.frombuffer(data, np.float32)[0])
+            if found == self.entries[qsl_idx][1]:
+                good += 1
+        total = len(seen)
+        value = 100.0 * good / total if total else 0.0
+        text = f"accuracy={value:.3f}%, good={good}, total={total}"
+        return AccuracyResult(
+            "acc", value, text, self.target, {"good": good, "total": total,
+                                              "dataset_size": len(self.entries)}
+        )
+
+    def describe(self) -> dict:
+        return {**super().describe(), "dataset": str(self.dataset_dir),
+                "samples": len(self.entries)}
+
+
+def create_resnet50(name: str, options: TaskOptions) -> ImageClassificationTask:
+    """ResNet50 v1.5 (official ONNX: input float32 [N,3,224,224], ArgMax output with background)."""
+    from mlharness.tasks.imagenet_preprocessing import resnet50_preprocess
+
+    if options.dataset is None:
+        raise DatasetError(
+            "resnet50 needs --dataset", hint="pass the ImageNet val folder holding val_map.txt"
+        )
+    return ImageClassificationTask(
+        name=name,
+        loadgen_model="resnet50",
+        dataset_dir=Path(options.dataset),
+        preprocess=resnet50_preprocess,
+        input_spec=TensorSpec("input_tensor:0", "float32", (None, 3, 224, 224)),
+        output=ClassifierOutput(name=options.extra.get("output_name"), offset=-1),
+        target=RESNET50_TARGET,
+        max_samples=options.max_samples,
+    )
