@@ -1,8 +1,126 @@
-"""Shared terminal rendering: consoles, progress bars, result tables."""
+"""Shared terminal rendering: consoles, the live progress display, result tables."""
 
 from __future__ import annotations
 
-from rich.console import Console
+import json
+from typing import Any
 
-console = Console()
-console_err = Console(stderr=True)
+from rich.console import Console
+from rich.progress import BarColumn, Progress, TaskID, TextColumn, TimeElapsedColumn
+from rich.table import Table
+
+import sys
+
+# Logs and pipes get a readable width instead of rich's 80-column fallback.
+console = Console(width=None if sys.stdout.isatty() else 110)
+console_err = Console(stderr=True, width=None if sys.stderr.isatty() else 110)
+
+
+class LiveProgress:
+    """A progress bar driven by RunProgress events (count-bound or time-bound)."""
+
+    def __init__(self, enabled: bool = True) -> None:
+        self.enabled = enabled
+        self.progress = Progress(
+            TextColumn("[bold]{task.description}"), BarColumn(),
+            TextColumn("{task.fields[detail]}"), TimeElapsedColumn(),
+            console=console_err, transient=True, disable=not enabled,
+        )
+        self.tasks: dict[str, TaskID] = {}
+
+    def __enter__(self) -> LiveProgress:
+        self.progress.__enter__()
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        self.progress.__exit__(*exc)
+
+    def __call__(self, event: Any) -> None:
+        key = "prepare" if event.phase == "prepare" else "run"
+        if key not in self.tasks:
+            self.tasks[key] = self.progress.add_task(event.label or event.phase, total=None,
+                                                     detail="")
+        tid = self.tasks[key]
+        if event.phase == "prepare":
+            self.progress.update(tid, description=event.label, completed=event.done,
+                                 total=event.total, detail=f"{event.done}/{event.total}")
+            return
+        detail = f"{event.done:,} samples"
+        if event.phase == "load":
+            detail = "loading samples"
+        if event.total:
+            self.progress.update(tid, description=event.label, completed=event.done,
+                                 total=event.total, detail=f"{event.done:,}/{event.total:,} samples")
+        elif event.expected_s:
+            left = max(event.expected_s - event.elapsed_s, 0.0)
+            eta = f", ~{left:.0f}s left" if left > 0 else ", finishing"
+            self.progress.update(tid, description=event.label,
+                                 completed=min(event.elapsed_s, event.expected_s),
+                                 total=event.expected_s, detail=detail + eta)
+        else:
+            self.progress.update(tid, description=event.label or event.phase, detail=detail)
+
+
+def format_metric(result: dict[str, Any] | None) -> str:
+    if not result or result.get("value") is None:
+        return "-"
+    value = result["value"]
+    unit = result.get("unit") or ""
+    return f"{value:,.3f} ms" if "ms" in unit else f"{value:,.1f} {unit}"
+
+
+def verdict_text(record_data: dict[str, Any]) -> tuple[str, str]:
+    """(verdict, why) for one run.json."""
+    status = record_data.get("status")
+    if status != "ok":
+        err = record_data.get("error") or {}
+        return "FAILED", err.get("message", status or "")
+    result = record_data.get("result") or {}
+    acc = record_data.get("accuracy")
+    if acc is not None:
+        verdict = {True: "PASS", False: "FAIL", None: "DONE"}[acc.get("passed")]
+        why = "" if acc.get("passed") is not False else (
+            f"{acc['metric']} {acc['value']:.3f} is below the target {acc['target']:.3f}")
+        return verdict, why
+    if result.get("valid"):
+        return "VALID", ""
+    return "INVALID", "; ".join(result.get("reasons") or []) or "LoadGen marked it INVALID"
+
+
+def accuracy_cell(record_data: dict[str, Any]) -> str:
+    acc = record_data.get("accuracy")
+    if not acc:
+        return "-"
+    target = f" (target {acc['target']:.2f})" if acc.get("target") is not None else ""
+    return f"{acc['metric']} {acc['value']:.3f}%{target}"
+
+
+def results_table(records: list[dict[str, Any]], title: str = "Results") -> Table:
+    """One row per run; reasons for INVALID/FAILED rows go in numbered notes below."""
+    table = Table(title=title, title_justify="left")
+    for col in ("scenario", "mode", "result", "p90 ms", "p99 ms", "verdict", "accuracy"):
+        table.add_column(col, no_wrap=True)
+    notes = []
+    for data in records:
+        result = data.get("result") or {}
+        lat = result.get("latencies_ms") or {}
+        verdict, why = verdict_text(data)
+        style = {"VALID": "green", "PASS": "green", "DONE": "green"}.get(verdict, "red")
+        if why:
+            notes.append(why)
+            verdict = f"{verdict} [{len(notes)}]"
+        table.add_row(
+            data["spec"]["scenario"], data["spec"]["mode"],
+            format_metric(result) if data["spec"]["mode"] == "performance" else "-",
+            f"{lat['p90.00']:.3f}" if "p90.00" in lat else "-",
+            f"{lat['p99.00']:.3f}" if "p99.00" in lat else "-",
+            f"[{style}]{verdict}[/]", accuracy_cell(data),
+        )
+    if notes:
+        table.caption = "\n".join(f"[{i}] {why}" for i, why in enumerate(notes, 1))
+        table.caption_justify = "left"
+    return table
+
+
+def print_json(data: Any) -> None:
+    print(json.dumps(data, indent=2, default=str))

@@ -123,15 +123,45 @@ def result_from_detail(log: DetailLog) -> LoadGenResult:
                 result.conditions[key] = met
                 if not met:
                     result.reasons.append(reason)
+        _add_hints(result, v)
         validity = v.get("result_validity")
-        result.valid = validity == "VALID" and not log.errors
+        result.valid = validity == "VALID" and not result.errors
         if validity is None:
             result.reasons.append("LoadGen wrote no result (the test did not finish)")
-        if log.errors:
-            result.reasons.append(f"{len(log.errors)} LoadGen error(s): {log.errors[0]}")
+        if result.errors:
+            result.reasons.append(f"{len(result.errors)} LoadGen error(s): {result.errors[0]}")
         if validity == "INVALID" and not result.reasons:
             result.reasons.append("LoadGen marked the result INVALID")
     return result
+
+
+def _add_hints(result: LoadGenResult, v: dict[str, Any]) -> None:
+    """Turn LoadGen's raw conditions into reasons that say what to change."""
+    reasons = []
+    ran_out = any("Ran out of generated queries" in e for e in result.errors)
+    target_qps = v.get("effective_target_qps")
+    for reason in result.reasons:
+        if reason.startswith("min duration") and result.scenario == "Offline" and result.value:
+            reason = (f"min duration not met: measured {result.value:,.0f} samples/s, so the "
+                      f"target of {float(target_qps or 0):,.0f} QPS issued too few samples; "
+                      f"re-run with --target-qps {result.value * 1.2:.0f} or more")
+        elif reason.startswith("min duration") and ran_out and result.scenario in (
+                "SingleStream", "MultiStream"):
+            mean = result.latencies_ms.get("mean")
+            reason = ("LoadGen ran out of queries before the min duration: the --target-latency "
+                      "hint is above the real latency" +
+                      (f"; re-run with --target-latency {mean * 0.8:.3g}" if mean else ""))
+        elif reason.startswith("min duration") and ran_out and result.scenario == "Server":
+            reason = "LoadGen ran out of queries before the min duration; raise --target-qps"
+        elif reason.startswith("latency constraint"):
+            p99 = result.latencies_ms.get("p99.00")
+            bound = float(v.get("effective_target_latency_ns", 0)) / 1e6
+            reason = (f"p99 latency {p99:.3f} ms is over the {bound:g} ms bound: lower "
+                      "--target-qps" if p99 is not None else reason)
+        reasons.append(reason)
+    result.reasons = reasons
+    if ran_out:  # explained above; LoadGen logs it as an error
+        result.errors = [e for e in result.errors if "Ran out of generated queries" not in e]
 
 
 def parse_run_logs(outdir: Path) -> LoadGenResult:

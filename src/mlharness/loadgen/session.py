@@ -69,6 +69,7 @@ def run_test(
     ``audit.config`` we placed there on purpose (``audit=True``).
     """
     outdir = outdir.resolve()
+    user_conf = user_conf.resolve()
     os.chdir(outdir)
     if (outdir / AUDIT_FILE).exists() and not audit:
         raise ConfigError(f"unexpected {AUDIT_FILE} in {outdir}",

@@ -14,11 +14,14 @@ from typing import Callable, Sequence
 
 import numpy as np
 
-from mlharness.errors import DatasetError
-from mlharness.tasks.base import AccuracyResult, Task, TaskOptions, TensorSpec
+from mlharness.errors import DatasetError, ModelError
+from mlharness.tasks.base import AccuracyResult, Progress, Task, TaskOptions, TensorSpec
+from mlharness.tasks.vision.cache import SampleCache
 
 #: ``tools/submission/submission_checker/constants.py``: "resnet": ("acc", 76.46 * 0.99)
 RESNET50_TARGET = 76.46 * 0.99
+#: ``loadgen/mlperf.conf``: resnet50.*.performance_sample_count_override = 1024
+RESNET50_PERFORMANCE_COUNT = 1024
 
 Preprocess = Callable[[Path], np.ndarray]
 
@@ -79,6 +82,8 @@ class ImageClassificationTask(Task):
         target: float | None,
         performance_count: int | None = None,
         max_samples: int | None = None,
+        cache: SampleCache | None = None,
+        prepare_workers: int | None = None,
     ) -> None:
         self.name = name
         self.loadgen_model = loadgen_model
@@ -91,6 +96,8 @@ class ImageClassificationTask(Task):
         self.output = output
         self.target = target
         self._performance_count = min(performance_count or len(self.entries), len(self.entries))
+        self.cache = cache
+        self.prepare_workers = prepare_workers
         self._loaded: dict[int, np.ndarray] = {}
 
     @property
@@ -106,6 +113,18 @@ class ImageClassificationTask(Task):
     def image_path(self, index: int) -> Path:
         return self.dataset_dir / self.entries[index][0]
 
+    def prepare(self, progress: Progress | None = None) -> None:
+        """Check every listed image exists; fill the pre-processed sample cache (if any)."""
+        paths = [self.image_path(i) for i in range(len(self.entries))]
+        missing = [p for p in paths if not p.is_file()]
+        if missing:
+            raise DatasetError(
+                f"{len(missing)} image(s) listed in val_map.txt are missing, e.g. {missing[0]}",
+                hint="re-extract the dataset or regenerate val_map.txt",
+            )
+        if self.cache is not None:
+            self.cache.build(paths, progress, self.prepare_workers, label="pre-processing images")
+
     def load_samples(self, indices: Sequence[int]) -> None:
         for i in indices:
             if i not in self._loaded:
@@ -115,7 +134,7 @@ class ImageClassificationTask(Task):
                         f"image listed in val_map.txt is missing: {path}",
                         hint="re-extract the dataset or regenerate val_map.txt",
                     )
-                self._loaded[i] = self.preprocess(path)
+                self._loaded[i] = self.cache.load(path) if self.cache else self.preprocess(path)
 
     def unload_samples(self, indices: Sequence[int]) -> None:
         for i in indices:
@@ -125,6 +144,11 @@ class ImageClassificationTask(Task):
         return {self.input_spec.name: np.stack([self._loaded[i] for i in indices])}
 
     def predicted_classes(self, outputs: dict[str, np.ndarray]) -> np.ndarray:
+        if self.output.name and self.output.name not in outputs:
+            raise ModelError(
+                f"model has no output {self.output.name!r} (it has {sorted(outputs)})",
+                hint="export the model with the official output names, or set output_name",
+            )
         raw = outputs[self.output.name] if self.output.name else next(iter(outputs.values()))
         if np.issubdtype(raw.dtype, np.integer):
             classes = raw.reshape(raw.shape[0], -1)[:, 0]
@@ -158,25 +182,48 @@ class ImageClassificationTask(Task):
         )
 
     def describe(self) -> dict:
-        return {**super().describe(), "dataset": str(self.dataset_dir),
-                "samples": len(self.entries)}
+        out = {**super().describe(), "dataset": str(self.dataset_dir), "samples": len(self.entries)}
+        config = getattr(self.preprocess, "config", None)
+        if config is not None:
+            out["preprocessing"] = config.to_dict()
+        if self.cache is not None:
+            out["cache"] = str(self.cache.dir)
+        return out
 
 
 def create_resnet50(name: str, options: TaskOptions) -> ImageClassificationTask:
-    """ResNet50 v1.5 (official ONNX: input float32 [N,3,224,224], ArgMax output with background)."""
-    from mlharness.tasks.imagenet_preprocessing import resnet50_preprocess
+    """ResNet50 v1.5 (official ONNX: input float32 [N,3,224,224], ArgMax output with background).
+
+    ``options.extra`` may override, for other exports of the model: ``preprocessing`` (a preset
+    name, a table of keys, or a .toml/.json file), ``input_name``, ``output_name``,
+    ``label_offset`` and ``prepare_workers``.
+    """
+    from mlharness.tasks.imagenet_preprocessing import RESNET50
+    from mlharness.tasks.vision.cache import default_root
+    from mlharness.tasks.vision.preprocessing import ImagePreprocessor, resolve
 
     if options.dataset is None:
         raise DatasetError(
             "resnet50 needs --dataset", hint="pass the ImageNet val folder holding val_map.txt"
         )
+    extra = options.extra
+    preprocess = ImagePreprocessor(resolve(extra.get("preprocessing"), RESNET50))
+    config = preprocess.config
+    # python/main.py profile resnet50-onnxruntime: outputs "ArgMax:0", dataset "imagenet" whose
+    # post-processor uses offset=-1 (class 0 of the TF/ONNX model is "background").
     return ImageClassificationTask(
         name=name,
         loadgen_model="resnet50",
         dataset_dir=Path(options.dataset),
-        preprocess=resnet50_preprocess,
-        input_spec=TensorSpec("input_tensor:0", "float32", (None, 3, 224, 224)),
-        output=ClassifierOutput(name=options.extra.get("output_name"), offset=-1),
+        preprocess=preprocess,
+        input_spec=TensorSpec(str(extra.get("input_name", "input_tensor:0")), "float32",
+                              (None, *config.output_shape)),
+        output=ClassifierOutput(name=extra.get("output_name", "ArgMax:0"),
+                                offset=int(extra.get("label_offset", -1))),
         target=RESNET50_TARGET,
+        performance_count=RESNET50_PERFORMANCE_COUNT,
         max_samples=options.max_samples,
+        cache=SampleCache(default_root(options.cache_dir), preprocess,
+                          describe={"preprocessing": config.to_dict()}),
+        prepare_workers=extra.get("prepare_workers"),
     )

@@ -1,0 +1,166 @@
+"""``mlharness run``: one LoadGen test (a scenario in performance or accuracy mode)."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+from typing import Any
+
+from mlharness.cli.render import LiveProgress, console, print_json, results_table, verdict_text
+from mlharness.errors import ConfigError
+from mlharness.spec import RunSpec, load_toml
+
+EXAMPLES = """\
+examples:
+  mlharness run --benchmark demo --scenario Offline --target-qps 20000
+  mlharness run --benchmark demo --scenario Server --target-qps 300 --test
+  mlharness run --benchmark demo --scenario SingleStream --target-latency 0.05
+  mlharness run --benchmark demo --mode accuracy
+  mlharness run --benchmark resnet50 --model resnet50_v1.onnx --dataset imagenet-val \\
+      --scenario Offline --target-qps 400 --valid
+  mlharness run --config run.toml --json
+
+Every value also goes in a TOML file (--config), one key per RunSpec field, e.g.
+  benchmark = "demo"
+  scenario = "Server"
+  target_qps = 300
+Flags given on the command line override the file.
+
+exit codes: 0 VALID / accuracy target met, 1 INVALID / target missed / LoadGen errors,
+            2 bad input (message + hint), 3 the run failed (backend raised, worker died, stall)
+"""
+
+
+def _key_value(text: str) -> tuple[str, str]:
+    if "=" not in text:
+        raise argparse.ArgumentTypeError(f"expected KEY=VALUE, got {text!r}")
+    key, value = text.split("=", 1)
+    return key.strip(), value.strip()
+
+
+def _coerce(value: str) -> Any:
+    for cast in (int, float):
+        try:
+            return cast(value)
+        except ValueError:
+            pass
+    return value
+
+
+def add_run_arguments(p: argparse.ArgumentParser) -> None:
+    """The flags that describe one run; shared by run, compliance and tune."""
+    what = p.add_argument_group("what to run")
+    what.add_argument("--config", type=Path, help="TOML file with run settings")
+    what.add_argument("--benchmark", "-b", help="demo, resnet50, retinanet, bert-99, bert-99.9")
+    what.add_argument("--scenario", "-s",
+                      help="SingleStream, MultiStream, Server or Offline (default Offline)")
+    what.add_argument("--model", "-m", type=Path, help="model file (the demo ships its own)")
+    what.add_argument("--dataset", "-d", type=Path, help="dataset folder or file")
+    what.add_argument("--vocab", type=Path, help="vocab.txt (BERT)")
+    what.add_argument("--backend", help="onnxruntime (default), noop")
+    what.add_argument("--cache-dir", type=Path, help="where pre-processed data is cached")
+    what.add_argument("--max-samples", type=int,
+                      help="use only the first N dataset samples (not valid for submission)")
+
+    lg = p.add_argument_group("LoadGen settings (written into user.conf)")
+    length = lg.add_mutually_exclusive_group()
+    length.add_argument("--test", dest="short", action="store_const", const=True,
+                        help="short run: 2 s minimum, small query counts (default)")
+    length.add_argument("--valid", dest="short", action="store_const", const=False,
+                        help="full-length run under the round's rules (600 s, minimum counts)")
+    lg.add_argument("--target-qps", type=float,
+                    help="Server target QPS / Offline expected QPS")
+    lg.add_argument("--target-latency", dest="target_latency_ms", type=float,
+                    help="SingleStream/MultiStream expected latency in ms (a hint: "
+                         "too high and LoadGen runs out of queries)")
+    lg.add_argument("--server-latency", dest="server_latency_ms", type=float,
+                    help="Server latency bound in ms (open division only)")
+    lg.add_argument("--min-duration", dest="min_duration_ms", type=int, help="ms")
+    lg.add_argument("--min-query-count", type=int)
+    lg.add_argument("--max-query-count", type=int)
+    lg.add_argument("--performance-sample-count", type=int)
+    lg.add_argument("--set", dest="user_conf_extra", action="append", type=_key_value,
+                    metavar="KEY=VALUE", help="any other user.conf key for this scenario")
+
+    how = p.add_argument_group("how to run it")
+    how.add_argument("--batch-size", type=int, help="largest batch (Offline default 32)")
+    how.add_argument("--workers", type=int, help="worker threads feeding the backend (default 1)")
+    how.add_argument("--threads", type=int, help="runtime intra-op threads")
+    how.add_argument("--precision", help="fp32 (default), bf16, int8 — never changed silently")
+    how.add_argument("--device", help="cpu (default) or cuda")
+    how.add_argument("--no-length-sort", dest="length_sort", action="store_const", const=False,
+                     help="do not sort Offline samples by length before batching")
+    how.add_argument("--backend-option", dest="backend_options", action="append",
+                     type=_key_value, metavar="KEY=VALUE",
+                     help="backend setting, e.g. graph_optimization=basic")
+    how.add_argument("--output-dir", type=Path, help="where run directories go (default runs/)")
+    how.add_argument("--stall-timeout", dest="stall_timeout_s", type=float,
+                     help="end the run if nothing completes for this many seconds (default 60)")
+    how.add_argument("--trace", dest="enable_trace", action="store_const", const=True,
+                     help="write LoadGen's mlperf_log_trace.json")
+
+
+def spec_from_args(args: argparse.Namespace, **overrides: Any) -> RunSpec:
+    """TOML file first, then the flags that were given, then ``overrides``."""
+    data: dict[str, Any] = load_toml(args.config) if getattr(args, "config", None) else {}
+    for key in ("benchmark", "scenario", "model", "dataset", "vocab", "backend", "cache_dir",
+                "max_samples", "short", "target_qps", "target_latency_ms", "server_latency_ms",
+                "min_duration_ms", "min_query_count", "max_query_count",
+                "performance_sample_count", "batch_size", "workers", "threads", "precision",
+                "device", "length_sort", "output_dir", "stall_timeout_s", "enable_trace"):
+        value = getattr(args, key, None)
+        if value is not None:
+            data[key] = value
+    for key in ("user_conf_extra", "backend_options"):
+        pairs = getattr(args, key, None)
+        if pairs:
+            data[key] = {**data.get(key, {}), **{k: _coerce(v) for k, v in pairs}}
+    mode = getattr(args, "mode", None)
+    if mode:
+        data["mode"] = mode
+    data.update(overrides)
+    if "benchmark" not in data:
+        raise ConfigError("no benchmark given", hint="pass --benchmark demo (or see --help)")
+    return RunSpec.from_mapping(data)
+
+
+def register(sub: argparse._SubParsersAction) -> None:
+    p = sub.add_parser(
+        "run", help="run one LoadGen test (scenario x mode)",
+        description="Run one MLPerf test with the official LoadGen and keep its logs in a new "
+                    "run directory (runs/<benchmark>/<scenario>-<mode>-<time>/).",
+        epilog=EXAMPLES, formatter_class=argparse.RawDescriptionHelpFormatter)
+    add_run_arguments(p)
+    p.add_argument("--mode", choices=("performance", "accuracy"),
+                   help="performance (default) or accuracy")
+    out = p.add_argument_group("output")
+    out.add_argument("--json", action="store_true", help="print run.json to stdout")
+    out.add_argument("--no-progress", action="store_true", help="no live progress display")
+    p.set_defaults(func=run_command)
+
+
+def run_command(args: argparse.Namespace) -> int:
+    from mlharness.runner import execute
+
+    spec = spec_from_args(args)
+    with LiveProgress(enabled=not args.no_progress and not args.json and sys.stderr.isatty()) as bar:
+        record = execute(spec, bar)
+    if args.json:
+        print_json(record.data)
+        return record.exit_code
+    show_record(record.data, record.run_dir)
+    return record.exit_code
+
+
+def show_record(data: dict[str, Any], run_dir: Path) -> None:
+    """The one-screen verdict of one run."""
+    console.print(results_table([data], title=f"{data['benchmark']} — {run_dir}"))
+    verdict, _ = verdict_text(data)
+    if data.get("status") == "failed":
+        err = data.get("error") or {}
+        console.print(f"[red]run failed:[/] {err.get('message')}")
+        console.print(f"  partial logs kept in {run_dir}")
+    elif data["spec"].get("short") and verdict in ("VALID", "PASS"):
+        console.print("[yellow]note:[/] --test run: fine for checking, too short for a submission "
+                      "(use --valid)")

@@ -1,0 +1,120 @@
+"""The official ``audit.config`` values of each compliance test, as data, and their rendering.
+
+LoadGen reads ``audit.config`` from its working directory and applies it with the model name
+``"*"`` (``loadgen/loadgen.cc`` StartTest -> ``FromConfig(audit, "*", scenario, 2)``), so only
+``*.<Scenario>.key`` and ``*.*.key`` lines take effect; we write nothing else.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+
+from mlharness.errors import ConfigError
+from mlharness.loadgen.settings import SCENARIOS
+
+TESTS = ("TEST01", "TEST04")
+
+#: LoadGen ``TestMode`` value 2 = PerformanceOnly (the mode dictionary in every official
+#: ``compliance/TEST0X/.../audit.config``).
+PERFORMANCE_ONLY = 2
+
+#: ``compliance/TEST01/<model>/audit.config``: *.*.accuracy_log_rng_seed
+TEST01_ACCURACY_LOG_RNG_SEED = 720381539243781796
+
+#: ``compliance/TEST01/<model>/audit.config``: *.*.accuracy_log_sampling_target, by the
+#: directory name there (which is the mlperf.conf model key for our benchmarks).
+TEST01_SAMPLING_TARGET: dict[str, int] = {
+    "3d-unet": 64,
+    "bert": 4096,
+    "dlrm": 4096,
+    "dlrm-v2": 4096,
+    "gpt-j": 4096,
+    "pointpainting": 256,
+    "resnet50": 4096,
+    "retinanet": 256,
+    "rgat": 4096,
+    "rnnt": 4096,
+    "stable-diffusion-xl": 128,
+    "wan-2.2-t2v-a14b": 50,
+    "whisper": 4096,
+    "yolo": 64,
+}
+
+#: models without an official TEST01 directory that stand in for one that has it.
+#: The shipped demo is a small image classifier, audited like resnet50.
+TEST01_STAND_IN = {"demo": "resnet50"}
+
+#: ``compliance/TEST04/audit.config``: the same values for every scenario (the model-specific
+#: min_query_count lines there name a model, so LoadGen's ``"*"`` lookup never reads them).
+TEST04_PER_SCENARIO = {
+    "mode": PERFORMANCE_ONLY,
+    "performance_issue_unique": 0,
+    "performance_issue_same": 1,
+    "performance_issue_same_index": 3,
+}
+
+
+@dataclass(frozen=True)
+class AuditConfig:
+    """One compliance test's LoadGen overrides: ``{(scenario or "*", key): value}``."""
+
+    test: str
+    model: str
+    entries: tuple[tuple[str, str, int], ...]
+
+    def render(self) -> str:
+        """The file text, in LoadGen's ``model.scenario.key = value`` format."""
+        lines = [
+            f"# {self.test} audit.config written by mlharness for model {self.model!r}",
+            "# values from mlcommons/inference compliance/; LoadGen reads it as model '*'",
+            "# mode 2 = PerformanceOnly",
+        ]
+        lines += [f"*.{scenario}.{key} = {value}" for scenario, key, value in self.entries]
+        return "\n".join(lines) + "\n"
+
+    def write(self, path: Path) -> Path:
+        path.write_text(self.render())
+        return path
+
+
+def test01_sampling_target(model: str) -> int:
+    """The official accuracy_log_sampling_target for ``model`` (an mlperf.conf model key)."""
+    key = TEST01_STAND_IN.get(model, model)
+    if key not in TEST01_SAMPLING_TARGET:
+        raise ConfigError(
+            f"no official TEST01 audit.config for model {model!r}",
+            hint="known models: " + ", ".join(sorted(TEST01_SAMPLING_TARGET)),
+        )
+    return TEST01_SAMPLING_TARGET[key]
+
+
+def audit_config(test: str, model: str) -> AuditConfig:
+    """The official audit.config of ``test`` for ``model`` (the task's ``loadgen_model``)."""
+    if test == "TEST01":
+        entries = (
+            ("*", "mode", PERFORMANCE_ONLY),
+            ("*", "accuracy_log_rng_seed", TEST01_ACCURACY_LOG_RNG_SEED),
+            ("*", "accuracy_log_sampling_target", test01_sampling_target(model)),
+        )
+    elif test == "TEST04":
+        entries = tuple(
+            (scenario, key, value)
+            for scenario in SCENARIOS
+            for key, value in TEST04_PER_SCENARIO.items()
+        )
+    else:
+        raise ConfigError(f"unknown compliance test {test!r}",
+                          hint="choose one of: " + ", ".join(TESTS))
+    return AuditConfig(test, model, entries)
+
+
+def parse_audit_config(text: str) -> dict[str, str]:
+    """``key = value`` lines of an audit.config (comments dropped), for checks and display."""
+    out: dict[str, str] = {}
+    for line in text.splitlines():
+        line = line.split("#", 1)[0].strip()
+        if "=" in line:
+            key, value = (part.strip() for part in line.split("=", 1))
+            out[key] = value
+    return out

@@ -1,0 +1,94 @@
+"""The child process of a run: build task + backend + engine, run one LoadGen test, report.
+
+One test per process keeps LoadGen's process-wide config state clean (one FromConfig per
+process). Messages to the parent go through ``channel`` as ``(kind, payload)`` tuples:
+``ready``, ``failed`` (backend raised), ``error`` (HarnessError), ``crash``, ``done``.
+Progress goes through two shared counters (samples loaded, samples completed).
+"""
+
+from __future__ import annotations
+
+import threading
+import traceback
+from pathlib import Path
+from typing import Any
+
+from mlharness.errors import HarnessError
+
+
+def _counter_thread(engine: Any, completed: Any, stop: threading.Event) -> None:
+    while not stop.wait(0.1):
+        completed.value = engine.completed
+    completed.value = engine.completed
+
+
+def child_main(spec_data: dict[str, Any], run_dir: str, channel: Any, loaded: Any,
+               completed: Any) -> None:
+    """Entry point of the run's child process (spawned; arguments are picklable)."""
+    from mlharness.backends import BackendOptions, check_signature, create_backend
+    from mlharness.loadgen.session import SampleLibrary, complete, run_test
+    from mlharness.spec import RunSpec
+    from mlharness.sut import Engine, policy_for
+    from mlharness.tasks import TaskOptions, create_task
+
+    try:
+        spec = RunSpec(**spec_data)
+        task = create_task(spec.benchmark, task_options(spec))
+        backend = create_backend(spec.backend)
+        model = spec.model or task.default_model
+        options = BackendOptions(threads=spec.threads, precision=spec.precision,
+                                 device=spec.device,
+                                 extra={**spec.backend_options, "task_inputs": task.model_inputs})
+        backend.load(model, options)
+        check_signature(task.model_inputs, backend.inputs, str(model))
+        cfg = spec.test_config(task.loadgen_model)
+        policy = policy_for(spec.scenario, spec.batch_size, spec.length_sort,
+                            cfg.samples_per_query())
+        channel.put(("ready", {"task": task.describe(), "backend": backend.describe(),
+                               "total": task.total_count(),
+                               "performance_count": task.performance_count(),
+                               "policy": {"max_batch": policy.max_batch, "inline": policy.inline,
+                                          "sort_by_length": policy.sort_by_length,
+                                          "workers": spec.workers}}))
+
+        def on_failure(message: str) -> None:
+            channel.put(("failed", {"message": message,
+                                    "traceback": getattr(engine, "failure_traceback", "")}))
+
+        engine = Engine(task, backend, policy, complete, workers=spec.workers,
+                        on_failure=on_failure)
+
+        def load(indices: list[int]) -> None:
+            task.load_samples(indices)
+            loaded.value += len(indices)
+
+        qsl = SampleLibrary(task.total_count(), task.performance_count(), load,
+                            task.unload_samples)
+        stop = threading.Event()
+        counter = threading.Thread(target=_counter_thread, args=(engine, completed, stop),
+                                   daemon=True)
+        counter.start()
+        engine.start()
+        try:
+            run_test(cfg, Path(run_dir) / "user.conf", Path(run_dir), qsl, engine.issue,
+                     engine.flush, audit=spec.audit_config is not None)
+        finally:
+            engine.stop()
+            stop.set()
+            counter.join()
+        channel.put(("done", {"completed": engine.completed, "batches": engine.batches,
+                              "failure": engine.failure}))
+    except HarnessError as exc:
+        channel.put(("error", {"type": type(exc).__name__, "message": exc.message,
+                               "hint": exc.hint, "traceback": traceback.format_exc()}))
+    except BaseException as exc:  # noqa: BLE001 - report anything to the parent
+        channel.put(("crash", {"message": f"{type(exc).__name__}: {exc}",
+                               "traceback": traceback.format_exc()}))
+
+
+def task_options(spec: Any) -> Any:
+    from mlharness.tasks import TaskOptions
+
+    return TaskOptions(dataset=spec.dataset, model=spec.model, vocab=spec.vocab,
+                       cache_dir=spec.cache_dir, max_samples=spec.max_samples,
+                       extra=dict(spec.backend_options))
