@@ -1,0 +1,222 @@
+"""Object detection on the OpenImages MLPerf subset (RetinaNet 800x800).
+
+Responses are what the reference post-processor writes
+(``python/openimages.py`` ``PostProcessOpenImagesRetinanet`` as configured by ``python/main.py``
+for ``openimages-800-retinanet-onnx``): for each sample, float32 rows
+``[qsl_idx, ymin, xmin, ymax, xmax, score, class]``. The model gives boxes as
+``xmin, ymin, xmax, ymax`` in input pixels (0..800), sorted by score; rows are emitted until the
+first score below 0.05, boxes divided by the input height/width; the class is the model's label
+as is (no inverse label map). An image without detections gets an empty response. So our
+``mlperf_log_accuracy.json`` scores the same with ``tools/accuracy-openimages.py``.
+"""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass
+from pathlib import Path
+from typing import Any, Sequence
+
+import numpy as np
+
+from mlharness.errors import DatasetError, ModelError
+from mlharness.tasks.base import AccuracyResult, Progress, Task, TaskOptions, TensorSpec
+from mlharness.tasks.vision.cache import SampleCache, default_root
+from mlharness.tasks.vision.coco_map import coco_map
+from mlharness.tasks.vision.openimages import (ImageRecord, annotations_path, image_dir,
+                                               read_images)
+from mlharness.tasks.vision.preprocessing import RETINANET_800, ImagePreprocessor, resolve
+
+#: ``tools/submission/submission_checker/constants.py``: "retinanet": ("mAP", 37.55 * 0.99)
+RETINANET_TARGET = 37.55 * 0.99
+#: ``loadgen/mlperf.conf``: retinanet.*.performance_sample_count_override = 64
+RETINANET_PERFORMANCE_COUNT = 64
+
+
+@dataclass(frozen=True)
+class DetectionOutputs:
+    """How to read detections from the model's outputs.
+
+    Defaults are the official ONNX export (``tools/retinanet_pytorch_to_onnx.py``: outputs
+    ``boxes`` [N, 4], ``scores`` [N], ``labels`` [N] for one image). Outputs with a leading batch
+    axis ([B, N, 4], [B, N], [B, N]) are read per sample.
+    """
+
+    boxes: str = "boxes"
+    scores: str = "scores"
+    labels: str = "labels"
+    input_height: int = 800
+    input_width: int = 800
+    score_threshold: float = 0.05
+    label_offset: int = 0
+
+
+def detection_rows(qsl_idx: int, boxes: np.ndarray, scores: np.ndarray, labels: np.ndarray,
+                   spec: DetectionOutputs) -> np.ndarray:
+    """float32 [n, 7] rows for one image (n = detections before the first low score)."""
+    low = np.flatnonzero(scores < spec.score_threshold)
+    n = int(low[0]) if len(low) else len(scores)
+    rows = np.empty((n, 7), dtype=np.float32)
+    rows[:, 0] = float(qsl_idx)
+    rows[:, 1] = boxes[:n, 1] / spec.input_height
+    rows[:, 2] = boxes[:n, 0] / spec.input_width
+    rows[:, 3] = boxes[:n, 3] / spec.input_height
+    rows[:, 4] = boxes[:n, 2] / spec.input_width
+    rows[:, 5] = scores[:n]
+    rows[:, 6] = labels[:n].astype(np.int64) + spec.label_offset
+    return rows
+
+
+class ObjectDetectionTask(Task):
+    """Detection over an OpenImages-MLPerf-layout folder, scored with COCO mAP."""
+
+    def __init__(
+        self,
+        name: str,
+        loadgen_model: str,
+        dataset_dir: Path,
+        preprocess: ImagePreprocessor,
+        input_spec: TensorSpec,
+        outputs: DetectionOutputs,
+        target: float | None,
+        annotations: Path | None = None,
+        performance_count: int | None = None,
+        max_samples: int | None = None,
+        cache: SampleCache | None = None,
+        prepare_workers: int | None = None,
+    ) -> None:
+        self.name = name
+        self.loadgen_model = loadgen_model
+        self.dataset_dir = dataset_dir
+        self.annotations = annotations_path(dataset_dir, annotations)
+        self.images: list[ImageRecord] = read_images(self.annotations)
+        self.image_dir = image_dir(dataset_dir, self.images[0])
+        if max_samples:
+            self.images = self.images[:max_samples]
+        self.preprocess = preprocess
+        self.input_spec = input_spec
+        self.outputs = outputs
+        self.target = target
+        self._performance_count = min(performance_count or len(self.images), len(self.images))
+        self.cache = cache
+        self.prepare_workers = prepare_workers
+        self._loaded: dict[int, np.ndarray] = {}
+
+    @property
+    def model_inputs(self) -> list[TensorSpec]:
+        return [self.input_spec]
+
+    def total_count(self) -> int:
+        return len(self.images)
+
+    def performance_count(self) -> int:
+        return self._performance_count
+
+    def image_path(self, index: int) -> Path:
+        return self.image_dir / self.images[index].file_name
+
+    def prepare(self, progress: Progress | None = None) -> None:
+        """Check every listed image exists; fill the pre-processed sample cache (if any)."""
+        paths = [self.image_path(i) for i in range(len(self.images))]
+        missing = [p for p in paths if not p.is_file()]
+        if missing:
+            raise DatasetError(
+                f"{len(missing)} image(s) listed in {self.annotations.name} are missing, "
+                f"e.g. {missing[0]}",
+                hint="re-run the download (tools/openimages_mlperf.sh) or fix the annotations",
+            )
+        if self.cache is not None:
+            self.cache.build(paths, progress, self.prepare_workers, label="pre-processing images")
+
+    def load_samples(self, indices: Sequence[int]) -> None:
+        for i in indices:
+            if i not in self._loaded:
+                path = self.image_path(i)
+                self._loaded[i] = self.cache.load(path) if self.cache else self.preprocess(path)
+
+    def unload_samples(self, indices: Sequence[int]) -> None:
+        for i in indices:
+            self._loaded.pop(i, None)
+
+    def batch_inputs(self, indices: Sequence[int]) -> dict[str, np.ndarray]:
+        return {self.input_spec.name: np.stack([self._loaded[i] for i in indices])}
+
+    def encode_responses(
+        self, indices: Sequence[int], outputs: dict[str, np.ndarray]
+    ) -> list[bytes]:
+        spec = self.outputs
+        missing = [n for n in (spec.boxes, spec.scores, spec.labels) if n not in outputs]
+        if missing:
+            raise ModelError(
+                f"model has no output(s) {missing} (it has {sorted(outputs)})",
+                hint="export the model with outputs boxes/scores/labels, or set the output names",
+            )
+        boxes, scores, labels = outputs[spec.boxes], outputs[spec.scores], outputs[spec.labels]
+        if boxes.ndim == 2:  # one image without a batch axis (the official ONNX export)
+            if len(indices) != 1:
+                raise ModelError(
+                    f"model returned detections for one image but was fed {len(indices)}",
+                    hint="the official RetinaNet ONNX takes one image at a time: use --batch-size 1",
+                )
+            boxes, scores, labels = boxes[None], scores[None], labels[None]
+        return [detection_rows(idx, boxes[b], scores[b], labels[b], spec).tobytes()
+                for b, idx in enumerate(indices)]
+
+    def score(self, entries: list[tuple[int, bytes]]) -> AccuracyResult:
+        """COCO mAP as ``tools/accuracy-openimages.py`` computes it."""
+        result = coco_map(self.annotations, entries, self.images)
+        details = {
+            "images": result.images, "detections": result.detections,
+            "no_results": result.no_results, "duplicates": result.duplicates,
+            "mismatched_idx": result.mismatched_idx, "dataset_size": len(self.images),
+        }
+        return AccuracyResult("mAP", result.value, result.text, self.target, details)
+
+    def describe(self) -> dict[str, Any]:
+        out = {**super().describe(), "dataset": str(self.dataset_dir),
+               "annotations": str(self.annotations), "samples": len(self.images),
+               "preprocessing": self.preprocess.config.to_dict(), "outputs": asdict(self.outputs)}
+        if self.cache is not None:
+            out["cache"] = str(self.cache.dir)
+        return out
+
+
+def create_retinanet(name: str, options: TaskOptions) -> ObjectDetectionTask:
+    """RetinaNet 800x800 (official ONNX: input ``images`` float32 [1, 3, 800, 800]).
+
+    ``options.extra`` may override: ``preprocessing`` (preset, table or .toml/.json file),
+    ``input_name``, ``outputs`` (a table of :class:`DetectionOutputs` keys), ``annotations``
+    and ``prepare_workers``.
+    """
+    if options.dataset is None:
+        raise DatasetError("retinanet needs --dataset",
+                           hint="pass the OpenImages MLPerf folder holding annotations/")
+    extra = options.extra
+    preprocess = ImagePreprocessor(resolve(extra.get("preprocessing"), RETINANET_800))
+    config = preprocess.config
+    table = dict(extra.get("outputs") or {})
+    table.setdefault("input_height", config.height)
+    table.setdefault("input_width", config.width)
+    try:
+        outputs = DetectionOutputs(**table)
+    except TypeError as exc:
+        from mlharness.errors import ConfigError
+
+        raise ConfigError(f"bad detection outputs table: {exc}",
+                          hint="keys: boxes, scores, labels, input_height, input_width, "
+                               "score_threshold, label_offset") from exc
+    return ObjectDetectionTask(
+        name=name,
+        loadgen_model="retinanet",
+        dataset_dir=Path(options.dataset),
+        preprocess=preprocess,
+        input_spec=TensorSpec(str(extra.get("input_name", "images")), "float32",
+                              (None, *config.output_shape)),
+        outputs=outputs,
+        target=RETINANET_TARGET,
+        annotations=extra.get("annotations"),
+        performance_count=RETINANET_PERFORMANCE_COUNT,
+        max_samples=options.max_samples,
+        cache=SampleCache(default_root(options.cache_dir), preprocess,
+                          describe={"preprocessing": config.to_dict()}),
+        prepare_workers=extra.get("prepare_workers"),
+    )
