@@ -1,0 +1,265 @@
+"""Synthetic SQuAD v1.1 data, a vocab covering it, and a random-weight BERT-shaped ONNX model.
+
+Nothing here is real data: the json follows the official schema (articles -> paragraphs ->
+context + qas with answers and character offsets), some contexts are long enough to need several
+doc-stride windows, and the text mixes punctuation, accents, CJK characters, control characters
+and words outside the vocab so the tokenizer's corners are exercised. The model has the official
+signature (``input_ids``, ``input_mask``, ``segment_ids`` int64 [N, L]; start/end logits out).
+"""
+
+from __future__ import annotations
+
+import json
+import random
+from pathlib import Path
+
+import numpy as np
+
+WORDS = (
+    "the of and to in a is was for on as by with from that at his her it an were are which "
+    "this be also or first new has had one their its after who two they not but been may "
+    "city river music school war state government century university national world team "
+    "church population empire system water island north south east west king army league "
+    "family history language species film album company series station building party "
+    "council college museum energy theory region market power law court union force "
+    "computer network engine design process signal period temple bridge harbour railway "
+    "economy culture science culture treaty colony republic province parliament election "
+    "victoria normandy normans tesla edison amazon rhine warsaw kenya huguenots oxygen "
+    "apollo genghis khan yuan dynasty luther sermon immune pathogen packet teaching "
+    "constitution construction economic inequality scottish geology chloroplasts "
+    "jacksonville southern california fresno ctenophora imperialism pharmacy civil "
+    "disobedience private schools steam engines islamism prime numbers rhine harvard"
+).split()
+NAMES = ["Frédéric Chopin", "Nikola Tesla", "São Paulo", "Zürich", "Genghis Khan",
+         "Kublai Khan", "Martin Luther", "Marie Curie", "Ångström", "Dvořák", "Beyoncé"]
+EXTRAS = ["(1895–1943)", "Smith's", "U.S.", "e.g.", "$1,000", "3.5%", "naïve", "café",
+          "北京", "東京都", "co-operation", "don't", "A-League", "\u00adsoft", "☃snow",
+          "x\u0007y", "Ελλάδα", "ΟΔΟΣ", "İstanbul", "supercalifragilisticexpialidocious",
+          "a" * 120, "[MASK]", "well-known", "#hashtag", "email@example.com"]
+
+
+def _sentence(rng: random.Random) -> str:
+    n = rng.randint(8, 22)
+    words = [rng.choice(WORDS) for _ in range(n)]
+    if rng.random() < 0.5:
+        words.insert(rng.randrange(len(words)), rng.choice(NAMES))
+    if rng.random() < 0.4:
+        words.insert(rng.randrange(len(words)), rng.choice(EXTRAS))
+    if rng.random() < 0.3:
+        words.insert(rng.randrange(len(words)), str(rng.randint(1, 2024)))
+    text = " ".join(words)
+    if rng.random() < 0.3:
+        text = text.replace(" ", ", ", 1)
+    return text[0].upper() + text[1:] + rng.choice([".", ".", ".", "!", "?", ";"])
+
+
+def _paragraph(rng: random.Random, n_words: int) -> str:
+    sentences: list[str] = []
+    while sum(len(s.split()) for s in sentences) < n_words:
+        sentences.append(_sentence(rng))
+    sep = rng.choice([" ", " ", "  ", "\n", " \u202f"])
+    return sep.join(sentences)
+
+
+def _qa(rng: random.Random, context: str, qid: str) -> dict:
+    spans = [(m, m + len(w)) for m, w in _word_offsets(context)]
+    i = rng.randrange(len(spans))
+    j = min(len(spans) - 1, i + rng.randint(0, 3))
+    start, end = spans[i][0], spans[j][1]
+    text = context[start:end]
+    answers = [{"answer_start": start, "text": text}]
+    if rng.random() < 0.6:  # a second annotator picking a shorter span
+        answers.append({"answer_start": spans[i][0], "text": context[spans[i][0]:spans[i][1]]})
+    before = context[max(0, start - 60):start].split()[-4:]
+    q_words = ["What", *before, rng.choice(WORDS), rng.choice(["is", "was", "did"]),
+               rng.choice(WORDS)]
+    question = " ".join(q_words) + "?"
+    if rng.random() < 0.05:  # an overlong question, cut to 64 word pieces
+        question = " ".join(rng.choice(WORDS) for _ in range(90)) + "?"
+    return {"answers": answers, "question": question, "id": qid}
+
+
+def _word_offsets(text: str) -> list[tuple[int, str]]:
+    out: list[tuple[int, str]] = []
+    pos = 0
+    for word in text.split():
+        pos = text.index(word, pos)
+        out.append((pos, word))
+        pos += len(word)
+    return out
+
+
+def make_squad(path: Path, articles: int = 4, paragraphs: int = 3, questions: int = 4,
+               seed: int = 0) -> Path:
+    """Write a SQuAD v1.1 json; every third paragraph is long (several 384-token windows)."""
+    rng = random.Random(seed)
+    data = []
+    qn = 0
+    for a in range(articles):
+        paras = []
+        for p in range(paragraphs):
+            long = (a * paragraphs + p) % 3 == 1
+            context = _paragraph(rng, rng.randint(380, 700) if long else rng.randint(25, 110))
+            qas = []
+            for _ in range(questions):
+                qas.append(_qa(rng, context, f"{seed:02d}{qn:022x}"))
+                qn += 1
+            paras.append({"context": context, "qas": qas})
+        data.append({"title": f"Synthetic_article_{a}", "paragraphs": paras})
+    path.write_text(json.dumps({"data": data, "version": "1.1"}), encoding="utf-8")
+    return path
+
+
+def make_vocab(path: Path, squad: Path, seed: int = 0, whole_word_share: float = 0.8) -> Path:
+    """A vocab in the official layout ([PAD]=0, [UNK]=100, [CLS]=101, [SEP]=102, [MASK]=103).
+
+    Most words are whole entries; the rest must be split into pieces; "☃" is left out so
+    words holding it become [UNK].
+    """
+    from mlharness.tasks.question_answering.tokenization import basic_tokenize
+
+    rng = random.Random(seed)
+    data = json.loads(squad.read_text(encoding="utf-8"))
+    texts = []
+    for article in data["data"]:
+        for p in article["paragraphs"]:
+            texts.append(p["context"])
+            texts.extend(qa["question"] for qa in p["qas"])
+    words: list[str] = []
+    seen: set[str] = set()
+    for text in texts:
+        for w in basic_tokenize(text):
+            if w not in seen:
+                seen.add(w)
+                words.append(w)
+    chars = sorted({c for w in words for c in w} - {"☃"})
+    tokens = ["[PAD]", *[f"[unused{i}]" for i in range(99)], "[UNK]", "[CLS]", "[SEP]", "[MASK]"]
+    entries: list[str] = []
+    for w in words:
+        if "☃" in w:
+            continue
+        if rng.random() < whole_word_share:
+            entries.append(w)
+        elif len(w) > 3:
+            entries.append(w[:3])
+            entries.append("##" + w[3:5])
+    entries += chars + ["##" + c for c in chars]
+    for e in entries:
+        if e not in tokens:
+            tokens.append(e)
+    path.write_text("\n".join(tokens) + "\n", encoding="utf-8")
+    return path
+
+
+def make_bert_onnx(path: Path, vocab_size: int, layers: int = 2, hidden: int = 64,
+                   heads: int = 4, intermediate: int = 128, max_positions: int = 512,
+                   fixed_seq: int | None = None, single_output: bool = False,
+                   seed: int = 0) -> Path:
+    """A random-weight BERT encoder + QA head in ONNX (opset 17), official input/output names."""
+    import onnx
+    from onnx import TensorProto, helper, numpy_helper
+
+    rng = np.random.default_rng(seed)
+    inits: list[onnx.TensorProto] = []
+    nodes: list[onnx.NodeProto] = []
+
+    def weight(name: str, *shape: int, std: float = 0.02, value: float | None = None) -> str:
+        arr = (np.full(shape, value, np.float32) if value is not None
+               else rng.standard_normal(shape, dtype=np.float32) * std)
+        inits.append(numpy_helper.from_array(arr, name))
+        return name
+
+    def const(name: str, arr: np.ndarray) -> str:
+        inits.append(numpy_helper.from_array(arr, name))
+        return name
+
+    def node(op: str, inputs: list[str], name: str, **attrs) -> str:
+        nodes.append(helper.make_node(op, inputs, [name], name=name, **attrs))
+        return name
+
+    def layer_norm(x: str, prefix: str) -> str:
+        return node("LayerNormalization", [x, weight(f"{prefix}.g", hidden, value=1.0),
+                                           weight(f"{prefix}.b", hidden, value=0.0)],
+                    f"{prefix}.out", axis=-1, epsilon=1e-12)
+
+    def dense(x: str, prefix: str, n_in: int, n_out: int) -> str:
+        y = node("MatMul", [x, weight(f"{prefix}.w", n_in, n_out)], f"{prefix}.mm")
+        return node("Add", [y, weight(f"{prefix}.bias", n_out)], f"{prefix}.out")
+
+    head_dim = hidden // heads
+    seq = fixed_seq if fixed_seq else "seq"
+    inputs = [helper.make_tensor_value_info(n, TensorProto.INT64, ["batch", seq])
+              for n in ("input_ids", "input_mask", "segment_ids")]
+    word = node("Gather", [weight("emb.word", vocab_size, hidden), "input_ids"], "emb.w")
+    typ = node("Gather", [weight("emb.type", 2, hidden), "segment_ids"], "emb.t")
+    shape = node("Shape", ["input_ids"], "ids.shape")
+    seq_len = node("Gather", [shape, const("c.one", np.array(1, np.int64))], "ids.seq", axis=0)
+    positions = node("Range", [const("c.zero", np.array(0, np.int64)), seq_len,
+                               const("c.step", np.array(1, np.int64))], "pos.ids")
+    pos = node("Gather", [weight("emb.pos", max_positions, hidden), positions], "emb.p")
+    x = node("Add", [node("Add", [word, typ], "emb.wt"), pos], "emb.sum")
+    x = layer_norm(x, "emb.ln")
+    mask_f = node("Cast", ["input_mask"], "mask.f", to=TensorProto.FLOAT)
+    neg = node("Mul", [node("Sub", [const("c.onef", np.array(1.0, np.float32)), mask_f],
+                            "mask.inv"), const("c.neg", np.array(-10000.0, np.float32))],
+               "mask.neg")
+    bias = node("Unsqueeze", [neg, const("c.axes", np.array([1, 2], np.int64))], "mask.bias")
+    split_shape = const("c.split", np.array([0, 0, heads, head_dim], np.int64))
+    merge_shape = const("c.merge", np.array([0, 0, hidden], np.int64))
+    scale = const("c.scale", np.array(1.0 / np.sqrt(head_dim), np.float32))
+    for i in range(layers):
+        p = f"l{i}"
+        q = node("Transpose", [node("Reshape", [dense(x, f"{p}.q", hidden, hidden), split_shape],
+                                    f"{p}.qr")], f"{p}.qt", perm=[0, 2, 1, 3])
+        k = node("Transpose", [node("Reshape", [dense(x, f"{p}.k", hidden, hidden), split_shape],
+                                    f"{p}.kr")], f"{p}.kt", perm=[0, 2, 3, 1])
+        v = node("Transpose", [node("Reshape", [dense(x, f"{p}.v", hidden, hidden), split_shape],
+                                    f"{p}.vr")], f"{p}.vt", perm=[0, 2, 1, 3])
+        scores = node("Add", [node("Mul", [node("MatMul", [q, k], f"{p}.qk"), scale], f"{p}.sc"),
+                              bias], f"{p}.masked")
+        probs = node("Softmax", [scores], f"{p}.probs", axis=-1)
+        ctx = node("MatMul", [probs, v], f"{p}.ctx")
+        ctx = node("Reshape", [node("Transpose", [ctx], f"{p}.ctxt", perm=[0, 2, 1, 3]),
+                               merge_shape], f"{p}.ctxm")
+        x = layer_norm(node("Add", [x, dense(ctx, f"{p}.o", hidden, hidden)], f"{p}.res1"),
+                       f"{p}.ln1")
+        h = dense(x, f"{p}.ff1", hidden, intermediate)
+        erf = node("Erf", [node("Mul", [h, const(f"{p}.c.isq2", np.array(1 / np.sqrt(2), np.float32))],
+                                f"{p}.hs")], f"{p}.erf")
+        gelu = node("Mul", [node("Mul", [h, const(f"{p}.c.half", np.array(0.5, np.float32))],
+                                 f"{p}.hh"),
+                            node("Add", [erf, const(f"{p}.c.onef", np.array(1.0, np.float32))],
+                                 f"{p}.erf1")], f"{p}.gelu")
+        x = layer_norm(node("Add", [x, dense(gelu, f"{p}.ff2", intermediate, hidden)],
+                            f"{p}.res2"), f"{p}.ln2")
+    logits = dense(x, "qa", hidden, 2)
+    if single_output:
+        nodes.append(helper.make_node("Identity", [logits], ["logits"]))
+        outputs = [helper.make_tensor_value_info("logits", TensorProto.FLOAT, ["batch", seq, 2])]
+    else:
+        nodes.append(helper.make_node("Split", [logits, const("c.splits", np.array([1, 1], np.int64))],
+                                      ["qa.s", "qa.e"], axis=2))
+        axes2 = const("c.axis2", np.array([2], np.int64))
+        nodes.append(helper.make_node("Squeeze", ["qa.s", axes2], ["output_start_logits"]))
+        nodes.append(helper.make_node("Squeeze", ["qa.e", axes2], ["output_end_logits"]))
+        outputs = [helper.make_tensor_value_info(n, TensorProto.FLOAT, ["batch", seq])
+                   for n in ("output_start_logits", "output_end_logits")]
+    graph = helper.make_graph(nodes, "bert_squad_random", inputs, outputs, inits)
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)],
+                              producer_name="mlharness-tests")
+    model.ir_version = 8
+    onnx.save(model, str(path))
+    return path
+
+
+def vocab_size(path: Path) -> int:
+    return sum(1 for _ in Path(path).open(encoding="utf-8"))
+
+
+def make_all(folder: Path, **model_kwargs) -> tuple[Path, Path, Path]:
+    """(dev json, vocab, model) in ``folder``."""
+    folder.mkdir(parents=True, exist_ok=True)
+    squad = make_squad(folder / "dev-v1.1.json")
+    vocab = make_vocab(folder / "vocab.txt", squad)
+    model = make_bert_onnx(folder / "bert.onnx", vocab_size(vocab), **model_kwargs)
+    return squad, vocab, model
