@@ -87,8 +87,9 @@ class ImageClassificationTask(Task):
     ) -> None:
         self.name = name
         self.loadgen_model = loadgen_model
-        self.dataset_dir = dataset_dir
-        self.entries = read_val_map(dataset_dir)
+        # absolute: LoadGen's session changes the working directory before samples are loaded
+        self.dataset_dir = Path(dataset_dir).expanduser().absolute()
+        self.entries = read_val_map(self.dataset_dir)
         if max_samples:
             self.entries = self.entries[:max_samples]
         self.preprocess = preprocess

@@ -86,8 +86,9 @@ class ObjectDetectionTask(Task):
     ) -> None:
         self.name = name
         self.loadgen_model = loadgen_model
-        self.dataset_dir = dataset_dir
-        self.annotations = annotations_path(dataset_dir, annotations)
+        # absolute: LoadGen's session changes the working directory before samples are loaded
+        self.dataset_dir = dataset_dir = Path(dataset_dir).expanduser().absolute()
+        self.annotations = annotations_path(dataset_dir, annotations).absolute()
         self.images: list[ImageRecord] = read_images(self.annotations)
         self.image_dir = image_dir(dataset_dir, self.images[0])
         if max_samples:

@@ -41,7 +41,8 @@ class Preprocessor(Protocol):
 
 
 def default_root(cache_dir: Path | None) -> Path:
-    return Path(cache_dir).expanduser() if cache_dir else DEFAULT_ROOT.expanduser()
+    root = Path(cache_dir) if cache_dir else DEFAULT_ROOT
+    return root.expanduser().absolute()
 
 
 class SampleCache:
@@ -49,7 +50,7 @@ class SampleCache:
 
     def __init__(self, root: Path, preprocess: Preprocessor, describe: dict | None = None) -> None:
         self.preprocess = preprocess
-        self.dir = Path(root).expanduser() / "vision" / preprocess.fingerprint
+        self.dir = Path(root).expanduser().absolute() / "vision" / preprocess.fingerprint
         self._describe = describe or {}
 
     def key(self, source: Path) -> str:
