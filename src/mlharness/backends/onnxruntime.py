@@ -37,6 +37,7 @@ class OnnxRuntimeBackend:
     def __init__(self) -> None:
         self.session: Any = None
         self.model: Path | None = None
+        self.source_model: Path | None = None
         self.options = BackendOptions()
 
     def load(self, model: Path | None, options: BackendOptions) -> None:
@@ -47,12 +48,11 @@ class OnnxRuntimeBackend:
         model = Path(model)
         if not model.is_file():
             raise ModelError(f"model file not found: {model}", hint="check the --model path")
-        if options.precision not in ("fp32",):
-            raise ConfigError(
-                f"onnxruntime backend runs the model as exported; --precision {options.precision} "
-                "needs a model quantised/converted to that precision",
-                hint="pass a quantised ONNX model and --precision fp32, or use another backend",
-            )
+        from mlharness.backends.onnx_precision import prepared_model
+
+        # fp32 runs the file as given; int8 quantises it (cached); bf16 is refused on CPU
+        self.source_model = model
+        model = prepared_model(model, options.precision, options.extra.get("cache_dir"))
         so = ort.SessionOptions()
         if options.threads:
             so.intra_op_num_threads = options.threads
@@ -73,7 +73,8 @@ class OnnxRuntimeBackend:
         try:
             self.session = ort.InferenceSession(str(model), so, providers=providers)
         except Exception as exc:  # onnxruntime raises its own exception types
-            raise ModelError(f"onnxruntime cannot load {model}: {exc}".splitlines()[0],
+            detail = " ".join(str(exc).split())[:300]
+            raise ModelError(f"onnxruntime cannot load {model}: {detail}",
                              hint="check that the file is a valid ONNX model") from exc
         self.model = model
         self.options = options
@@ -102,5 +103,6 @@ class OnnxRuntimeBackend:
             "providers": self.session.get_providers() if self.session else [],
             "threads": self.options.threads,
             "precision": self.options.precision,
-            "model": str(self.model),
+            "model": str(self.source_model),
+            "model_run": str(self.model),
         }
