@@ -17,7 +17,18 @@ BACKENDS: dict[str, tuple[str, str]] = {
 
 
 def create_backend(name: str) -> Backend:
-    """Instantiate backend ``name``; a missing runtime becomes a ConfigError with the install hint."""
+    """Instantiate backend ``name``; a missing runtime becomes a ConfigError with the install hint.
+
+    ``name`` may also be ``package.module:Class`` for a backend of your own (it must be importable
+    in the run's child process, i.e. on ``sys.path``).
+    """
+    if ":" in name and name not in BACKENDS:
+        module_name, cls_name = name.split(":", 1)
+        try:
+            return getattr(importlib.import_module(module_name), cls_name)()
+        except (ImportError, AttributeError) as exc:
+            raise ConfigError(f"cannot load backend {name!r}: {exc}",
+                              hint="give an importable 'module:Class' on sys.path") from exc
     if name not in BACKENDS:
         raise ConfigError(
             f"unknown backend {name!r}", hint="choose one of: " + ", ".join(sorted(BACKENDS))

@@ -66,7 +66,9 @@ def format_metric(result: dict[str, Any] | None) -> str:
         return "-"
     value = result["value"]
     unit = result.get("unit") or ""
-    return f"{value:,.3f} ms" if "ms" in unit else f"{value:,.1f} {unit}"
+    if "ms" in unit:
+        return f"{value:,.3f} ms"
+    return f"{value:,.1f} " + ("QPS done" if unit.startswith("completed") else "samples/s")
 
 
 def verdict_text(record_data: dict[str, Any]) -> tuple[str, str]:
@@ -91,7 +93,7 @@ def accuracy_cell(record_data: dict[str, Any]) -> str:
     acc = record_data.get("accuracy")
     if not acc:
         return "-"
-    target = f" (target {acc['target']:.2f})" if acc.get("target") is not None else ""
+    target = f" (>= {acc['target']:.2f})" if acc.get("target") is not None else ""
     return f"{acc['metric']} {acc['value']:.3f}%{target}"
 
 
@@ -112,8 +114,8 @@ def results_table(records: list[dict[str, Any]], title: str = "Results") -> Tabl
         table.add_row(
             data["spec"]["scenario"], data["spec"]["mode"],
             format_metric(result) if data["spec"]["mode"] == "performance" else "-",
-            f"{lat['p90.00']:.3f}" if "p90.00" in lat else "-",
-            f"{lat['p99.00']:.3f}" if "p99.00" in lat else "-",
+            f"{lat['p90.00']:.4g}" if "p90.00" in lat else "-",
+            f"{lat['p99.00']:.4g}" if "p99.00" in lat else "-",
             f"[{style}]{verdict}[/]", accuracy_cell(data),
         )
     if notes:

@@ -1,0 +1,18 @@
+"""Shared fixtures. Tests run the real LoadGen; runs go to a temporary directory."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+import pytest
+
+TESTS_DIR = Path(__file__).resolve().parent
+# test-only backends/tasks live in tests/ and must import in the run's child process too
+if str(TESTS_DIR) not in sys.path:
+    sys.path.insert(0, str(TESTS_DIR))
+
+
+@pytest.fixture
+def runs_dir(tmp_path: Path) -> Path:
+    return tmp_path / "runs"

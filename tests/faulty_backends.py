@@ -1,0 +1,60 @@
+"""Test-only backends (importable as ``faulty_backends:Name`` in the run's child process)."""
+
+from __future__ import annotations
+
+import os
+import threading
+import time
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from mlharness.backends.base import BackendOptions
+from mlharness.backends.onnxruntime import OnnxRuntimeBackend
+
+
+class FailingBackend(OnnxRuntimeBackend):
+    """The real demo model, but raises on the N-th batch (N from $FAIL_ON_BATCH, default 3)."""
+
+    name = "failing"
+
+    def load(self, model: Path | None, options: BackendOptions) -> None:
+        super().load(model, options)
+        self.fail_on = int(os.environ.get("FAIL_ON_BATCH", "3"))
+        self.calls = 0
+        self.lock = threading.Lock()
+
+    def predict(self, inputs: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
+        with self.lock:
+            self.calls += 1
+            n = self.calls
+        if n >= self.fail_on:
+            raise RuntimeError(f"injected failure on batch {n}")
+        return super().predict(inputs)
+
+
+class StallingBackend(OnnxRuntimeBackend):
+    """Answers the first batch, then never returns."""
+
+    name = "stalling"
+
+    def load(self, model: Path | None, options: BackendOptions) -> None:
+        super().load(model, options)
+        self.calls = 0
+
+    def predict(self, inputs: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
+        self.calls += 1
+        if self.calls > 1:
+            time.sleep(3600)
+        return super().predict(inputs)
+
+
+class DyingBackend(OnnxRuntimeBackend):
+    """Kills its own process on the second batch, as a segfaulting runtime would."""
+
+    def predict(self, inputs: dict[str, Any]) -> dict[str, np.ndarray]:
+        self.calls = getattr(self, "calls", 0) + 1
+        if self.calls > 1:
+            os._exit(139)
+        return super().predict(inputs)
