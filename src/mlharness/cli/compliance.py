@@ -1,0 +1,171 @@
+"""``mlharness compliance``: run a TEST01/TEST04 audit and verify it as the official scripts do."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from pathlib import Path
+from typing import Any
+
+from mlharness.cli.render import LiveProgress, console, print_json
+from mlharness.errors import ConfigError
+
+EXAMPLES = """\
+examples:
+  # reference runs first (same settings as the audit), then the audit + verification
+  mlharness run --benchmark demo --scenario SingleStream --target-latency 0.05
+  mlharness run --benchmark demo --mode accuracy
+  mlharness compliance --test TEST01 --reference-perf runs/demo/SingleStream-performance-<t> \\
+      --reference-accuracy runs/demo/Offline-accuracy-<t> --output results/demo/SingleStream
+  mlharness compliance --test TEST04 --reference-perf runs/demo/SingleStream-performance-<t> \\
+      --output results/demo/SingleStream
+  # verify an audit run made earlier, without running it again
+  mlharness compliance --test TEST04 --audit-run runs/compliance/TEST04/demo/<run> \\
+      --reference-perf runs/demo/SingleStream-performance-<t> --output results/demo/SingleStream
+
+The audit takes its settings from the reference performance run's run.json; run flags given here
+override them. Results go to <output>/TEST01/ or <output>/TEST04/ in the official layout.
+
+exit codes: 0 TEST PASS, 1 TEST FAIL, 2 bad input (message + hint), 3 the audit run failed
+"""
+
+_LIST_KEYS = ("user_conf_extra", "backend_options")
+_NOT_INHERITED = ("mode", "audit_config")
+
+
+class _TestFlag(argparse.Action):
+    """``--test TEST01`` names the audit; ``--test`` alone keeps run's meaning (short run)."""
+
+    def __call__(self, parser: argparse.ArgumentParser, namespace: argparse.Namespace,
+                 values: Any, option_string: str | None = None) -> None:
+        for value in values or []:
+            if value.upper() not in ("TEST01", "TEST04"):
+                parser.error(f"--test: expected TEST01 or TEST04, got {value!r}")
+            namespace.compliance_test = value.upper()
+        if not values:
+            namespace.short = True
+
+
+def register(sub: argparse._SubParsersAction) -> None:
+    from mlharness.cli.run import add_run_arguments
+
+    p = sub.add_parser(
+        "compliance", conflict_handler="resolve", help="run and verify a compliance audit (TEST01, TEST04)",
+        description="Run a compliance audit — a performance run with the official audit.config "
+                    "in its own run directory — then verify it against the reference runs "
+                    "exactly as the official run_verification.py scripts do, writing "
+                    "verify_*.txt and the audit's logs in the official places.",
+        epilog=EXAMPLES, formatter_class=argparse.RawDescriptionHelpFormatter)
+    add_run_arguments(p)
+    comp = p.add_argument_group("compliance")
+    # replaces run's bare --test (short run): `--test TEST01` picks the audit, a bare `--test`
+    # still asks for a short run
+    comp.add_argument("--test", dest="compliance_test", nargs="*", action=_TestFlag,
+                      metavar="TEST01|TEST04",
+                      help="the audit to run (required); bare --test = short run (default)")
+    comp.add_argument("--reference-perf", type=Path, required=True, metavar="RUN_DIR",
+                      help="the performance run being audited (run dir or results/.../<scenario>)")
+    comp.add_argument("--reference-accuracy", type=Path, metavar="RUN_DIR",
+                      help="the accuracy run, with its untruncated accuracy log (TEST01)")
+    comp.add_argument("--output", type=Path, required=True, metavar="DIR",
+                      help="scenario directory that receives TEST01/ or TEST04/")
+    comp.add_argument("--audit-run", type=Path, metavar="RUN_DIR",
+                      help="verify this existing audit run instead of running one")
+    comp.add_argument("--dtype", choices=("byte", "float32", "int32", "int64"),
+                      help="TEST01 response element type (default: the benchmark's)")
+    comp.add_argument("--force", action="store_true",
+                      help="replace an earlier verification in <output>/<test>/")
+    comp.add_argument("--json", action="store_true", help="print the verdict as JSON")
+    comp.add_argument("--no-progress", action="store_true", help="no live progress display")
+    p.set_defaults(func=compliance_command)
+
+
+def inherit_reference_settings(args: argparse.Namespace, reference: Path) -> None:
+    """Fill run flags the user did not give from the reference run's run.json spec."""
+    run_json = reference / "run.json"
+    if not run_json.is_file():
+        return
+    spec = json.loads(run_json.read_text()).get("spec") or {}
+    for key, value in spec.items():
+        if key in _NOT_INHERITED or not hasattr(args, key) or value is None:
+            continue
+        if getattr(args, key) is not None:
+            continue
+        if key in _LIST_KEYS:
+            value = [(k, str(v)) for k, v in value.items()] or None
+        setattr(args, key, value)
+
+
+def compliance_command(args: argparse.Namespace) -> int:
+    from mlharness.cli.run import spec_from_args
+    from mlharness.compliance import run_audit, verify
+
+    if not args.compliance_test:
+        raise ConfigError("no compliance test given", hint="pass --test TEST01 or --test TEST04")
+    args.test = args.compliance_test
+    if args.test == "TEST01" and args.reference_accuracy is None:
+        raise ConfigError("TEST01 compares against the accuracy run",
+                          hint="pass --reference-accuracy RUN_DIR (an untruncated accuracy log)")
+    for flag, path in (("--reference-perf", args.reference_perf),
+                       ("--reference-accuracy", args.reference_accuracy),
+                       ("--audit-run", args.audit_run)):
+        if path is not None and not path.is_dir():
+            raise ConfigError(f"{flag} {path}: no such directory", hint="give a run directory")
+    audit_run = args.audit_run
+    if audit_run is None:
+        inherit_reference_settings(args, args.reference_perf)
+        spec = spec_from_args(args, mode="performance")
+        root = spec.output_dir / "compliance" / args.test
+        if not args.json:
+            console.print(f"running the {args.test} audit: {spec.benchmark} {spec.scenario} "
+                          f"performance with the official audit.config …")
+        show = not args.no_progress and not args.json and sys.stderr.isatty()
+        with LiveProgress(enabled=show) as bar:
+            audit_run = run_audit(args.test, spec, root, bar).run_dir
+    verdict = verify(args.test, args.reference_perf, args.reference_accuracy, audit_run,
+                     args.output, dtype=args.dtype, overwrite=args.force)
+    if args.json:
+        print_json(verdict.to_dict())
+    else:
+        show_verdict(verdict)
+    return 0 if verdict.passed else 1
+
+
+def _perf_detail(perf: Any) -> str:
+    if perf.failure:
+        return perf.failure
+    if perf.low is None:  # TEST04: one-sided
+        return (f"test {perf.test_score:.6g} < {perf.high:.6g} "
+                f"(reference {perf.reference_score:.6g} +{perf.threshold:.0%})")
+    return (f"{perf.low:.6g} <= test {perf.test_score:.6g} <= {perf.high:.6g} "
+            f"(reference {perf.reference_score:.6g} ±{perf.threshold:.0%})")
+
+
+def show_verdict(verdict: Any) -> None:
+    """One screen: each check with its reason, then where the files are."""
+    from rich.table import Table
+
+    table = Table(title=f"{verdict.test} — {verdict.performance.scenario or '?'}",
+                  title_justify="left")
+    for col in ("check", "result", "detail"):
+        table.add_column(col, no_wrap=col != "detail")
+
+    def mark(ok: bool) -> str:
+        return "[green]TEST PASS[/]" if ok else "[red]TEST FAIL[/]"
+
+    if verdict.accuracy is not None:
+        acc = verdict.accuracy
+        table.add_row("accuracy", mark(acc.passed),
+                      f"{acc.reason} ({acc.matched} matched, {acc.mismatched} differ, "
+                      f"dtype {acc.dtype})")
+    table.add_row("performance", mark(verdict.performance.passed),
+                  _perf_detail(verdict.performance))
+    console.print(table)
+    console.print(f"audit run: {verdict.audit_run}")
+    console.print(f"written:   {verdict.output_dir}/")
+    overall = "[bold green]TEST PASS[/]" if verdict.passed else "[bold red]TEST FAIL[/]"
+    console.print(f"{verdict.test}: {overall}")
+    if not verdict.passed and verdict.accuracy is not None and not verdict.accuracy.passed:
+        console.print("[dim]If the SUT is not deterministic, TEST01 allows an accuracy-delta "
+                      "check instead (compliance/TEST01/README.md, Part III).[/]")

@@ -1,0 +1,136 @@
+"""Verify an audit run against the reference runs and lay the results out officially.
+
+``verify`` decides as ``compliance/TEST01/run_verification.py`` and
+``compliance/TEST04/run_verification.py`` do (TEST01: accuracy on the untruncated accuracy log
+plus performance on the detail logs; TEST04: performance on the summary logs), then writes
+``verify_*.txt`` and copies the audit's logs under ``<out_dir>/<test>/``.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from mlharness.compliance.accuracy_check import (
+    AccuracyCheck, VerificationInputError, compare_accuracy_logs, official_dtype,
+)
+from mlharness.compliance.audit_config import (
+    TEST01_ACCURACY_LOG_RNG_SEED, TEST04_PER_SCENARIO, TESTS,
+)
+from mlharness.compliance.layout import (
+    DETAIL, SUMMARY, accuracy_log, performance_logs, prepare_output, write_outputs,
+)
+from mlharness.compliance.logs import read_detail
+from mlharness.compliance.performance_check import (
+    PerformanceCheck, check_detail_logs, check_summary_logs,
+)
+
+
+@dataclass
+class Verdict:
+    """The outcome of one compliance test."""
+
+    test: str
+    output_dir: Path  # <out>/<test>
+    audit_run: Path
+    reference_performance: Path
+    performance: PerformanceCheck
+    accuracy: AccuracyCheck | None = None
+    reference_accuracy: Path | None = None
+
+    @property
+    def passed(self) -> bool:
+        return self.performance.passed and (self.accuracy is None or self.accuracy.passed)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "test": self.test, "passed": self.passed, "output_dir": str(self.output_dir),
+            "audit_run": str(self.audit_run),
+            "reference_performance": str(self.reference_performance),
+            "reference_accuracy": str(self.reference_accuracy) if self.reference_accuracy else None,
+            "performance": self.performance.to_dict(),
+            "accuracy": self.accuracy.to_dict() if self.accuracy else None,
+        }
+
+
+def _check_audit_applied(test: str, audit_logs: Path) -> None:
+    """Refuse to verify a run that LoadGen did not run with the test's audit.config."""
+    facts = read_detail(audit_logs / DETAIL)
+    if test == "TEST01":
+        applied = facts.get("effective_accuracy_log_rng_seed") == TEST01_ACCURACY_LOG_RNG_SEED
+    else:
+        applied = (bool(facts.get("effective_performance_issue_same"))
+                   and facts.get("effective_performance_issue_same_index")
+                   == TEST04_PER_SCENARIO["performance_issue_same_index"])
+    if not applied:
+        raise VerificationInputError(
+            f"{audit_logs} was not run with the {test} audit.config",
+            hint=f"run the audit with `mlharness compliance --test {test} ...` or give its run dir")
+    if facts.get("effective_test_mode") != "PerformanceOnly":
+        raise VerificationInputError(f"{audit_logs} is not a performance-mode run",
+                                     hint="the audit is a performance run with audit.config")
+
+
+def _check_accuracy_mode(reference_accuracy: Path) -> None:
+    detail = reference_accuracy.parent / DETAIL
+    if detail.is_file():
+        mode = read_detail(detail).get("effective_test_mode")
+        if mode != "AccuracyOnly":
+            raise VerificationInputError(
+                f"{reference_accuracy.parent} is a {mode} run, not an accuracy run",
+                hint="give --reference-accuracy the run dir of a --mode accuracy run")
+
+
+def response_dtype_of(run_dir: Path) -> str:
+    """The benchmark's response element type, from the run's ``run.json``."""
+    from mlharness.runner.worker import task_options
+    from mlharness.spec import RunSpec
+    from mlharness.tasks import create_task
+
+    run_json = run_dir / "run.json"
+    if not run_json.is_file():
+        raise VerificationInputError(f"no run.json in {run_dir}",
+                                     hint="pass the response dtype explicitly (--dtype)")
+    data = json.loads(run_json.read_text())
+    dtype = (data.get("task") or {}).get("response_dtype")
+    if dtype:
+        return str(dtype)
+    spec = RunSpec.from_mapping(data["spec"])
+    return create_task(spec.benchmark, task_options(spec)).response_dtype
+
+
+def verify(test: str, reference_perf_run_dir: Path, reference_accuracy_run_dir: Path | None,
+           audit_run_dir: Path, out_dir: Path, dtype: str | None = None,
+           overwrite: bool = False) -> Verdict:
+    """Verify ``audit_run_dir`` (a run made with ``test``'s audit.config) and write
+    ``<out_dir>/<test>/``. ``dtype`` is the official ``--dtype`` (byte, float32, int32, int64);
+    by default the benchmark's response type. Raises VerificationInputError on missing or
+    unreadable inputs; a failed test is a Verdict with ``passed == False``."""
+    if test not in TESTS:
+        raise VerificationInputError(f"unknown compliance test {test!r}",
+                                     hint="choose one of: " + ", ".join(TESTS))
+    audit_logs = performance_logs(Path(audit_run_dir))
+    ref_logs = performance_logs(Path(reference_perf_run_dir))
+    _check_audit_applied(test, audit_logs)
+    texts: dict[str, str] = {}
+    accuracy = None
+    ref_acc = None
+    if test == "TEST01":
+        if reference_accuracy_run_dir is None:
+            raise VerificationInputError("TEST01 needs the accuracy run",
+                                         hint="pass --reference-accuracy RUN_DIR")
+        ref_acc = accuracy_log(Path(reference_accuracy_run_dir))
+        _check_accuracy_mode(ref_acc)
+        dtype = dtype or official_dtype(response_dtype_of(Path(audit_run_dir)))
+        accuracy = compare_accuracy_logs(ref_acc, audit_logs / "mlperf_log_accuracy.json", dtype)
+        performance = check_detail_logs(ref_logs / DETAIL, audit_logs / DETAIL)
+        texts["verify_accuracy.txt"] = accuracy.render()
+    else:
+        performance = check_summary_logs(ref_logs / SUMMARY, audit_logs / SUMMARY)
+    texts["verify_performance.txt"] = performance.render()
+    test_dir = prepare_output(Path(out_dir), test, overwrite)
+    write_outputs(test_dir, audit_logs, texts, with_accuracy_log=test == "TEST01")
+    return Verdict(test, test_dir, Path(audit_run_dir), Path(reference_perf_run_dir),
+                   performance, accuracy, Path(ref_acc) if ref_acc else None)
