@@ -23,6 +23,8 @@ TEST_MIN_QUERY_COUNT = {"SingleStream": 64, "MultiStream": 662, "Server": 100, "
 class TestConfig:
     """One LoadGen test: what goes into user.conf plus mode and logging."""
 
+    __test__ = False  # not a pytest class
+
     model: str  # mlperf.conf key
     scenario: str
     mode: str = "performance"

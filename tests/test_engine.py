@@ -1,0 +1,162 @@
+"""The SUT engine with a real (tiny) task and backend; LoadGen's completion is a recorder."""
+
+from __future__ import annotations
+
+import threading
+import time
+from typing import Sequence
+
+import numpy as np
+
+from mlharness.sut import Engine, policy_for
+from mlharness.sut.batching import split_batches
+from mlharness.tasks.base import AccuracyResult, Task, TensorSpec
+
+
+class CountingTask(Task):
+    name = "count"
+    loadgen_model = "count"
+
+    def __init__(self, n: int = 100) -> None:
+        self.n = n
+
+    @property
+    def model_inputs(self) -> list[TensorSpec]:
+        return [TensorSpec("x", "int64", (None,))]
+
+    def total_count(self) -> int:
+        return self.n
+
+    def performance_count(self) -> int:
+        return self.n
+
+    def load_samples(self, indices: Sequence[int]) -> None:
+        pass
+
+    def unload_samples(self, indices: Sequence[int]) -> None:
+        pass
+
+    def batch_inputs(self, indices: Sequence[int]) -> dict[str, np.ndarray]:
+        return {"x": np.asarray(indices, dtype=np.int64)}
+
+    def encode_responses(self, indices, outputs) -> list[bytes]:
+        return [int(v).to_bytes(4, "little") for v in outputs["y"]]
+
+    def score(self, entries) -> AccuracyResult:
+        return AccuracyResult("n", 0.0, "")
+
+    def sample_length(self, index: int) -> int:
+        return index % 7
+
+
+class DoublingBackend:
+    name = "double"
+
+    def __init__(self, fail_at: int | None = None, delay: float = 0.0) -> None:
+        self.batches: list[list[int]] = []
+        self.fail_at = fail_at
+        self.delay = delay
+        self.lock = threading.Lock()
+
+    def predict(self, inputs):
+        with self.lock:
+            self.batches.append(list(inputs["x"]))
+            if self.fail_at is not None and len(self.batches) >= self.fail_at:
+                raise ValueError("broken batch")
+        time.sleep(self.delay)
+        return {"y": inputs["x"] * 2}
+
+
+class Recorder:
+    def __init__(self) -> None:
+        self.got: dict[int, bytes] = {}
+        self.lock = threading.Lock()
+        self.threads: set[str] = set()
+
+    def __call__(self, ids, payloads) -> None:
+        with self.lock:
+            self.threads.add(threading.current_thread().name)
+            for i, p in zip(ids, payloads):
+                assert i not in self.got, "answered twice"
+                self.got[i] = p
+
+    def wait(self, n: int, timeout: float = 5.0) -> None:
+        end = time.monotonic() + timeout
+        while len(self.got) < n and time.monotonic() < end:
+            time.sleep(0.005)
+
+
+def test_policies_per_scenario() -> None:
+    assert policy_for("SingleStream").inline and policy_for("SingleStream").max_batch == 1
+    assert policy_for("MultiStream", samples_per_query=8).max_batch == 8
+    assert policy_for("Offline").max_batch == 32 and not policy_for("Offline").inline
+    assert policy_for("Offline", 4).max_batch == 4
+    assert policy_for("Offline", sort_by_length=True).sort_by_length
+    assert not policy_for("Server", sort_by_length=True).sort_by_length
+    assert split_batches([(i, i) for i in range(5)], 2) == [[(0, 0), (1, 1)], [(2, 2), (3, 3)],
+                                                            [(4, 4)]]
+
+
+def test_offline_batches_and_answers_every_sample_from_workers() -> None:
+    backend, rec = DoublingBackend(), Recorder()
+    engine = Engine(CountingTask(), backend, policy_for("Offline", 16), rec, workers=2)
+    engine.start()
+    engine.issue(list(range(1000, 1100)), list(range(100)))
+    rec.wait(100)
+    engine.stop()
+    assert len(rec.got) == 100
+    assert all(int.from_bytes(rec.got[1000 + i], "little") == 2 * i for i in range(100))
+    assert max(len(b) for b in backend.batches) == 16
+    assert sum(len(b) for b in backend.batches) == 100
+    assert rec.threads <= {"mlharness-worker-0", "mlharness-worker-1"}
+
+
+def test_offline_length_sort_groups_similar_lengths() -> None:
+    backend, rec = DoublingBackend(), Recorder()
+    engine = Engine(CountingTask(), backend, policy_for("Offline", 10, sort_by_length=True), rec)
+    engine.start()
+    engine.issue(list(range(70)), list(range(70)))
+    rec.wait(70)
+    engine.stop()
+    lengths = [i % 7 for b in backend.batches for i in b]
+    assert lengths == sorted(lengths, reverse=True)
+    assert all(len({i % 7 for i in b}) == 1 for b in backend.batches)
+
+
+def test_single_stream_runs_inline_on_the_issuing_thread() -> None:
+    backend, rec = DoublingBackend(), Recorder()
+    engine = Engine(CountingTask(), backend, policy_for("SingleStream"), rec)
+    engine.start()
+    engine.issue([5], [3])
+    engine.stop()
+    assert rec.got == {5: (6).to_bytes(4, "little")}
+    assert rec.threads == {threading.current_thread().name}
+
+
+def test_server_batches_what_is_queued() -> None:
+    backend, rec = DoublingBackend(delay=0.05), Recorder()
+    engine = Engine(CountingTask(), backend, policy_for("Server", 4), rec)
+    engine.start()
+    for i in range(9):  # arrive while the worker is busy: later batches coalesce
+        engine.issue([i], [i])
+    rec.wait(9)
+    engine.stop()
+    assert len(rec.got) == 9
+    assert len(backend.batches) < 9 and max(len(b) for b in backend.batches) <= 4
+
+
+def test_failure_answers_everything_and_reports_once() -> None:
+    backend, rec = DoublingBackend(fail_at=2, delay=0.01), Recorder()
+    failures: list[str] = []
+    engine = Engine(CountingTask(), backend, policy_for("Offline", 5), rec,
+                    on_failure=failures.append)
+    engine.start()
+    engine.issue(list(range(50)), list(range(50)))
+    rec.wait(50)
+    engine.issue([99], [1])  # after the failure: answered at once, empty
+    rec.wait(51)
+    engine.stop()
+    assert len(rec.got) == 51
+    assert rec.got[99] == b""
+    assert len(failures) == 1 and "ValueError: broken batch" in failures[0]
+    assert engine.failure == failures[0]
