@@ -1,0 +1,77 @@
+"""Test-only backends for the compliance tests: the demo model behind a fixed delay, a SUT that
+caches, and a SUT whose answers change in the audit run.
+
+They wrap the real onnxruntime backend, so responses are real model outputs. A run's backend is
+created in the run's child process; it is named by import path (``--backend
+compliance_backends:CachingBackend``), which imports there because ``conftest.py`` puts tests/
+on ``sys.path`` and spawned children inherit it.
+"""
+
+from __future__ import annotations
+
+import time
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from mlharness.backends.base import BackendOptions
+from mlharness.backends.onnxruntime import OnnxRuntimeBackend
+
+
+def _shift(values: np.ndarray) -> np.ndarray:
+    """Class ids + 1, or class scores rotated by one."""
+    if np.issubdtype(values.dtype, np.integer):
+        return values + 1
+    return np.roll(values, 1, axis=-1)
+
+
+class DelayBackend(OnnxRuntimeBackend):
+    """The demo model plus ``delay_ms`` per sample (stable latencies on a busy machine).
+
+    ``perturb=1`` shifts every predicted class by one: every answer differs from the plain model's,
+    as when a SUT runs a different code path in performance runs.
+    """
+
+    name = "test-delay"
+
+    def load(self, model: Path | None, options: BackendOptions) -> None:
+        super().load(model, options)
+        self.delay_s = float(options.extra.get("delay_ms", 1.0)) / 1000.0
+        self.perturb = bool(int(options.extra.get("perturb", 0)))
+
+    def sample_delay(self, inputs: dict[str, np.ndarray]) -> float:
+        return self.delay_s * len(next(iter(inputs.values())))
+
+    def predict(self, inputs: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
+        delay = self.sample_delay(inputs)
+        if delay:
+            time.sleep(delay)
+        outputs = super().predict(inputs)
+        if self.perturb:
+            outputs = {k: _shift(v) for k, v in outputs.items()}
+        return outputs
+
+    def describe(self) -> dict[str, Any]:
+        return {**super().describe(), "name": self.name, "delay_s": self.delay_s,
+                "perturb": self.perturb}
+
+
+class CachingBackend(DelayBackend):
+    """Pays the delay only for inputs it has not seen: repeated samples come back at once."""
+
+    name = "test-caching"
+
+    def load(self, model: Path | None, options: BackendOptions) -> None:
+        super().load(model, options)
+        self.seen: set[bytes] = set()
+
+    def sample_delay(self, inputs: dict[str, np.ndarray]) -> float:
+        batch = next(iter(inputs.values()))
+        new = 0
+        for row in batch:
+            key = row.tobytes()
+            if key not in self.seen:
+                self.seen.add(key)
+                new += 1
+        return self.delay_s * new
