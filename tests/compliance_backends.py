@@ -10,6 +10,7 @@ on ``sys.path`` and spawned children inherit it.
 from __future__ import annotations
 
 import time
+from collections import OrderedDict
 from pathlib import Path
 from typing import Any
 
@@ -58,20 +59,27 @@ class DelayBackend(OnnxRuntimeBackend):
 
 
 class CachingBackend(DelayBackend):
-    """Pays the delay only for inputs it has not seen: repeated samples come back at once."""
+    """Pays the delay only for inputs it has not seen lately: a small LRU cache of inputs
+    (``cache_size``, default 8), so repeated samples come back at once while a run over the
+    whole performance set (450 demo samples, drawn at random) still mostly misses."""
 
     name = "test-caching"
 
     def load(self, model: Path | None, options: BackendOptions) -> None:
         super().load(model, options)
-        self.seen: set[bytes] = set()
+        self.cache_size = int(options.extra.get("cache_size", 8))
+        self.recent: OrderedDict[bytes, None] = OrderedDict()
 
     def sample_delay(self, inputs: dict[str, np.ndarray]) -> float:
         batch = next(iter(inputs.values()))
         new = 0
         for row in batch:
             key = row.tobytes()
-            if key not in self.seen:
-                self.seen.add(key)
-                new += 1
+            if key in self.recent:
+                self.recent.move_to_end(key)
+                continue
+            new += 1
+            self.recent[key] = None
+            if len(self.recent) > self.cache_size:
+                self.recent.popitem(last=False)
         return self.delay_s * new

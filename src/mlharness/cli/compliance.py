@@ -90,11 +90,11 @@ def inherit_reference_settings(args: argparse.Namespace, reference: Path) -> Non
     for key, value in spec.items():
         if key in _NOT_INHERITED or not hasattr(args, key) or value is None:
             continue
-        if getattr(args, key) is not None:
-            continue
-        if key in _LIST_KEYS:
-            value = [(k, str(v)) for k, v in value.items()] or None
-        setattr(args, key, value)
+        if key in _LIST_KEYS:  # KEY=VALUE lists: the reference's first, the flags' win
+            pairs = [(k, str(v)) for k, v in value.items()] + (getattr(args, key) or [])
+            setattr(args, key, pairs or None)
+        elif getattr(args, key) is None:
+            setattr(args, key, value)
 
 
 def compliance_command(args: argparse.Namespace) -> int:

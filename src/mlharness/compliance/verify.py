@@ -111,16 +111,16 @@ def verify(test: str, reference_perf_run_dir: Path, reference_accuracy_run_dir: 
     if test not in TESTS:
         raise VerificationInputError(f"unknown compliance test {test!r}",
                                      hint="choose one of: " + ", ".join(TESTS))
+    if test == "TEST01" and reference_accuracy_run_dir is None:
+        raise VerificationInputError("TEST01 needs the accuracy run",
+                                     hint="pass --reference-accuracy RUN_DIR")
     audit_logs = performance_logs(Path(audit_run_dir))
     ref_logs = performance_logs(Path(reference_perf_run_dir))
     _check_audit_applied(test, audit_logs)
     texts: dict[str, str] = {}
     accuracy = None
     ref_acc = None
-    if test == "TEST01":
-        if reference_accuracy_run_dir is None:
-            raise VerificationInputError("TEST01 needs the accuracy run",
-                                         hint="pass --reference-accuracy RUN_DIR")
+    if test == "TEST01" and reference_accuracy_run_dir is not None:
         ref_acc = accuracy_log(Path(reference_accuracy_run_dir))
         _check_accuracy_mode(ref_acc)
         dtype = dtype or official_dtype(response_dtype_of(Path(audit_run_dir)))

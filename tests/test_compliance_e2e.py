@@ -1,0 +1,195 @@
+"""End to end: audits on the demo model through the CLI and the API, with the real LoadGen in the
+runner's child process, and the official run_verification.py scripts run on the same runs.
+
+The SUTs are test-only backends named by import path (``compliance_backends:...``): the demo
+model behind a fixed delay per sample (steady timings on a shared machine), a SUT that caches
+(pays the delay only for inputs it has not seen), and the same model with shifted answers in the
+audit run (a SUT whose performance-mode output differs from its accuracy-mode output).
+"""
+
+from __future__ import annotations
+
+import json
+import shutil
+from pathlib import Path
+
+import pytest
+
+from compliance_support import OFFICIAL, official_passes, results_layout, run_official
+from mlharness.cli.main import main
+from mlharness.compliance import VerificationInputError, run_audit, verify
+from mlharness.spec import RunSpec
+
+DELAY = "compliance_backends:DelayBackend"
+CACHING = "compliance_backends:CachingBackend"
+HAVE_OFFICIAL = (OFFICIAL / "compliance" / "TEST01" / "run_verification.py").is_file()
+
+
+def spec(root: Path, backend: str = DELAY, mode: str = "performance",
+         scenario: str = "Offline", **options: object) -> RunSpec:
+    """Offline: 256-sample batches sleeping 0.2 ms per sample (~5000 samples/s, steady under
+    load; the 10% band of TEST01 is not at the mercy of scheduling noise). SingleStream:
+    2 ms per sample, a latency hint far below it so LoadGen never runs out of queries."""
+    if scenario == "Offline":
+        settings: dict = {"target_qps": 6000, "batch_size": 256}
+        delay = 0.2
+    else:
+        settings = {"target_latency_ms": 0.01}
+        delay = 2.0
+    if mode == "accuracy":
+        settings = {}
+    return RunSpec(benchmark="demo", scenario=scenario, mode=mode, backend=backend,
+                   output_dir=root, backend_options={"delay_ms": delay, **options}, **settings)
+
+
+@pytest.fixture(scope="module")
+def reference(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
+    """The audited SUT's own runs: Offline performance and accuracy."""
+    from mlharness.runner import execute
+
+    root = tmp_path_factory.mktemp("runs")
+    perf = execute(spec(root))
+    acc = execute(spec(root, mode="accuracy"))
+    assert perf.status == "ok" and perf.result.valid, perf.result.reasons
+    assert acc.status == "ok"
+    return {"root": root, "perf": perf.run_dir, "acc": acc.run_dir}
+
+
+def tree(root: Path) -> set[str]:
+    return {str(p.relative_to(root)) for p in root.rglob("*") if p.is_file()}
+
+
+def official_verification(test: str, perf: Path, acc: Path | None, audit: Path,
+                          work: Path) -> dict[str, bool]:
+    """Run the official run_verification.py; return TEST PASS per verify file it wrote."""
+    results = results_layout(work / "results", perf, acc)
+    out = work / "official"
+    run_official(f"{test}/run_verification.py",
+                 ["-r", str(results), "-c", str(audit), "-o", str(out)]
+                 + (["--dtype", "float32"] if test == "TEST01" else []), work)
+    return {f.name: official_passes(f.read_text()) for f in (out / test).glob("verify_*.txt")}
+
+
+def ours(test_dir: Path) -> dict[str, bool]:
+    return {f.name: official_passes(f.read_text()) for f in test_dir.glob("verify_*.txt")}
+
+
+def assert_official_agrees(test: str, perf: Path, acc: Path | None, audit: Path,
+                           out: Path, work: Path) -> None:
+    if not HAVE_OFFICIAL:
+        return
+    theirs = official_verification(test, perf, acc, audit, work)
+    assert ours(out / test) == theirs
+    assert tree(out / test) == tree(work / "official" / test)
+    for name in ("performance/run_1/mlperf_log_detail.txt", "performance/run_1/mlperf_log_summary.txt"):
+        assert (out / test / name).read_bytes() == (work / "official" / test / name).read_bytes()
+
+
+@pytest.mark.parametrize("test", ["TEST01", "TEST04"])
+def test_audit_passes_through_cli(reference: dict[str, Path], tmp_path: Path,
+                                  capsys: pytest.CaptureFixture[str], test: str) -> None:
+    out = tmp_path / "results" / "demo" / "Offline"
+    argv = ["compliance", "--test", test, "--reference-perf", str(reference["perf"]),
+            "--output", str(out), "--no-progress", "--json"]
+    if test == "TEST01":
+        argv += ["--reference-accuracy", str(reference["acc"])]
+    code = main(argv)
+    verdict = json.loads(capsys.readouterr().out)
+    assert code == 0, verdict
+    assert verdict["passed"] is True
+    audit = Path(verdict["audit_run"])
+    assert audit.parent == reference["root"] / "compliance" / test / "demo"
+    assert (audit / "audit.config").is_file()  # kept with the run it configured
+    assert not (reference["perf"] / "audit.config").exists()
+    expected = {"verify_performance.txt", "performance/run_1/mlperf_log_summary.txt",
+                "performance/run_1/mlperf_log_detail.txt"}
+    if test == "TEST01":
+        expected |= {"verify_accuracy.txt", "accuracy/mlperf_log_accuracy.json"}
+        accuracy = (out / "TEST01" / "verify_accuracy.txt").read_text().splitlines()
+        assert accuracy[-1] == "TEST PASS"
+        assert verdict["accuracy"]["matched"] > 0
+    assert tree(out / test) == expected
+    assert "TEST PASS" in (out / test / "verify_performance.txt").read_text()
+    assert_official_agrees(test, reference["perf"], reference["acc"], audit, out,
+                           tmp_path / "official-work")
+
+
+def test_caching_sut_fails_test04(tmp_path: Path) -> None:
+    from mlharness.runner import execute
+
+    root = tmp_path / "runs"
+    base = spec(root, backend=CACHING, scenario="SingleStream")
+    perf = execute(base)
+    assert perf.status == "ok" and perf.result.valid, perf.result.reasons
+    audit = run_audit("TEST04", base, root / "audits")
+    assert audit.result.valid, audit.result.reasons  # a valid run: only its speed gives it away
+    out = tmp_path / "out"
+    verdict = verify("TEST04", perf.run_dir, None, audit.run_dir, out)
+    assert not verdict.passed
+    assert verdict.performance.test_score > 2 * verdict.performance.reference_score
+    last = (out / "TEST04" / "verify_performance.txt").read_text().splitlines()[-1]
+    assert last.startswith("TEST FAIL: ") and "caching" in last
+    assert_official_agrees("TEST04", perf.run_dir, None, audit.run_dir, out, tmp_path / "work")
+
+
+def test_changed_answers_fail_test01(reference: dict[str, Path], tmp_path: Path,
+                                     capsys: pytest.CaptureFixture[str]) -> None:
+    out = tmp_path / "out"
+    code = main(["compliance", "--test", "TEST01", "--reference-perf", str(reference["perf"]),
+                 "--reference-accuracy", str(reference["acc"]), "--output", str(out),
+                 "--backend-option", "perturb=1", "--no-progress"])
+    screen = capsys.readouterr().out
+    assert code == 1
+    assert "TEST01: TEST FAIL" in screen
+    assert (out / "TEST01" / "verify_accuracy.txt").read_text().splitlines()[-1] == "TEST FAIL"
+    audit = sorted((reference["root"] / "compliance" / "TEST01" / "demo").iterdir())[-1]
+    run = json.loads((audit / "run.json").read_text())
+    assert run["spec"]["backend_options"] == {"delay_ms": 0.2, "perturb": 1}
+    assert_official_agrees("TEST01", reference["perf"], reference["acc"], audit, out,
+                           tmp_path / "work")
+
+
+def test_verify_refuses_wrong_inputs(reference: dict[str, Path], tmp_path: Path) -> None:
+    perf, acc = reference["perf"], reference["acc"]
+    with pytest.raises(VerificationInputError, match="not run with the TEST04 audit.config"):
+        verify("TEST04", perf, None, perf, tmp_path / "a")
+    audits = reference["root"] / "compliance" / "TEST04" / "demo"
+    if audits.is_dir():
+        audit = sorted(audits.iterdir())[0]
+        with pytest.raises(VerificationInputError, match="not run with the TEST01"):
+            verify("TEST01", perf, acc, audit, tmp_path / "b")
+        verify("TEST04", perf, None, audit, tmp_path / "c")
+        with pytest.raises(VerificationInputError, match="already holds"):
+            verify("TEST04", perf, None, audit, tmp_path / "c")
+        assert verify("TEST04", perf, None, audit, tmp_path / "c", overwrite=True).passed
+    with pytest.raises(VerificationInputError, match="needs the accuracy run"):
+        verify("TEST01", perf, None, perf, tmp_path / "d")
+
+
+def test_truncated_accuracy_log_is_refused(reference: dict[str, Path], tmp_path: Path) -> None:
+    audits = reference["root"] / "compliance" / "TEST01" / "demo"
+    if not audits.is_dir():
+        pytest.skip("needs the TEST01 audit of test_audit_passes_through_cli")
+    acc = tmp_path / "acc"
+    shutil.copytree(reference["acc"], acc)
+    full = (acc / "mlperf_log_accuracy.json").read_bytes()
+    (acc / "mlperf_log_accuracy.json").write_bytes(full[:4096] + b"\n\n...\n\n" + full[-4096:])
+    with pytest.raises(VerificationInputError, match="not valid JSON") as err:
+        verify("TEST01", reference["perf"], acc, sorted(audits.iterdir())[0], tmp_path / "out")
+    assert "truncated" in err.value.hint
+    with pytest.raises(VerificationInputError, match="not an accuracy run"):
+        verify("TEST01", reference["perf"], reference["perf"], sorted(audits.iterdir())[0],
+               tmp_path / "out2")
+
+
+def test_cli_user_errors(reference: dict[str, Path], tmp_path: Path,
+                         capsys: pytest.CaptureFixture[str]) -> None:
+    base = ["compliance", "--reference-perf", str(reference["perf"]), "--output", str(tmp_path)]
+    assert main(base + ["--test", "TEST01"]) == 2
+    assert "--reference-accuracy" in capsys.readouterr().err
+    assert main(base) == 2
+    assert "--test TEST01" in capsys.readouterr().err
+    assert main(["compliance", "--test", "TEST04", "--reference-perf", str(tmp_path / "nope"),
+                 "--output", str(tmp_path)]) == 2
+    with pytest.raises(SystemExit):
+        main(base + ["--test", "TEST05"])
