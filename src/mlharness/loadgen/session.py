@@ -42,14 +42,22 @@ class SampleLibrary:
 def complete(ids: Sequence[int], payloads: Sequence[bytes]) -> None:
     """Hand responses to LoadGen. It copies the bytes inside QuerySamplesComplete, so the buffer
     only has to live until the call returns (``loadgen.cc`` ResponseDelegateDetailed)."""
-    buf = np.frombuffer(b"".join(payloads), dtype=np.uint8) if any(payloads) else None
-    base = buf.ctypes.data if buf is not None else 0
-    responses = []
-    offset = 0
-    for rid, payload in zip(ids, payloads):
-        size = len(payload)
-        responses.append(lg.QuerySampleResponse(rid, base + offset if size else 0, size))
-        offset += size
+    joined = b"".join(payloads)
+    if not joined:
+        lg.QuerySamplesComplete([lg.QuerySampleResponse(rid, 0, 0) for rid in ids])
+        return
+    buf = np.frombuffer(joined, dtype=np.uint8)
+    base = buf.ctypes.data
+    size = len(payloads[0])
+    if len(set(map(len, payloads))) == 1:  # the common case: equal-sized responses
+        responses = [lg.QuerySampleResponse(rid, base + k * size, size)
+                     for k, rid in enumerate(ids)]
+    else:
+        responses, offset = [], 0
+        for rid, payload in zip(ids, payloads):
+            n = len(payload)
+            responses.append(lg.QuerySampleResponse(rid, base + offset if n else 0, n))
+            offset += n
     lg.QuerySamplesComplete(responses)
     del buf
 
@@ -89,13 +97,11 @@ def run_test(
     log_settings.log_output = log_output
     log_settings.enable_trace = cfg.enable_trace
 
-    def issue_cb(samples: list) -> None:
-        issue([s.id for s in samples], [s.index for s in samples])
-
-    sut = lg.ConstructSUT(issue_cb, flush)
+    # the "fast" SUT hands us plain id/index lists instead of QuerySample objects
+    sut = lg.ConstructFastSUT(issue, flush)
     lib = lg.ConstructQSL(qsl.total, qsl.performance, qsl.load, qsl.unload)
     try:
         lg.StartTestWithLogSettings(sut, lib, settings, log_settings, AUDIT_FILE)
     finally:
         lg.DestroyQSL(lib)
-        lg.DestroySUT(sut)
+        lg.DestroyFastSUT(sut)

@@ -20,6 +20,26 @@ from mlharness.tasks.base import Task
 Complete = Callable[[Sequence[int], Sequence[bytes]], None]
 
 
+class _Pending:
+    """The unanswered rest of one issued query."""
+
+    __slots__ = ("ids", "indices", "start")
+
+    def __init__(self, ids: Sequence[int], indices: Sequence[int]) -> None:
+        self.ids = ids
+        self.indices = indices
+        self.start = 0
+
+    def take(self, n: int) -> tuple[list[int], list[int]]:
+        a, b = self.start, self.start + n
+        self.start = min(b, len(self.ids))
+        return list(self.ids[a:b]), list(self.indices[a:b])
+
+    @property
+    def empty(self) -> bool:
+        return self.start >= len(self.ids)
+
+
 class Engine:
     def __init__(
         self,
@@ -35,7 +55,8 @@ class Engine:
         self.policy = policy
         self._complete = complete
         self._on_failure = on_failure
-        self._queue: deque[tuple[int, int]] = deque()
+        self._queue: deque[_Pending] = deque()
+        self._sort = policy.sort_by_length and type(task).sample_length is not Task.sample_length
         self._cond = threading.Condition()
         self._stopping = False
         self._threads: list[threading.Thread] = []
@@ -61,38 +82,56 @@ class Engine:
     # ---- LoadGen side ----------------------------------------------------------------------
     def issue(self, ids: Sequence[int], indices: Sequence[int]) -> None:
         """Accept a query's samples (called on LoadGen's issue thread)."""
-        items = list(zip(ids, indices))
         if self.policy.inline:
-            self._run_batch(items)
+            self._run_batch(list(ids), list(indices))
             return
-        if self.policy.sort_by_length and len(items) > 1:
-            items.sort(key=lambda item: self.task.sample_length(item[1]), reverse=True)
+        if self._sort and len(ids) > 1:
+            length = self.task.sample_length
+            order = sorted(range(len(ids)), key=lambda k: length(indices[k]), reverse=True)
+            ids = [ids[k] for k in order]
+            indices = [indices[k] for k in order]
+        # one entry per query; workers cut batches off its front, so a huge Offline query
+        # starts running at once instead of being split up front
         with self._cond:
-            self._queue.extend(items)
-            self._cond.notify(len(items) if len(items) < self.n_workers else self.n_workers)
+            self._queue.append(_Pending(ids, indices))
+            self._cond.notify(min(len(ids), self.n_workers))
 
     def flush(self) -> None:
         """LoadGen's flush callback: nothing is held back, so nothing to do."""
 
     # ---- work ------------------------------------------------------------------------------
+    def _take(self) -> tuple[list[int], list[int]]:
+        """Cut up to max_batch samples off the queue (caller holds the lock)."""
+        room = self.policy.max_batch
+        ids: list[int] = []
+        indices: list[int] = []
+        queue = self._queue
+        while queue and room:
+            head = queue[0]
+            part_ids, part_indices = head.take(room)
+            ids += part_ids
+            indices += part_indices
+            room -= len(part_ids)
+            if head.empty:
+                queue.popleft()
+        return ids, indices
+
     def _worker(self) -> None:
-        max_batch = self.policy.max_batch
         while True:
             with self._cond:
                 while not self._queue and not self._stopping:
                     self._cond.wait()
                 if self._stopping and not self._queue:
                     return
-                take = min(max_batch, len(self._queue))
-                items = [self._queue.popleft() for _ in range(take)]
-            self._run_batch(items)
+                ids, indices = self._take()
+                if self._queue:
+                    self._cond.notify()  # more left: wake another worker
+            self._run_batch(ids, indices)
 
-    def _run_batch(self, items: list[tuple[int, int]]) -> None:
-        ids = [i for i, _ in items]
+    def _run_batch(self, ids: list[int], indices: list[int]) -> None:
         if self.failure is not None:
             self._answer_empty(ids)
             return
-        indices = [x for _, x in items]
         try:
             outputs = self.backend.predict(self.task.batch_inputs(indices))
             payloads = self.task.encode_responses(indices, outputs)
@@ -120,9 +159,9 @@ class Engine:
             where = f" (at {last[0].filename}:{last[0].lineno})" if last else ""
             self.failure = f"{type(exc).__name__}: {exc}{where}"
             self.failure_traceback = "".join(traceback.format_exception(exc))
-            pending = list(self._queue)
+            pending = [i for p in self._queue for i in p.ids[p.start:]]
             self._queue.clear()
         if pending:
-            self._answer_empty([i for i, _ in pending])
+            self._answer_empty(pending)
         if self._on_failure:
             self._on_failure(self.failure)

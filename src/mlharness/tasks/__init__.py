@@ -40,8 +40,10 @@ BENCHMARKS: dict[str, BenchmarkEntry] = {
 
 
 def create_task(name: str, options: TaskOptions) -> Task:
-    """Build the task for benchmark ``name``."""
+    """Build the task for benchmark ``name`` (or ``package.module:factory`` for your own task)."""
     entry = BENCHMARKS.get(name)
+    if entry is None and ":" in name:
+        entry = BenchmarkEntry(name, "user task")
     if entry is None:
         raise ConfigError(
             f"unknown benchmark {name!r}",

@@ -1,0 +1,45 @@
+"""A task with no data and no work, for measuring the harness's own overhead."""
+
+from __future__ import annotations
+
+from typing import Sequence
+
+import numpy as np
+
+from mlharness.tasks.base import AccuracyResult, Task, TaskOptions, TensorSpec
+
+_ONE = np.zeros(1, dtype=np.float32).tobytes()
+
+
+class NullTask(Task):
+    name = "null"
+    loadgen_model = "null"
+
+    @property
+    def model_inputs(self) -> list[TensorSpec]:
+        return [TensorSpec("x", "float32", (None, 1))]
+
+    def total_count(self) -> int:
+        return 1024
+
+    def performance_count(self) -> int:
+        return 1024
+
+    def load_samples(self, indices: Sequence[int]) -> None:
+        pass
+
+    def unload_samples(self, indices: Sequence[int]) -> None:
+        pass
+
+    def batch_inputs(self, indices: Sequence[int]) -> dict[str, np.ndarray]:
+        return {"x": np.zeros((len(indices), 1), dtype=np.float32)}
+
+    def encode_responses(self, indices, outputs) -> list[bytes]:
+        return [_ONE] * len(indices)
+
+    def score(self, entries) -> AccuracyResult:
+        return AccuracyResult("none", 0.0, "")
+
+
+def create(name: str, options: TaskOptions) -> NullTask:
+    return NullTask()
