@@ -90,16 +90,20 @@ def _word_offsets(text: str) -> list[tuple[int, str]]:
 
 
 def make_squad(path: Path, articles: int = 4, paragraphs: int = 3, questions: int = 4,
-               seed: int = 0) -> Path:
-    """Write a SQuAD v1.1 json; every third paragraph is long (several 384-token windows)."""
+               seed: int = 0, long_every: int = 3, short_words: tuple[int, int] = (25, 110)
+               ) -> Path:
+    """Write a SQuAD v1.1 json; every ``long_every``-th paragraph is long (several windows).
+
+    Short paragraphs have ``short_words`` words (real SQuAD contexts average ~120 words).
+    """
     rng = random.Random(seed)
     data = []
     qn = 0
     for a in range(articles):
         paras = []
         for p in range(paragraphs):
-            long = (a * paragraphs + p) % 3 == 1
-            context = _paragraph(rng, rng.randint(380, 700) if long else rng.randint(25, 110))
+            long = (a * paragraphs + p) % long_every == 1
+            context = _paragraph(rng, rng.randint(380, 700) if long else rng.randint(*short_words))
             qas = []
             for _ in range(questions):
                 qas.append(_qa(rng, context, f"{seed:02d}{qn:022x}"))

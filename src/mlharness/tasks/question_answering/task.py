@@ -5,7 +5,9 @@ Facts: ``language/bert/onnxruntime_SUT.py`` (inputs ``input_ids``, ``input_mask`
 ``language/bert/accuracy-squad.py`` (responses decoded as ``reshape(-1, 2)`` and padded with
 -10000 to 384); ``tools/submission/submission_checker/constants.py`` (F1 targets).
 
-Two ways to feed the model, chosen with the task option ``sequence_length``:
+Two ways to feed the model, chosen with the task option ``sequence_length``
+(``--backend-option sequence_length=...``; ``auto``, the default, picks ``fixed`` when the ONNX
+model declares a fixed sequence length and ``dynamic`` otherwise):
 
 * ``fixed``: every batch padded to 384 like the reference; the full (384, 2) model output is sent.
 * ``dynamic`` (default, the fast path): a batch is cut to its longest real sequence, so short
@@ -36,7 +38,7 @@ from mlharness.tasks.question_answering.tokenization import WordPieceTokenizer, 
 FP32_F1 = 90.874
 TARGETS = {"bert-99": FP32_F1 * 0.99, "bert-99.9": FP32_F1 * 0.999}
 INPUT_NAMES = ("input_ids", "input_mask", "segment_ids")
-SEQUENCE_MODES = ("dynamic", "fixed")
+SEQUENCE_MODES = ("auto", "dynamic", "fixed")
 
 
 class BertSquadTask(Task):
@@ -46,10 +48,12 @@ class BertSquadTask(Task):
     response_dtype = "float32"
 
     def __init__(self, name: str, dataset: Path, vocab: Path, cache_dir: Path | None = None,
-                 max_samples: int | None = None, sequence_length: str = "dynamic") -> None:
+                 max_samples: int | None = None, sequence_length: str = "auto",
+                 model: Path | None = None) -> None:
         if sequence_length not in SEQUENCE_MODES:
             raise ConfigError(f"unknown sequence_length {sequence_length!r}",
                               hint="use sequence_length=dynamic (fast) or fixed (384, as the reference)")
+        sequence_length = _resolve_sequence_mode(sequence_length, model)
         self.name = name
         self.dataset = Path(dataset)
         self.vocab_path = Path(vocab)
@@ -226,6 +230,29 @@ class BertSquadTask(Task):
                 **self.params}
 
 
+def _resolve_sequence_mode(mode: str, model: Path | None) -> str:
+    """``auto`` -> fixed/dynamic from the model's declared input shape; refuse impossible asks."""
+    from mlharness.tasks.question_answering.model_probe import onnx_input_shapes
+
+    shapes = None
+    if model is not None and Path(model).suffix == ".onnx" and Path(model).is_file():
+        shapes = onnx_input_shapes(Path(model))
+    dims = (shapes or {}).get("input_ids")
+    fixed_len = dims[1] if dims and len(dims) == 2 else None
+    if fixed_len is not None and fixed_len != MAX_SEQ_LENGTH:
+        raise ModelError(f"model {model} takes sequences of {fixed_len} tokens; BERT on SQuAD "
+                         f"uses {MAX_SEQ_LENGTH}", hint="export the model for 384 tokens or with a "
+                         "dynamic sequence axis")
+    if mode == "auto":
+        return "fixed" if fixed_len else "dynamic"
+    if mode == "dynamic" and fixed_len:
+        raise ConfigError(f"model {model} declares a fixed sequence length of {fixed_len}, so "
+                          "batches cannot be cut to their longest sequence",
+                          hint="drop sequence_length=dynamic, or export the model with a dynamic "
+                          "sequence axis")
+    return mode
+
+
 def _dataset_questions(dataset: Path) -> list[tuple[str, list[str]]]:
     """Every question of the file with its gold answers, in the evaluate script's order."""
     data = load_squad(dataset)
@@ -241,4 +268,4 @@ def create_bert(name: str, options: TaskOptions) -> BertSquadTask:
         raise DatasetError(f"{name} needs --vocab", hint="pass --vocab path/to/vocab.txt")
     return BertSquadTask(name, Path(options.dataset), Path(options.vocab), options.cache_dir,
                          options.max_samples,
-                         str(options.extra.get("sequence_length", "dynamic")))
+                         str(options.extra.get("sequence_length", "auto")), options.model)
