@@ -193,3 +193,27 @@ def test_accuracy_agrees_with_official_verify_accuracy(tmp_path: Path, case: str
     theirs = run_official("TEST01/verify_accuracy.py",
                           ["-r", str(ref), "-t", str(test), "--dtype", dtype], tmp_path)
     assert ours.passed == official_passes(theirs), theirs
+
+
+@official
+@pytest.mark.parametrize("version", ["v6.1", "v6.0", "v5.1", "v5.0"])
+@pytest.mark.parametrize("source", ["rules", "fallback table"])
+def test_required_tests_equal_the_checker_lists(version: str, source: str,
+                                                monkeypatch: pytest.MonkeyPatch) -> None:
+    import sys
+
+    from mlharness.compliance import required
+
+    if source == "fallback table":
+        monkeypatch.setattr(required, "_from_rules", lambda name, version: None)
+
+    sys.path.insert(0, str(OFFICIAL / "tools" / "submission"))
+    try:
+        from submission_checker.constants import MODEL_CONFIG
+    finally:
+        sys.path.remove(str(OFFICIAL / "tools" / "submission"))
+    config = MODEL_CONFIG[version]
+    for ours, checker in (("resnet50", "resnet"), ("retinanet", "retinanet"),
+                          ("bert-99", "bert-99"), ("bert-99.9", "bert-99.9")):
+        expected = [t for t in ("TEST01", "TEST04") if checker in config[f"models_{t}"]]
+        assert required_tests(ours, version) == expected, (version, ours)
