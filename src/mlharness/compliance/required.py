@@ -23,12 +23,12 @@ _CHECKER_NAME = {"resnet50": "resnet", "demo": "resnet"}
 
 def _from_rules(name: str, version: str) -> list[str] | None:
     try:
-        from mlharness import rules
+        from mlharness.rules import ROUNDS, load
     except ImportError:
         return None
-    if version not in rules.ROUNDS:
+    if version not in ROUNDS:
         return None
-    bench = rules.load(version).find(name)
+    bench = load(version).find(name)
     return [] if bench is None else [t for t in bench.compliance_tests if t in ("TEST01", "TEST04")]
 
 
