@@ -162,12 +162,12 @@ def main() -> None:
                              *cfg, precision="int8", guess=best_qps))
 
     print()
-    print(f"{"configuration":<46} {'samples/s':>10} {'vs reference':>13}")
-    print(f"{"reference: batch 1, fp32":<46} {ref_qps:10.2f} {1.0:12.2f}x")
+    print(f"{'configuration':<46} {'samples/s':>10} {'vs reference':>13}")
+    print(f"{'reference: batch 1, fp32':<46} {ref_qps:10.2f} {1.0:12.2f}x")
     label = f"best fp32: batch {cfg[0]}, {cfg[1]} worker(s), threads {best['threads']}"
     print(f"{label:<46} {best_qps:10.2f} {best_qps / ref_qps:12.2f}x")
     for r in int8:
-        print(f"{r["name"]:<46} {r['samples_per_s']:10.2f} {r['samples_per_s'] / ref_qps:12.2f}x")
+        print(f"{r['name']:<46} {r['samples_per_s']:10.2f} {r['samples_per_s'] / ref_qps:12.2f}x")
     if args.json:
         args.json.write_text(json.dumps({"reference": ref_qps, "best": best_qps, "best_config": best,
                                          "sweep": [ref, *candidates], "pairs": pairs,
