@@ -51,16 +51,17 @@ def _coerce(value: str) -> Any:
 def add_run_arguments(p: argparse.ArgumentParser) -> None:
     """The flags that describe one run; shared by run, compliance and tune."""
     what = p.add_argument_group("what to run")
-    what.add_argument("--config", type=Path, help="TOML file with run settings")
-    what.add_argument("--benchmark", "-b", help="demo, resnet50, retinanet, bert-99, bert-99.9")
-    what.add_argument("--scenario", "-s",
+    what.add_argument("--config", type=Path, metavar="TOML", help="TOML file with run settings")
+    what.add_argument("--benchmark", "-b", metavar="NAME", help="demo, resnet50, retinanet, bert-99, bert-99.9")
+    what.add_argument("--scenario", "-s", metavar="NAME",
                       help="SingleStream, MultiStream, Server or Offline (default Offline)")
-    what.add_argument("--model", "-m", type=Path, help="model file (the demo ships its own)")
-    what.add_argument("--dataset", "-d", type=Path, help="dataset folder or file")
-    what.add_argument("--vocab", type=Path, help="vocab.txt (BERT)")
-    what.add_argument("--backend", help="onnxruntime (default), noop")
-    what.add_argument("--cache-dir", type=Path, help="where pre-processed data is cached")
-    what.add_argument("--max-samples", type=int,
+    what.add_argument("--model", "-m", type=Path, metavar="PATH", help="model file (the demo ships its own)")
+    what.add_argument("--dataset", "-d", type=Path, metavar="PATH", help="dataset folder or file")
+    what.add_argument("--vocab", type=Path, metavar="PATH", help="vocab.txt (BERT)")
+    what.add_argument("--backend", metavar="NAME",
+                      help="onnxruntime (default), noop, or module:Class of your own")
+    what.add_argument("--cache-dir", type=Path, metavar="DIR", help="where pre-processed data is cached")
+    what.add_argument("--max-samples", type=int, metavar="N",
                       help="use only the first N dataset samples (not valid for submission)")
 
     lg = p.add_argument_group("LoadGen settings (written into user.conf)")
@@ -69,33 +70,34 @@ def add_run_arguments(p: argparse.ArgumentParser) -> None:
                         help="short run: 2 s minimum, small query counts (default)")
     length.add_argument("--valid", dest="short", action="store_const", const=False,
                         help="full-length run under the round's rules (600 s, minimum counts)")
-    lg.add_argument("--target-qps", type=float,
+    lg.add_argument("--target-qps", type=float, metavar="QPS",
                     help="Server target QPS / Offline expected QPS")
-    lg.add_argument("--target-latency", dest="target_latency_ms", type=float,
+    lg.add_argument("--target-latency", dest="target_latency_ms", type=float, metavar="MS",
                     help="SingleStream/MultiStream expected latency in ms (a hint: "
                          "too high and LoadGen runs out of queries)")
-    lg.add_argument("--server-latency", dest="server_latency_ms", type=float,
+    lg.add_argument("--server-latency", dest="server_latency_ms", type=float, metavar="MS",
                     help="Server latency bound in ms (open division only)")
-    lg.add_argument("--min-duration", dest="min_duration_ms", type=int, help="ms")
-    lg.add_argument("--min-query-count", type=int)
-    lg.add_argument("--max-query-count", type=int)
-    lg.add_argument("--performance-sample-count", type=int)
+    lg.add_argument("--min-duration", dest="min_duration_ms", type=int, metavar="MS",
+                    help="minimum test duration (--test: 2000, --valid: 600000)")
+    lg.add_argument("--min-query-count", type=int, metavar="N")
+    lg.add_argument("--max-query-count", type=int, metavar="N")
+    lg.add_argument("--performance-sample-count", type=int, metavar="N")
     lg.add_argument("--set", dest="user_conf_extra", action="append", type=_key_value,
                     metavar="KEY=VALUE", help="any other user.conf key for this scenario")
 
     how = p.add_argument_group("how to run it")
-    how.add_argument("--batch-size", type=int, help="largest batch (Offline default 32)")
-    how.add_argument("--workers", type=int, help="worker threads feeding the backend (default 1)")
-    how.add_argument("--threads", type=int, help="runtime intra-op threads")
-    how.add_argument("--precision", help="fp32 (default), bf16, int8 — never changed silently")
-    how.add_argument("--device", help="cpu (default) or cuda")
+    how.add_argument("--batch-size", type=int, metavar="N", help="largest batch (Offline default 32)")
+    how.add_argument("--workers", type=int, metavar="N", help="worker threads feeding the backend (default 1)")
+    how.add_argument("--threads", type=int, metavar="N", help="runtime intra-op threads")
+    how.add_argument("--precision", metavar="P", help="fp32 (default), bf16, int8 — never changed silently")
+    how.add_argument("--device", metavar="D", help="cpu (default) or cuda")
     how.add_argument("--no-length-sort", dest="length_sort", action="store_const", const=False,
                      help="do not sort Offline samples by length before batching")
     how.add_argument("--backend-option", dest="backend_options", action="append",
                      type=_key_value, metavar="KEY=VALUE",
                      help="backend setting, e.g. graph_optimization=basic")
-    how.add_argument("--output-dir", type=Path, help="where run directories go (default runs/)")
-    how.add_argument("--stall-timeout", dest="stall_timeout_s", type=float,
+    how.add_argument("--output-dir", type=Path, metavar="DIR", help="where run directories go (default runs/)")
+    how.add_argument("--stall-timeout", dest="stall_timeout_s", type=float, metavar="S",
                      help="end the run if nothing completes for this many seconds (default 60)")
     how.add_argument("--trace", dest="enable_trace", action="store_const", const=True,
                      help="write LoadGen's mlperf_log_trace.json")
