@@ -30,8 +30,8 @@ def _shift(values: np.ndarray) -> np.ndarray:
 class DelayBackend(OnnxRuntimeBackend):
     """The demo model plus ``delay_ms`` per sample (stable latencies on a busy machine).
 
-    ``perturb=1`` shifts every predicted class by one: every answer differs from the plain model's,
-    as when a SUT runs a different code path in performance runs.
+    ``perturb=1`` shifts the predicted class of every ``perturb_every``-th sample (default every
+    one) by one, as when a SUT runs a different code path in performance runs.
     """
 
     name = "test-delay"
@@ -40,6 +40,8 @@ class DelayBackend(OnnxRuntimeBackend):
         super().load(model, options)
         self.delay_s = float(options.extra.get("delay_ms", 1.0)) / 1000.0
         self.perturb = bool(int(options.extra.get("perturb", 0)))
+        self.perturb_every = int(options.extra.get("perturb_every", 1))
+        self.seen = 0
 
     def sample_delay(self, inputs: dict[str, np.ndarray]) -> float:
         return self.delay_s * len(next(iter(inputs.values())))
@@ -50,7 +52,12 @@ class DelayBackend(OnnxRuntimeBackend):
             time.sleep(delay)
         outputs = super().predict(inputs)
         if self.perturb:
-            outputs = {k: _shift(v) for k, v in outputs.items()}
+            n = len(next(iter(outputs.values())))
+            rows = [i for i in range(n) if (self.seen + i) % self.perturb_every == 0]
+            self.seen += n
+            outputs = {k: v.copy() for k, v in outputs.items()}
+            for v in outputs.values():
+                v[rows] = _shift(v[rows])
         return outputs
 
     def describe(self) -> dict[str, Any]:

@@ -80,7 +80,8 @@ def assert_official_agrees(test: str, perf: Path, acc: Path | None, audit: Path,
         return
     theirs = official_verification(test, perf, acc, audit, work)
     assert ours(out / test) == theirs
-    assert tree(out / test) == tree(work / "official" / test)
+    extra = {"accuracy/baseline_accuracy.txt", "accuracy/compliance_accuracy.txt"}  # Part III
+    assert tree(out / test) - extra == tree(work / "official" / test)
     for name in ("performance/run_1/mlperf_log_detail.txt", "performance/run_1/mlperf_log_summary.txt"):
         assert (out / test / name).read_bytes() == (work / "official" / test / name).read_bytes()
 
@@ -142,11 +143,37 @@ def test_changed_answers_fail_test01(reference: dict[str, Path], tmp_path: Path,
     assert code == 1
     assert "TEST01: TEST FAIL" in screen
     assert (out / "TEST01" / "verify_accuracy.txt").read_text().splitlines()[-1] == "TEST FAIL"
+    assert "accuracy delta" in screen  # the not-bit-exact route fails as well
+    acc_dir = out / "TEST01" / "accuracy"
+    baseline = (acc_dir / "baseline_accuracy.txt").read_text()
+    compliance = (acc_dir / "compliance_accuracy.txt").read_text()
+    assert baseline.startswith("accuracy=") and compliance.startswith("accuracy=")
+    assert float(compliance[9:].split("%")[0]) < 50 < float(baseline[9:].split("%")[0])
     audit = sorted((reference["root"] / "compliance" / "TEST01" / "demo").iterdir())[-1]
     run = json.loads((audit / "run.json").read_text())
     assert run["spec"]["backend_options"] == {"delay_ms": 0.2, "perturb": 1}
     assert_official_agrees("TEST01", reference["perf"], reference["acc"], audit, out,
                            tmp_path / "work")
+
+
+def test_not_bit_exact_passes_through_accuracy_delta(reference: dict[str, Path],
+                                                     tmp_path: Path) -> None:
+    """One answer in 400 differs: not bit-exact, but within TEST01's 1% accuracy delta."""
+    base = spec(reference["root"], perturb=1, perturb_every=400)
+    audit = run_audit("TEST01", base, tmp_path / "audits")
+    out = tmp_path / "out"
+    verdict = verify("TEST01", reference["perf"], reference["acc"], audit.run_dir, out)
+    assert verdict.accuracy is not None and not verdict.accuracy.passed
+    assert verdict.accuracy.mismatched > 0
+    assert verdict.accuracy_delta is not None and verdict.accuracy_delta.passed, \
+        verdict.accuracy_delta
+    assert verdict.accuracy_delta.allowed_percent == 1.0
+    assert (out / "TEST01" / "verify_accuracy.txt").read_text().splitlines()[-1] == "TEST FAIL"
+    assert (out / "TEST01" / "accuracy" / "baseline_accuracy.txt").is_file()
+    assert verdict.passed == verdict.performance.passed
+    exact = verify("TEST01", reference["perf"], reference["acc"], audit.run_dir,
+                   tmp_path / "exact", score_fallback=False)
+    assert exact.accuracy_delta is None and not exact.passed
 
 
 def test_verify_refuses_wrong_inputs(reference: dict[str, Path], tmp_path: Path) -> None:

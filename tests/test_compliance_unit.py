@@ -217,3 +217,16 @@ def test_required_tests_equal_the_checker_lists(version: str, source: str,
                           ("bert-99", "bert-99"), ("bert-99.9", "bert-99.9")):
         expected = [t for t in ("TEST01", "TEST04") if checker in config[f"models_{t}"]]
         assert required_tests(ours, version) == expected, (version, ours)
+
+
+def test_accuracy_delta_rule() -> None:
+    from mlharness.compliance.accuracy_delta import AccuracyDelta, allowed_delta_percent
+
+    assert allowed_delta_percent("bert-99") == 1.0
+    assert allowed_delta_percent("bert-99.9") == 0.1
+    assert allowed_delta_percent("resnet50") == 1.0
+    # |1 - baseline / compliance| * 100, as the submission checker computes it
+    assert AccuracyDelta("acc", 76.0, 76.5, 1.0, 100).passed
+    assert not AccuracyDelta("acc", 76.0, 75.0, 1.0, 100).passed  # 1.33%
+    assert not AccuracyDelta("F1", 90.0, 90.2, 0.1, 100).passed  # 0.22%
+    assert not AccuracyDelta("acc", 0.0, 0.0, 1.0, 100).passed  # a zero never passes
