@@ -220,3 +220,15 @@ def test_cli_user_errors(reference: dict[str, Path], tmp_path: Path,
                  "--output", str(tmp_path)]) == 2
     with pytest.raises(SystemExit):
         main(base + ["--test", "TEST05"])
+
+
+def test_run_compliance_one_call(reference: dict[str, Path], tmp_path: Path) -> None:
+    from mlharness.compliance import run_compliance, spec_of_run
+
+    base = spec_of_run(reference["perf"])
+    assert (base.backend, base.mode, base.audit_config) == (DELAY, "performance", None)
+    verdict = run_compliance("TEST04", reference["perf"], None, tmp_path / "out",
+                             runs_dir=tmp_path / "runs")
+    assert verdict.passed, verdict.performance.render()
+    assert verdict.audit_run.parent == tmp_path / "runs" / "compliance" / "TEST04" / "demo"
+    assert verdict.to_dict()["test"] == "TEST04"

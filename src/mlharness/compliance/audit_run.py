@@ -49,3 +49,34 @@ def run_audit(test: str, base_spec: RunSpec, output_dir: Path,
         raise RunFailed(f"{test} audit run failed: {err}",
                            hint=f"partial logs kept in {record.run_dir}")
     return record
+
+
+def spec_of_run(run_dir: Path, **overrides: Any) -> RunSpec:
+    """The RunSpec a finished run was made with (from its ``run.json``), as an audit's base."""
+    import json
+
+    from mlharness.compliance.accuracy_check import VerificationInputError
+
+    run_json = Path(run_dir) / "run.json"
+    if not run_json.is_file():
+        raise VerificationInputError(f"no run.json in {run_dir}",
+                                     hint="give a run directory made by mlharness run")
+    data = dict(json.loads(run_json.read_text())["spec"])
+    data.update(mode="performance", audit_config=None, **overrides)
+    return RunSpec.from_mapping(data)
+
+
+def run_compliance(test: str, reference_perf_run_dir: Path,
+                   reference_accuracy_run_dir: Path | None, out_dir: Path,
+                   runs_dir: Path | None = None, overwrite: bool = False,
+                   progress: Callable[[Any], None] | None = None) -> Any:
+    """Audit the SUT of ``reference_perf_run_dir`` with its own settings and verify: the one call
+    a submission needs per benchmark x scenario x test. Audit runs go under
+    ``<runs_dir or the reference's output dir>/compliance/<test>/``; returns the Verdict."""
+    from mlharness.compliance.verify import verify
+
+    base = spec_of_run(reference_perf_run_dir)
+    root = Path(runs_dir) if runs_dir is not None else base.output_dir
+    record = run_audit(test, base, root / "compliance" / test, progress)
+    return verify(test, reference_perf_run_dir, reference_accuracy_run_dir, record.run_dir,
+                  out_dir, overwrite=overwrite)
