@@ -42,7 +42,11 @@ def child_main(spec_data: dict[str, Any], run_dir: str, channel: Any, loaded: An
         backend.load(model, options)
         check_signature(task.model_inputs, backend.inputs, str(model))
         cfg = spec.test_config(task.loadgen_model)
-        policy = policy_for(spec.scenario, spec.batch_size, spec.length_sort,
+        # a model exported with a fixed batch (e.g. the official RetinaNet ONNX: 1) caps the
+        # default batch size; an explicit --batch-size is left to fail loudly
+        fixed = {t.shape[0] for t in backend.inputs if t.shape and t.shape[0] is not None}
+        default_batch = fixed.pop() if len(fixed) == 1 else None
+        policy = policy_for(spec.scenario, spec.batch_size or default_batch, spec.length_sort,
                             cfg.samples_per_query())
         channel.put(("ready", {"task": task.describe(), "backend": backend.describe(),
                                "total": task.total_count(),
