@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-import sys
+import importlib.util
 from pathlib import Path
 
 import numpy as np
@@ -127,11 +127,10 @@ def test_equal_to_the_reference_functions(tmp_path: Path) -> None:
 
     from synthetic_vision import make_imagenet
 
-    sys.path.insert(0, str(REFERENCE))
-    try:
-        import dataset as reference  # type: ignore[import-not-found]
-    finally:
-        sys.path.remove(str(REFERENCE))
+    spec = importlib.util.spec_from_file_location("reference_vision_dataset",
+                                                  REFERENCE / "dataset.py")
+    reference = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(reference)
     entries = make_imagenet(tmp_path, count=8)  # RGB, greyscale and CMYK JPEGs, many shapes
     retinanet = pp.ImagePreprocessor(pp.RETINANET_800)
     for name, _ in entries:
