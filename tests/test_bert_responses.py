@@ -70,3 +70,15 @@ def test_bad_outputs(files: tuple[Path, Path, Path]) -> None:
         t.encode_responses([0], {k: np.zeros((1, 384), np.float32) for k in "abc"})
     with pytest.raises(ConfigError, match="sequence_length"):
         task(files, "packed")
+
+
+def test_make_fixed_model_dynamic(tmp_path: Path) -> None:
+    from mlharness.tasks.question_answering.dynamic_model import main as make_dynamic_main
+    from mlharness.tasks.question_answering.model_probe import onnx_input_shapes
+    from synthetic_squad import make_bert_onnx
+
+    fixed = make_bert_onnx(tmp_path / "fixed.onnx", 3000, fixed_seq=384)
+    assert onnx_input_shapes(fixed) == {n: [None, 384] for n in
+                                        ("input_ids", "input_mask", "segment_ids")}
+    assert make_dynamic_main([str(fixed), str(tmp_path / "dyn.onnx")]) == 0
+    assert onnx_input_shapes(tmp_path / "dyn.onnx")["input_ids"] == [None, None]
