@@ -148,6 +148,10 @@ def verify(test: str, reference_perf_run_dir: Path, reference_accuracy_run_dir: 
     if test not in TESTS:
         raise VerificationInputError(f"unknown compliance test {test!r}",
                                      hint="choose one of: " + ", ".join(TESTS))
+    reference_perf_run_dir = Path(reference_perf_run_dir).resolve()
+    audit_run_dir = Path(audit_run_dir).resolve()
+    if reference_accuracy_run_dir is not None:
+        reference_accuracy_run_dir = Path(reference_accuracy_run_dir).resolve()
     if test == "TEST01" and reference_accuracy_run_dir is None:
         raise VerificationInputError("TEST01 needs the accuracy run",
                                      hint="pass --reference-accuracy RUN_DIR")
