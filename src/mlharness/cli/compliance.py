@@ -20,6 +20,9 @@ examples:
       --reference-accuracy runs/demo/Offline-accuracy-<t> --output results/demo/SingleStream
   mlharness compliance --test TEST04 --reference-perf runs/demo/SingleStream-performance-<t> \\
       --output results/demo/SingleStream
+  # every audit the benchmark needs (resnet50 and the demo: TEST01 and TEST04)
+  mlharness compliance --reference-perf runs/demo/SingleStream-performance-<t> \\
+      --reference-accuracy runs/demo/Offline-accuracy-<t> --output results/demo/SingleStream
   # verify an audit run made earlier, without running it again
   mlharness compliance --test TEST04 --audit-run runs/compliance/TEST04/demo/<run> \\
       --reference-perf runs/demo/SingleStream-performance-<t> --output results/demo/SingleStream
@@ -27,7 +30,8 @@ examples:
 The audit takes its settings from the reference performance run's run.json; run flags given here
 override them. Results go to <output>/TEST01/ or <output>/TEST04/ in the official layout.
 
-exit codes: 0 TEST PASS, 1 TEST FAIL, 2 bad input (message + hint), 3 the audit run failed
+--json prints a list with one verdict per test.
+exit codes: 0 TEST PASS (all tests), 1 TEST FAIL, 2 bad input (message + hint), 3 the audit run failed
 """
 
 _LIST_KEYS = ("user_conf_extra", "backend_options")
@@ -35,14 +39,17 @@ _NOT_INHERITED = ("mode", "audit_config")
 
 
 class _TestFlag(argparse.Action):
-    """``--test TEST01`` names the audit; ``--test`` alone keeps run's meaning (short run)."""
+    """``--test TEST01 [TEST04]`` names audits; ``--test`` alone keeps run's meaning (short run)."""
 
     def __call__(self, parser: argparse.ArgumentParser, namespace: argparse.Namespace,
                  values: Any, option_string: str | None = None) -> None:
+        tests = list(getattr(namespace, self.dest, None) or [])
         for value in values or []:
             if value.upper() not in ("TEST01", "TEST04"):
                 parser.error(f"--test: expected TEST01 or TEST04, got {value!r}")
-            namespace.compliance_test = value.upper()
+            if value.upper() not in tests:
+                tests.append(value.upper())
+        setattr(namespace, self.dest, tests)
         if not values:
             namespace.short = True
 
@@ -63,7 +70,10 @@ def register(sub: argparse._SubParsersAction) -> None:
     # still asks for a short run
     comp.add_argument("--test", dest="compliance_test", nargs="*", action=_TestFlag,
                       metavar="TEST01|TEST04",
-                      help="the audit to run (required); bare --test = short run (default)")
+                      help="the audit(s) to run (default: those the benchmark needs in --round); "
+                           "a bare --test still means a short run (the default)")
+    comp.add_argument("--round", default="v6.1",
+                      help="round whose required tests are run when --test names none")
     comp.add_argument("--reference-perf", type=Path, required=True, metavar="RUN_DIR",
                       help="the performance run being audited (run dir or results/.../<scenario>)")
     comp.add_argument("--reference-accuracy", type=Path, metavar="RUN_DIR",
@@ -99,40 +109,58 @@ def inherit_reference_settings(args: argparse.Namespace, reference: Path) -> Non
             setattr(args, key, value)
 
 
+def _tests_to_run(args: argparse.Namespace, benchmark: str) -> list[str]:
+    from mlharness.compliance import required_tests
+
+    if args.compliance_test:
+        return list(args.compliance_test)
+    tests = required_tests(benchmark, args.round, "closed")
+    if not tests:
+        raise ConfigError(f"{benchmark} needs no TEST01/TEST04 audit in round {args.round}",
+                          hint="name one with --test TEST01 or --test TEST04 to run it anyway")
+    return tests
+
+
 def compliance_command(args: argparse.Namespace) -> int:
     from mlharness.cli.run import spec_from_args
     from mlharness.compliance import run_audit, verify
 
-    if not args.compliance_test:
-        raise ConfigError("no compliance test given", hint="pass --test TEST01 or --test TEST04")
-    args.test = args.compliance_test
-    if args.test == "TEST01" and args.reference_accuracy is None:
-        raise ConfigError("TEST01 compares against the accuracy run",
-                          hint="pass --reference-accuracy RUN_DIR (an untruncated accuracy log)")
     for flag, path in (("--reference-perf", args.reference_perf),
                        ("--reference-accuracy", args.reference_accuracy),
                        ("--audit-run", args.audit_run)):
         if path is not None and not path.is_dir():
             raise ConfigError(f"{flag} {path}: no such directory", hint="give a run directory")
-    audit_run = args.audit_run
-    if audit_run is None:
+    if args.audit_run is not None and len(args.compliance_test or []) != 1:
+        raise ConfigError("--audit-run verifies one audit",
+                          hint="name its test: --test TEST01 or --test TEST04")
+    spec = None
+    if args.audit_run is None:
         inherit_reference_settings(args, args.reference_perf)
         spec = spec_from_args(args, mode="performance")
-        root = spec.output_dir / "compliance" / args.test
+    tests = _tests_to_run(args, spec.benchmark if spec else "")
+    if "TEST01" in tests and args.reference_accuracy is None:
+        raise ConfigError("TEST01 compares against the accuracy run",
+                          hint="pass --reference-accuracy RUN_DIR (an untruncated accuracy log)")
+    verdicts = []
+    for test in tests:
+        audit_run = args.audit_run
+        if spec is not None:
+            if not args.json:
+                console.print(f"running the {test} audit: {spec.benchmark} {spec.scenario} "
+                              f"performance with the official audit.config …")
+            show = not args.no_progress and not args.json and sys.stderr.isatty()
+            with LiveProgress(enabled=show) as bar:
+                audit_run = run_audit(test, spec, spec.output_dir / "compliance" / test,
+                                      bar).run_dir
+        verdict = verify(test, args.reference_perf, args.reference_accuracy, audit_run,
+                         args.output, dtype=args.dtype, overwrite=args.force,
+                         score_fallback=not args.exact_only)
+        verdicts.append(verdict)
         if not args.json:
-            console.print(f"running the {args.test} audit: {spec.benchmark} {spec.scenario} "
-                          f"performance with the official audit.config …")
-        show = not args.no_progress and not args.json and sys.stderr.isatty()
-        with LiveProgress(enabled=show) as bar:
-            audit_run = run_audit(args.test, spec, root, bar).run_dir
-    verdict = verify(args.test, args.reference_perf, args.reference_accuracy, audit_run,
-                     args.output, dtype=args.dtype, overwrite=args.force,
-                     score_fallback=not args.exact_only)
+            show_verdict(verdict)
     if args.json:
-        print_json(verdict.to_dict())
-    else:
-        show_verdict(verdict)
-    return 0 if verdict.passed else 1
+        print_json([v.to_dict() for v in verdicts])
+    return 0 if all(v.passed for v in verdicts) else 1
 
 
 def _perf_detail(perf: Any) -> str:
