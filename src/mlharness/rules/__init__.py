@@ -1,0 +1,17 @@
+"""Round rule tables as data (``<round>.toml`` over ``common.toml``), their loader and the preflight.
+
+    from mlharness import rules
+    r = rules.load("v6.1")
+    r.benchmark("resnet50").dataset_size          # 50000
+    rules.preflight(spec, r)                      # [Problem(...), ...] before a long run
+"""
+
+from mlharness.rules.loader import DEFAULT_ROUND, ROUNDS, load
+from mlharness.rules.model import BenchmarkRules, Rules, normalize_system_type
+from mlharness.rules.preflight import preflight, round_for_seeds, seed_problems
+from mlharness.rules.problems import Problem
+
+__all__ = [
+    "DEFAULT_ROUND", "ROUNDS", "BenchmarkRules", "Problem", "Rules", "load",
+    "normalize_system_type", "preflight", "round_for_seeds", "seed_problems",
+]

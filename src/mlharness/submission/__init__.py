@@ -1,0 +1,86 @@
+"""Submissions: system description, tree layout from run directories, accuracy-log truncation,
+packing, summaries, and checking (ours and the official checker)."""
+
+from __future__ import annotations
+
+import json
+import re
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from mlharness.errors import ConfigError
+from mlharness.rules import load
+from mlharness.rules.problems import Problem
+from mlharness.submission import summary
+from mlharness.submission.check import check_tree
+from mlharness.submission.files import prepare_output
+from mlharness.submission.layout import Layout, lay_out
+from mlharness.submission import pack as packing
+from mlharness.submission.runs import scan
+from mlharness.submission.system import describe, load_user_toml
+
+__all__ = ["SubmitResult", "check_tree", "submit"]
+
+_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]*$")
+
+
+@dataclass
+class SubmitResult:
+    layout: Layout
+    summaries: dict[str, Path]
+    archive: Path
+    problems: list[Problem]
+    skipped_links: list[Path] = field(default_factory=list)
+    defaulted: list[str] = field(default_factory=list)
+
+
+def _name(kind: str, value: str) -> str:
+    if not _NAME.match(value or ""):
+        raise ConfigError(f"bad {kind} name {value!r}",
+                          hint="use letters, digits, '.', '_' or '-' (it becomes a directory name)")
+    return value
+
+
+def _guard_output(output: Path, runs: Path) -> None:
+    out, src = output.resolve(), runs.resolve()
+    if out == src or out in src.parents or out == Path.home() or out == Path(out.anchor):
+        raise ConfigError(f"--output {output} would contain or replace the runs or your home",
+                          hint="choose a new directory such as submission/")
+
+
+def system_description(system: str, system_json: Path | None,
+                       system_toml: Path | None) -> tuple[dict[str, str], list[str]]:
+    """From a JSON written by `mlharness system detect`, or detected now (+ the user's TOML)."""
+    if system_json is not None:
+        if not system_json.is_file():
+            raise ConfigError(f"system JSON not found: {system_json}",
+                              hint="write one with `mlharness system detect --name NAME --output systems/`")
+        try:
+            return {k: str(v) for k, v in json.loads(system_json.read_text()).items()}, []
+        except json.JSONDecodeError as exc:
+            raise ConfigError(f"{system_json} is not JSON ({exc})", hint="re-run system detect") from exc
+    user = load_user_toml(system_toml) if system_toml else None
+    return describe(system, user)
+
+
+def submit(runs: Path, output: Path, submitter: str, division: str, system: str,
+           round: str = "v6.1", system_json: Path | None = None,
+           system_toml: Path | None = None, force: bool = False) -> SubmitResult:
+    """Lay out, truncate, summarise, pack and check. The runs are only read."""
+    rules = load(round)
+    _name("submitter", submitter)
+    _name("system", system)
+    if division not in rules.divisions:
+        raise ConfigError(f"unknown division {division!r}", hint="use open, closed or network")
+    _guard_output(output, runs)
+    inventory = scan(runs)
+    desc, defaulted = system_description(system, system_json, system_toml)
+    prepare_output(output, force)
+    layout = lay_out(inventory, rules, output, division, submitter, system, desc)
+    for path, why in inventory.skipped:
+        layout.notes.append(f"ignored {path}: {why}")
+    paths = summary.write(layout, rules, output)
+    archive = output / "submission.tar.gz"
+    links = packing.pack(output, [division], archive)
+    problems = check_tree(output, rules)
+    return SubmitResult(layout, paths, archive, problems, links, defaulted)

@@ -1,0 +1,70 @@
+"""``mlharness submit``: lay runs out as a submission tree, truncate, summarise, pack and check."""
+
+from __future__ import annotations
+
+import argparse
+from pathlib import Path
+
+from mlharness.rules import DEFAULT_ROUND, ROUNDS
+
+EXAMPLES = """examples:
+  mlharness submit --submitter MyOrg --division open --system my-system --runs runs/ --output submission/
+  mlharness submit --submitter MyOrg --division closed --system my-system --runs runs/ \\
+      --output submission/ --system-json systems/my-system.json --force
+  mlharness check submission/ --official ~/src/inference
+
+The newest successful performance and accuracy run per (benchmark, scenario) under --runs is used;
+compliance outputs (TEST01/, TEST04/) found there are copied for closed submissions. Accuracy logs
+are truncated after that, as the official truncate_accuracy_log.py does. Writes the tree, 
+submission.tar.gz and summary.{csv,json,xlsx,md} into --output.
+"""
+
+
+def register(sub: argparse._SubParsersAction) -> None:
+    p = sub.add_parser("submit", help="lay out, truncate, pack and check a submission",
+                       description="Build an MLPerf Inference submission tree from run directories.",
+                       epilog=EXAMPLES, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--submitter", required=True, help="organisation name (directory name)")
+    p.add_argument("--division", required=True, choices=("open", "closed", "network"))
+    p.add_argument("--system", required=True, help="system name (systems/<name>.json)")
+    p.add_argument("--runs", type=Path, default=Path("runs"), help="run directories (default runs/)")
+    p.add_argument("--output", type=Path, required=True, help="new directory for the tree")
+    p.add_argument("--round", default=DEFAULT_ROUND, choices=ROUNDS, help="default %(default)s")
+    p.add_argument("--system-json", type=Path, help="description from `mlharness system detect` "
+                   "(default: systems/<system>.json if present, else detected now)")
+    p.add_argument("--system-toml", type=Path, help="user fields when detecting now")
+    p.add_argument("--force", action="store_true", help="replace a non-empty --output")
+    p.set_defaults(func=run)
+
+
+def run(args: argparse.Namespace) -> int:
+    from mlharness.cli.check import print_problems
+    from mlharness.cli.render import console
+    from mlharness.submission import submit
+
+    system_json = args.system_json
+    default_json = Path("systems") / f"{args.system}.json"
+    if system_json is None and args.system_toml is None and default_json.is_file():
+        system_json = default_json
+    result = submit(args.runs, args.output, args.submitter, args.division, args.system,
+                    args.round, system_json, args.system_toml, args.force)
+    lay = result.layout
+    console.print(f"laid out {len(lay.entries)} result(s) under [bold]{lay.base}[/]")
+    for e in lay.entries:
+        tests = f" + {', '.join(e.tests)}" if e.tests else ""
+        short = " [yellow](--test run)[/]" if e.performance.short else ""
+        console.print(f"  {e.bench_dir}/{e.scenario}: {e.performance.path.name} + "
+                      f"{e.accuracy.path.name}{tests}{short}", highlight=False)
+    for note in lay.notes:
+        console.print(f"  [yellow]note:[/] {note}", highlight=False)
+    if result.defaulted:
+        console.print("  [yellow]system fields left at defaults:[/] " + ", ".join(result.defaulted)
+                      + " (set them with --system-toml)", highlight=False)
+    for link in result.skipped_links:
+        console.print(f"  [yellow]not packed (symlink):[/] {link}", highlight=False)
+    console.print(f"archive: {result.archive}")
+    console.print("summary: " + ", ".join(str(p) for p in result.summaries.values()))
+    print_problems(result.problems, "mlharness check")
+    if not result.problems:
+        console.print(f"next: mlharness check {args.output} --official PATH_TO_INFERENCE_CHECKOUT")
+    return 1 if result.problems else 0

@@ -1,0 +1,89 @@
+"""Read a round's TOML rule table (merged over ``common.toml``) into :class:`Rules`."""
+
+from __future__ import annotations
+
+import tomllib
+from functools import lru_cache
+from importlib import resources
+from typing import Any
+
+from mlharness.errors import ConfigError
+from mlharness.rules.model import BenchmarkRules, Rules, normalize_system_type
+
+DEFAULT_ROUND = "v6.1"
+ROUNDS = ("v6.1", "v6.0", "v5.1")
+
+
+def _read(name: str) -> dict[str, Any]:
+    text = resources.files("mlharness.rules").joinpath(name).read_text()
+    return tomllib.loads(text)
+
+
+def _merge(base: dict[str, Any], over: dict[str, Any]) -> dict[str, Any]:
+    out = dict(base)
+    for key, value in over.items():
+        if isinstance(value, dict) and isinstance(out.get(key), dict):
+            out[key] = _merge(out[key], value)
+        else:
+            out[key] = value
+    return out
+
+
+def _benchmark(name: str, data: dict[str, Any], regexes: dict[str, str]) -> BenchmarkRules:
+    metric = data["accuracy_metric"]
+    latency = data.get("server_latency_ns")
+    return BenchmarkRules(
+        name=name,
+        harness=data["harness"],
+        loadgen_model=data["loadgen_model"],
+        accuracy_metric=metric,
+        accuracy_reference=float(data["accuracy_reference"]),
+        accuracy_fraction=float(data["accuracy_fraction"]),
+        accuracy_regex=regexes[metric],
+        dataset_size=int(data["dataset_size"]),
+        performance_sample_count=int(data["performance_sample_count"]),
+        offline_min_samples_per_query=int(data["offline_min_samples_per_query"]),
+        min_queries={k: int(v) for k, v in data.get("min_queries", {}).items()},
+        server_latency_ns=int(latency) if latency is not None else None,
+        compliance_tests=tuple(data.get("compliance_tests", ())),
+        required_scenarios={normalize_system_type(k): tuple(v)
+                            for k, v in data.get("required_scenarios", {}).items()},
+    )
+
+
+def load(round: str = DEFAULT_ROUND) -> Rules:
+    """The rules of ``round`` (``v6.1``, ``v6.0`` or ``v5.1``; a leading ``v`` is optional)."""
+    key = round if round.startswith("v") else f"v{round}"
+    if key not in ROUNDS:
+        raise ConfigError(f"unknown round {round!r}", hint="choose one of: " + ", ".join(ROUNDS))
+    return _load(key)
+
+
+@lru_cache(maxsize=None)
+def _load(key: str) -> Rules:
+    data = _merge(_read("common.toml"), _read(f"{key}.toml"))
+    regexes = data["accuracy_regex"]
+    benchmarks = {name: _benchmark(name, b, regexes) for name, b in data["benchmarks"].items()}
+    return Rules(
+        round=data["round"],
+        checker_version=data["checker_version"],
+        layout=data["layout"],
+        seeds={k: int(v) for k, v in data["seeds"].items()},
+        benchmarks=benchmarks,
+        retired_benchmarks=tuple(data.get("retired", {}).get("benchmarks", ())),
+        retired_tests=tuple(data.get("retired_tests", ())),
+        divisions=tuple(data["divisions"]),
+        statuses=tuple(data["statuses"]),
+        system_types=tuple(data["system_types"]),
+        scenarios=tuple(data["scenarios"]),
+        min_duration_ms=int(data["min_duration_ms"]),
+        max_accuracy_log_bytes=int(data["max_accuracy_log_bytes"]),
+        truncate_keep_bytes=int(data["truncate_keep_bytes"]),
+        system_required=tuple(data["system"]["required"]),
+        system_meaningful=tuple(data["system"]["meaningful"]),
+        system_network=tuple(data["system"]["network"]),
+        measurements_required=tuple(data["measurements"]["required"]),
+        measurements_files=tuple(data["measurements"]["files"]),
+        hash_regex=regexes["hash"],
+        raw=data,
+    )

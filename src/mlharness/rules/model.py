@@ -1,0 +1,115 @@
+"""The typed view of one round's rule tables (``rules/<round>.toml`` over ``rules/common.toml``)."""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+from typing import Any
+
+from mlharness.errors import ConfigError
+
+
+@dataclass(frozen=True)
+class BenchmarkRules:
+    """What a round demands of one benchmark. ``name`` is the submission directory name."""
+
+    name: str
+    harness: str
+    loadgen_model: str
+    accuracy_metric: str
+    accuracy_reference: float
+    accuracy_fraction: float
+    accuracy_regex: str
+    dataset_size: int
+    performance_sample_count: int
+    offline_min_samples_per_query: int
+    min_queries: dict[str, int]
+    server_latency_ns: int | None
+    compliance_tests: tuple[str, ...]
+    required_scenarios: dict[str, tuple[str, ...]]
+
+    @property
+    def accuracy_target(self) -> float:
+        """The threshold the checker compares with (reference x fraction, e.g. 76.46 x 0.99)."""
+        return self.accuracy_reference * self.accuracy_fraction
+
+    @property
+    def accuracy_delta_percent(self) -> float:
+        """Allowed TEST01 baseline/compliance accuracy difference (``Config.get_delta_perc``)."""
+        return 0.1 if "99.9" in self.name else 1.0
+
+    def scenarios_for(self, system_type: str) -> tuple[str, ...] | None:
+        """Scenarios a closed submission must hold for ``system_type``; None if the round lists
+        none (the official checker cannot judge such a system)."""
+        return self.required_scenarios.get(normalize_system_type(system_type))
+
+    def parse_accuracy(self, text: str) -> float | None:
+        """The metric value in ``accuracy.txt`` text, read line by line as the checker does."""
+        for line in text.splitlines():
+            m = re.match(self.accuracy_regex, line)
+            if m:
+                return float(m.group(1))
+        return None
+
+
+def normalize_system_type(system_type: str) -> str:
+    """``edge,datacenter`` and ``datacenter,edge`` are the same suite."""
+    parts = sorted(p.strip() for p in str(system_type).split(",") if p.strip())
+    return ",".join(parts)
+
+
+@dataclass(frozen=True)
+class Rules:
+    """One round's rules."""
+
+    round: str
+    checker_version: str
+    layout: str
+    seeds: dict[str, int]
+    benchmarks: dict[str, BenchmarkRules]
+    retired_benchmarks: tuple[str, ...]
+    retired_tests: tuple[str, ...]
+    divisions: tuple[str, ...]
+    statuses: tuple[str, ...]
+    system_types: tuple[str, ...]
+    scenarios: tuple[str, ...]
+    min_duration_ms: int
+    max_accuracy_log_bytes: int
+    truncate_keep_bytes: int
+    system_required: tuple[str, ...]
+    system_meaningful: tuple[str, ...]
+    system_network: tuple[str, ...]
+    measurements_required: tuple[str, ...]
+    measurements_files: tuple[str, ...]
+    hash_regex: str
+    raw: dict[str, Any] = field(default_factory=dict, repr=False, compare=False)
+
+    def find(self, name: str) -> BenchmarkRules | None:
+        """The benchmark by submission directory name or mlharness benchmark name."""
+        if name in self.benchmarks:
+            return self.benchmarks[name]
+        for bench in self.benchmarks.values():
+            if bench.harness == name:
+                return bench
+        return None
+
+    def benchmark(self, name: str) -> BenchmarkRules:
+        """Like :meth:`find` but explains why a name cannot count for this round."""
+        bench = self.find(name)
+        if bench is not None:
+            return bench
+        known = ", ".join(f"{b.harness} ({b.name})" for b in self.benchmarks.values())
+        if name == "demo":
+            raise ConfigError(
+                "the demo benchmark (UCI digits) is not an MLPerf benchmark and cannot count "
+                f"for {self.round}",
+                hint=f"practise the submission flow with resnet50 on a synthetic dataset; {self.round} "
+                f"benchmarks: {known}",
+            )
+        if name in self.retired_benchmarks:
+            raise ConfigError(
+                f"{name} is retired in {self.round}: the round has no rules for it",
+                hint=f"choose an older round (--round v6.0) or one of: {known}",
+            )
+        raise ConfigError(f"{name} is not a {self.round} benchmark mlharness knows",
+                          hint=f"choose one of: {known}")

@@ -1,0 +1,339 @@
+"""Our own submission checker: the official checker's rules (``submission_checker/checks/*.py``)
+over the same round tables, with every problem said in plain words and the command that fixes it.
+
+Where the official checker has quirks we check the intent instead: an INVALID performance result
+or LoadGen errors in a performance log are problems here even though the modular checker lets
+them pass (see MLPERF_FACTS §4.2).
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+from mlharness.loadgen.mllog import MLLOG_PREFIX, DetailLog, parse_detail_log
+from mlharness.rules.model import BenchmarkRules, Rules
+from mlharness.rules.problems import Problem
+from mlharness.submission import system as system_desc
+
+EARLY_STOPPING = ("SingleStream", "MultiStream", "Server")
+TEST_RUN_FIX = ("re-run it full length: `mlharness run --benchmark {b} --scenario {s} "
+                "--mode performance --valid ...`, then `mlharness submit ... --force`")
+RESUBMIT = "re-run `mlharness submit ... --force` to lay the tree out again"
+
+
+def _dirs(path: Path) -> list[Path]:
+    return sorted(p for p in path.iterdir() if p.is_dir()) if path.is_dir() else []
+
+
+def _read_log(path: Path, where: str, out: list[Problem]) -> DetailLog | None:
+    if not path.is_file():
+        out.append(Problem("log-missing", f"{path.name} is missing", where=where,
+                           meaning="the checker needs LoadGen's detail log here", fix=RESUBMIT))
+        return None
+    first = path.read_text(errors="replace").split("\n", 1)[0]
+    if not first.startswith(MLLOG_PREFIX):
+        out.append(Problem("log-malformed", f"{path.name} does not start with {MLLOG_PREFIX}",
+                           where=where, meaning="the checker refuses logs that are not LoadGen's",
+                           fix="copy the log exactly as LoadGen wrote it"))
+        return None
+    log = parse_detail_log(path)
+    if any("unreadable MLLOG line" in w for w in log.warnings):
+        out.append(Problem("log-malformed", f"{path.name} has an unreadable :::MLLOG line",
+                           where=where, meaning="the checker stops at malformed lines",
+                           fix="the run was cut off; run it again"))
+    return log
+
+
+def _num(v: Any) -> float:
+    try:
+        return float(v)
+    except (TypeError, ValueError):
+        return float("nan")
+
+
+def _truthy(v: Any) -> bool:
+    return v is True or str(v).lower() == "true"
+
+
+def performance_problems(log: DetailLog, bench: BenchmarkRules, rules: Rules, division: str,
+                         where: str) -> list[Problem]:
+    """``checks/performance_check.py`` plus validity and LoadGen errors."""
+    v = log.values
+    out: list[Problem] = []
+    scenario = str(v.get("effective_scenario", ""))
+    fix_run = TEST_RUN_FIX.format(b=bench.harness, s=scenario)
+    duration = _num(v.get("effective_min_duration_ms"))
+    if not duration >= rules.min_duration_ms:
+        test = duration < 60000
+        out.append(Problem(
+            "test-duration" if test else "min-duration",
+            (f"a --test run (min_duration {duration:g} ms): not valid for submission because it "
+             f"is shorter than {rules.min_duration_ms // 1000} s") if test else
+            f"min_duration {duration:g} ms is below the required {rules.min_duration_ms} ms",
+            meaning="the rules need every performance run to last at least 600 s", fix=fix_run,
+            where=where))
+    for key, expected in rules.seeds.items():
+        found = v.get(f"effective_{key}")
+        if found is None or int(found) != expected:
+            out.append(Problem(
+                "wrong-seeds", f"{key} is {found}, {rules.round} expects {expected}", where=where,
+                meaning="seeds come from the mlperf.conf compiled into LoadGen; these logs were "
+                "made with another round's LoadGen",
+                fix=f"check with the matching --round, or re-run with the {rules.round} LoadGen"))
+    psc = _num(v.get("effective_performance_sample_count"))
+    if not psc >= bench.performance_sample_count:
+        out.append(Problem(
+            "performance-sample-count",
+            f"performance_sample_count {psc:g} < {bench.performance_sample_count}", where=where,
+            meaning="LoadGen must choose among at least this many samples held in memory",
+            fix="drop --performance-sample-count and use a dataset with enough samples"))
+    if v.get("result_validity") != "VALID":
+        out.append(Problem(
+            "result-invalid", f"LoadGen marked the result {v.get('result_validity', 'missing')}",
+            where=where, meaning="only VALID results count (min duration, queries, early stopping "
+            "or latency were not met)", fix=fix_run))
+    if log.errors:
+        out.append(Problem("loadgen-errors", f"LoadGen logged {len(log.errors)} error(s): {log.errors[0]}",
+                           where=where, meaning="a log with LoadGen errors cannot be submitted",
+                           fix=fix_run))
+    if scenario in EARLY_STOPPING and not _truthy(v.get("early_stopping_met")):
+        out.append(Problem("early-stopping", "early stopping condition not met", where=where,
+                           meaning="too few queries for a latency estimate with 99% confidence",
+                           fix=fix_run))
+    if scenario == "Server" and bench.server_latency_ns:
+        target = _num(v.get("effective_target_latency_ns"))
+        if target > bench.server_latency_ns:
+            out.append(Problem("server-latency", f"target latency {target:g} ns > "
+                               f"{bench.server_latency_ns} ns allowed", where=where,
+                               meaning="the Server latency bound is fixed by the round",
+                               fix="drop --server-latency and re-run"))
+    if scenario == "Offline" and division == "closed":
+        spq = _num(v.get("effective_samples_per_query"))
+        if not spq >= bench.offline_min_samples_per_query:
+            out.append(Problem("offline-samples-per-query", f"Offline issued {spq:g} samples, "
+                               f"closed needs >= {bench.offline_min_samples_per_query}", where=where,
+                               meaning="closed Offline runs must issue the round's minimum",
+                               fix=fix_run))
+    return out
+
+
+def accuracy_problems(acc_dir: Path, bench: BenchmarkRules, rules: Rules, division: str,
+                      where: str) -> list[Problem]:
+    """``checks/accuracy_check.py``."""
+    out: list[Problem] = []
+    fix_acc = (f"`mlharness run --benchmark {bench.harness} --scenario {acc_dir.parent.name} "
+               "--mode accuracy ...`, then submit again")
+    missing = [n for n in ("mlperf_log_summary.txt", "mlperf_log_detail.txt", "accuracy.txt",
+                           "mlperf_log_accuracy.json") if not (acc_dir / n).is_file()]
+    if missing:
+        return [Problem("accuracy-files", "missing " + ", ".join(missing), where=where,
+                        meaning="every result needs its accuracy run", fix=fix_acc)]
+    text = (acc_dir / "accuracy.txt").read_text(errors="replace")
+    value = bench.parse_accuracy(text)
+    if value is None:
+        out.append(Problem("accuracy-unreadable", f"accuracy.txt has no {bench.accuracy_metric} line",
+                           where=where, meaning="the checker reads the metric with a fixed pattern",
+                           fix=fix_acc))
+    elif division != "open" and value < bench.accuracy_target:
+        out.append(Problem("accuracy-below-target", f"{bench.accuracy_metric} {value:g} < target "
+                           f"{bench.accuracy_target:.4f}", where=where,
+                           meaning="closed results must reach the round's accuracy target",
+                           fix="improve the model or submit in the open division"))
+    if not any(line.startswith("hash=") for line in text.splitlines()):
+        out.append(Problem("accuracy-hash", "accuracy.txt has no hash= line", where=where,
+                           meaning="the truncated accuracy log must carry the full log's sha256",
+                           fix=RESUBMIT))
+    if (acc_dir / "mlperf_log_accuracy.json").stat().st_size > rules.max_accuracy_log_bytes:
+        out.append(Problem("accuracy-not-truncated", "mlperf_log_accuracy.json is not truncated",
+                           where=where, meaning="submissions carry only the first and last 4 KiB",
+                           fix=RESUBMIT))
+    log = _read_log(acc_dir / "mlperf_log_detail.txt", where, out)
+    if log is None:
+        return out
+    if log.errors:
+        out.append(Problem("loadgen-errors", f"accuracy log has LoadGen errors: {log.errors[0]}",
+                           where=where, meaning="a log with LoadGen errors cannot be submitted",
+                           fix=fix_acc))
+    count = log.values.get("effective_accuracy_sample_count", log.values.get("qsl_reported_total_count"))
+    if _num(count) != bench.dataset_size:
+        out.append(Problem(
+            "accuracy-coverage", f"the accuracy run covered {count} samples, the dataset has "
+            f"{bench.dataset_size}", where=where,
+            meaning="accuracy must be measured on the complete validation set (the official "
+            "checker's --skip-dataset-size-check exists only for backwards compatibility)",
+            fix=f"re-run accuracy on the full dataset: {fix_acc}"))
+    return out
+
+
+def measurement_problems(scen_dir: Path, rules: Rules, where: str) -> list[Problem]:
+    """``checks/measurements_checks.py``."""
+    out: list[Problem] = []
+    path = scen_dir / "measurements.json"
+    if not path.is_file():
+        return [Problem("measurements-missing", "measurements.json is missing", where=where,
+                        meaning="each result describes its inputs and weights", fix=RESUBMIT)]
+    try:
+        data = json.loads(path.read_text())
+    except json.JSONDecodeError:
+        return [Problem("measurements-malformed", "measurements.json is not JSON", where=where,
+                        fix=RESUBMIT)]
+    for key in rules.measurements_required:
+        if not data.get(key):
+            out.append(Problem("measurements-field", f"measurements.json field {key} is missing or "
+                               "empty", where=where, meaning="the checker needs a non-empty value",
+                               fix=f"edit {path}"))
+    for name in rules.measurements_files:
+        f = scen_dir / name
+        if not f.is_file() or f.stat().st_size == 0:
+            out.append(Problem("measurements-file", f"{name} is missing or empty", where=where,
+                               meaning="user.conf and README.md must sit beside measurements.json",
+                               fix=RESUBMIT))
+    return out
+
+
+def compliance_problems(scen_dir: Path, bench: BenchmarkRules, rules: Rules, division: str,
+                        where: str) -> list[Problem]:
+    """``checks/compliance_check.py`` (closed and network only)."""
+    out: list[Problem] = []
+    for test in bench.compliance_tests:
+        tdir = scen_dir / test
+        fix = (f"`mlharness compliance --test {test} --benchmark {bench.harness} "
+               f"--scenario {scen_dir.name} ...`, then submit again")
+        w = f"{where}/{test}"
+        if not tdir.is_dir():
+            out.append(Problem("compliance-missing", f"{test} is missing", where=where,
+                               meaning=f"closed {bench.name} needs the {test} audit", fix=fix))
+            continue
+        if test == "TEST01":
+            verify = tdir / "verify_accuracy.txt"
+            if not verify.is_file():
+                out.append(Problem("compliance-files", "verify_accuracy.txt is missing", where=w,
+                                   fix=fix))
+            elif "TEST PASS" not in [ln.strip() for ln in verify.read_text().splitlines()]:
+                out.append(Problem("compliance-failed", "TEST01 accuracy verification did not pass",
+                                   where=w, meaning="performance-mode responses differ from "
+                                   "accuracy-mode responses", fix=fix))
+        verify = tdir / "verify_performance.txt"
+        if not verify.is_file():
+            out.append(Problem("compliance-files", "verify_performance.txt is missing", where=w, fix=fix))
+        elif "TEST PASS" not in verify.read_text():
+            out.append(Problem("compliance-failed", f"{test} performance verification did not pass",
+                               where=w, meaning=("the audit run was faster than allowed (caching?)"
+                                                 if test == "TEST04" else
+                                                 "the audit run's performance is out of band"),
+                               fix=fix))
+        run1 = tdir / "performance" / "run_1"
+        files = {p.name for p in run1.iterdir() if p.is_file()} if run1.is_dir() else set()
+        extra = files - {"mlperf_log_summary.txt", "mlperf_log_detail.txt",
+                         "mlperf_log_accuracy.json", "mlperf_log_trace.json"}
+        lacking = {"mlperf_log_summary.txt", "mlperf_log_detail.txt"} - files
+        if extra or lacking:
+            out.append(Problem("compliance-files", f"performance/run_1 file list mismatch "
+                               f"(missing {sorted(lacking)}, extra {sorted(extra)})", where=w, fix=fix))
+            continue
+        log = _read_log(run1 / "mlperf_log_detail.txt", w, out)
+        if log is not None:
+            out += [p for p in performance_problems(log, bench, rules, division, w)
+                    if p.code != "loadgen-errors"]
+    return out
+
+
+def _model_mapping(base: Path) -> dict[str, str]:
+    path = base / "model_mapping.json"
+    if not path.is_file():
+        return {}
+    try:
+        return dict(json.loads(path.read_text()))
+    except (json.JSONDecodeError, TypeError, ValueError):
+        return {}
+
+
+def check_tree(root: Path, rules: Rules) -> list[Problem]:
+    """Every problem in the submission tree at ``root``."""
+    out: list[Problem] = []
+    divisions = [d for d in _dirs(root) if d.name in rules.divisions]
+    if not divisions:
+        return [Problem("tree-empty", f"no {'/'.join(rules.divisions)} directory in {root}",
+                        meaning="a submission root holds division directories",
+                        fix="mlharness submit --submitter ORG --division open --system NAME "
+                        "--runs runs/ --output submission/", where=str(root))]
+    for div in divisions:
+        for sub in _dirs(div):
+            out += _check_submitter(root, div.name, sub, rules)
+    return out
+
+
+def _check_submitter(root: Path, division: str, sub: Path, rules: Rules) -> list[Problem]:
+    out: list[Problem] = []
+    rel = lambda p: str(p.relative_to(root))  # noqa: E731
+    if not (sub / "src").is_dir():
+        out.append(Problem("src-missing", "src/ does not exist", where=rel(sub),
+                           meaning="the code that produced the results must be included",
+                           fix=RESUBMIT))
+    mapping = _model_mapping(sub) if division == "open" else {}
+    results = sub / "results"
+    if not _dirs(results):
+        out.append(Problem("no-results", "results/ holds no system", where=rel(sub), fix=RESUBMIT))
+    for sys_dir in _dirs(results):
+        sys_json = sub / "systems" / f"{sys_dir.name}.json"
+        desc: dict[str, Any] = {}
+        if not sys_json.is_file():
+            out.append(Problem("system-json-missing", f"systems/{sys_dir.name}.json is missing",
+                               where=rel(sub), meaning="every system in results/ needs a description",
+                               fix=f"mlharness system detect --name {sys_dir.name} --output systems/"))
+        else:
+            desc = json.loads(sys_json.read_text())
+            out += system_desc.problems(desc, rules, division, sub.name, where=rel(sys_json))
+        for bench_dir in _dirs(sys_dir):
+            name = mapping.get(bench_dir.name, bench_dir.name)
+            bench = rules.find(name)
+            if bench is None:
+                reason = ("is retired in " + rules.round) if name in rules.retired_benchmarks else \
+                    f"is not a {rules.round} benchmark"
+                out.append(Problem("benchmark-unknown", f"{bench_dir.name} {reason}",
+                                   where=rel(bench_dir),
+                                   meaning="directory names must be the round's benchmark names "
+                                   "(resnet, bert-99, bert-99.9)",
+                                   fix="lay the tree out with `mlharness submit` for this round"))
+                continue
+            scenarios = [d.name for d in _dirs(bench_dir)]
+            if division in ("closed", "network") and desc:
+                required = bench.scenarios_for(str(desc.get("system_type", "")))
+                if required is None:
+                    out.append(Problem(
+                        "system-type-unsupported",
+                        f"{rules.round} lists no required scenarios for {bench.name} on a "
+                        f"{desc.get('system_type')} system", where=rel(bench_dir),
+                        meaning="the official checker cannot judge it (it crashes)",
+                        fix="declare system_type edge (or \"datacenter,edge\") in the system TOML"))
+                else:
+                    missing = [s for s in required if s not in scenarios]
+                    if missing:
+                        out.append(Problem("scenarios-missing", "missing scenarios " + ", ".join(missing),
+                                           where=rel(bench_dir),
+                                           meaning=f"closed {desc.get('system_type')} {bench.name} "
+                                           "needs " + ", ".join(required),
+                                           fix=f"run {bench.harness} in those scenarios (performance "
+                                           "and accuracy), then submit again"))
+            for scen_dir in _dirs(bench_dir):
+                out += _check_scenario(root, scen_dir, bench, rules, division)
+    return out
+
+
+def _check_scenario(root: Path, scen_dir: Path, bench: BenchmarkRules, rules: Rules,
+                    division: str) -> list[Problem]:
+    where = str(scen_dir.relative_to(root))
+    out: list[Problem] = []
+    if scen_dir.name not in rules.scenarios:
+        return [Problem("scenario-unknown", f"{scen_dir.name} is not a scenario", where=where,
+                        fix="remove the directory")]
+    log = _read_log(scen_dir / "performance" / "run_1" / "mlperf_log_detail.txt", where, out)
+    if log is not None:
+        out += performance_problems(log, bench, rules, division, where)
+    out += accuracy_problems(scen_dir / "accuracy", bench, rules, division, where)
+    out += measurement_problems(scen_dir, rules, where)
+    if division in ("closed", "network"):
+        out += compliance_problems(scen_dir, bench, rules, division, where)
+    return out

@@ -1,0 +1,113 @@
+"""The small documents a submission carries beside the logs: measurements.json, README.md, src/."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+from mlharness import __version__
+from mlharness.submission.runs import Run
+
+_FLAG_KEYS = ("benchmark", "scenario", "mode", "backend", "model", "dataset", "vocab",
+              "target_qps", "target_latency_ms", "server_latency_ms", "batch_size", "workers",
+              "threads", "precision", "device")
+
+
+def run_command(run: Run) -> str:
+    """The ``mlharness run`` command line that reproduces ``run`` (best effort from its spec)."""
+    spec = run.spec
+    parts = ["mlharness run"]
+    for key in _FLAG_KEYS:
+        value = spec.get(key)
+        if key == "benchmark":
+            value = value or run.benchmark
+        if value in (None, "", False):
+            continue
+        flag = "--" + key.replace("_ms", "").replace("_", "-")
+        parts.append(f"{flag} {value}")
+    parts.append("--test" if run.short else "--valid")
+    return " ".join(parts)
+
+
+def measurements(run: Run, accuracy: Run | None) -> dict[str, Any]:
+    """``measurements.json``: the fields the checker requires (``SYSTEM_IMP_REQUIRED_FILES``)
+    as non-empty strings, plus what produced the result."""
+    spec = run.spec
+    precision = str(spec.get("precision") or "fp32")
+    model = spec.get("model") or (run.record.get("backend") or {}).get("model") or "unknown"
+    return {
+        "input_data_types": precision,
+        "retraining": "No",
+        "starting_weights_filename": Path(str(model)).name or "unknown",
+        "weight_data_types": precision,
+        "weight_transformations": "No" if precision == "fp32" else f"post-training {precision} conversion",
+        "harness": f"mlharness {__version__}",
+        "backend": str(spec.get("backend") or ""),
+        "performance_run": run.path.name,
+        "accuracy_run": accuracy.path.name if accuracy else "",
+    }
+
+
+def _versions(run: Run) -> str:
+    versions = run.record.get("versions") or {}
+    return ", ".join(f"{k} {v}" for k, v in sorted(versions.items())) or "unknown"
+
+
+def result_readme(bench_dir: str, run: Run, accuracy: Run | None, tests: list[str]) -> str:
+    """README.md next to measurements.json: how this result was produced and reproduced."""
+    lines = [
+        f"# {bench_dir} {run.scenario}",
+        "",
+        f"Produced by mlharness {__version__} on the official LoadGen ({_versions(run)}).",
+        "",
+        "## Reproduce",
+        "",
+        "```",
+        run_command(run),
+    ]
+    if accuracy is not None:
+        lines.append(run_command(accuracy))
+    lines += ["```", ""]
+    if run.short:
+        lines += ["**Test-length run (`--test`): not valid for submission (under 600 s).**", ""]
+    lines += [f"- performance run: `{run.path.name}` (status {run.record.get('status')})"]
+    if accuracy is not None:
+        acc = accuracy.record.get("accuracy") or {}
+        lines.append(f"- accuracy run: `{accuracy.path.name}`: {acc.get('text', 'n/a')}")
+    for test in tests:
+        lines.append(f"- compliance {test}: see `{test}/verify_*.txt`")
+    return "\n".join(lines) + "\n"
+
+
+def src_readme(entries: list[dict[str, Any]]) -> str:
+    lines = [
+        "# Source: what produced these results",
+        "",
+        f"mlharness {__version__} (https://pypi.org/project/mlharness/ or this repository),",
+        "a Python harness on the official MLPerf LoadGen (`mlcommons-loadgen` from PyPI).",
+        "Per benchmark, `settings.json` holds the run specification, backend and model",
+        "settings, LoadGen test configuration and package versions of every laid-out run.",
+        "",
+        "| benchmark | scenario | mode | backend | model |",
+        "|---|---|---|---|---|",
+    ]
+    for e in entries:
+        lines.append(f"| {e['benchmark']} | {e['scenario']} | {e['mode']} | {e['backend']} | "
+                     f"{e['model']} |")
+    return "\n".join(lines) + "\n"
+
+
+def src_settings(runs: list[Run]) -> str:
+    """``src/<benchmark>/settings.json``: spec, backend, test_config, versions per run."""
+    data = []
+    for run in runs:
+        data.append({
+            "run": run.path.name,
+            "spec": run.spec,
+            "backend": run.record.get("backend"),
+            "task": run.record.get("task"),
+            "test_config": run.record.get("test_config"),
+            "versions": run.record.get("versions"),
+        })
+    return json.dumps(data, indent=2, default=str) + "\n"

@@ -1,0 +1,57 @@
+"""Small file helpers: atomic writes and copies that never follow symlinks."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import tempfile
+from pathlib import Path
+from typing import Any
+
+from mlharness.errors import ConfigError
+
+
+def write_bytes_atomic(path: Path, data: bytes) -> None:
+    """Write via a temporary file in the same directory, then rename over ``path``."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", dir=path.parent)
+    try:
+        with os.fdopen(fd, "wb") as fh:
+            fh.write(data)
+        os.chmod(tmp, 0o644)
+        os.replace(tmp, path)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
+
+
+def write_text_atomic(path: Path, text: str) -> None:
+    write_bytes_atomic(path, text.encode())
+
+
+def write_json_atomic(path: Path, data: Any) -> None:
+    write_text_atomic(path, json.dumps(data, indent=2, sort_keys=False) + "\n")
+
+
+def copy_file(src: Path, dst: Path) -> None:
+    """Copy one regular file (refusing symlinks, so nothing outside the runs is pulled in)."""
+    if src.is_symlink() or not src.is_file():
+        raise ConfigError(f"not a regular file: {src}",
+                          hint="run directories must hold the LoadGen logs as plain files")
+    dst.parent.mkdir(parents=True, exist_ok=True)
+    tmp = dst.with_name(f".{dst.name}.tmp")
+    shutil.copyfile(src, tmp, follow_symlinks=False)
+    os.replace(tmp, dst)
+
+
+def prepare_output(path: Path, force: bool) -> None:
+    """Refuse a non-empty output directory unless ``force``; then clear and create it."""
+    if path.exists() and not path.is_dir():
+        raise ConfigError(f"{path} exists and is not a directory", hint="choose another --output")
+    if path.is_dir() and any(path.iterdir()):
+        if not force:
+            raise ConfigError(f"output directory {path} is not empty",
+                              hint="choose a new --output, or pass --force to replace it")
+        shutil.rmtree(path)
+    path.mkdir(parents=True, exist_ok=True)

@@ -1,0 +1,203 @@
+"""Lay run directories out as a v6.x submission tree (``submission_structure.md``, the
+``*_PATH`` tables in ``submission_checker/constants.py``)::
+
+    <root>/<division>/<submitter>/systems/<system>.json
+                                 /src/README.md, src/<benchmark>/settings.json
+                                 /results/<system>/<benchmark>/<scenario>/
+                                      performance/run_1/mlperf_log_{summary,detail}.txt
+                                      accuracy/mlperf_log_{summary,detail}.txt, mlperf_log_accuracy.json, accuracy.txt
+                                      measurements.json, user.conf, README.md
+                                      TEST01/..., TEST04/...   (as the official run_verification.py writes them)
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from mlharness.errors import ConfigError
+from mlharness.rules.model import Rules
+from mlharness.submission import documents
+from mlharness.submission.files import copy_file, write_json_atomic, write_text_atomic
+from mlharness.submission.runs import Inventory, Run, Verification
+from mlharness.submission.truncate import truncate_dir
+
+PERF_FILES = ("mlperf_log_summary.txt", "mlperf_log_detail.txt")
+ACC_FILES = ("mlperf_log_summary.txt", "mlperf_log_detail.txt", "mlperf_log_accuracy.json",
+             "accuracy.txt")
+
+
+@dataclass
+class Entry:
+    """One laid-out result."""
+
+    benchmark: str  # mlharness name
+    bench_dir: str  # submission directory name
+    scenario: str
+    path: Path  # the scenario directory in the tree
+    performance: Run
+    accuracy: Run
+    tests: list[str] = field(default_factory=list)
+    verdicts: dict[str, bool] = field(default_factory=dict)  # tests verified by submit itself
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"benchmark": self.benchmark, "bench_dir": self.bench_dir,
+                "scenario": self.scenario, "path": str(self.path),
+                "performance_run": str(self.performance.path),
+                "accuracy_run": str(self.accuracy.path), "tests": self.tests,
+                "short": self.performance.short}
+
+
+@dataclass
+class Layout:
+    root: Path
+    division: str
+    submitter: str
+    system: str
+    entries: list[Entry] = field(default_factory=list)
+    notes: list[str] = field(default_factory=list)
+
+    @property
+    def base(self) -> Path:
+        return self.root / self.division / self.submitter
+
+
+def _copy_set(src: Path, dst: Path, names: tuple[str, ...]) -> list[str]:
+    missing = [n for n in names if not (src / n).is_file()]
+    if not missing:
+        for name in names:
+            copy_file(src / name, dst / name)
+    return missing
+
+
+def _copy_verification(v: Verification, dst: Path) -> None:
+    """Copy the official-shaped TEST0X output; only the files the checker reads or allows."""
+    for name in ("verify_accuracy.txt", "verify_performance.txt"):
+        if (v.path / name).is_file():
+            copy_file(v.path / name, dst / name)
+    for name in PERF_FILES:
+        src = v.path / "performance" / "run_1" / name
+        if src.is_file():
+            copy_file(src, dst / "performance" / "run_1" / name)
+    acc = v.path / "accuracy"
+    if (acc / "mlperf_log_accuracy.json").is_file():
+        copy_file(acc / "mlperf_log_accuracy.json", dst / "accuracy" / "mlperf_log_accuracy.json")
+        # truncate_accuracy_log.py needs an accuracy.txt here (an empty one is the convention)
+        if (acc / "accuracy.txt").is_file():
+            copy_file(acc / "accuracy.txt", dst / "accuracy" / "accuracy.txt")
+        else:
+            write_text_atomic(dst / "accuracy" / "accuracy.txt", "")
+    for name in ("baseline_accuracy.txt", "compliance_accuracy.txt"):
+        if (acc / name).is_file():
+            copy_file(acc / name, dst / "accuracy" / name)
+
+
+def _verify(test: str, perf: Run, acc: Run, audit: Run, scen_dir: Path) -> bool:
+    """Verify the audit against exactly the runs laid out, on the untruncated accuracy log,
+    writing ``scen_dir/<test>/`` as the official run_verification.py does."""
+    from mlharness.compliance import verify
+
+    verdict = verify(test, perf.path, acc.path if test == "TEST01" else None, audit.path,
+                     scen_dir, overwrite=True)
+    acc_dir = scen_dir / test / "accuracy"
+    if (acc_dir / "mlperf_log_accuracy.json").is_file() and not (acc_dir / "accuracy.txt").is_file():
+        write_text_atomic(acc_dir / "accuracy.txt", "")  # truncate_accuracy_log.py needs one
+    return bool(verdict.passed)
+
+
+def _fix_run(benchmark: str, scenario: str, mode: str) -> str:
+    return f"mlharness run --benchmark {benchmark} --scenario {scenario} --mode {mode} --valid ..."
+
+
+def lay_out(
+    inventory: Inventory,
+    rules: Rules,
+    root: Path,
+    division: str,
+    submitter: str,
+    system: str,
+    system_desc: dict[str, str],
+) -> Layout:
+    """Copy the newest successful runs into the tree under ``root`` (which must be empty),
+    then truncate the accuracy logs. Runs that cannot be laid out are listed in ``notes``."""
+    if rules.layout != "v6":
+        raise ConfigError(f"mlharness lays out v6.x trees; {rules.round} used the older "
+                          "measurements/ + compliance/ + code/ layout",
+                          hint="use --round v6.1 (the official preprocess_submission.py converts old trees)")
+    if division not in rules.divisions:
+        raise ConfigError(f"unknown division {division!r}", hint="use open, closed or network")
+    out = Layout(root, division, submitter, system)
+    by_bench: dict[str, list[Run]] = {}
+    for benchmark, scenario in inventory.keys():
+        bench = rules.find(benchmark)
+        if bench is None:
+            try:
+                rules.benchmark(benchmark)
+            except ConfigError as exc:
+                out.notes.append(f"skipped {benchmark} {scenario}: {exc.message} ({exc.hint})")
+            continue
+        perf = inventory.newest(benchmark, scenario, "performance")
+        acc = inventory.newest(benchmark, scenario, "accuracy")
+        assert perf is not None
+        if acc is None:
+            out.notes.append(f"skipped {benchmark} {scenario}: no successful accuracy run; run "
+                             f"`{_fix_run(benchmark, scenario, 'accuracy')}`")
+            continue
+        if not (acc.path / "accuracy.txt").is_file():
+            out.notes.append(f"skipped {benchmark} {scenario}: {acc.path} has no accuracy.txt")
+            continue
+        scen_dir = out.base / "results" / system / bench.name / scenario
+        missing = _copy_set(perf.path, scen_dir / "performance" / "run_1", PERF_FILES)
+        missing += _copy_set(acc.path, scen_dir / "accuracy", ACC_FILES)
+        if missing:
+            out.notes.append(f"skipped {benchmark} {scenario}: missing {', '.join(missing)}")
+            continue
+        user_conf = perf.path / "user.conf"
+        if user_conf.is_file():
+            copy_file(user_conf, scen_dir / "user.conf")
+        entry = Entry(benchmark, bench.name, scenario, scen_dir, perf, acc)
+        for test in bench.compliance_tests if division != "open" else ():
+            audit = inventory.audit(test, benchmark, scenario)
+            found = inventory.verification(test, benchmark, scenario)
+            if audit is not None:
+                entry.verdicts[test] = _verify(test, perf, acc, audit, scen_dir)
+                entry.tests.append(test)
+            elif found is not None:
+                _copy_verification(found, scen_dir / test)
+                entry.tests.append(test)
+            else:
+                out.notes.append(
+                    f"{benchmark} {scenario}: no {test} verification found; run "
+                    f"`mlharness compliance --test {test} --benchmark {benchmark} --scenario {scenario} ...`")
+        write_json_atomic(scen_dir / "measurements.json", documents.measurements(perf, acc))
+        write_text_atomic(scen_dir / "README.md",
+                          documents.result_readme(bench.name, perf, acc, entry.tests))
+        out.entries.append(entry)
+        by_bench.setdefault(bench.name, []).extend([perf, acc])
+    if not out.entries:
+        raise ConfigError("nothing to lay out: " + ("; ".join(out.notes) or "no successful runs found"),
+                          hint="run performance and accuracy tests first (`mlharness run ...`)")
+    desc = dict(system_desc, system_name=system_desc.get("system_name") or system,
+                division=division, submitter=submitter)
+    write_json_atomic(out.base / "systems" / f"{system}.json", desc)
+    src_rows = []
+    for bench_dir, runs in sorted(by_bench.items()):
+        write_text_atomic(out.base / "src" / bench_dir / "settings.json",
+                          documents.src_settings(runs))
+        for run in runs:
+            src_rows.append({"benchmark": bench_dir, "scenario": run.scenario, "mode": run.mode,
+                             "backend": run.spec.get("backend", ""),
+                             "model": Path(str(run.spec.get("model") or "")).name})
+    write_text_atomic(out.base / "src" / "README.md", documents.src_readme(src_rows))
+    truncate_tree(out)
+    return out
+
+
+def truncate_tree(layout: Layout) -> None:
+    """Truncate every accuracy log in the tree (after compliance verification, as the rules say)."""
+    for entry in layout.entries:
+        truncate_dir(entry.path / "accuracy")
+        test01 = entry.path / "TEST01" / "accuracy"
+        if (test01 / "mlperf_log_accuracy.json").is_file():
+            truncate_dir(test01)

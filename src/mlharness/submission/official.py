@@ -1,0 +1,133 @@
+"""Run the official MLCommons submission checker from a checkout (never modified) and explain
+each error it prints in plain words with the command that fixes it."""
+
+from __future__ import annotations
+
+import re
+import subprocess
+import sys
+import tempfile
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from mlharness.errors import ConfigError
+from mlharness.rules.problems import Problem
+
+RESUBMIT = "re-run `mlharness submit ... --force`"
+#: (pattern in the checker's message, code, meaning, fix); error strings from checks/*.py
+EXPLAIN: list[tuple[str, str, str, str]] = [
+    (r"Test duration less than 600s", "test-duration",
+     "the performance run was shorter than 600 s (a --test run, or --min-duration lowered)",
+     "re-run performance with --valid, then submit again"),
+    (r"rng_seed is wrong", "wrong-seeds",
+     "the logs were made with another round's LoadGen (seeds come from its mlperf.conf)",
+     "check with the matching --version/--round, or re-run with the round's LoadGen"),
+    (r"accurcy run does not cover all dataset|accuracy run does not cover", "accuracy-coverage",
+     "the accuracy run did not cover the whole validation set",
+     "run accuracy on the complete dataset (for synthetic practice data only, the checker's "
+     "--skip-dataset-size-check exists)"),
+    (r"performance_sample_count, found", "performance-sample-count",
+     "fewer samples were loadable than the round requires",
+     "use a dataset with at least that many samples and drop --performance-sample-count"),
+    (r"does not have all required scenarios", "scenarios-missing",
+     "closed submissions need every required scenario of the suite",
+     "run the missing scenarios (performance + accuracy) and submit again"),
+    (r"Early stopping condition was not met", "early-stopping",
+     "too few queries for a latency estimate", "run longer (--valid) or with a lower latency target"),
+    (r"Latency constraint", "server-latency", "the Server latency bound was exceeded",
+     "lower --target-qps until the run is VALID"),
+    (r"Required minimum samples per query", "offline-samples-per-query",
+     "closed Offline must issue the round's minimum samples", "drop --min-query-count; run --valid"),
+    (r"accuracy not met", "accuracy-below-target", "accuracy is below the round's target",
+     "use a more accurate model, or the open division"),
+    (r"not hash value for accuracy.txt", "accuracy-hash",
+     "accuracy.txt lacks the hash= line of the truncation", RESUBMIT),
+    (r"is not truncated", "accuracy-not-truncated", "the accuracy log was not truncated", RESUBMIT),
+    (r"has loadgen errors|contains errors", "loadgen-errors", "LoadGen logged errors in the run",
+     "fix the cause shown in the log and re-run"),
+    (r"field .* is missing|requires a meaningful response|invalid status|invalid system type|"
+     r"has submitter|has division", "system-description",
+     "the system description lacks or mislabels a field",
+     "edit your system TOML and run `mlharness system detect --from ...`, then submit again"),
+    (r"measurements json file not found|is missing user.conf|is missing README.md|is having empty|"
+     r"missing meaningful value", "measurements", "measurements.json, user.conf or README.md is "
+     "missing or empty", RESUBMIT),
+    (r"src directory does not exist", "src-missing", "src/ is missing", RESUBMIT),
+    (r"Missing TEST|Missing accuracy file|Missing perf|has no performance/run_1|file list mismatch",
+     "compliance-files", "a compliance test's files are missing",
+     "run `mlharness compliance --test TEST0X ...` and submit again"),
+    (r"Compliance test .* failed", "compliance-failed", "a compliance audit failed",
+     "see TEST0X/verify_*.txt; fix the SUT (no caching, same outputs) and re-run the audit"),
+    (r"incorrect network mode", "system-network-mode", "is_network does not fit the division",
+     "set is_network only for the network division"),
+    (r"Execution occurred in running check", "checker-exception",
+     "one of the checker's checks raised (often a file it needed is missing or malformed)",
+     "look at the messages just before this one"),
+]
+_LINE = re.compile(r"^(?:\[[^\]]* (ERROR|WARNING)\] |(ERROR|WARNING):[^:]*:)(.*)$")
+
+
+@dataclass
+class OfficialResult:
+    command: list[str]
+    returncode: int
+    problems: list[Problem] = field(default_factory=list)
+    warnings: list[str] = field(default_factory=list)
+    output: str = ""
+    summary_ok: bool = False
+
+
+def explain(message: str) -> Problem:
+    for pattern, code, meaning, fix in EXPLAIN:
+        if re.search(pattern, message):
+            return Problem(code, message.strip(), meaning=meaning, fix=fix)
+    return Problem("official", message.strip(), meaning="(no explanation on file)",
+                   fix="read the official checker's message")
+
+
+def parse_output(text: str) -> tuple[list[Problem], list[str], bool]:
+    problems, warnings = [], []
+    for line in text.splitlines():
+        m = _LINE.match(line)
+        if not m:
+            continue
+        level, message = m.group(1) or m.group(2), m.group(3)
+        if level == "ERROR":
+            if message.startswith(("SUMMARY:", "NoResults")) or "Some " in message and "Checks failed" in message:
+                continue
+            problems.append(explain(message))
+        else:
+            warnings.append(message)
+    if "Traceback (most recent call last)" in text:
+        last = [ln for ln in text.splitlines() if ln.strip()][-1]
+        problems.append(Problem("checker-crashed", f"the official checker crashed: {last}",
+                                meaning="it met a tree it cannot handle (e.g. a datacenter system "
+                                "with no required scenarios in the round)",
+                                fix="run `mlharness check` (ours) for the underlying problem"))
+    return problems, warnings, "SUMMARY: submission looks OK" in text
+
+
+def checker_dir(checkout: Path) -> Path:
+    """``<checkout>/tools/submission`` (or the path itself if it already is that folder)."""
+    for cand in (checkout / "tools" / "submission", checkout):
+        if (cand / "submission_checker" / "main.py").is_file():
+            return cand
+    raise ConfigError(f"no official submission checker under {checkout}",
+                      hint="pass a checkout of github.com/mlcommons/inference (--official PATH)")
+
+
+def run_official(root: Path, checkout: Path, version: str, extra: list[str] | None = None,
+                 timeout: float = 1800) -> OfficialResult:
+    """Run ``python -m submission_checker.main --input ROOT --version V`` in the checkout."""
+    cwd = checker_dir(checkout)
+    with tempfile.TemporaryDirectory() as tmp:
+        cmd = [sys.executable, "-m", "submission_checker.main", "--input", str(root.resolve()),
+               "--version", version, "--csv", str(Path(tmp) / "summary.csv"), *(extra or [])]
+        try:
+            proc = subprocess.run(cmd, cwd=cwd, capture_output=True, text=True, timeout=timeout)
+        except subprocess.TimeoutExpired as exc:
+            raise ConfigError("the official checker did not finish in time",
+                              hint="run it by hand to see where it stalls") from exc
+    text = proc.stdout + proc.stderr
+    problems, warnings, ok = parse_output(text)
+    return OfficialResult(cmd, proc.returncode, problems, warnings, text, ok)

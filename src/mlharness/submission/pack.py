@@ -1,0 +1,69 @@
+"""``submission.tar.gz``: only regular files and directories inside the tree, relative paths only.
+
+Symlinks are never followed nor stored: every link (even one pointing inside the tree) is left
+out and reported, so nothing outside the tree can leak into the archive.
+"""
+
+from __future__ import annotations
+
+import os
+import tarfile
+from pathlib import Path, PurePosixPath
+
+from mlharness.errors import ConfigError
+
+
+def _members(root: Path, top: str) -> tuple[list[Path], list[Path]]:
+    """Regular files and dirs under ``root/top`` (walk without following links), and links skipped."""
+    keep: list[Path] = []
+    links: list[Path] = []
+    for dirpath, dirnames, filenames in os.walk(root / top, followlinks=False):
+        base = Path(dirpath)
+        for name in sorted(dirnames):
+            p = base / name
+            (links if p.is_symlink() else keep).append(p)
+        dirnames[:] = sorted(d for d in dirnames if not (base / d).is_symlink())
+        for name in sorted(filenames):
+            p = base / name
+            if p.is_symlink():
+                links.append(p)
+            elif p.is_file():
+                keep.append(p)
+    return keep, links
+
+
+def safe_name(name: str) -> bool:
+    """A member name that cannot escape the extraction directory."""
+    pure = PurePosixPath(name)
+    return not pure.is_absolute() and ".." not in pure.parts and name == pure.as_posix()
+
+
+def pack(root: Path, tops: list[str], archive: Path) -> list[Path]:
+    """Write ``archive`` holding ``root/<top>`` for each top (e.g. ``open``); return skipped links."""
+    skipped: list[Path] = []
+    tmp = archive.with_name(f".{archive.name}.tmp")
+    with tarfile.open(tmp, "w:gz") as tar:
+        for top in tops:
+            if (root / top).is_symlink() or not (root / top).is_dir():
+                raise ConfigError(f"{root / top} is not a directory in the tree",
+                                  hint="lay the tree out with `mlharness submit` first")
+            tar.add(root / top, arcname=top, recursive=False)
+            members, links = _members(root, top)
+            skipped += links
+            for path in members:
+                name = path.relative_to(root).as_posix()
+                if not safe_name(name):
+                    raise ConfigError(f"unsafe path in tree: {name}", hint="rename the file")
+                tar.add(path, arcname=name, recursive=False)
+    os.replace(tmp, archive)
+    return skipped
+
+
+def verify_archive(archive: Path) -> list[str]:
+    """Names in ``archive`` that are unsafe: absolute, with ``..``, or links/devices."""
+    bad = []
+    with tarfile.open(archive, "r:gz") as tar:
+        for member in tar.getmembers():
+            if not safe_name(member.name) or not (member.isfile() or member.isdir()):
+                bad.append(member.name)
+    return bad

@@ -1,0 +1,141 @@
+"""Summary of a laid-out tree with the official checker's CSV columns (``results.py``
+ResultExporter), as ``summary.csv``, ``summary.json``, ``summary.xlsx`` and a markdown table."""
+
+from __future__ import annotations
+
+import csv
+import io
+import json
+from pathlib import Path
+from typing import Any
+
+from mlharness.loadgen.mllog import parse_detail_log
+from mlharness.rules.model import Rules
+from mlharness.submission.files import write_bytes_atomic, write_json_atomic, write_text_atomic
+from mlharness.submission.layout import Layout
+
+COLUMNS = [
+    "Organization", "Availability", "Division", "SystemType", "SystemName", "Platform", "Model",
+    "MlperfModel", "Scenario", "Result", "Accuracy", "number_of_nodes", "host_processor_model_name",
+    "host_processors_per_node", "host_processor_core_count", "accelerator_model_name",
+    "accelerators_per_node", "total_accelerators", "Location", "framework", "operating_system",
+    "notes", "compliance", "errors", "version", "inferred", "has_power", "Units",
+    "weight_data_types", "design_power_watts", "PrivateID",
+]
+#: RESULT_FIELD_NEW and UNIT_DICT (constants.py); latencies are ns in the log, ms in the summary
+RESULT = {
+    "Offline": ("result_samples_per_second", 1.0, "Samples/s"),
+    "Server": ("result_completed_samples_per_sec", 1.0, "Queries/s"),
+    "SingleStream": ("early_stopping_latency_ss", 1e6, "Latency (ms)"),
+    "MultiStream": ("early_stopping_latency_ms", 1e6, "Latency (ms)"),
+}
+
+
+def rows(layout: Layout, rules: Rules) -> list[dict[str, Any]]:
+    desc = json.loads((layout.base / "systems" / f"{layout.system}.json").read_text())
+    out = []
+    for e in layout.entries:
+        log = parse_detail_log(e.path / "performance" / "run_1" / "mlperf_log_detail.txt").values
+        key, div, unit = RESULT[e.scenario]
+        value = log.get(key)
+        acc = e.accuracy.record.get("accuracy") or {}
+        bench = rules.find(e.bench_dir)
+        acc_text = (e.path / "accuracy" / "accuracy.txt").read_text()
+        acc_value = bench.parse_accuracy(acc_text) if bench else None
+        measurements = json.loads((e.path / "measurements.json").read_text())
+        notes = desc.get("hw_notes", "")
+        if desc.get("sw_notes"):
+            notes = (notes + ". " if notes else "") + desc["sw_notes"]
+        try:
+            total = int(desc.get("number_of_nodes", 0)) * int(desc.get("accelerators_per_node", 0))
+        except ValueError:
+            total = ""
+        out.append({
+            "Organization": layout.submitter,
+            "Availability": desc.get("status", ""),
+            "Division": layout.division,
+            "SystemType": desc.get("system_type", ""),
+            "SystemName": desc.get("system_name", ""),
+            "Platform": layout.system,
+            "Model": e.bench_dir,
+            "MlperfModel": e.bench_dir,
+            "Scenario": e.scenario,
+            "Result": float(value) / div if value is not None else "",
+            "Accuracy": f"{acc.get('metric', bench.accuracy_metric if bench else '')}: "
+                        f"{acc_value if acc_value is not None else ''}",
+            "number_of_nodes": desc.get("number_of_nodes", ""),
+            "host_processor_model_name": desc.get("host_processor_model_name", ""),
+            "host_processors_per_node": desc.get("host_processors_per_node", ""),
+            "host_processor_core_count": desc.get("host_processor_core_count", ""),
+            "accelerator_model_name": desc.get("accelerator_model_name", ""),
+            "accelerators_per_node": desc.get("accelerators_per_node", ""),
+            "total_accelerators": total,
+            "Location": str((e.path / "performance" / "run_1").relative_to(layout.root)),
+            "framework": desc.get("framework", ""),
+            "operating_system": desc.get("operating_system", ""),
+            "notes": notes,
+            "compliance": layout.division,
+            "errors": 0,
+            "version": rules.checker_version,
+            "inferred": 0,
+            "has_power": False,
+            "Units": unit,
+            "weight_data_types": measurements.get("weight_data_types", ""),
+            "design_power_watts": "",
+            "PrivateID": "",
+        })
+    return out
+
+
+def to_csv(table: list[dict[str, Any]]) -> str:
+    buf = io.StringIO()
+    writer = csv.DictWriter(buf, fieldnames=COLUMNS, quoting=csv.QUOTE_NONNUMERIC,
+                            lineterminator="\n")
+    writer.writeheader()
+    writer.writerows(table)
+    return buf.getvalue()
+
+
+def to_markdown(table: list[dict[str, Any]]) -> str:
+    cols = ["Division", "Platform", "Model", "Scenario", "Result", "Units", "Accuracy"]
+    lines = ["| " + " | ".join(cols) + " |", "|" + "---|" * len(cols)]
+    for row in table:
+        cells = []
+        for c in cols:
+            v = row[c]
+            cells.append(f"{v:.3f}" if isinstance(v, float) else str(v))
+        lines.append("| " + " | ".join(cells) + " |")
+    return "\n".join(lines) + "\n"
+
+
+def to_xlsx(table: list[dict[str, Any]]) -> bytes:
+    import xlsxwriter  # optional dependency (the "report" extra)
+
+    buf = io.BytesIO()
+    book = xlsxwriter.Workbook(buf, {"in_memory": True})
+    sheet = book.add_worksheet("summary")
+    bold = book.add_format({"bold": True})
+    for col, name in enumerate(COLUMNS):
+        sheet.write(0, col, name, bold)
+    for r, row in enumerate(table, start=1):
+        for col, name in enumerate(COLUMNS):
+            value = row[name]
+            sheet.write(r, col, value if isinstance(value, (int, float, bool)) else str(value))
+    book.close()
+    return buf.getvalue()
+
+
+def write(layout: Layout, rules: Rules, out_dir: Path) -> dict[str, Path]:
+    """Write the four summary files into ``out_dir``; returns their paths by kind."""
+    table = rows(layout, rules)
+    paths = {k: out_dir / f"summary.{k}" for k in ("csv", "json", "md")}
+    write_text_atomic(paths["csv"], to_csv(table))
+    write_json_atomic(paths["json"], table)
+    write_text_atomic(paths["md"], to_markdown(table))
+    try:
+        data = to_xlsx(table)
+    except ImportError:
+        return paths
+    paths["xlsx"] = out_dir / "summary.xlsx"
+    write_bytes_atomic(paths["xlsx"], data)
+    return paths
