@@ -132,7 +132,7 @@ def test_test04_band(demo_runs: dict[str, Path], tmp_path: Path, scenario: str,
 
 
 DEFECTS = ("test invalid", "reference invalid", "scenario differs", "loadgen error",
-           "server target latency differs")
+           "server target latency differs", "no score")
 
 
 @pytest.mark.parametrize("defect", DEFECTS)
@@ -149,6 +149,8 @@ def test_test01_defects_fail_like_official(demo_runs: dict[str, Path], tmp_path:
         set_detail_value(test, "result_validity", "VALID")
     elif defect == "loadgen error":
         set_detail_value(test, "num_errors", 1)  # the official script stops on any error
+    elif defect == "no score":
+        set_detail_value(test, DETAIL_SCORE_KEY[scenario], None)
     else:
         set_detail_value(test, "effective_target_latency_ns", 20_000_000)
     check = check_detail_logs(ref, test)
@@ -157,12 +159,17 @@ def test_test01_defects_fail_like_official(demo_runs: dict[str, Path], tmp_path:
 
 
 @pytest.mark.parametrize("defect", ("test invalid", "reference invalid", "scenario differs",
-                                    "error reported"))
+                                    "error reported", "zero latency", "garbled score"))
 def test_test04_defects_like_official(demo_runs: dict[str, Path], tmp_path: Path,
                                       defect: str) -> None:
-    ref, test = pair(tmp_path, demo_runs["Offline"], "mlperf_log_summary.txt")
+    scenario = "SingleStream" if defect == "zero latency" else "Offline"
+    ref, test = pair(tmp_path, demo_runs[scenario], "mlperf_log_summary.txt")
     expected = False
-    if defect == "test invalid":
+    if defect == "zero latency":  # 1e9 / 0: the official script stops
+        set_summary_line(test, SUMMARY_SCORE["SingleStream"], "0")
+    elif defect == "garbled score":
+        set_summary_line(ref, SUMMARY_SCORE["Offline"], "n/a")
+    elif defect == "test invalid":
         set_summary_line(test, r"Result is", "INVALID")
     elif defect == "reference invalid":
         set_summary_line(ref, r"Result is", "INVALID")

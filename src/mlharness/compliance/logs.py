@@ -76,11 +76,13 @@ class SummaryFacts:
     score_line: str = ""
     valid: bool | None = None
     errors: int = 0
+    unreadable: str | None = None  # a score line the official script could not read either
 
 
 _SUMMARY_SCORE = {
-    "SingleStream": re.compile(r".*Early stopping (90th|90\.0th|99\.9th) percentile estimate"),
-    "MultiStream": re.compile(r".*Early stopping (99th|99\.0th) percentile estimate"),
+    # the official patterns, unescaped dots included
+    "SingleStream": re.compile(r".*Early stopping (90th|90.0th|99.9th) percentile estimate"),
+    "MultiStream": re.compile(r".*Early stopping (99th|99.0th) percentile estimate"),
     "Server": re.compile(r"Completed samples per second"),
     "Offline": re.compile(r"Samples per second"),
 }
@@ -106,9 +108,12 @@ def read_summary(path: Path) -> SummaryFacts:
             continue
         pattern = _SUMMARY_SCORE.get(facts.scenario)
         if pattern is not None and pattern.match(line):
-            value = float(_after_colon(line))
-            facts.score = 1e9 / value if facts.scenario in _INVERTED else value
             facts.score_line = line.strip()
+            try:
+                value = float(_after_colon(line))
+                facts.score = 1e9 / value if facts.scenario in _INVERTED else value
+            except (ValueError, IndexError, ZeroDivisionError):
+                facts.unreadable = facts.score_line
             continue
         if line.startswith("Result is"):
             facts.valid = _after_colon(line) != "INVALID"

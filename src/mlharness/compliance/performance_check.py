@@ -101,10 +101,12 @@ def check_detail_logs(reference: Path, test: Path) -> PerformanceCheck:
     for facts, role in ((read_detail(reference), "reference"), (read_detail(test), "test")):
         scenario = facts.get("effective_scenario")
         key = DETAIL_SCORE_KEY.get(scenario)
-        if key is None or facts.get(key) is None:
+        try:
+            score = float(facts.get(key))  # type: ignore[arg-type]
+        except (TypeError, ValueError):
             check.failure = f"{role} log has no score for scenario {scenario!r} ({facts.path})"
             return check
-        scores.append((scenario, float(facts.get(key)), facts.get("effective_target_latency_ns")))
+        scores.append((scenario, score, facts.get("effective_target_latency_ns")))
         check.failure = _detail_problem(facts, role)
         if check.failure:
             return check
@@ -131,10 +133,16 @@ def check_summary_logs(reference: Path, test: Path) -> PerformanceCheck:
     """TEST04's performance check on two ``mlperf_log_summary.txt`` files."""
     check = PerformanceCheck("TEST04", str(reference), str(test))
     ref = read_summary(reference)
+    if ref.unreadable:
+        check.failure = f"unreadable score line in {reference}: {ref.unreadable!r}"
+        return check
     if ref.valid is False:
         check.failure = f"reference run is INVALID ({reference})"
         return check
     got = read_summary(test)
+    if got.unreadable:
+        check.failure = f"unreadable score line in {test}: {got.unreadable!r}"
+        return check
     if got.valid is False:
         check.failure = f"test run is INVALID ({test})"
         return check
