@@ -177,4 +177,15 @@ def verify(test: str, reference_perf_run_dir: Path, reference_accuracy_run_dir: 
                       performance, accuracy, Path(ref_acc) if ref_acc else None)
     if accuracy is not None and not accuracy.passed and score_fallback and accuracy.matched:
         _score_fallback(verdict, audit_logs)
+    spec = _run_spec(audit_run_dir)
+    if spec.get("short"):
+        verdict.notes.append("--test length audit: fine for checking; a submission needs "
+                             "full-length (--valid) reference runs and audits")
     return verdict
+
+
+def _run_spec(run_dir: Path) -> dict[str, Any]:
+    try:
+        return dict(_run_data(run_dir).get("spec") or {})
+    except (VerificationInputError, ValueError):
+        return {}
