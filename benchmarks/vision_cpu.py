@@ -139,7 +139,8 @@ def main() -> None:
             candidates.append(measured(f"batched-b{bs}-w{workers}", model, dataset, args.workdir,
                                        args, bs, workers, threads, guess=guess))
     best = max(candidates, key=lambda r: r["samples_per_s"])
-    cfg = (best["batch"], best["workers"], None if best["threads"] == "default" else best["threads"])
+    threads = None if best["threads"] == "default" else best["threads"]
+    cfg = (best["batch"], best["workers"], threads)
 
     print(f"side by side ({args.repeats}x reference then best):", flush=True)
     pairs = []
@@ -169,7 +170,8 @@ def main() -> None:
     for r in int8:
         print(f"{r['name']:<46} {r['samples_per_s']:10.2f} {r['samples_per_s'] / ref_qps:12.2f}x")
     if args.json:
-        args.json.write_text(json.dumps({"reference": ref_qps, "best": best_qps, "best_config": best,
+        args.json.write_text(json.dumps({"reference": ref_qps, "best": best_qps,
+                                         "best_config": best,
                                          "sweep": [ref, *candidates], "pairs": pairs,
                                          "int8": int8}, indent=2))
 

@@ -108,7 +108,8 @@ def resnet50_onnx(path: Path, seed: int = 0) -> Path:
     ]
     graph = helper.make_graph(
         nodes, "resnet50_synthetic",
-        [helper.make_tensor_value_info("input_tensor:0", TensorProto.FLOAT, ["unk__N", 3, 224, 224])],
+        [helper.make_tensor_value_info("input_tensor:0", TensorProto.FLOAT,
+                                       ["unk__N", 3, 224, 224])],
         [helper.make_tensor_value_info("ArgMax:0", TensorProto.INT64, ["unk__N"]),
          helper.make_tensor_value_info("softmax_tensor:0", TensorProto.FLOAT, ["unk__N", 1001])],
         initializer=[weight, bias],

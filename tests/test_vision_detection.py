@@ -44,10 +44,10 @@ def write_dataset(root: Path) -> Path:
 
 
 def rows_for(qsl_idx: int, image_id: int, shift: float = 0.0) -> bytes:
-    """Every ground-truth box of the image as a response row, moved right by ``shift`` x its width."""
+    """The image's ground-truth boxes as response rows, moved right by ``shift`` x their width."""
     h, w, boxes = GROUND_TRUTH[image_id]
-    rows = [[qsl_idx, y / h, (x + shift * bw) / w, (y + bh) / h, (x + bw + shift * bw) / w, 0.9, cat]
-            for cat, (x, y, bw, bh) in boxes]
+    rows = [[qsl_idx, y / h, (x + shift * bw) / w, (y + bh) / h, (x + (1 + shift) * bw) / w,
+             0.9, cat] for cat, (x, y, bw, bh) in boxes]
     return np.array(rows, np.float32).tobytes()
 
 

@@ -31,7 +31,7 @@ def data(tmp_path_factory: pytest.TempPathFactory) -> Path:
     # relabel: even images get the model's own answer (minus the background class), odd ones not
     session = ort.InferenceSession(str(model), providers=["CPUExecutionProvider"])
     lines = []
-    for i, (name, label) in enumerate(entries):
+    for i, (name, _) in enumerate(entries):
         x = resnet50_preprocess(root / "imagenet" / name)[None]
         pred = int(session.run(["ArgMax:0"], {"input_tensor:0": x})[0][0]) - 1
         lines.append(f"{name} {pred if i % 2 == 0 else (pred + 1) % 1000}\n")

@@ -120,7 +120,8 @@ def test_nhwc_bgr_layouts(tmp_path: Path) -> None:
     np.testing.assert_array_equal(out, expected)
 
 
-@pytest.mark.skipif(not (REFERENCE / "dataset.py").is_file(), reason="official repo not checked out")
+@pytest.mark.skipif(not (REFERENCE / "dataset.py").is_file(),
+                    reason="official repo not checked out")
 def test_equal_to_the_reference_functions(tmp_path: Path) -> None:
     """Run the reference's own pre-processing (not copied: imported from its checkout)."""
     import cv2

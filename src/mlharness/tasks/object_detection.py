@@ -156,7 +156,8 @@ class ObjectDetectionTask(Task):
             if len(indices) != 1:
                 raise ModelError(
                     f"model returned detections for one image but was fed {len(indices)}",
-                    hint="the official RetinaNet ONNX takes one image at a time: use --batch-size 1",
+                    hint="the official RetinaNet ONNX takes one image at a time: "
+                         "use --batch-size 1",
                 )
             boxes, scores, labels = boxes[None], scores[None], labels[None]
         return [detection_rows(idx, boxes[b], scores[b], labels[b], spec).tobytes()

@@ -32,7 +32,7 @@ _POOL_THRESHOLD = 32
 
 
 class Preprocessor(Protocol):
-    """What the cache needs from a pre-processor: a picklable ``path -> array`` and a fingerprint."""
+    """What the cache needs: a picklable ``path -> array`` with a ``fingerprint``."""
 
     @property
     def fingerprint(self) -> str: ...
@@ -104,13 +104,15 @@ class SampleCache:
             ctx = multiprocessing.get_context("spawn")
             chunk = max(1, min(16, total // (workers * 8)))
             with ctx.Pool(workers, initializer=_init_worker, initargs=(self.preprocess,)) as pool:
-                for n, err in enumerate(pool.imap_unordered(_build_in_worker, todo, chunk), start=1):
+                results = pool.imap_unordered(_build_in_worker, todo, chunk)
+                for n, err in enumerate(results, start=1):
                     if err:
                         errors.append(err)
                     report(n)
         if errors:
             more = f" (and {len(errors) - 1} more)" if len(errors) > 1 else ""
-            raise DatasetError(f"{len(errors)} image(s) could not be pre-processed: {errors[0]}{more}",
+            raise DatasetError(f"{len(errors)} image(s) could not be pre-processed: "
+                               f"{errors[0]}{more}",
                                hint="remove or replace the unreadable files, or fix the image list")
         return total
 

@@ -1,4 +1,4 @@
-"""The OpenImages MLPerf subset layout: images + ``annotations/openimages-mlperf.json`` (COCO format).
+"""The OpenImages MLPerf layout: images + ``annotations/openimages-mlperf.json`` (COCO format).
 
 The QSL index of a sample is its position in the annotation file's ``images`` list, which is how
 the reference dataset (``python/openimages.py``) and ``tools/accuracy-openimages.py`` both count.

@@ -59,7 +59,8 @@ class ImagePreprocessing:
         if self.resize not in _RESIZES:
             problems.append(f"resize must be one of {_RESIZES}, got {self.resize!r}")
         if self.interpolation not in _INTERPOLATIONS:
-            problems.append(f"interpolation must be one of {_INTERPOLATIONS}, got {self.interpolation!r}")
+            problems.append(f"interpolation must be one of {_INTERPOLATIONS}, "
+                            f"got {self.interpolation!r}")
         if self.resize_dtype not in ("uint8", "float32"):
             problems.append(f"resize_dtype must be uint8 or float32, got {self.resize_dtype!r}")
         if self.channel_order not in ("RGB", "BGR"):
@@ -171,7 +172,7 @@ def read_image(path: Path) -> np.ndarray:
 
 
 def aspect_size(height: int, width: int, out_h: int, out_w: int, percent: float) -> tuple[int, int]:
-    """(h, w) after scaling the short side to ``out * 100 / percent``, as the reference rounds it."""
+    """(h, w) with the short side at ``out * 100 / percent``, truncated as the reference does."""
     short_h = int(100.0 * out_h / percent)
     short_w = int(100.0 * out_w / percent)
     if height > width:
@@ -180,7 +181,7 @@ def aspect_size(height: int, width: int, out_h: int, out_w: int, percent: float)
 
 
 def crop_box(height: int, width: int, out_h: int, out_w: int) -> tuple[int, int, int, int]:
-    """(top, bottom, left, right) of the centred ``out_h x out_w`` window, truncated like the reference."""
+    """(top, bottom, left, right) of the centred ``out_h x out_w`` crop, as the reference cuts it."""
     return (int((height - out_h) / 2), int((height + out_h) / 2),
             int((width - out_w) / 2), int((width + out_w) / 2))
 
