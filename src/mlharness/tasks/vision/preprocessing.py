@@ -181,7 +181,7 @@ def aspect_size(height: int, width: int, out_h: int, out_w: int, percent: float)
 
 
 def crop_box(height: int, width: int, out_h: int, out_w: int) -> tuple[int, int, int, int]:
-    """(top, bottom, left, right) of the centred ``out_h x out_w`` crop, as the reference cuts it."""
+    """(top, bottom, left, right) of the centred out_h x out_w crop, as the reference cuts it."""
     return (int((height - out_h) / 2), int((height + out_h) / 2),
             int((width - out_w) / 2), int((width + out_w) / 2))
 
