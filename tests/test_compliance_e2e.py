@@ -114,6 +114,7 @@ def test_required_audits_pass_through_cli(reference: dict[str, Path], tmp_path: 
         assert_official_agrees(test, reference["perf"], reference["acc"], audit, out,
                                tmp_path / f"official-{test}")
     assert not (reference["perf"] / "audit.config").exists()
+    assert not Path("audit.config").exists()  # nothing left where the user stands
 
     # verify the same audit again, without running it
     again = tmp_path / "again"

@@ -21,7 +21,7 @@ from mlharness.compliance.audit_config import (
     TEST01_ACCURACY_LOG_RNG_SEED, TEST04_PER_SCENARIO, TESTS,
 )
 from mlharness.compliance.layout import (
-    DETAIL, SUMMARY, accuracy_log, performance_logs, prepare_output, write_outputs,
+    ACCURACY, DETAIL, SUMMARY, accuracy_log, performance_logs, prepare_output, write_outputs,
 )
 from mlharness.compliance.logs import read_detail
 from mlharness.compliance.performance_check import (
@@ -130,7 +130,7 @@ def _score_fallback(verdict: Verdict, audit_logs: Path) -> None:
         return
     assert verdict.reference_accuracy is not None
     verdict.accuracy_delta = accuracy_delta(
-        task, benchmark, verdict.reference_accuracy, audit_logs / "mlperf_log_accuracy.json",
+        task, benchmark, verdict.reference_accuracy, audit_logs / ACCURACY,
         verdict.output_dir / "accuracy")
 
 
@@ -155,17 +155,17 @@ def verify(test: str, reference_perf_run_dir: Path, reference_accuracy_run_dir: 
     if test == "TEST01" and reference_accuracy_run_dir is None:
         raise VerificationInputError("TEST01 needs the accuracy run",
                                      hint="pass --reference-accuracy RUN_DIR")
-    audit_logs = performance_logs(Path(audit_run_dir))
-    ref_logs = performance_logs(Path(reference_perf_run_dir))
+    audit_logs = performance_logs(audit_run_dir)
+    ref_logs = performance_logs(reference_perf_run_dir)
     _check_audit_applied(test, audit_logs)
+    accuracy = ref_acc = None
     texts: dict[str, str] = {}
-    accuracy = None
-    ref_acc = None
-    if test == "TEST01" and reference_accuracy_run_dir is not None:
-        ref_acc = accuracy_log(Path(reference_accuracy_run_dir))
+    if test == "TEST01":
+        assert reference_accuracy_run_dir is not None
+        ref_acc = accuracy_log(reference_accuracy_run_dir)
         _check_accuracy_mode(ref_acc)
-        dtype = dtype or official_dtype(response_dtype_of(Path(audit_run_dir)))
-        accuracy = compare_accuracy_logs(ref_acc, audit_logs / "mlperf_log_accuracy.json", dtype)
+        dtype = dtype or official_dtype(response_dtype_of(audit_run_dir))
+        accuracy = compare_accuracy_logs(ref_acc, audit_logs / ACCURACY, dtype)
         performance = check_detail_logs(ref_logs / DETAIL, audit_logs / DETAIL)
         texts["verify_accuracy.txt"] = accuracy.render()
     else:
@@ -173,12 +173,11 @@ def verify(test: str, reference_perf_run_dir: Path, reference_accuracy_run_dir: 
     texts["verify_performance.txt"] = performance.render()
     test_dir = prepare_output(Path(out_dir), test, overwrite)
     write_outputs(test_dir, audit_logs, texts, with_accuracy_log=test == "TEST01")
-    verdict = Verdict(test, test_dir, Path(audit_run_dir), Path(reference_perf_run_dir),
-                      performance, accuracy, Path(ref_acc) if ref_acc else None)
+    verdict = Verdict(test, test_dir, audit_run_dir, reference_perf_run_dir, performance,
+                      accuracy, ref_acc)
     if accuracy is not None and not accuracy.passed and score_fallback and accuracy.matched:
         _score_fallback(verdict, audit_logs)
-    spec = _run_spec(audit_run_dir)
-    if spec.get("short"):
+    if _run_spec(audit_run_dir).get("short"):
         verdict.notes.append("--test length audit: fine for checking; a submission needs "
                              "full-length (--valid) reference runs and audits")
     return verdict
