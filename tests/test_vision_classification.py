@@ -92,9 +92,13 @@ def test_dataset_errors(tmp_path: Path, imagenet: Path) -> None:
         task.prepare()
 
 
-def test_max_samples_and_demo_still_build(imagenet: Path) -> None:
+def test_max_samples_other_list_and_demo(imagenet: Path, tmp_path: Path) -> None:
     task = create_task("resnet50", TaskOptions(dataset=imagenet, max_samples=3))
     assert task.total_count() == 3
+    subset = tmp_path / "subset.txt"
+    subset.write_text("ILSVRC2012_val_00000002.JPEG 7\n")
+    task = create_task("resnet50", TaskOptions(dataset=imagenet, extra={"val_map": str(subset)}))
+    assert task.entries == [("ILSVRC2012_val_00000002.JPEG", 7)]
     demo = create_task("demo", TaskOptions())
     demo.prepare()
     demo.load_samples([0])

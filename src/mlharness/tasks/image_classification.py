@@ -84,12 +84,14 @@ class ImageClassificationTask(Task):
         max_samples: int | None = None,
         cache: SampleCache | None = None,
         prepare_workers: int | None = None,
+        val_map: Path | None = None,
     ) -> None:
         self.name = name
         self.loadgen_model = loadgen_model
         # absolute: LoadGen's session changes the working directory before samples are loaded
         self.dataset_dir = Path(dataset_dir).expanduser().absolute()
-        self.entries = read_val_map(self.dataset_dir)
+        self.entries = read_val_map(self.dataset_dir,
+                                    Path(val_map).expanduser().absolute() if val_map else None)
         if max_samples:
             self.entries = self.entries[:max_samples]
         self.preprocess = preprocess
@@ -197,7 +199,7 @@ def create_resnet50(name: str, options: TaskOptions) -> ImageClassificationTask:
 
     ``options.extra`` may override, for other exports of the model: ``preprocessing`` (a preset
     name, a table of keys, or a .toml/.json file), ``input_name``, ``output_name``,
-    ``label_offset`` and ``prepare_workers``.
+    ``label_offset``, ``val_map`` (an image list elsewhere) and ``prepare_workers``.
     """
     from mlharness.tasks.imagenet_preprocessing import RESNET50
     from mlharness.tasks.vision.cache import default_root
@@ -227,4 +229,5 @@ def create_resnet50(name: str, options: TaskOptions) -> ImageClassificationTask:
         cache=SampleCache(default_root(options.cache_dir), preprocess,
                           describe={"preprocessing": config.to_dict()}),
         prepare_workers=extra.get("prepare_workers"),
+        val_map=extra.get("val_map"),
     )
