@@ -88,9 +88,9 @@ def _threshold(scenario: str, reference_score: float) -> float:
 
 def _detail_problem(facts: Any, role: str) -> str | None:
     if facts.get("result_validity") != "VALID":
-        return f"{role} run is not VALID ({facts.path})"
+        return f"{role} run is not VALID"
     if facts.num_errors:
-        return f"{role} run logged {facts.num_errors} LoadGen error(s) ({facts.path})"
+        return f"{role} run logged {facts.num_errors} LoadGen error(s)"
     return None
 
 
@@ -100,11 +100,12 @@ def check_detail_logs(reference: Path, test: Path) -> PerformanceCheck:
     scores = []
     for facts, role in ((read_detail(reference), "reference"), (read_detail(test), "test")):
         scenario = facts.get("effective_scenario")
+        check.scenario = check.scenario or str(scenario or "")
         key = DETAIL_SCORE_KEY.get(scenario)
         try:
             score = float(facts.get(key))  # type: ignore[arg-type]
         except (TypeError, ValueError):
-            check.failure = f"{role} log has no score for scenario {scenario!r} ({facts.path})"
+            check.failure = f"{role} log has no score for scenario {scenario!r}"
             return check
         scores.append((scenario, score, facts.get("effective_target_latency_ns")))
         check.failure = _detail_problem(facts, role)
@@ -133,18 +134,19 @@ def check_summary_logs(reference: Path, test: Path) -> PerformanceCheck:
     """TEST04's performance check on two ``mlperf_log_summary.txt`` files."""
     check = PerformanceCheck("TEST04", str(reference), str(test))
     ref = read_summary(reference)
+    check.scenario = ref.scenario
     if ref.unreadable:
-        check.failure = f"unreadable score line in {reference}: {ref.unreadable!r}"
+        check.failure = f"unreadable score line in the reference summary: {ref.unreadable!r}"
         return check
     if ref.valid is False:
-        check.failure = f"reference run is INVALID ({reference})"
+        check.failure = "reference run is INVALID"
         return check
     got = read_summary(test)
     if got.unreadable:
-        check.failure = f"unreadable score line in {test}: {got.unreadable!r}"
+        check.failure = f"unreadable score line in the test summary: {got.unreadable!r}"
         return check
     if got.valid is False:
-        check.failure = f"test run is INVALID ({test})"
+        check.failure = "test run is INVALID"
         return check
     for facts, role in ((ref, "reference"), (got, "test")):
         if facts.errors:

@@ -177,14 +177,24 @@ def verify(test: str, reference_perf_run_dir: Path, reference_accuracy_run_dir: 
                       accuracy, ref_acc)
     if accuracy is not None and not accuracy.passed and score_fallback and accuracy.matched:
         _score_fallback(verdict, audit_logs)
-    if _run_spec(audit_run_dir).get("short"):
+    verdict.notes += _run_notes(reference_perf_run_dir, "reference run")
+    verdict.notes += _run_notes(audit_run_dir, "audit run")
+    if _run_record(audit_run_dir).get("spec", {}).get("short"):
         verdict.notes.append("--test length audit: fine for checking; a submission needs "
                              "full-length (--valid) reference runs and audits")
     return verdict
 
 
-def _run_spec(run_dir: Path) -> dict[str, Any]:
+def _run_record(run_dir: Path) -> dict[str, Any]:
     try:
-        return dict(_run_data(run_dir).get("spec") or {})
+        return _run_data(run_dir)
     except (VerificationInputError, ValueError):
         return {}
+
+
+def _run_notes(run_dir: Path, role: str) -> list[str]:
+    """Why a run was INVALID, in the runner's words (what to change), when run.json says so."""
+    result = _run_record(run_dir).get("result") or {}
+    if result.get("valid") is False and result.get("reasons"):
+        return [f"{role} is INVALID: " + "; ".join(result["reasons"])]
+    return []
