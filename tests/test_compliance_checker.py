@@ -36,8 +36,8 @@ def official_checker(root: Path) -> str:
     return proc.stdout + proc.stderr
 
 
-def test_official_checker_accepts_our_compliance_outputs(tmp_path: Path,
-                                                          capsys: pytest.CaptureFixture[str]) -> None:
+def test_official_checker_accepts_our_compliance_outputs(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     make_imagenet(tmp_path / "imagenet", count=32)
     model = resnet50_onnx(tmp_path / "resnet.onnx")
     runs = tmp_path / "runs"

@@ -82,7 +82,8 @@ def assert_official_agrees(test: str, perf: Path, acc: Path | None, audit: Path,
     assert ours(out / test) == theirs
     extra = {"accuracy/baseline_accuracy.txt", "accuracy/compliance_accuracy.txt"}  # Part III
     assert tree(out / test) - extra == tree(work / "official" / test)
-    for name in ("performance/run_1/mlperf_log_detail.txt", "performance/run_1/mlperf_log_summary.txt"):
+    for name in ("performance/run_1/mlperf_log_detail.txt",
+                 "performance/run_1/mlperf_log_summary.txt"):
         assert (out / test / name).read_bytes() == (work / "official" / test / name).read_bytes()
 
 

@@ -31,7 +31,8 @@ The audit takes its settings from the reference performance run's run.json; run 
 override them. Results go to <output>/TEST01/ or <output>/TEST04/ in the official layout.
 
 --json prints a list with one verdict per test.
-exit codes: 0 TEST PASS (all tests), 1 TEST FAIL, 2 bad input (message + hint), 3 the audit run failed
+exit codes: 0 TEST PASS (all tests), 1 TEST FAIL, 2 bad input (message + hint),
+            3 the audit run failed
 """
 
 _LIST_KEYS = ("user_conf_extra", "backend_options")
@@ -58,7 +59,8 @@ def register(sub: argparse._SubParsersAction) -> None:
     from mlharness.cli.run import add_run_arguments
 
     p = sub.add_parser(
-        "compliance", conflict_handler="resolve", help="run and verify a compliance audit (TEST01, TEST04)",
+        "compliance", conflict_handler="resolve",
+        help="run and verify a compliance audit (TEST01, TEST04)",
         description="Run a compliance audit — a performance run with the official audit.config "
                     "in its own run directory — then verify it against the reference runs "
                     "exactly as the official run_verification.py scripts do, writing "

@@ -100,8 +100,9 @@ class AccuracyCheck:
 def load_accuracy_entries(path: Path, role: str) -> list[dict[str, Any]]:
     """The raw entries of an ``mlperf_log_accuracy.json``."""
     if not path.is_file():
-        raise VerificationInputError(f"{role} accuracy log not found: {path}",
-                                     hint="give the run directory that holds mlperf_log_accuracy.json")
+        raise VerificationInputError(
+            f"{role} accuracy log not found: {path}",
+            hint="give the run directory that holds mlperf_log_accuracy.json")
     try:
         entries = json.loads(path.read_text())
     except json.JSONDecodeError as exc:

@@ -17,7 +17,9 @@ from pathlib import Path
 
 from mlharness.compliance.accuracy_check import VerificationInputError
 
-DETAIL, SUMMARY, ACCURACY = "mlperf_log_detail.txt", "mlperf_log_summary.txt", "mlperf_log_accuracy.json"
+DETAIL = "mlperf_log_detail.txt"
+SUMMARY = "mlperf_log_summary.txt"
+ACCURACY = "mlperf_log_accuracy.json"
 
 
 def performance_logs(run_dir: Path) -> Path:
