@@ -114,6 +114,26 @@ def measured(name: str, model: Path, dataset: Path, workdir: Path, args: argpars
     return out
 
 
+def logged_classes(model: Path, dataset: Path, workdir: Path, cfg: tuple, precision: str
+                   ) -> dict[int, float]:
+    """An accuracy-mode run; the class each sample got, from mlperf_log_accuracy.json."""
+    spec = RunSpec(benchmark="resnet50", scenario="Offline", mode="accuracy", model=model,
+                   dataset=dataset, cache_dir=workdir / "cache", batch_size=cfg[0],
+                   workers=cfg[1], threads=cfg[2], precision=precision,
+                   output_dir=workdir / "runs")
+    record = execute(spec)
+    if record.status != "ok":
+        raise SystemExit(f"accuracy run failed: {record.data.get('error')}")
+    entries = json.loads((record.run_dir / "mlperf_log_accuracy.json").read_text())
+    return {e["qsl_idx"]: float(np.frombuffer(bytes.fromhex(e["data"]), np.float32)[0])
+            for e in entries}
+
+
+def agreement(a: dict[int, float], b: dict[int, float]) -> float:
+    """Share of samples (in %) with the same logged class."""
+    return 100.0 * sum(a[i] == b.get(i) for i in a) / len(a)
+
+
 def main() -> None:
     p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     p.add_argument("--workdir", type=Path, default=Path("/tmp/mlharness-vision-cpu"))
@@ -161,6 +181,14 @@ def main() -> None:
                              guess=best_qps * 2))
         int8.append(measured("--precision int8 (dynamic)", model, dataset, args.workdir, args,
                              *cfg, precision="int8", guess=best_qps))
+        print("top-1 agreement with fp32 (accuracy-mode runs, every sample):", flush=True)
+        fp32 = logged_classes(model, dataset, args.workdir, cfg, "fp32")
+        int8[0]["agreement_pct"] = agreement(fp32, logged_classes(qdq, dataset, args.workdir,
+                                                                  cfg, "fp32"))
+        int8[1]["agreement_pct"] = agreement(fp32, logged_classes(model, dataset, args.workdir,
+                                                                  cfg, "int8"))
+        for r in int8:
+            print(f"  {r['name']:<26} {r['agreement_pct']:.1f}% of samples same class", flush=True)
 
     print()
     print(f"{'configuration':<46} {'samples/s':>10} {'vs reference':>13}")
