@@ -114,6 +114,10 @@ def test_required_audits_pass_through_cli(reference: dict[str, Path], tmp_path: 
         assert "TEST PASS" in (out / test / "verify_performance.txt").read_text()
         assert_official_agrees(test, reference["perf"], reference["acc"], audit, out,
                                tmp_path / f"official-{test}")
+        # the references may also be a scenario directory of a submission tree
+        layout = results_layout(tmp_path / f"layout-{test}", reference["perf"], reference["acc"])
+        again = verify(test, layout, layout, audit, tmp_path / f"from-layout-{test}")
+        assert again.passed == verdict["passed"]
     assert not (reference["perf"] / "audit.config").exists()
     assert not Path("audit.config").exists()  # nothing left where the user stands
 
