@@ -86,18 +86,32 @@ def explain(message: str) -> Problem:
 
 
 def parse_output(text: str) -> tuple[list[Problem], list[str], bool]:
-    problems, warnings = [], []
+    """Problems from ERROR lines; a failed check group whose path has no ERROR of its own
+    (e.g. closed accuracy below target, logged only as a WARNING) is explained by its warnings."""
+    problems: list[Problem] = []
+    warnings: list[str] = []
+    failed_groups: list[str] = []
     for line in text.splitlines():
         m = _LINE.match(line)
         if not m:
             continue
         level, message = m.group(1) or m.group(2), m.group(3)
-        if level == "ERROR":
-            if message.startswith(("SUMMARY:", "NoResults")) or "Some " in message and "Checks failed" in message:
-                continue
+        if level != "ERROR":
+            if not message.startswith("Execution of check"):
+                warnings.append(message)
+            continue
+        group = re.match(r"Some .* Checks failed for: (.*)$", message)
+        if group:
+            failed_groups.append(group.group(1).strip())
+        elif not message.startswith(("SUMMARY:", "NoResults")):
             problems.append(explain(message))
-        else:
-            warnings.append(message)
+    for path in failed_groups:
+        if any(path in p.message for p in problems):
+            continue
+        related = [w for w in warnings if path in w]
+        problems += [explain(w) for w in related] or [
+            Problem("official", f"checks failed for {path}", meaning="see the checker's output",
+                    fix="run the official checker by hand for details")]
     if "Traceback (most recent call last)" in text:
         last = [ln for ln in text.splitlines() if ln.strip()][-1]
         problems.append(Problem("checker-crashed", f"the official checker crashed: {last}",

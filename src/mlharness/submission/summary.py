@@ -3,7 +3,6 @@ ResultExporter), as ``summary.csv``, ``summary.json``, ``summary.xlsx`` and a ma
 
 from __future__ import annotations
 
-import csv
 import io
 import json
 from pathlib import Path
@@ -88,12 +87,11 @@ def rows(layout: Layout, rules: Rules) -> list[dict[str, Any]]:
 
 
 def to_csv(table: list[dict[str, Any]]) -> str:
-    buf = io.StringIO()
-    writer = csv.DictWriter(buf, fieldnames=COLUMNS, quoting=csv.QUOTE_NONNUMERIC,
-                            lineterminator="\n")
-    writer.writeheader()
-    writer.writerows(table)
-    return buf.getvalue()
+    """In the checker's own CSV style: a bare header, then every value in double quotes."""
+    lines = [",".join(COLUMNS)]
+    for row in table:
+        lines.append(",".join('"' + str(row.get(c, "")).replace('"', "'") + '"' for c in COLUMNS))
+    return "\n".join(lines) + "\n"
 
 
 def to_markdown(table: list[dict[str, Any]]) -> str:
