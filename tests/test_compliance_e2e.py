@@ -205,6 +205,13 @@ def test_verify_refuses_wrong_inputs(reference: dict[str, Path], tmp_path: Path)
         with pytest.raises(VerificationInputError, match="already holds"):
             verify("TEST04", perf, None, audit, tmp_path / "c")
         assert verify("TEST04", perf, None, audit, tmp_path / "c", overwrite=True).passed
+    other = tmp_path / "other"
+    shutil.copytree(perf, other)
+    run = json.loads((other / "run.json").read_text())
+    (other / "run.json").write_text(json.dumps({**run, "benchmark": "resnet50"}))
+    if audits.is_dir():
+        with pytest.raises(VerificationInputError, match="the audit ran demo"):
+            verify("TEST04", other, None, sorted(audits.iterdir())[0], tmp_path / "e")
     with pytest.raises(VerificationInputError, match="needs the accuracy run"):
         verify("TEST01", perf, None, perf, tmp_path / "d")
 

@@ -84,6 +84,14 @@ def _check_audit_applied(test: str, audit_logs: Path) -> None:
                                      hint="the audit is a performance run with audit.config")
 
 
+def _check_same_benchmark(reference: Path, audit: Path) -> None:
+    """An audit of another benchmark cannot vouch for this result."""
+    ref, got = _run_record(reference).get("benchmark"), _run_record(audit).get("benchmark")
+    if ref and got and ref != got:
+        raise VerificationInputError(f"the audit ran {got}, the reference run {ref}",
+                                     hint="audit the same benchmark as the reference run")
+
+
 def _check_accuracy_mode(reference_accuracy: Path) -> None:
     detail = reference_accuracy.parent / DETAIL
     if detail.is_file():
@@ -158,6 +166,7 @@ def verify(test: str, reference_perf_run_dir: Path, reference_accuracy_run_dir: 
     audit_logs = performance_logs(audit_run_dir)
     ref_logs = performance_logs(reference_perf_run_dir)
     _check_audit_applied(test, audit_logs)
+    _check_same_benchmark(reference_perf_run_dir, audit_run_dir)
     accuracy = ref_acc = None
     texts: dict[str, str] = {}
     if test == "TEST01":
