@@ -201,6 +201,8 @@ def test_verify_refuses_wrong_inputs(reference: dict[str, Path], tmp_path: Path)
         audit = sorted(audits.iterdir())[0]
         with pytest.raises(VerificationInputError, match="not run with the TEST01"):
             verify("TEST01", perf, acc, audit, tmp_path / "b")
+        with pytest.raises(VerificationInputError, match="is a TEST04 audit run"):
+            verify("TEST04", audit, None, audit, tmp_path / "b2")
         verify("TEST04", perf, None, audit, tmp_path / "c")
         with pytest.raises(VerificationInputError, match="already holds"):
             verify("TEST04", perf, None, audit, tmp_path / "c")

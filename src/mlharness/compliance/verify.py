@@ -66,16 +66,28 @@ class Verdict:
         }
 
 
+def _audit_applied(test: str, facts: Any) -> bool:
+    if test == "TEST01":
+        return facts.get("effective_accuracy_log_rng_seed") == TEST01_ACCURACY_LOG_RNG_SEED
+    return (bool(facts.get("effective_performance_issue_same"))
+            and facts.get("effective_performance_issue_same_index")
+            == TEST04_PER_SCENARIO["performance_issue_same_index"])
+
+
+def _check_not_audit(ref_logs: Path) -> None:
+    """The reference must be an ordinary performance run, not an earlier audit."""
+    facts = read_detail(ref_logs / DETAIL)
+    for test in TESTS:
+        if _audit_applied(test, facts):
+            raise VerificationInputError(
+                f"{ref_logs} is a {test} audit run, not the performance run being audited",
+                hint="give --reference-perf the ordinary performance run")
+
+
 def _check_audit_applied(test: str, audit_logs: Path) -> None:
     """Refuse to verify a run that LoadGen did not run with the test's audit.config."""
     facts = read_detail(audit_logs / DETAIL)
-    if test == "TEST01":
-        applied = facts.get("effective_accuracy_log_rng_seed") == TEST01_ACCURACY_LOG_RNG_SEED
-    else:
-        applied = (bool(facts.get("effective_performance_issue_same"))
-                   and facts.get("effective_performance_issue_same_index")
-                   == TEST04_PER_SCENARIO["performance_issue_same_index"])
-    if not applied:
+    if not _audit_applied(test, facts):
         raise VerificationInputError(
             f"{audit_logs} was not run with the {test} audit.config",
             hint=f"run the audit with `mlharness compliance --test {test} ...` or give its run dir")
@@ -166,6 +178,7 @@ def verify(test: str, reference_perf_run_dir: Path, reference_accuracy_run_dir: 
     audit_logs = performance_logs(audit_run_dir)
     ref_logs = performance_logs(reference_perf_run_dir)
     _check_audit_applied(test, audit_logs)
+    _check_not_audit(ref_logs)
     _check_same_benchmark(reference_perf_run_dir, audit_run_dir)
     accuracy = ref_acc = None
     texts: dict[str, str] = {}
