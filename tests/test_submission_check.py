@@ -132,3 +132,9 @@ def test_unknown_and_retired_benchmarks(tree: Path):
     (tree / "open" / "Org" / "model_mapping.json").write_text(json.dumps({"mobilenet": "resnet"}))
     problems = [p for p in check_tree(tree, RULES) if p.code == "benchmark-unknown"]
     assert [p.message for p in problems] == ["retinanet is retired in v6.1"]
+
+
+def test_retired_test_and_old_layout(tree: Path):
+    (scen(tree) / "TEST05").mkdir()
+    assert "compliance-retired" in codes(tree)
+    assert [p.code for p in check_tree(tree, rules.load("v5.1"))] == ["layout-unsupported"]

@@ -259,6 +259,11 @@ def _model_mapping(base: Path) -> dict[str, str]:
 def check_tree(root: Path, rules: Rules) -> list[Problem]:
     """Every problem in the submission tree at ``root``."""
     out: list[Problem] = []
+    if rules.layout != "v6":
+        return [Problem("layout-unsupported", f"{rules.round} trees use the older measurements/, "
+                        "compliance/, code/ layout, which mlharness does not check",
+                        meaning="mlharness lays out and checks v6.x trees",
+                        fix="check with --round v6.1 (or v6.0)", where=str(root))]
     divisions = [d for d in _dirs(root) if d.name in rules.divisions]
     if not divisions:
         return [Problem("tree-empty", f"no {'/'.join(rules.divisions)} directory in {root}",
@@ -342,4 +347,9 @@ def _check_scenario(root: Path, scen_dir: Path, bench: BenchmarkRules, rules: Ru
     out += measurement_problems(scen_dir, rules, where)
     if division in ("closed", "network"):
         out += compliance_problems(scen_dir, bench, rules, division, where)
+    for retired in rules.retired_tests:
+        if (scen_dir / retired).exists():
+            out.append(Problem("compliance-retired", f"{retired} is retired", where=where,
+                               meaning=f"{rules.round} has no {retired}; the checker ignores it",
+                               fix=f"remove {retired}/ from the tree"))
     return out

@@ -4,6 +4,7 @@ ResultExporter), as ``summary.csv``, ``summary.json``, ``summary.xlsx`` and a ma
 from __future__ import annotations
 
 import io
+import re
 import json
 from pathlib import Path
 from typing import Any
@@ -40,7 +41,7 @@ def rows(layout: Layout, rules: Rules) -> list[dict[str, Any]]:
         acc = e.accuracy.record.get("accuracy") or {}
         bench = rules.find(e.bench_dir)
         acc_text = (e.path / "accuracy" / "accuracy.txt").read_text()
-        acc_value = bench.parse_accuracy(acc_text) if bench else None
+        acc_value = _raw_accuracy(acc_text, bench.accuracy_regex) if bench else None
         measurements = json.loads((e.path / "measurements.json").read_text())
         notes = desc.get("hw_notes", "")
         if desc.get("sw_notes"):
@@ -84,6 +85,15 @@ def rows(layout: Layout, rules: Rules) -> list[dict[str, Any]]:
             "PrivateID": "",
         })
     return out
+
+
+def _raw_accuracy(text: str, pattern: str) -> str | None:
+    """The metric as the checker reports it: the matched text, not a re-formatted float."""
+    for line in text.splitlines():
+        m = re.match(pattern, line)
+        if m:
+            return m.group(1)
+    return None
 
 
 def to_csv(table: list[dict[str, Any]]) -> str:
