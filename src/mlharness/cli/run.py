@@ -136,6 +136,13 @@ def register(sub: argparse._SubParsersAction) -> None:
     add_run_arguments(p)
     p.add_argument("--mode", choices=("performance", "accuracy"),
                    help="performance (default) or accuracy")
+    rules = p.add_argument_group("round rules (checked before --valid runs)")
+    rules.add_argument("--round", metavar="ROUND",
+                       help="round whose rules a --valid run must meet (default v6.1)")
+    rules.add_argument("--division", choices=("closed", "open"), default="closed",
+                       help="division the run is meant for (default closed)")
+    rules.add_argument("--no-preflight", action="store_true",
+                       help="run a --valid test even if it cannot count for the round")
     out = p.add_argument_group("output")
     out.add_argument("--json", action="store_true", help="print run.json to stdout")
     out.add_argument("--no-progress", action="store_true", help="no live progress display")
@@ -146,6 +153,8 @@ def run_command(args: argparse.Namespace) -> int:
     from mlharness.runner import execute
 
     spec = spec_from_args(args)
+    if not spec.short and not args.no_preflight:
+        refuse_if_not_countable(spec, args.round, args.division)
     with LiveProgress(enabled=not args.no_progress and not args.json and sys.stderr.isatty()) as bar:
         record = execute(spec, bar)
     if args.json:
@@ -153,6 +162,21 @@ def run_command(args: argparse.Namespace) -> int:
         return record.exit_code
     show_record(record.data, record.run_dir)
     return record.exit_code
+
+
+def refuse_if_not_countable(spec: RunSpec, round_name: str | None, division: str) -> None:
+    """Before a long --valid run of a round benchmark: refuse, with reasons, if it cannot count."""
+    from mlharness import rules
+    from mlharness.tasks import BENCHMARKS
+
+    if spec.benchmark not in BENCHMARKS or spec.benchmark == "demo":
+        return  # not an MLPerf benchmark: nothing to count for
+    problems = rules.preflight(spec, rules.load(round_name) if round_name else None, division)
+    if problems:
+        lines = "; ".join(f"{p.message} (fix: {p.fix})" if p.fix else p.message
+                          for p in problems)
+        raise ConfigError(f"this --valid run cannot count for the round: {lines}",
+                          hint="fix the settings above, or pass --no-preflight to run it anyway")
 
 
 def show_record(data: dict[str, Any], run_dir: Path) -> None:
