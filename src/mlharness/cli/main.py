@@ -54,9 +54,9 @@ def main(argv: list[str] | None = None) -> int:
     except HarnessError as exc:
         if args.debug:
             raise
-        console_err.print(f"[bold red]error:[/] {exc.message}", highlight=False)
+        console_err.print(f"[bold red]error:[/] {exc.message}", highlight=False, soft_wrap=True)
         if exc.hint:
-            console_err.print(f"  [yellow]hint:[/] {exc.hint}", highlight=False)
+            console_err.print(f"  [yellow]hint:[/] {exc.hint}", highlight=False, soft_wrap=True)
         return exc.exit_code
     except KeyboardInterrupt:
         console_err.print("interrupted")
