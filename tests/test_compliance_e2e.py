@@ -261,3 +261,20 @@ def test_run_compliance_one_call(reference: dict[str, Path], tmp_path: Path) -> 
     assert verdict.passed, verdict.performance.render()
     assert verdict.audit_run.parent == tmp_path / "runs" / "compliance" / "TEST04" / "demo"
     assert verdict.to_dict()["test"] == "TEST04"
+
+
+def test_dtype_needs_the_task_or_a_flag(reference: dict[str, Path], tmp_path: Path) -> None:
+    from mlharness.compliance.verify import response_dtype_of
+
+    run = tmp_path / "run"
+    shutil.copytree(reference["acc"], run)
+    data = json.loads((run / "run.json").read_text())
+    assert response_dtype_of(run) == "float32"  # rebuilt from the spec: the demo task
+    data["spec"]["dataset"] = str(tmp_path / "gone")
+    (run / "run.json").write_text(json.dumps(data))
+    with pytest.raises(VerificationInputError, match="cannot tell the response type") as err:
+        response_dtype_of(run)
+    assert "--dtype" in err.value.hint
+    data["task"]["response_dtype"] = "int64"  # recorded by the runner: no task needed
+    (run / "run.json").write_text(json.dumps(data))
+    assert response_dtype_of(run) == "int64"

@@ -133,9 +133,19 @@ def task_of_run(run_dir: Path) -> Any:
 
 
 def response_dtype_of(run_dir: Path) -> str:
-    """The benchmark's response element type, from the run's ``run.json``."""
-    dtype = (_run_data(run_dir).get("task") or {}).get("response_dtype")
-    return str(dtype) if dtype else task_of_run(run_dir).response_dtype
+    """The benchmark's response element type, from the run's ``run.json`` (or its task)."""
+    from mlharness.errors import HarnessError
+
+    data = _run_data(run_dir)
+    dtype = (data.get("task") or {}).get("response_dtype")
+    if dtype:
+        return str(dtype)
+    try:
+        return task_of_run(run_dir).response_dtype
+    except HarnessError as exc:
+        raise VerificationInputError(
+            f"cannot tell the response type of {data.get('benchmark')}: {exc.message}",
+            hint="pass --dtype (byte, float32, int32 or int64)") from exc
 
 
 def _score_fallback(verdict: Verdict, audit_logs: Path) -> None:
