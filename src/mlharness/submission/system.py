@@ -12,6 +12,7 @@ import os
 import platform
 import re
 import shutil
+import subprocess
 import tomllib
 from importlib import metadata
 from pathlib import Path
@@ -125,6 +126,23 @@ def _nics() -> str:
     return str(len(nets)) if nets else "1"
 
 
+def _accelerators() -> dict[str, str]:
+    """NVIDIA GPUs via nvidia-smi when present; otherwise nothing (the defaults say "none")."""
+    if shutil.which("nvidia-smi") is None:
+        return {}
+    try:
+        out = subprocess.run(["nvidia-smi", "--query-gpu=name,memory.total",
+                              "--format=csv,noheader"], capture_output=True, text=True,
+                             timeout=20).stdout
+    except (OSError, subprocess.SubprocessError):
+        return {}
+    gpus = [line.split(",") for line in out.splitlines() if line.strip()]
+    if not gpus:
+        return {}
+    return {"accelerators_per_node": str(len(gpus)), "accelerator_model_name": gpus[0][0].strip(),
+            "accelerator_memory_capacity": gpus[0][1].strip() if len(gpus[0]) > 1 else "unknown"}
+
+
 def _version(dist: str) -> str | None:
     try:
         return metadata.version(dist)
@@ -161,6 +179,7 @@ def detect() -> dict[str, str]:
         "host_storage_type": storage_type,
         "host_network_card_count": _nics(),
         "operating_system": _os(),
+        **_accelerators(),
         **software(),
     }
 
