@@ -101,3 +101,15 @@ def test_output_is_never_overwritten_silently(tmp_path: Path):
         prepare_output(out, force=False)
     prepare_output(out, force=True)
     assert list(out.iterdir()) == []
+
+
+def test_runs_reached_through_symlinks_are_ignored(tmp_path: Path):
+    from mlharness.submission.runs import scan
+
+    outside = tmp_path / "outside" / "run1"
+    outside.mkdir(parents=True)
+    (outside / "run.json").write_text(json.dumps({"format": "mlharness-run/1", "status": "ok"}))
+    runs = tmp_path / "runs"
+    runs.mkdir()
+    os.symlink(tmp_path / "outside", runs / "linked")
+    assert scan(runs).runs == []

@@ -136,6 +136,12 @@ def _owner(test_dir: Path, audits: dict[str, Run]) -> Run | None:
     return audits.get(digest) if digest else None
 
 
+def _through_link(path: Path, root: Path) -> bool:
+    """Whether ``path`` (under ``root``) is reached through a symlinked file or directory."""
+    rel = path.relative_to(root)
+    return any((root / part).is_symlink() for part in [rel, *rel.parents] if part != Path("."))
+
+
 def scan(root: Path, extra: list[Path] | None = None) -> Inventory:
     """Every run directory under ``root`` and compliance verification (``TEST0X/`` as the
     official run_verification.py writes it) under ``root`` and ``extra`` (symlinks not followed)."""
@@ -144,7 +150,7 @@ def scan(root: Path, extra: list[Path] | None = None) -> Inventory:
                           hint="pass --runs pointing at the folder `mlharness run` wrote (runs/)")
     inv = Inventory()
     for run_json in sorted(root.rglob("run.json")):
-        if any(p.is_symlink() for p in run_json.relative_to(root).parents if p != Path(".")):
+        if _through_link(run_json, root):
             continue
         try:
             inv.runs.append(read_run(run_json.parent))
@@ -153,7 +159,8 @@ def scan(root: Path, extra: list[Path] | None = None) -> Inventory:
     audits = {_digest(r.path / "mlperf_log_detail.txt"): r for r in inv.runs if r.is_audit}
     for test in COMPLIANCE_TESTS:
         for verify in sorted(p for base in [root, *(extra or [])]
-                             for p in base.rglob(f"{test}/verify_performance.txt")):
+                             for p in base.rglob(f"{test}/verify_performance.txt")
+                             if not _through_link(p, base)):
             test_dir = verify.parent
             run = _owner(test_dir, audits)
             if run is None:
