@@ -74,7 +74,7 @@ def test_json_output_is_run_json(runs_dir: Path, capsys: pytest.CaptureFixture[s
 def test_toml_config_and_flag_override(runs_dir: Path, tmp_path: Path) -> None:
     cfg = tmp_path / "run.toml"
     cfg.write_text('benchmark = "demo"\nscenario = "Server"\ntarget_qps = 200\n'
-                   f'output_dir = "{runs_dir}"\n')
+                   f'server_latency_ms = 200\noutput_dir = "{runs_dir}"\n')
     code = main(["run", "--config", str(cfg), "--target-qps", "250", "--no-progress"])
     run = only_run_dir(runs_dir)
     assert "demo.Server.target_qps = 250" in (run / "user.conf").read_text()

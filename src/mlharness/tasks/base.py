@@ -128,4 +128,5 @@ class Task(ABC):
 
     def describe(self) -> dict[str, Any]:
         """Facts about the task worth keeping in run.json."""
-        return {"name": self.name, "loadgen_model": self.loadgen_model}
+        return {"name": self.name, "loadgen_model": self.loadgen_model,
+                "response_dtype": self.response_dtype}
