@@ -33,6 +33,9 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--system-json", type=Path, help="description from `mlharness system detect` "
                    "(default: systems/<system>.json if present, else detected now)")
     p.add_argument("--system-toml", type=Path, help="user fields when detecting now")
+    p.add_argument("--compliance", type=Path, action="append", default=[], metavar="DIR",
+                   help="more places holding TEST01/ TEST04/ verifications (`mlharness compliance "
+                   "--output DIR`); repeatable")
     p.add_argument("--force", action="store_true", help="replace a non-empty --output")
     p.set_defaults(func=run)
 
@@ -47,7 +50,7 @@ def run(args: argparse.Namespace) -> int:
     if system_json is None and args.system_toml is None and default_json.is_file():
         system_json = default_json
     result = submit(args.runs, args.output, args.submitter, args.division, args.system,
-                    args.round, system_json, args.system_toml, args.force)
+                    args.round, system_json, args.system_toml, args.force, args.compliance)
     lay = result.layout
     console.print(f"laid out {len(lay.entries)} result(s) under [bold]{lay.base}[/]")
     for e in lay.entries:

@@ -65,7 +65,8 @@ def system_description(system: str, system_json: Path | None,
 
 def submit(runs: Path, output: Path, submitter: str, division: str, system: str,
            round: str = "v6.1", system_json: Path | None = None,
-           system_toml: Path | None = None, force: bool = False) -> SubmitResult:
+           system_toml: Path | None = None, force: bool = False,
+           compliance: list[Path] | None = None) -> SubmitResult:
     """Lay out, truncate, summarise, pack and check. The runs are only read."""
     rules = load(round)
     _name("submitter", submitter)
@@ -73,7 +74,7 @@ def submit(runs: Path, output: Path, submitter: str, division: str, system: str,
     if division not in rules.divisions:
         raise ConfigError(f"unknown division {division!r}", hint="use open, closed or network")
     _guard_output(output, runs)
-    inventory = scan(runs)
+    inventory = scan(runs, compliance)
     desc, defaulted = system_description(system, system_json, system_toml)
     prepare_output(output, force)
     layout = lay_out(inventory, rules, output, division, submitter, system, desc)
