@@ -13,10 +13,12 @@ EXAMPLES = """examples:
       --output submission/ --system-json systems/my-system.json --force
   mlharness check submission/ --official ~/src/inference
 
-The newest successful performance and accuracy run per (benchmark, scenario) under --runs is used;
-compliance outputs (TEST01/, TEST04/) found there are copied for closed submissions. Accuracy logs
-are truncated after that, as the official truncate_accuracy_log.py does. Writes the tree, 
-submission.tar.gz and summary.{csv,json,xlsx,md} into --output.
+The newest successful performance and accuracy run per (benchmark, scenario) under --runs is used.
+Closed/network: audit runs found there are verified against exactly those runs (TEST01/, TEST04/
+as the official run_verification.py writes them); --run-audits runs the missing ones first;
+earlier verifications under --runs or --compliance are copied when no audit run is there.
+Accuracy logs are truncated after that, as the official truncate_accuracy_log.py does. Writes
+the tree, submission.tar.gz and summary.{csv,json,xlsx,md} into --output.
 """
 
 
@@ -36,6 +38,9 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--compliance", type=Path, action="append", default=[], metavar="DIR",
                    help="more places holding TEST01/ TEST04/ verifications (`mlharness compliance "
                    "--output DIR`); repeatable")
+    p.add_argument("--run-audits", action="store_true",
+                   help="closed/network: run the missing TEST01/TEST04 audits first (each as long "
+                   "as its performance run) and verify them")
     p.add_argument("--force", action="store_true", help="replace a non-empty --output")
     p.set_defaults(func=run)
 
@@ -50,7 +55,8 @@ def run(args: argparse.Namespace) -> int:
     if system_json is None and args.system_toml is None and default_json.is_file():
         system_json = default_json
     result = submit(args.runs, args.output, args.submitter, args.division, args.system,
-                    args.round, system_json, args.system_toml, args.force, args.compliance)
+                    args.round, system_json, args.system_toml, args.force, args.compliance,
+                    args.run_audits)
     lay = result.layout
     console.print(f"laid out {len(lay.entries)} result(s) under [bold]{lay.base}[/]")
     for e in lay.entries:

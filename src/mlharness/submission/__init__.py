@@ -9,14 +9,14 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from mlharness.errors import ConfigError
-from mlharness.rules import load
+from mlharness.rules import Rules, load
 from mlharness.rules.problems import Problem
 from mlharness.submission import summary
 from mlharness.submission.check import check_tree
 from mlharness.submission.files import prepare_output
 from mlharness.submission.layout import Layout, lay_out
 from mlharness.submission import pack as packing
-from mlharness.submission.runs import scan
+from mlharness.submission.runs import Inventory, scan
 from mlharness.submission.system import describe, load_user_toml
 
 __all__ = ["SubmitResult", "check_tree", "submit"]
@@ -63,10 +63,29 @@ def system_description(system: str, system_json: Path | None,
     return describe(system, user)
 
 
+def run_missing_audits(inventory: Inventory, rules: Rules, runs: Path) -> list[Path]:
+    """Run each compliance audit a closed result lacks, with the settings of its performance run
+    (audits take the reference run's length); returns the new audit run directories."""
+    from mlharness.compliance import run_audit
+    from mlharness.spec import RunSpec
+
+    made = []
+    for benchmark, scenario in inventory.keys():
+        bench = rules.find(benchmark)
+        perf = inventory.newest(benchmark, scenario, "performance")
+        if bench is None or perf is None:
+            continue
+        for test in bench.compliance_tests:
+            if inventory.audit(test, benchmark, scenario) is None:
+                spec = RunSpec.from_mapping(dict(perf.spec))
+                made.append(run_audit(test, spec, runs / "compliance" / test).run_dir)
+    return made
+
+
 def submit(runs: Path, output: Path, submitter: str, division: str, system: str,
            round: str = "v6.1", system_json: Path | None = None,
            system_toml: Path | None = None, force: bool = False,
-           compliance: list[Path] | None = None) -> SubmitResult:
+           compliance: list[Path] | None = None, run_audits: bool = False) -> SubmitResult:
     """Lay out, truncate, summarise, pack and check. The runs are only read."""
     rules = load(round)
     _name("submitter", submitter)
@@ -75,6 +94,9 @@ def submit(runs: Path, output: Path, submitter: str, division: str, system: str,
         raise ConfigError(f"unknown division {division!r}", hint="use open, closed or network")
     _guard_output(output, runs)
     inventory = scan(runs, compliance)
+    if run_audits and division != "open":
+        if run_missing_audits(inventory, rules, runs):
+            inventory = scan(runs, compliance)
     desc, defaulted = system_description(system, system_json, system_toml)
     prepare_output(output, force)
     layout = lay_out(inventory, rules, output, division, submitter, system, desc)
