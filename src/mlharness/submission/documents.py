@@ -84,7 +84,7 @@ def src_readme(entries: list[dict[str, Any]]) -> str:
     lines = [
         "# Source: what produced these results",
         "",
-        f"mlharness {__version__} (https://pypi.org/project/mlharness/ or this repository),",
+        f"mlharness {__version__} (the mlharness repository at that version),",
         "a Python harness on the official MLPerf LoadGen (`mlcommons-loadgen` from PyPI).",
         "Per benchmark, `settings.json` holds the run specification, backend and model",
         "settings, LoadGen test configuration and package versions of every laid-out run.",
