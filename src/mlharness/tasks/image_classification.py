@@ -118,7 +118,8 @@ class ImageClassificationTask(Task):
 
     def prepare(self, progress: Progress | None = None) -> None:
         """Check every listed image exists; fill the pre-processed sample cache (if any)."""
-        paths = [self.image_path(i) for i in range(len(self.entries))]
+        # distinct files only: a list may name the same image many times
+        paths = list(dict.fromkeys(self.image_path(i) for i in range(len(self.entries))))
         missing = [p for p in paths if not p.is_file()]
         if missing:
             raise DatasetError(
