@@ -270,6 +270,8 @@ def test_dtype_needs_the_task_or_a_flag(reference: dict[str, Path], tmp_path: Pa
     shutil.copytree(reference["acc"], run)
     data = json.loads((run / "run.json").read_text())
     assert response_dtype_of(run) == "float32"  # rebuilt from the spec: the demo task
+    assert data["task"]["response_dtype"] == "float32"  # recorded by the runner
+    data["task"].pop("response_dtype")  # as in runs from before it was recorded
     data["spec"]["dataset"] = str(tmp_path / "gone")
     (run / "run.json").write_text(json.dumps(data))
     with pytest.raises(VerificationInputError, match="cannot tell the response type") as err:
