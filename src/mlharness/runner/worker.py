@@ -38,7 +38,9 @@ def child_main(spec_data: dict[str, Any], run_dir: str, channel: Any, loaded: An
         model = spec.model or task.default_model
         options = BackendOptions(threads=spec.threads, precision=spec.precision,
                                  device=spec.device,
-                                 extra={**spec.backend_options, "task_inputs": task.model_inputs})
+                                 extra={**({"cache_dir": str(spec.cache_dir)} if spec.cache_dir
+                                           else {}),
+                                        **spec.backend_options, "task_inputs": task.model_inputs})
         backend.load(model, options)
         check_signature(task.model_inputs, backend.inputs, str(model))
         cfg = spec.test_config(task.loadgen_model)
