@@ -73,7 +73,7 @@ def test_resnet50_accuracy(data: Path, tmp_path: Path) -> None:
 
 def test_resnet50_performance_single_stream(data: Path, tmp_path: Path) -> None:
     code, run_dir = run(data, tmp_path, "resnet50", "resnet50_v1.onnx", "imagenet",
-                        "--scenario", "SingleStream", "--target-latency", "1")
+                        "--scenario", "SingleStream", "--target-latency", "0.01")  # a low hint is safe
     result = json.loads((run_dir / "run.json").read_text())["result"]
     assert code == 0 and result["valid"] is True and result["value"] > 0
     assert "resnet50.SingleStream" in (run_dir / "user.conf").read_text()
@@ -102,6 +102,7 @@ def test_retinanet_accuracy(data: Path, tmp_path: Path) -> None:
 
 def test_retinanet_performance_offline(data: Path, tmp_path: Path) -> None:
     code, run_dir = run(data, tmp_path, "retinanet", "resnext50_32x4d_fpn.onnx", "openimages",
-                        "--scenario", "Offline", "--target-qps", "150")  # batch 1 from the model
+                        # a target well above the model's speed is safe: the run just lasts longer
+                        "--scenario", "Offline", "--target-qps", "1000", "--min-duration", "500")
     result = json.loads((run_dir / "run.json").read_text())["result"]
     assert code == 0 and result["valid"] is True and result["value"] > 0

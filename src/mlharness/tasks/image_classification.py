@@ -10,20 +10,19 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Callable, Sequence
+from typing import Sequence
 
 import numpy as np
 
 from mlharness.errors import DatasetError, ModelError
-from mlharness.tasks.base import AccuracyResult, Progress, Task, TaskOptions, TensorSpec
+from mlharness.tasks.base import AccuracyResult, TaskOptions, TensorSpec
 from mlharness.tasks.vision.cache import SampleCache
+from mlharness.tasks.vision.image_set import ImageSetTask, Preprocess
 
 #: ``tools/submission/submission_checker/constants.py``: "resnet": ("acc", 76.46 * 0.99)
 RESNET50_TARGET = 76.46 * 0.99
 #: ``loadgen/mlperf.conf``: resnet50.*.performance_sample_count_override = 1024
 RESNET50_PERFORMANCE_COUNT = 1024
-
-Preprocess = Callable[[Path], np.ndarray]
 
 
 def read_val_map(dataset_dir: Path, val_map: Path | None = None) -> list[tuple[str, int]]:
@@ -68,8 +67,11 @@ class ClassifierOutput:
     offset: int = 0
 
 
-class ImageClassificationTask(Task):
+class ImageClassificationTask(ImageSetTask):
     """Top-1 classification over an ImageNet-layout folder."""
+
+    list_name = "val_map.txt"
+    missing_hint = "re-extract the dataset or regenerate val_map.txt"
 
     def __init__(
         self,
@@ -86,66 +88,21 @@ class ImageClassificationTask(Task):
         prepare_workers: int | None = None,
         val_map: Path | None = None,
     ) -> None:
-        self.name = name
-        self.loadgen_model = loadgen_model
         # absolute: LoadGen's session changes the working directory before samples are loaded
-        self.dataset_dir = Path(dataset_dir).expanduser().absolute()
-        self.entries = read_val_map(self.dataset_dir,
+        dataset_dir = Path(dataset_dir).expanduser().absolute()
+        self.entries = read_val_map(dataset_dir,
                                     Path(val_map).expanduser().absolute() if val_map else None)
         if max_samples:
             self.entries = self.entries[:max_samples]
-        self.preprocess = preprocess
-        self.input_spec = input_spec
         self.output = output
-        self.target = target
-        self._performance_count = min(performance_count or len(self.entries), len(self.entries))
-        self.cache = cache
-        self.prepare_workers = prepare_workers
-        self._loaded: dict[int, np.ndarray] = {}
-
-    @property
-    def model_inputs(self) -> list[TensorSpec]:
-        return [self.input_spec]
+        super().__init__(name, loadgen_model, dataset_dir, preprocess, input_spec, target,
+                         performance_count, cache, prepare_workers)
 
     def total_count(self) -> int:
         return len(self.entries)
 
-    def performance_count(self) -> int:
-        return self._performance_count
-
     def image_path(self, index: int) -> Path:
         return self.dataset_dir / self.entries[index][0]
-
-    def prepare(self, progress: Progress | None = None) -> None:
-        """Check every listed image exists; fill the pre-processed sample cache (if any)."""
-        # distinct files only: a list may name the same image many times
-        paths = list(dict.fromkeys(self.image_path(i) for i in range(len(self.entries))))
-        missing = [p for p in paths if not p.is_file()]
-        if missing:
-            raise DatasetError(
-                f"{len(missing)} image(s) listed in val_map.txt are missing, e.g. {missing[0]}",
-                hint="re-extract the dataset or regenerate val_map.txt",
-            )
-        if self.cache is not None:
-            self.cache.build(paths, progress, self.prepare_workers, label="pre-processing images")
-
-    def load_samples(self, indices: Sequence[int]) -> None:
-        for i in indices:
-            if i not in self._loaded:
-                path = self.image_path(i)
-                if not path.is_file():
-                    raise DatasetError(
-                        f"image listed in val_map.txt is missing: {path}",
-                        hint="re-extract the dataset or regenerate val_map.txt",
-                    )
-                self._loaded[i] = self.cache.load(path) if self.cache else self.preprocess(path)
-
-    def unload_samples(self, indices: Sequence[int]) -> None:
-        for i in indices:
-            self._loaded.pop(i, None)
-
-    def batch_inputs(self, indices: Sequence[int]) -> dict[str, np.ndarray]:
-        return {self.input_spec.name: np.stack([self._loaded[i] for i in indices])}
 
     def predicted_classes(self, outputs: dict[str, np.ndarray]) -> np.ndarray:
         if self.output.name and self.output.name not in outputs:
@@ -184,16 +141,6 @@ class ImageClassificationTask(Task):
             "acc", value, text, self.target, {"good": good, "total": total,
                                               "dataset_size": len(self.entries)}
         )
-
-    def describe(self) -> dict:
-        out = {**super().describe(), "dataset": str(self.dataset_dir), "samples": len(self.entries)}
-        config = getattr(self.preprocess, "config", None)
-        if config is not None:
-            out["preprocessing"] = config.to_dict()
-        if self.cache is not None:
-            out["cache"] = str(self.cache.dir)
-        return out
-
 
 def create_resnet50(name: str, options: TaskOptions) -> ImageClassificationTask:
     """ResNet50 v1.5 (official ONNX: input float32 [N,3,224,224], ArgMax output with background).

@@ -19,9 +19,10 @@ from typing import Any, Sequence
 import numpy as np
 
 from mlharness.errors import DatasetError, ModelError
-from mlharness.tasks.base import AccuracyResult, Progress, Task, TaskOptions, TensorSpec
+from mlharness.tasks.base import AccuracyResult, TaskOptions, TensorSpec
 from mlharness.tasks.vision.cache import SampleCache, default_root
 from mlharness.tasks.vision.coco_map import coco_map
+from mlharness.tasks.vision.image_set import ImageSetTask
 from mlharness.tasks.vision.openimages import (ImageRecord, annotations_path, image_dir,
                                                read_images)
 from mlharness.tasks.vision.preprocessing import RETINANET_800, ImagePreprocessor, resolve
@@ -66,8 +67,10 @@ def detection_rows(qsl_idx: int, boxes: np.ndarray, scores: np.ndarray, labels: 
     return rows
 
 
-class ObjectDetectionTask(Task):
+class ObjectDetectionTask(ImageSetTask):
     """Detection over an OpenImages-MLPerf-layout folder, scored with COCO mAP."""
+
+    missing_hint = "re-run the download (tools/openimages_mlperf.sh) or fix the annotations"
 
     def __init__(
         self,
@@ -84,62 +87,23 @@ class ObjectDetectionTask(Task):
         cache: SampleCache | None = None,
         prepare_workers: int | None = None,
     ) -> None:
-        self.name = name
-        self.loadgen_model = loadgen_model
         # absolute: LoadGen's session changes the working directory before samples are loaded
-        self.dataset_dir = dataset_dir = Path(dataset_dir).expanduser().absolute()
+        dataset_dir = Path(dataset_dir).expanduser().absolute()
         self.annotations = annotations_path(dataset_dir, annotations).absolute()
         self.images: list[ImageRecord] = read_images(self.annotations)
         self.image_dir = image_dir(dataset_dir, self.images[0])
         if max_samples:
             self.images = self.images[:max_samples]
-        self.preprocess = preprocess
-        self.input_spec = input_spec
         self.outputs = outputs
-        self.target = target
-        self._performance_count = min(performance_count or len(self.images), len(self.images))
-        self.cache = cache
-        self.prepare_workers = prepare_workers
-        self._loaded: dict[int, np.ndarray] = {}
-
-    @property
-    def model_inputs(self) -> list[TensorSpec]:
-        return [self.input_spec]
+        self.list_name = self.annotations.name
+        super().__init__(name, loadgen_model, dataset_dir, preprocess, input_spec, target,
+                         performance_count, cache, prepare_workers)
 
     def total_count(self) -> int:
         return len(self.images)
 
-    def performance_count(self) -> int:
-        return self._performance_count
-
     def image_path(self, index: int) -> Path:
         return self.image_dir / self.images[index].file_name
-
-    def prepare(self, progress: Progress | None = None) -> None:
-        """Check every listed image exists; fill the pre-processed sample cache (if any)."""
-        paths = [self.image_path(i) for i in range(len(self.images))]
-        missing = [p for p in paths if not p.is_file()]
-        if missing:
-            raise DatasetError(
-                f"{len(missing)} image(s) listed in {self.annotations.name} are missing, "
-                f"e.g. {missing[0]}",
-                hint="re-run the download (tools/openimages_mlperf.sh) or fix the annotations",
-            )
-        if self.cache is not None:
-            self.cache.build(paths, progress, self.prepare_workers, label="pre-processing images")
-
-    def load_samples(self, indices: Sequence[int]) -> None:
-        for i in indices:
-            if i not in self._loaded:
-                path = self.image_path(i)
-                self._loaded[i] = self.cache.load(path) if self.cache else self.preprocess(path)
-
-    def unload_samples(self, indices: Sequence[int]) -> None:
-        for i in indices:
-            self._loaded.pop(i, None)
-
-    def batch_inputs(self, indices: Sequence[int]) -> dict[str, np.ndarray]:
-        return {self.input_spec.name: np.stack([self._loaded[i] for i in indices])}
 
     def encode_responses(
         self, indices: Sequence[int], outputs: dict[str, np.ndarray]
@@ -174,12 +138,8 @@ class ObjectDetectionTask(Task):
         return AccuracyResult("mAP", result.value, result.text, self.target, details)
 
     def describe(self) -> dict[str, Any]:
-        out = {**super().describe(), "dataset": str(self.dataset_dir),
-               "annotations": str(self.annotations), "samples": len(self.images),
-               "preprocessing": self.preprocess.config.to_dict(), "outputs": asdict(self.outputs)}
-        if self.cache is not None:
-            out["cache"] = str(self.cache.dir)
-        return out
+        return {**super().describe(), "annotations": str(self.annotations),
+                "outputs": asdict(self.outputs)}
 
 
 def create_retinanet(name: str, options: TaskOptions) -> ObjectDetectionTask:

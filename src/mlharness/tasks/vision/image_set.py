@@ -1,0 +1,92 @@
+"""The QSL side every image task shares: a list of image files, pre-processed when loaded.
+
+Subclasses read their dataset's list (``val_map.txt``, COCO annotations), say where image ``i``
+is (``image_path``) and how many there are (``total_count``); they add response encoding and
+scoring. Loading goes through the on-disk sample cache when there is one.
+"""
+
+from __future__ import annotations
+
+from abc import abstractmethod
+from pathlib import Path
+from typing import Any, Callable, Sequence
+
+import numpy as np
+
+from mlharness.errors import DatasetError
+from mlharness.tasks.base import Progress, Task, TensorSpec
+from mlharness.tasks.vision.cache import SampleCache
+
+Preprocess = Callable[[Path], np.ndarray]
+
+
+class ImageSetTask(Task):
+    #: the file that lists the images, named in error messages
+    list_name = "the image list"
+    #: how to repair a dataset with missing images
+    missing_hint = "re-extract the dataset"
+
+    def __init__(self, name: str, loadgen_model: str, dataset_dir: Path, preprocess: Preprocess,
+                 input_spec: TensorSpec, target: float | None,
+                 performance_count: int | None = None, cache: SampleCache | None = None,
+                 prepare_workers: int | None = None) -> None:
+        self.name = name
+        self.loadgen_model = loadgen_model
+        self.dataset_dir = dataset_dir
+        self.preprocess = preprocess
+        self.input_spec = input_spec
+        self.target = target
+        total = self.total_count()
+        self._performance_count = min(performance_count or total, total)
+        self.cache = cache
+        self.prepare_workers = prepare_workers
+        self._loaded: dict[int, np.ndarray] = {}
+
+    @abstractmethod
+    def image_path(self, index: int) -> Path:
+        """Where sample ``index`` is on disk."""
+
+    @property
+    def model_inputs(self) -> list[TensorSpec]:
+        return [self.input_spec]
+
+    def performance_count(self) -> int:
+        return self._performance_count
+
+    def prepare(self, progress: Progress | None = None) -> None:
+        """Check every listed image exists; fill the pre-processed sample cache (if any)."""
+        # distinct files only: a list may name the same image many times
+        paths = list(dict.fromkeys(self.image_path(i) for i in range(self.total_count())))
+        missing = [p for p in paths if not p.is_file()]
+        if missing:
+            raise DatasetError(
+                f"{len(missing)} image(s) listed in {self.list_name} are missing, "
+                f"e.g. {missing[0]}", hint=self.missing_hint)
+        if self.cache is not None:
+            self.cache.build(paths, progress, self.prepare_workers, label="pre-processing images")
+
+    def load_samples(self, indices: Sequence[int]) -> None:
+        for i in indices:
+            if i not in self._loaded:
+                path = self.image_path(i)
+                if not path.is_file():
+                    raise DatasetError(f"image listed in {self.list_name} is missing: {path}",
+                                       hint=self.missing_hint)
+                self._loaded[i] = self.cache.load(path) if self.cache else self.preprocess(path)
+
+    def unload_samples(self, indices: Sequence[int]) -> None:
+        for i in indices:
+            self._loaded.pop(i, None)
+
+    def batch_inputs(self, indices: Sequence[int]) -> dict[str, np.ndarray]:
+        return {self.input_spec.name: np.stack([self._loaded[i] for i in indices])}
+
+    def describe(self) -> dict[str, Any]:
+        out = {**super().describe(), "dataset": str(self.dataset_dir),
+               "samples": self.total_count()}
+        config = getattr(self.preprocess, "config", None)
+        if config is not None:
+            out["preprocessing"] = config.to_dict()
+        if self.cache is not None:
+            out["cache"] = str(self.cache.dir)
+        return out
