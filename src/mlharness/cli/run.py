@@ -39,6 +39,15 @@ def _key_value(text: str) -> tuple[str, str]:
     return key.strip(), value.strip()
 
 
+def _qps(text: str) -> float | str:
+    if text == "auto":
+        return text
+    try:
+        return float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a number or 'auto', got {text!r}") from None
+
+
 def _coerce(value: str) -> Any:
     for cast in (int, float):
         try:
@@ -70,8 +79,9 @@ def add_run_arguments(p: argparse.ArgumentParser) -> None:
                         help="short run: 2 s minimum, small query counts (default)")
     length.add_argument("--valid", dest="short", action="store_const", const=False,
                         help="full-length run under the round's rules (600 s, minimum counts)")
-    lg.add_argument("--target-qps", type=float, metavar="QPS",
-                    help="Server target QPS / Offline expected QPS")
+    lg.add_argument("--target-qps", type=_qps, metavar="QPS",
+                    help="Server target QPS / Offline expected QPS; Offline also takes 'auto' "
+                         "(measured by short probe runs first)")
     lg.add_argument("--target-latency", dest="target_latency_ms", type=float, metavar="MS",
                     help="SingleStream/MultiStream expected latency in ms (a hint: "
                          "too high and LoadGen runs out of queries)")
@@ -152,7 +162,10 @@ def register(sub: argparse._SubParsersAction) -> None:
 def run_command(args: argparse.Namespace) -> int:
     from mlharness.runner import execute
 
-    spec = spec_from_args(args)
+    auto = getattr(args, "target_qps", None) == "auto"
+    spec = spec_from_args(args, **({"target_qps": None} if auto else {}))
+    if auto:
+        spec = with_measured_offline_target(spec, quiet=args.json)
     if not spec.short and not args.no_preflight:
         refuse_if_not_countable(spec, args.round, args.division)
     with LiveProgress(enabled=not args.no_progress and not args.json and sys.stderr.isatty()) as bar:
@@ -162,6 +175,25 @@ def run_command(args: argparse.Namespace) -> int:
         return record.exit_code
     show_record(record.data, record.run_dir)
     return record.exit_code
+
+
+def with_measured_offline_target(spec: RunSpec, quiet: bool = False) -> RunSpec:
+    """``--target-qps auto``: measure Offline throughput with short probes, then aim above it."""
+    from dataclasses import replace
+
+    from mlharness.tune import offline_target_qps
+
+    if spec.scenario != "Offline":
+        raise ConfigError("--target-qps auto is for the Offline scenario",
+                          hint="give a number for Server (its target is a latency trade-off)")
+    if not quiet:
+        console.print("measuring Offline throughput (short probe runs in "
+                      f"{spec.output_dir / '_tune'}) …")
+    with LiveProgress(enabled=not quiet and sys.stderr.isatty()) as bar:
+        target = offline_target_qps(spec, bar)
+    if not quiet:
+        console.print(f"target QPS: {target:,.1f}")
+    return replace(spec, target_qps=target)
 
 
 def refuse_if_not_countable(spec: RunSpec, round_name: str | None, division: str) -> None:
