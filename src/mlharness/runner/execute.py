@@ -79,7 +79,7 @@ def expected_samples(cfg: TestConfig, task: Task) -> int | None:
         return task.total_count()
     if cfg.scenario == "Offline":
         qps = cfg.target_qps or 1.0
-        floor = cfg.min_query_count or (1 if cfg.short else 1)
+        floor = cfg.min_query_count or 1  # mlperf.conf's count is not known out here
         # loadgen/test_settings_internal.cc: samples_per_query = max(min_query_count, 1.1*dur*qps)
         return max(floor, int(1.1 * expected_duration_s(cfg) * qps))
     return None
@@ -188,7 +188,6 @@ def _supervise(spec: RunSpec, cfg: TestConfig, task: Task, run_dir: Path,
                        args=(spec.to_dict(), str(run_dir), channel, loaded, completed))
     proc.start()
     watch = _Watch()
-    t0 = time.monotonic()
     run_t0: float | None = None
     last_activity, last_change = -1, time.monotonic()
     total = expected_samples(cfg, task)
@@ -234,7 +233,6 @@ def _supervise(spec: RunSpec, cfg: TestConfig, task: Task, run_dir: Path,
         code = proc.exitcode
         how = f"signal {-code}" if code is not None and code < 0 else f"exit code {code}"
         watch.take("crash", {"message": f"the run's worker process died ({how})"})
-    _ = t0
     return watch
 
 

@@ -29,7 +29,7 @@ def child_main(spec_data: dict[str, Any], run_dir: str, channel: Any, loaded: An
     from mlharness.loadgen.session import SampleLibrary, complete, run_test
     from mlharness.spec import RunSpec
     from mlharness.sut import Engine, policy_for
-    from mlharness.tasks import TaskOptions, create_task
+    from mlharness.tasks import create_task
 
     try:
         spec = RunSpec(**spec_data)
