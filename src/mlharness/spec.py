@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 import tomllib
 from dataclasses import asdict, dataclass, field, fields
 from pathlib import Path
@@ -41,6 +42,7 @@ class RunSpec:
     length_sort: bool = True
     output_dir: Path = Path("runs")
     audit_config: Path | None = None
+    label: str | None = None  # run directory name part instead of the mode (e.g. TEST01)
     stall_timeout_s: float = 60.0
     enable_trace: bool = False
     backend_options: dict[str, Any] = field(default_factory=dict)
@@ -85,6 +87,9 @@ class RunSpec:
         if self.mode == "accuracy" and (self.min_duration_ms or self.min_query_count):
             raise ConfigError("accuracy mode runs every sample once; duration/query counts do not apply",
                               hint="drop --min-duration/--min-query-count or use --mode performance")
+        if self.label is not None and not re.fullmatch(r"[A-Za-z0-9_.-]+", self.label):
+            raise ConfigError(f"label {self.label!r} is not a plain name",
+                              hint="use letters, digits, '.', '_' or '-'")
         if self.stall_timeout_s <= 0:
             raise ConfigError("stall timeout must be > 0", hint="e.g. --stall-timeout 60")
         for name in ("model", "dataset", "vocab", "cache_dir", "audit_config"):

@@ -28,7 +28,7 @@ def loadgen_model_of(spec: RunSpec) -> str:
 def audit_spec(test: str, base_spec: RunSpec, output_dir: Path, audit_file: Path) -> RunSpec:
     """``base_spec`` as the audit run: performance mode, the audit.config, ``output_dir``."""
     return dataclasses.replace(base_spec, mode="performance", audit_config=audit_file,
-                               output_dir=Path(output_dir))
+                               output_dir=Path(output_dir), label=test)
 
 
 def run_audit(test: str, base_spec: RunSpec, output_dir: Path,

@@ -117,7 +117,8 @@ def execute(spec: RunSpec, progress: ProgressSink | None = None) -> RunRecord:
     task = create_task(spec.benchmark, task_options(spec))
     task.prepare(lambda done, total, label: emit(RunProgress("prepare", done, total, label=label)))
     cfg = spec.test_config(task.loadgen_model)
-    run_dir = new_run_dir(spec.output_dir, spec.benchmark, spec.scenario, spec.mode)
+    run_dir = new_run_dir(spec.output_dir, spec.benchmark, spec.scenario,
+                          spec.label or spec.mode)
     write_text_atomic(run_dir / "user.conf", render_user_conf(cfg))
     if spec.audit_config is not None:
         if not spec.audit_config.is_file():

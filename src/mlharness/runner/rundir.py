@@ -13,7 +13,7 @@ from mlharness.errors import ConfigError
 
 
 def new_run_dir(root: Path, benchmark: str, scenario: str, mode: str) -> Path:
-    """Create ``root/<benchmark>/<scenario>-<mode>-<UTC stamp>[-n]`` and return it."""
+    """Create ``root/<benchmark>/<scenario>-<mode or label>-<UTC stamp>[-n]`` and return it."""
     stamp = datetime.now(timezone.utc).strftime("%Y%m%d-%H%M%S")
     parent = root / benchmark
     try:
