@@ -10,8 +10,11 @@ machine) and a synthetic SQuAD v1.1 set, then runs Offline through ``mlharness.r
 
 Each configuration gets a performance run (LoadGen's samples/s) and an accuracy run whose logged
 logits are compared with (a): the share of samples whose start and end argmax (over the real
-tokens) agree. Random weights make the logits of nearby positions close, so the argmax agreement
-here is a harsher test than with trained weights.
+tokens) agree, the RMS logit error relative to (a)'s logit spread, and the "noise floor": the
+agreement of (a) with (a) plus Gaussian noise of that same size. Random weights give logits with
+near ties (no peaked answer logit as in a fine-tuned BERT), so argmax agreement here is a much
+harsher test than with trained weights: compare it with the noise floor, and check int8 by F1 on
+real weights.
 
     python benchmarks/bert_cpu.py                 # full size
     python benchmarks/bert_cpu.py --layers 4      # quicker
@@ -111,6 +114,46 @@ def agreement(ref: dict[int, np.ndarray], other: dict[int, np.ndarray],
     return start / len(ref), end / len(ref)
 
 
+def relative_error(ref: dict[int, np.ndarray], other: dict[int, np.ndarray],
+                   lengths: np.ndarray) -> float:
+    """RMS over samples of |other - ref| / std(ref) on the real tokens (start and end logits)."""
+    errs = []
+    for idx, a in ref.items():
+        n = int(lengths[idx])
+        d = other[idx][:n] - a[:n]
+        errs.append(float(np.mean(d ** 2 / a[:n].var(axis=0))))
+    return float(np.sqrt(np.mean(errs)))
+
+
+def noise_floor(ref: dict[int, np.ndarray], lengths: np.ndarray, rel: float,
+                seed: int = 0) -> tuple[float, float]:
+    """Argmax agreement of (a) with (a) + Gaussian noise of ``rel`` x std(logits) per sample.
+
+    With trained weights the answer logits stand far above the rest and small noise changes no
+    argmax; on a random-weight model the top two logits are often close, so even fp32 plus tiny
+    noise disagrees with itself. This is the agreement to expect from *any* perturbation as large
+    as the one measured, whatever its cause."""
+    rng = np.random.default_rng(seed)
+    noisy = {}
+    for idx, a in ref.items():
+        n = int(lengths[idx])
+        b = a.copy()
+        b[:n] += rng.standard_normal((n, 2)).astype(np.float32) * rel * a[:n].std(axis=0)
+        noisy[idx] = b
+    return agreement(ref, noisy, lengths)
+
+
+def top2_margin(ref: dict[int, np.ndarray], lengths: np.ndarray) -> float:
+    """Median over samples and start/end of (top1 - top2 logit) / std(logits)."""
+    margins = []
+    for idx, a in ref.items():
+        n = int(lengths[idx])
+        for col in (0, 1):
+            top = np.sort(a[:n, col])[-2:]
+            margins.append(float((top[1] - top[0]) / a[:n, col].std()))
+    return float(np.median(margins))
+
+
 def main() -> None:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--layers", type=int, default=24)
@@ -144,21 +187,36 @@ def main() -> None:
     base = results.get("a-reference")
     ref_logits = read_logits(base["accuracy_run"]["run_dir"]) if base else None
     print()
-    print(f"{'config':12s} {'samples/s':>10s} {'vs (a)':>8s} {'start agree':>12s} {'end agree':>10s}")
+    print(f"{'config':12s} {'samples/s':>10s} {'vs (a)':>8s} {'start agree':>12s} {'end agree':>10s}"
+          f" {'rel err':>8s} {'noise floor s/e':>16s}")
     summary = {}
     for name, r in results.items():
         ratio = r["samples_per_s"] / base["samples_per_s"] if base else float("nan")
-        s_agree = e_agree = float("nan")
+        s_agree = e_agree = rel = float("nan")
+        floor = (float("nan"), float("nan"))
         if ref_logits is not None:
-            s_agree, e_agree = agreement(ref_logits, read_logits(r["accuracy_run"]["run_dir"]),
-                                         lengths)
-        print(f"{name:12s} {r['samples_per_s']:10.3f} {ratio:7.2f}x {s_agree:11.1%} {e_agree:9.1%}")
+            logits = read_logits(r["accuracy_run"]["run_dir"])
+            s_agree, e_agree = agreement(ref_logits, logits, lengths)
+            rel = relative_error(ref_logits, logits, lengths)
+            floor = noise_floor(ref_logits, lengths, rel)
+        print(f"{name:12s} {r['samples_per_s']:10.3f} {ratio:7.2f}x {s_agree:11.1%} {e_agree:9.1%}"
+              f" {rel:8.4f} {floor[0]:8.1%}/{floor[1]:.1%}")
         summary[name] = {"samples_per_s": r["samples_per_s"], "ratio_vs_a": ratio,
                          "start_argmax_agreement": s_agree, "end_argmax_agreement": e_agree,
+                         "relative_logit_error": rel, "noise_floor_agreement": floor,
                          "perf_run": r["run_dir"], "accuracy_run": r["accuracy_run"]["run_dir"]}
+    margin = top2_margin(ref_logits, lengths) if ref_logits is not None else float("nan")
+    if ref_logits is not None:
+        print(f"\nrel err: RMS of (config - (a)) / std((a) logits) over the real tokens.\n"
+              f"noise floor: agreement of (a) with (a) + Gaussian noise of that same size - what any\n"
+              f"perturbation this large gives on this model. (a)'s median top-2 logit margin is only\n"
+              f"{margin:.3f} x std of its logits: this random-weight model has near ties that trained\n"
+              f"BERT (a peaked answer logit) does not, so argmax agreement below 99% here is expected\n"
+              f"when it is close to the noise floor; judge int8 by rel err and by F1 on real weights.")
     out = args.workdir / "bert_cpu_results.json"
     out.write_text(json.dumps({"model": vars(args) | {"workdir": str(args.workdir)},
-                               "mean_length": float(lengths.mean()), "results": summary},
+                               "mean_length": float(lengths.mean()), "median_top2_margin_over_std": margin,
+                               "results": summary},
                               indent=2, default=str))
     print(f"\nwritten {out}")
 

@@ -1,9 +1,13 @@
 """Reduced-precision ONNX models for the onnxruntime backend, built on request and cached.
 
 ``int8``: dynamic quantisation (``onnxruntime.quantization.quantize_dynamic``: int8 weights,
-activations quantised per batch at run time) of MatMul/Gemm/Attention nodes. The result is cached
-on disk under a key made of the model's sha256, the precision, the recipe and the onnxruntime
-version, so a 1.3 GB model is quantised once. Embedding lookups (Gather) stay fp32.
+per output channel, activations quantised per batch at run time) of the MatMul/Gemm/Attention
+nodes that multiply by a constant weight. Activation x activation MatMuls (attention QK^T and
+probs x V) stay fp32 (``MatMulConstBOnly``), and so do weight MatMuls/Gemms with fewer than
+``SMALL_OUTPUT`` output columns (the QA head, 1024 x 2): they cost nothing to run in fp32 and sit
+right on the logits. The result is cached on disk under a key made of the model's sha256, the
+precision, the recipe and the onnxruntime version, so a 1.3 GB model is quantised once. Embedding
+lookups (Gather) stay fp32.
 
 ``bf16``: the onnxruntime CPU execution provider has no bf16 kernels for the ops these models use,
 so it is refused with a hint rather than emulated.
@@ -19,7 +23,10 @@ from pathlib import Path
 from mlharness.errors import ConfigError, ModelError
 
 #: bump when the quantisation recipe changes
-RECIPE = "dynamic-int8-v1"
+RECIPE = "dynamic-int8-v2-perchannel-fp32head"
+
+#: weight MatMuls/Gemms with fewer output columns than this stay fp32
+SMALL_OUTPUT = 16
 
 
 def cache_root(explicit: str | Path | None = None) -> Path:
@@ -68,8 +75,9 @@ def _quantize_int8(model: Path, target: Path) -> None:
     fd, tmp = tempfile.mkstemp(dir=target.parent, suffix=".onnx.tmp")
     os.close(fd)
     try:
-        quantize_dynamic(str(model), tmp, weight_type=QuantType.QInt8,
+        quantize_dynamic(str(model), tmp, weight_type=QuantType.QInt8, per_channel=True,
                          op_types_to_quantize=["MatMul", "Gemm", "Attention"],
+                         nodes_to_exclude=small_output_nodes(model),
                          extra_options={"MatMulConstBOnly": True})
         os.replace(tmp, target)
     except Exception as exc:  # quantize_dynamic raises assorted types
@@ -77,3 +85,24 @@ def _quantize_int8(model: Path, target: Path) -> None:
                          hint="run with --precision fp32, or pass a model quantised offline") from exc
     finally:
         Path(tmp).unlink(missing_ok=True)
+
+
+def small_output_nodes(model: Path, limit: int = SMALL_OUTPUT) -> list[str]:
+    """Names of MatMul/Gemm nodes whose weight is an initializer with fewer than ``limit`` output
+    columns (the QA head); tensors stored outside the file are read from their shape only."""
+    import onnx
+
+    graph = onnx.load(str(model), load_external_data=False).graph
+    dims = {t.name: list(t.dims) for t in graph.initializer}
+    small = []
+    for node in graph.node:
+        if node.op_type not in ("MatMul", "Gemm") or len(node.input) < 2:
+            continue
+        shape = dims.get(node.input[1])
+        if not shape or len(shape) < 2:
+            continue
+        trans_b = any(a.name == "transB" and a.i for a in node.attribute)
+        out_cols = shape[-2] if trans_b else shape[-1]
+        if out_cols < limit and node.name:  # unnamed nodes cannot be excluded by name
+            small.append(node.name)
+    return small
