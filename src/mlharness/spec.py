@@ -3,12 +3,12 @@
 from __future__ import annotations
 
 import re
-import tomllib
 from dataclasses import asdict, dataclass, field, fields
 from pathlib import Path
 from typing import Any
 
 from mlharness.errors import ConfigError
+from mlharness.files import read_toml
 from mlharness.loadgen.settings import MODES, SCENARIOS, TestConfig
 
 PRECISIONS = ("fp32", "bf16", "int8")
@@ -133,11 +133,6 @@ class RunSpec:
 
 def load_toml(path: Path) -> dict[str, Any]:
     """Read a run TOML file (keys as in RunSpec; ``[run]`` table or top level)."""
-    if not path.is_file():
-        raise ConfigError(f"config file not found: {path}", hint="check the --config path")
-    try:
-        data = tomllib.loads(path.read_text())
-    except tomllib.TOMLDecodeError as exc:
-        raise ConfigError(f"{path}: {exc}", hint="fix the TOML syntax") from exc
+    data = read_toml(path, "config file", hint_missing="check the --config path")
     data = data.get("run", data)
     return {k.replace("-", "_"): v for k, v in data.items()}

@@ -21,30 +21,13 @@ import tempfile
 from pathlib import Path
 
 from mlharness.errors import ConfigError, ModelError
+from mlharness.files import cache_root, sha256_file
 
 #: bump when the quantisation recipe changes
 RECIPE = "dynamic-int8-v2-perchannel-fp32head"
 
 #: weight MatMuls/Gemms with fewer output columns than this stay fp32
 SMALL_OUTPUT = 16
-
-
-def cache_root(explicit: str | Path | None = None) -> Path:
-    """``explicit``, else ``$MLHARNESS_CACHE``, else ``$XDG_CACHE_HOME/mlharness``."""
-    if explicit:
-        return Path(explicit).expanduser()
-    env = os.environ.get("MLHARNESS_CACHE")
-    if env:
-        return Path(env).expanduser()
-    return Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "mlharness"
-
-
-def model_digest(model: Path) -> str:
-    h = hashlib.sha256()
-    with model.open("rb") as fh:
-        for block in iter(lambda: fh.read(1 << 22), b""):
-            h.update(block)
-    return h.hexdigest()
 
 
 def prepared_model(model: Path, precision: str, cache_dir: str | Path | None = None) -> Path:
@@ -60,7 +43,7 @@ def prepared_model(model: Path, precision: str, cache_dir: str | Path | None = N
     import onnxruntime as ort
 
     key = hashlib.sha256(
-        f"{model_digest(model)}|{precision}|{RECIPE}|{ort.__version__}".encode()).hexdigest()[:24]
+        f"{sha256_file(model)}|{precision}|{RECIPE}|{ort.__version__}".encode()).hexdigest()[:24]
     target = cache_root(cache_dir) / "onnx" / f"{model.stem}-{precision}-{key}.onnx"
     if target.is_file():
         return target

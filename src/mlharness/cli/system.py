@@ -8,7 +8,7 @@ from pathlib import Path
 from mlharness.errors import ConfigError
 from mlharness.rules import DEFAULT_ROUND, ROUNDS, load
 from mlharness.submission import system as sysdesc
-from mlharness.submission.files import write_json_atomic, write_text_atomic
+from mlharness.files import write_json_atomic, write_text_atomic
 
 EXAMPLES = """examples:
   mlharness system template --output my-system.toml     # fields the machine cannot tell

@@ -10,12 +10,11 @@ performance/run_1/mlperf_log_{summary,detail}.txt}`` and
 
 from __future__ import annotations
 
-import os
 import shutil
-import tempfile
 from pathlib import Path
 
 from mlharness.compliance.accuracy_check import VerificationInputError
+from mlharness.files import write_text_atomic
 
 DETAIL = "mlperf_log_detail.txt"
 SUMMARY = "mlperf_log_summary.txt"
@@ -42,13 +41,6 @@ def accuracy_log(run_dir: Path) -> Path:
         hint="give the directory of a finished accuracy-mode run")
 
 
-def _write_text(path: Path, text: str) -> None:
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
-    with os.fdopen(fd, "w") as f:
-        f.write(text)
-    os.replace(tmp, path)
-
-
 def prepare_output(out_dir: Path, test: str, overwrite: bool) -> Path:
     """Create ``<out_dir>/<test>``; refuse to replace an earlier verification unless asked."""
     test_dir = out_dir / test
@@ -66,7 +58,7 @@ def write_outputs(test_dir: Path, audit_logs: Path, texts: dict[str, str],
                   with_accuracy_log: bool) -> None:
     """Write the verify_*.txt files and copy the audit run's logs into the official places."""
     for name, text in texts.items():
-        _write_text(test_dir / name, text)
+        write_text_atomic(test_dir / name, text)
     perf = test_dir / "performance" / "run_1"
     for name in (SUMMARY, DETAIL):
         shutil.copy2(audit_logs / name, perf / name)

@@ -18,8 +18,9 @@ from typing import Any, Callable
 from mlharness.errors import HarnessError, RunFailed
 from mlharness.loadgen.mllog import LoadGenResult, parse_run_logs, read_accuracy_log
 from mlharness.loadgen.settings import TEST_MIN_DURATION_MS, TestConfig, render_user_conf
-from mlharness.runner.rundir import new_run_dir, now_iso, write_json_atomic, write_text_atomic
-from mlharness.runner.system import describe_system, package_versions
+from mlharness.files import write_json_atomic, write_text_atomic
+from mlharness.hostinfo import describe_system, package_versions
+from mlharness.runner.rundir import new_run_dir, now_iso
 from mlharness.runner.worker import child_main, task_options
 from mlharness.spec import RunSpec
 from mlharness.tasks import AccuracyResult, Task, create_task

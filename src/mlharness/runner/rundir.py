@@ -2,12 +2,8 @@
 
 from __future__ import annotations
 
-import json
-import os
-import tempfile
 from datetime import datetime, timezone
 from pathlib import Path
-from typing import Any
 
 from mlharness.errors import ConfigError
 
@@ -30,26 +26,6 @@ def new_run_dir(root: Path, benchmark: str, scenario: str, mode: str) -> Path:
             continue
     raise ConfigError(f"too many runs named {scenario}-{mode}-{stamp} in {parent}",
                       hint="wait a second or choose another --output-dir")
-
-
-def write_json_atomic(path: Path, data: Any) -> None:
-    """Write JSON via a temporary file + rename, so readers never see half a file."""
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
-    try:
-        with os.fdopen(fd, "w") as f:
-            json.dump(data, f, indent=2, default=str)
-            f.write("\n")
-        os.replace(tmp, path)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
-
-
-def write_text_atomic(path: Path, text: str) -> None:
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
-    with os.fdopen(fd, "w") as f:
-        f.write(text)
-    os.replace(tmp, path)
 
 
 def now_iso() -> str:

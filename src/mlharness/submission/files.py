@@ -1,37 +1,12 @@
-"""Small file helpers: atomic writes and copies that never follow symlinks."""
+"""Submission file helpers: copies that never follow symlinks, output directories."""
 
 from __future__ import annotations
 
-import json
 import os
 import shutil
-import tempfile
 from pathlib import Path
-from typing import Any
 
 from mlharness.errors import ConfigError
-
-
-def write_bytes_atomic(path: Path, data: bytes) -> None:
-    """Write via a temporary file in the same directory, then rename over ``path``."""
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", dir=path.parent)
-    try:
-        with os.fdopen(fd, "wb") as fh:
-            fh.write(data)
-        os.chmod(tmp, 0o644)
-        os.replace(tmp, path)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
-
-
-def write_text_atomic(path: Path, text: str) -> None:
-    write_bytes_atomic(path, text.encode())
-
-
-def write_json_atomic(path: Path, data: Any) -> None:
-    write_text_atomic(path, json.dumps(data, indent=2, sort_keys=False) + "\n")
 
 
 def copy_file(src: Path, dst: Path) -> None:

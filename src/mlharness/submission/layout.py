@@ -19,7 +19,8 @@ from typing import Any
 from mlharness.errors import ConfigError
 from mlharness.rules.model import Rules
 from mlharness.submission import documents
-from mlharness.submission.files import copy_file, write_json_atomic, write_text_atomic
+from mlharness.files import write_json_atomic, write_text_atomic
+from mlharness.submission.files import copy_file
 from mlharness.submission.runs import Inventory, Run, Verification
 from mlharness.submission.truncate import truncate_dir
 

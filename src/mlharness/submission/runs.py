@@ -2,13 +2,13 @@
 
 from __future__ import annotations
 
-import hashlib
 import json
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from mlharness.errors import ConfigError
+from mlharness.files import sha256_file
 
 RUN_FORMAT = "mlharness-run/1"
 COMPLIANCE_TESTS = ("TEST01", "TEST04")
@@ -127,7 +127,7 @@ def read_run(path: Path) -> Run:
 
 
 def _digest(path: Path) -> str | None:
-    return hashlib.sha256(path.read_bytes()).hexdigest() if path.is_file() else None
+    return sha256_file(path) if path.is_file() else None
 
 
 def _owner(test_dir: Path, audits: dict[str, Run]) -> Run | None:

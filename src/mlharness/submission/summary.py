@@ -11,7 +11,7 @@ from typing import Any
 
 from mlharness.loadgen.mllog import parse_detail_log
 from mlharness.rules.model import Rules
-from mlharness.submission.files import write_bytes_atomic, write_json_atomic, write_text_atomic
+from mlharness.files import write_bytes_atomic, write_json_atomic, write_text_atomic
 from mlharness.submission.layout import Layout
 
 COLUMNS = [

@@ -8,17 +8,11 @@ tests some fields for truthiness, so every value is written as a non-empty strin
 
 from __future__ import annotations
 
-import os
-import platform
-import re
-import shutil
-import subprocess
-import tomllib
-from importlib import metadata
 from pathlib import Path
 from typing import Any
 
-from mlharness.errors import ConfigError
+from mlharness import hostinfo
+from mlharness.files import read_toml
 from mlharness.rules.model import Rules
 from mlharness.rules.problems import Problem
 
@@ -49,150 +43,30 @@ DEFAULTS: dict[str, str] = {
 }
 
 
-def _read(path: str) -> str:
-    try:
-        return Path(path).read_text()
-    except OSError:
-        return ""
-
-
-def _cpuinfo() -> dict[str, Any]:
-    text = _read("/proc/cpuinfo")
-    model = re.search(r"^model name\s*:\s*(.+)$", text, re.M)
-    sockets = set(re.findall(r"^physical id\s*:\s*(\d+)$", text, re.M))
-    cores = re.search(r"^cpu cores\s*:\s*(\d+)$", text, re.M)
-    mhz = re.search(r"^cpu MHz\s*:\s*([\d.]+)$", text, re.M)
-    n_sockets = max(len(sockets), 1)
-    per_socket = int(cores.group(1)) if cores else max((os.cpu_count() or 1) // n_sockets, 1)
-    return {
-        "model": model.group(1).strip() if model else platform.processor() or platform.machine(),
-        "sockets": n_sockets,
-        "cores_per_socket": per_socket,
-        "mhz": float(mhz.group(1)) if mhz else None,
-    }
-
-
-def _frequency(mhz: float | None) -> str:
-    max_khz = _read("/sys/devices/system/cpu/cpu0/cpufreq/cpuinfo_max_freq").strip()
-    if max_khz.isdigit():
-        return f"{int(max_khz) / 1e6:.2f} GHz (max)"
-    return f"{mhz / 1000:.2f} GHz" if mhz else "unknown"
-
-
-def _caches() -> str:
-    base = Path("/sys/devices/system/cpu/cpu0/cache")
-    parts = []
-    for index in sorted(base.glob("index*")):
-        level = _read(str(index / "level")).strip()
-        kind = _read(str(index / "type")).strip()
-        size = _read(str(index / "size")).strip()
-        if not level or not size:
-            continue
-        suffix = {"Data": "d", "Instruction": "i"}.get(kind, "")
-        parts.append(f"L{level}{suffix} {size}")
-    return ", ".join(parts) or "unknown"
-
-
-def _memory() -> str:
-    m = re.search(r"^MemTotal:\s*(\d+)\s*kB", _read("/proc/meminfo"), re.M)
-    return f"{int(m.group(1)) / 1024 ** 2:.0f} GB" if m else "unknown"
-
-
-def _storage() -> tuple[str, str]:
-    total = shutil.disk_usage("/").total
-    kinds = set()
-    for dev in Path("/sys/block").glob("*"):
-        if dev.name.startswith(("loop", "ram", "zram")):
-            continue
-        if dev.name.startswith("vd"):
-            kinds.add("virtual disk (virtio)")
-        elif dev.name.startswith("nvme"):
-            kinds.add("NVMe SSD")
-        else:
-            rot = _read(str(dev / "queue" / "rotational")).strip()
-            kinds.add("HDD" if rot == "1" else "SSD")
-    return f"{total / 1e9:.0f} GB", ", ".join(sorted(kinds)) or "unknown"
-
-
-def _os() -> str:
-    m = re.search(r'^PRETTY_NAME="?([^"\n]+)"?', _read("/etc/os-release"), re.M)
-    name = m.group(1) if m else platform.system()
-    return f"{name}, kernel {platform.release()}"
-
-
-def _nics() -> str:
-    nets = [p.name for p in Path("/sys/class/net").glob("*") if p.name != "lo"
-            and (p / "device").exists()]
-    return str(len(nets)) if nets else "1"
-
-
-def _accelerators() -> dict[str, str]:
-    """NVIDIA GPUs via nvidia-smi when present; otherwise nothing (the defaults say "none")."""
-    if shutil.which("nvidia-smi") is None:
-        return {}
-    try:
-        out = subprocess.run(["nvidia-smi", "--query-gpu=name,memory.total",
-                              "--format=csv,noheader"], capture_output=True, text=True,
-                             timeout=20).stdout
-    except (OSError, subprocess.SubprocessError):
-        return {}
-    gpus = [line.split(",") for line in out.splitlines() if line.strip()]
-    if not gpus:
-        return {}
-    return {"accelerators_per_node": str(len(gpus)), "accelerator_model_name": gpus[0][0].strip(),
-            "accelerator_memory_capacity": gpus[0][1].strip() if len(gpus[0]) > 1 else "unknown"}
-
-
-def _version(dist: str) -> str | None:
-    try:
-        return metadata.version(dist)
-    except metadata.PackageNotFoundError:
-        return None
-
-
-def software() -> dict[str, str]:
-    """Framework and software stack strings."""
-    ort = _version("onnxruntime")
-    framework = f"ONNX Runtime {ort}" if ort else "unknown"
-    stack = [f"mlharness {_version('mlharness') or 'dev'}",
-             f"mlcommons-loadgen {_version('mlcommons-loadgen') or 'unknown'}",
-             f"Python {platform.python_version()}"]
-    for dist in ("numpy", "onnxruntime", "torch", "openvino"):
-        v = _version(dist)
-        if v:
-            stack.append(f"{dist} {v}")
-    return {"framework": framework, "other_software_stack": ", ".join(stack)}
-
-
 def detect() -> dict[str, str]:
     """Everything this machine tells us, as strings."""
-    cpu = _cpuinfo()
-    storage, storage_type = _storage()
+    cpu = hostinfo.cpu_info()
+    storage, storage_type = hostinfo.storage()
     return {
         "host_processor_model_name": cpu["model"],
         "host_processors_per_node": str(cpu["sockets"]),
         "host_processor_core_count": str(cpu["cores_per_socket"]),
-        "host_processor_frequency": _frequency(cpu["mhz"]),
-        "host_processor_caches": _caches(),
-        "host_memory_capacity": _memory(),
+        "host_processor_frequency": hostinfo.cpu_frequency(cpu["mhz"]),
+        "host_processor_caches": hostinfo.cpu_caches(),
+        "host_memory_capacity": hostinfo.memory(),
         "host_storage_capacity": storage,
         "host_storage_type": storage_type,
-        "host_network_card_count": _nics(),
-        "operating_system": _os(),
-        **_accelerators(),
-        **software(),
+        "host_network_card_count": hostinfo.nic_count(),
+        "operating_system": hostinfo.os_name(),
+        **hostinfo.nvidia_accelerators(),
+        **hostinfo.software(),
     }
 
 
 def load_user_toml(path: Path) -> dict[str, Any]:
     """The user's fields (top level or a ``[system]`` table)."""
-    if not path.is_file():
-        raise ConfigError(f"system TOML not found: {path}",
-                          hint="write one with `mlharness system template --output my.toml`")
-    try:
-        data = tomllib.loads(path.read_text())
-    except tomllib.TOMLDecodeError as exc:
-        raise ConfigError(f"{path}: {exc}", hint="fix the TOML syntax") from exc
+    data = read_toml(path, "system TOML",
+                     hint_missing="write one with `mlharness system template --output my.toml`")
     return dict(data.get("system", data))
 
 

@@ -7,23 +7,14 @@ keep their content). Run only after compliance verification: TEST01 needs the fu
 
 from __future__ import annotations
 
-import hashlib
 import re
 from pathlib import Path
 
-from mlharness.submission.files import write_bytes_atomic
+from mlharness.files import sha256_file, write_bytes_atomic
 
 KEEP = 4096
 LIMIT = 10 * 1024
 _HASH = re.compile(r"^hash=([\w\d]+)$", re.M)
-
-
-def sha256(path: Path) -> str:
-    digest = hashlib.sha256()
-    with path.open("rb") as fh:
-        for block in iter(lambda: fh.read(1 << 20), b""):
-            digest.update(block)
-    return digest.hexdigest()
 
 
 def is_truncated(acc_dir: Path) -> bool:
@@ -43,7 +34,7 @@ def truncate_dir(acc_dir: Path, keep: int = KEEP) -> str | None:
         raise FileNotFoundError(txt)
     if is_truncated(acc_dir):
         return None
-    digest = sha256(log)
+    digest = sha256_file(log)
     write_bytes_atomic(txt, txt.read_bytes() + f"\nhash={digest}\n".encode())
     data = log.read_bytes()
     if len(data) >= keep:

@@ -14,32 +14,16 @@ from pathlib import Path
 
 import numpy as np
 
+from mlharness.files import sha256_file
 from mlharness.tasks.question_answering.features import FeatureSet
 
 #: bump when the feature layout or the tokeniser changes
 CACHE_VERSION = 1
 
 
-def default_cache_dir() -> Path:
-    """``$MLHARNESS_CACHE`` or ``$XDG_CACHE_HOME/mlharness`` (``~/.cache/mlharness``)."""
-    env = os.environ.get("MLHARNESS_CACHE")
-    if env:
-        return Path(env).expanduser()
-    base = os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache"
-    return Path(base) / "mlharness"
-
-
-def file_digest(path: Path) -> str:
-    h = hashlib.sha256()
-    with Path(path).open("rb") as fh:
-        for block in iter(lambda: fh.read(1 << 20), b""):
-            h.update(block)
-    return h.hexdigest()
-
-
 def cache_key(dataset: Path, vocab: Path, params: dict[str, int]) -> str:
     """Hex digest identifying the features of (dataset, vocab, params)."""
-    payload = json.dumps({"dataset": file_digest(dataset), "vocab": file_digest(vocab),
+    payload = json.dumps({"dataset": sha256_file(dataset), "vocab": sha256_file(vocab),
                           "params": params, "version": CACHE_VERSION}, sort_keys=True)
     return hashlib.sha256(payload.encode()).hexdigest()[:24]
 

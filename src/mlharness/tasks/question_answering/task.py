@@ -24,6 +24,7 @@ from typing import Any, Sequence
 
 import numpy as np
 
+from mlharness.files import cache_root
 from mlharness.errors import ConfigError, DatasetError, ModelError
 from mlharness.tasks.base import AccuracyResult, Progress, Task, TaskOptions, TensorSpec
 from mlharness.tasks.question_answering import cache
@@ -57,7 +58,7 @@ class BertSquadTask(Task):
         self.name = name
         self.dataset = Path(dataset)
         self.vocab_path = Path(vocab)
-        self.cache_dir = Path(cache_dir) if cache_dir else cache.default_cache_dir()
+        self.cache_dir = cache_root(cache_dir)
         self.max_samples = max_samples
         self.dynamic = sequence_length == "dynamic"
         self.target = TARGETS.get(name)

@@ -21,11 +21,11 @@ from typing import Callable, Protocol, Sequence
 
 import numpy as np
 
+from mlharness.files import cache_root
 from mlharness.errors import DatasetError
 from mlharness.tasks.base import Progress
 
 #: the default cache root when TaskOptions.cache_dir is not given
-DEFAULT_ROOT = Path("~/.cache/mlharness")
 
 #: below this many missing entries the cache is built in-process (spawning costs ~1 s)
 _POOL_THRESHOLD = 32
@@ -41,8 +41,8 @@ class Preprocessor(Protocol):
 
 
 def default_root(cache_dir: Path | None) -> Path:
-    root = Path(cache_dir) if cache_dir else DEFAULT_ROOT
-    return root.expanduser().absolute()
+    """The sample cache's root: ``--cache-dir`` or the shared cache root."""
+    return cache_root(cache_dir)
 
 
 class SampleCache:

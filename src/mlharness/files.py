@@ -1,0 +1,67 @@
+"""File helpers every package shares: atomic writes, file digests, the cache root, TOML reading."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import tempfile
+import tomllib
+from pathlib import Path
+from typing import Any
+
+from mlharness.errors import ConfigError
+
+
+def write_bytes_atomic(path: Path, data: bytes) -> None:
+    """Write via a temporary file in the same directory, then rename over ``path``."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+    try:
+        with os.fdopen(fd, "wb") as fh:
+            fh.write(data)
+        os.chmod(tmp, 0o644)
+        os.replace(tmp, path)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
+
+
+def write_text_atomic(path: Path, text: str) -> None:
+    write_bytes_atomic(path, text.encode())
+
+
+def write_json_atomic(path: Path, data: Any) -> None:
+    write_text_atomic(path, json.dumps(data, indent=2, default=str) + "\n")
+
+
+def sha256_file(path: Path) -> str:
+    """Hex sha256 of a file, read in blocks."""
+    digest = hashlib.sha256()
+    with Path(path).open("rb") as fh:
+        for block in iter(lambda: fh.read(1 << 22), b""):
+            digest.update(block)
+    return digest.hexdigest()
+
+
+def cache_root(explicit: str | Path | None = None) -> Path:
+    """``explicit``, else ``$MLHARNESS_CACHE``, else ``$XDG_CACHE_HOME/mlharness``
+    (``~/.cache/mlharness``); always absolute."""
+    if explicit:
+        return Path(explicit).expanduser().absolute()
+    env = os.environ.get("MLHARNESS_CACHE")
+    if env:
+        return Path(env).expanduser().absolute()
+    base = os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache"
+    return (Path(base) / "mlharness").expanduser().absolute()
+
+
+def read_toml(path: Path, what: str = "config file",
+              hint_missing: str = "check the path") -> dict[str, Any]:
+    """Parse a TOML file; a missing file or bad syntax is a ConfigError with a hint."""
+    if not path.is_file():
+        raise ConfigError(f"{what} not found: {path}", hint=hint_missing)
+    try:
+        return tomllib.loads(path.read_text())
+    except tomllib.TOMLDecodeError as exc:
+        raise ConfigError(f"{path}: {exc}", hint="fix the TOML syntax") from exc

@@ -1,0 +1,156 @@
+"""What this machine and its Python environment are: the one place that probes them.
+
+Used for the short description in every run.json and for the submission's system JSON.
+"""
+
+from __future__ import annotations
+
+import os
+import platform
+import re
+import shutil
+import subprocess
+from importlib import metadata
+from pathlib import Path
+from typing import Any
+
+#: packages whose versions every run.json records
+RUN_PACKAGES = ("mlharness", "mlcommons-loadgen", "numpy", "onnxruntime", "onnx", "torch",
+                "openvino", "tokenizers", "pillow")
+
+
+def read_text(path: str) -> str:
+    try:
+        return Path(path).read_text()
+    except OSError:
+        return ""
+
+
+def cpu_info() -> dict[str, Any]:
+    text = read_text("/proc/cpuinfo")
+    model = re.search(r"^model name\s*:\s*(.+)$", text, re.M)
+    sockets = set(re.findall(r"^physical id\s*:\s*(\d+)$", text, re.M))
+    cores = re.search(r"^cpu cores\s*:\s*(\d+)$", text, re.M)
+    mhz = re.search(r"^cpu MHz\s*:\s*([\d.]+)$", text, re.M)
+    n_sockets = max(len(sockets), 1)
+    per_socket = int(cores.group(1)) if cores else max((os.cpu_count() or 1) // n_sockets, 1)
+    return {
+        "model": model.group(1).strip() if model else platform.processor() or platform.machine(),
+        "sockets": n_sockets,
+        "cores_per_socket": per_socket,
+        "mhz": float(mhz.group(1)) if mhz else None,
+    }
+
+
+def cpu_frequency(mhz: float | None) -> str:
+    max_khz = read_text("/sys/devices/system/cpu/cpu0/cpufreq/cpuinfo_max_freq").strip()
+    if max_khz.isdigit():
+        return f"{int(max_khz) / 1e6:.2f} GHz (max)"
+    return f"{mhz / 1000:.2f} GHz" if mhz else "unknown"
+
+
+def cpu_caches() -> str:
+    base = Path("/sys/devices/system/cpu/cpu0/cache")
+    parts = []
+    for index in sorted(base.glob("index*")):
+        level = read_text(str(index / "level")).strip()
+        kind = read_text(str(index / "type")).strip()
+        size = read_text(str(index / "size")).strip()
+        if not level or not size:
+            continue
+        suffix = {"Data": "d", "Instruction": "i"}.get(kind, "")
+        parts.append(f"L{level}{suffix} {size}")
+    return ", ".join(parts) or "unknown"
+
+
+def memory() -> str:
+    m = re.search(r"^MemTotal:\s*(\d+)\s*kB", read_text("/proc/meminfo"), re.M)
+    return f"{int(m.group(1)) / 1024 ** 2:.0f} GB" if m else "unknown"
+
+
+def storage() -> tuple[str, str]:
+    total = shutil.disk_usage("/").total
+    kinds = set()
+    for dev in Path("/sys/block").glob("*"):
+        if dev.name.startswith(("loop", "ram", "zram")):
+            continue
+        if dev.name.startswith("vd"):
+            kinds.add("virtual disk (virtio)")
+        elif dev.name.startswith("nvme"):
+            kinds.add("NVMe SSD")
+        else:
+            rot = read_text(str(dev / "queue" / "rotational")).strip()
+            kinds.add("HDD" if rot == "1" else "SSD")
+    return f"{total / 1e9:.0f} GB", ", ".join(sorted(kinds)) or "unknown"
+
+
+def os_name() -> str:
+    m = re.search(r'^PRETTY_NAME="?([^"\n]+)"?', read_text("/etc/os-release"), re.M)
+    name = m.group(1) if m else platform.system()
+    return f"{name}, kernel {platform.release()}"
+
+
+def nic_count() -> str:
+    nets = [p.name for p in Path("/sys/class/net").glob("*") if p.name != "lo"
+            and (p / "device").exists()]
+    return str(len(nets)) if nets else "1"
+
+
+def nvidia_accelerators() -> dict[str, str]:
+    """NVIDIA GPUs via nvidia-smi when present; otherwise nothing (the defaults say "none")."""
+    if shutil.which("nvidia-smi") is None:
+        return {}
+    try:
+        out = subprocess.run(["nvidia-smi", "--query-gpu=name,memory.total",
+                              "--format=csv,noheader"], capture_output=True, text=True,
+                             timeout=20).stdout
+    except (OSError, subprocess.SubprocessError):
+        return {}
+    gpus = [line.split(",") for line in out.splitlines() if line.strip()]
+    if not gpus:
+        return {}
+    return {"accelerators_per_node": str(len(gpus)), "accelerator_model_name": gpus[0][0].strip(),
+            "accelerator_memory_capacity": gpus[0][1].strip() if len(gpus[0]) > 1 else "unknown"}
+
+
+def version(dist: str) -> str | None:
+    try:
+        return metadata.version(dist)
+    except metadata.PackageNotFoundError:
+        return None
+
+
+def software() -> dict[str, str]:
+    """Framework and software stack strings."""
+    ort = version("onnxruntime")
+    framework = f"ONNX Runtime {ort}" if ort else "unknown"
+    stack = [f"mlharness {version('mlharness') or 'dev'}",
+             f"mlcommons-loadgen {version('mlcommons-loadgen') or 'unknown'}",
+             f"Python {platform.python_version()}"]
+    for dist in ("numpy", "onnxruntime", "torch", "openvino"):
+        v = version(dist)
+        if v:
+            stack.append(f"{dist} {v}")
+    return {"framework": framework, "other_software_stack": ", ".join(stack)}
+
+
+def memory_gib() -> float | None:
+    m = re.search(r"^MemTotal:\s*(\d+)\s*kB", read_text("/proc/meminfo"), re.M)
+    return round(int(m.group(1)) / 1024 ** 2, 1) if m else None
+
+
+def package_versions(names: tuple[str, ...] = RUN_PACKAGES) -> dict[str, str]:
+    """Installed versions of ``names`` (missing ones left out)."""
+    return {name: v for name in names if (v := version(name))}
+
+
+def describe_system() -> dict[str, Any]:
+    """The short machine description kept in every run.json."""
+    return {
+        "hostname": platform.node(),
+        "os": f"{platform.system()} {platform.release()}",
+        "python": platform.python_version(),
+        "cpu": cpu_info()["model"],
+        "cpus": os.cpu_count(),
+        "memory_gib": memory_gib(),
+    }
