@@ -66,12 +66,10 @@ class ImageSetTask(Task):
             self.cache.build(paths, progress, self.prepare_workers, label="pre-processing images")
 
     def load_samples(self, indices: Sequence[int]) -> None:
+        # prepare() (run before LoadGen starts) has already checked that every file exists
         for i in indices:
             if i not in self._loaded:
                 path = self.image_path(i)
-                if not path.is_file():
-                    raise DatasetError(f"image listed in {self.list_name} is missing: {path}",
-                                       hint=self.missing_hint)
                 self._loaded[i] = self.cache.load(path) if self.cache else self.preprocess(path)
 
     def unload_samples(self, indices: Sequence[int]) -> None:
