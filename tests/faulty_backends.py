@@ -58,3 +58,63 @@ class DyingBackend(OnnxRuntimeBackend):
         if self.calls > 1:
             os._exit(139)
         return super().predict(inputs)
+
+
+class HangingLoadBackend:
+    """Never finishes loading its model (a runtime stuck compiling or waiting on a lock)."""
+
+    name = "hanging-load"
+
+    def load(self, model: Path | None, options: BackendOptions) -> None:
+        time.sleep(3600)
+
+    @property
+    def inputs(self) -> list[Any]:
+        return []
+
+    def predict(self, inputs: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
+        raise AssertionError("never reached")
+
+    def describe(self) -> dict[str, Any]:
+        return {"name": self.name}
+
+
+class RaisingLoadBackend(HangingLoadBackend):
+    """Raises a plain exception while loading (a runtime that rejects the model)."""
+
+    name = "raising-load"
+
+    def load(self, model: Path | None, options: BackendOptions) -> None:
+        raise RuntimeError("injected failure while loading the model")
+
+
+class ExitingLoadBackend(HangingLoadBackend):
+    """Kills its own process while loading, as a runtime crashing at start-up would."""
+
+    name = "exiting-load"
+
+    def load(self, model: Path | None, options: BackendOptions) -> None:
+        os._exit(134)
+
+
+class SlowNoopBackend:
+    """The noop backend, but every batch takes $SLOW_BATCH_S seconds (default 0.05): a run that
+    lasts long enough to be signalled mid-test."""
+
+    name = "slow-noop"
+
+    def load(self, model: Path | None, options: BackendOptions) -> None:
+        self._inputs = options.extra.get("task_inputs", [])
+        self.delay = float(os.environ.get("SLOW_BATCH_S", "0.05"))
+
+    @property
+    def inputs(self) -> list[Any]:
+        return self._inputs
+
+    def predict(self, inputs: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
+        time.sleep(self.delay)
+        n = len(next(iter(inputs.values())))
+        return {"label": np.zeros((n, 1), dtype=np.int64)}  # the demo task reads 'label'
+
+    def describe(self) -> dict[str, Any]:
+        return {"name": self.name}

@@ -99,8 +99,15 @@ def test_output_is_never_overwritten_silently(tmp_path: Path):
     (out / "keep").write_text("x")
     with pytest.raises(ConfigError, match="not empty"):
         prepare_output(out, force=False)
-    prepare_output(out, force=True)
-    assert list(out.iterdir()) == []
+    with pytest.raises(ConfigError, match="mlharness did not create it"):
+        prepare_output(out, force=True)  # not ours: never deleted
+    assert (out / "keep").read_text() == "x"
+    (out / "keep").unlink()
+    prepare_output(out, force=False)  # empty: taken and marked
+    (out / "open").mkdir()
+    (out / "open" / "x.txt").write_text("ours")
+    assert "replaced" in (prepare_output(out, force=True) or "")
+    assert [p.name for p in out.iterdir()] == [".mlharness-owned"]
 
 
 def test_runs_reached_through_symlinks_are_ignored(tmp_path: Path):

@@ -33,3 +33,12 @@ class RunFailed(HarnessError):
     """The run started but did not finish cleanly (backend raised, worker died, stall)."""
 
     exit_code = 3
+
+
+class Interrupted(KeyboardInterrupt):
+    """SIGINT, SIGTERM or SIGHUP arrived while a command ran. The CLI exits 128 + signum."""
+
+    def __init__(self, signum: int, signal_name: str) -> None:
+        super().__init__(signal_name)
+        self.signum = signum
+        self.signal_name = signal_name

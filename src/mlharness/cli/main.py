@@ -3,17 +3,24 @@
 Each command module exposes ``register(subparsers)``; the parser it adds sets ``func`` to a
 callable ``(args) -> int`` returning the exit code. Exit codes: 0 ok, 1 the result failed a rule
 (INVALID, accuracy below target, checker errors), 2 user error (bad flag, missing file), 3 the
-run itself failed (backend raised, worker died), 130 interrupted.
+run itself failed (backend raised, worker died, stall), 128+n ended by signal n (130 SIGINT,
+143 SIGTERM, 129 SIGHUP). ``--debug`` (tracebacks) goes before or after the command.
 """
 
 from __future__ import annotations
 
 import argparse
+import contextlib
 import importlib
+import signal
 import sys
+from typing import Iterator
 
 from mlharness import __version__
-from mlharness.errors import HarnessError
+from mlharness.errors import HarnessError, Interrupted
+
+#: signals that end a command: each raises Interrupted once (later ones are ignored while winding down)
+END_SIGNALS = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
 
 #: command modules under mlharness.cli, in the order --help lists them
 COMMANDS = ("run", "demo", "compliance", "submit", "check", "system")
@@ -38,7 +45,44 @@ def build_parser() -> argparse.ArgumentParser:
                 continue  # command group not built yet
             raise
         module.register(sub)
+    _add_debug(parser)
     return parser
+
+
+def _add_debug(parser: argparse.ArgumentParser) -> None:
+    """Accept --debug after every (sub)command too, without overriding an earlier one."""
+    for action in parser._actions:
+        if isinstance(action, argparse._SubParsersAction):
+            for child in dict.fromkeys(action.choices.values()):
+                if "--debug" not in child._option_string_actions:
+                    child.add_argument("--debug", action="store_true", default=argparse.SUPPRESS,
+                                       help="show tracebacks on errors")
+                _add_debug(child)
+
+
+@contextlib.contextmanager
+def ending_signals() -> Iterator[None]:
+    """Turn SIGINT, SIGTERM and SIGHUP into ``Interrupted`` (a KeyboardInterrupt) so that
+    runs end their worker and record "interrupted"; later signals are ignored while winding down."""
+    import threading
+
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    fired: list[int] = []
+
+    def handler(signum: int, frame: object) -> None:
+        if fired:
+            return
+        fired.append(signum)
+        raise Interrupted(signum, signal.Signals(signum).name)
+
+    previous = {sig: signal.signal(sig, handler) for sig in END_SIGNALS}
+    try:
+        yield
+    finally:
+        for sig, old in previous.items():
+            signal.signal(sig, old)
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -50,7 +94,8 @@ def main(argv: list[str] | None = None) -> int:
     from mlharness.cli.render import console_err
 
     try:
-        return int(args.func(args) or 0)
+        with ending_signals():
+            return int(args.func(args) or 0)
     except HarnessError as exc:
         if args.debug:
             raise
@@ -58,9 +103,13 @@ def main(argv: list[str] | None = None) -> int:
         if exc.hint:
             console_err.print(f"  [yellow]hint:[/] {exc.hint}", highlight=False, soft_wrap=True)
         return exc.exit_code
-    except KeyboardInterrupt:
-        console_err.print("interrupted")
-        return 130
+    except KeyboardInterrupt as exc:
+        signum = exc.signum if isinstance(exc, Interrupted) else int(signal.SIGINT)
+        name = exc.signal_name if isinstance(exc, Interrupted) else "SIGINT"
+        run_dir = getattr(exc, "run_dir", None)
+        kept = f"; partial logs kept in {run_dir}" if run_dir else ""
+        console_err.print(f"interrupted by {name}{kept}", highlight=False, soft_wrap=True)
+        return 128 + signum
 
 
 if __name__ == "__main__":

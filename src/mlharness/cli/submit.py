@@ -13,7 +13,14 @@ EXAMPLES = """examples:
       --output submission/ --system-json systems/my-system.json --force
   mlharness check submission/ --official ~/src/inference
 
-The newest successful performance and accuracy run per (benchmark, scenario) under --runs is used.
+  mlharness submit ... --run runs/demo/Offline-performance-20260101-120000 \
+      --run runs/demo/Offline-accuracy-20260101-121000     # choose the runs by hand
+
+Per (benchmark, scenario) and mode, submit uses the run given with --run, else the newest --valid
+run under --runs, else the newest --test run, and says which it chose and why. Never used as
+results: probe runs (under _tune/ or marked as probes), compliance audit runs, runs that did not
+finish ok (including ones left at "running" by a crash) and unreadable run.json files; each is
+listed with the reason.
 Closed/network: audit runs found there are verified against exactly those runs (TEST01/, TEST04/
 as the official run_verification.py writes them); --run-audits runs the missing ones first;
 earlier verifications under --runs or --compliance are copied when no audit run is there.
@@ -30,6 +37,8 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--division", required=True, choices=("open", "closed", "network"))
     p.add_argument("--system", required=True, help="system name (systems/<name>.json)")
     p.add_argument("--runs", type=Path, default=Path("runs"), help="run directories (default runs/)")
+    p.add_argument("--run", dest="pinned", type=Path, action="append", default=[], metavar="DIR",
+                   help="use this run directory for its benchmark x scenario x mode (repeatable)")
     p.add_argument("--output", type=Path, required=True, help="new directory for the tree")
     p.add_argument("--round", default=DEFAULT_ROUND, choices=ROUNDS, help="default %(default)s")
     p.add_argument("--system-json", type=Path, help="description from `mlharness system detect` "
@@ -41,7 +50,10 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--run-audits", action="store_true",
                    help="closed/network: run the missing TEST01/TEST04 audits first (each as long "
                    "as its performance run) and verify them")
-    p.add_argument("--force", action="store_true", help="replace a non-empty --output")
+    p.add_argument("--force", action="store_true",
+                   help="replace an --output that an earlier `mlharness submit` wrote (never the "
+                   "working directory, a parent of it, a git work tree, or files mlharness did "
+                   "not write)")
     p.set_defaults(func=run)
 
 
@@ -56,14 +68,22 @@ def run(args: argparse.Namespace) -> int:
         system_json = default_json
     result = submit(args.runs, args.output, args.submitter, args.division, args.system,
                     args.round, system_json, args.system_toml, args.force, args.compliance,
-                    args.run_audits)
+                    args.run_audits, args.pinned)
     lay = result.layout
+    if result.replaced:
+        console.print(f"[yellow]{result.replaced}[/]", highlight=False)
     console.print(f"laid out {len(lay.entries)} result(s) under [bold]{lay.base}[/]")
     for e in lay.entries:
         tests = f" + {', '.join(e.tests)}" if e.tests else ""
         short = " [yellow](--test run)[/]" if e.performance.short else ""
         console.print(f"  {e.bench_dir}/{e.scenario}: {e.performance.path.name} + "
                       f"{e.accuracy.path.name}{tests}{short}", highlight=False)
+        for mode, why in e.why.items():
+            console.print(f"      {mode}: {why}", highlight=False, style="dim")
+    if result.not_chosen:
+        console.print(f"not used ({len(result.not_chosen)}):")
+        for path, why in result.not_chosen:
+            console.print(f"  {path}: {why}", highlight=False)
     for note in lay.notes:
         console.print(f"  [yellow]note:[/] {note}", highlight=False)
     if result.defaulted:

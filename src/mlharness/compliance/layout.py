@@ -15,6 +15,7 @@ from pathlib import Path
 
 from mlharness.compliance.accuracy_check import VerificationInputError
 from mlharness.files import write_text_atomic
+from mlharness.owned import replace_owned
 
 DETAIL = "mlperf_log_detail.txt"
 SUMMARY = "mlperf_log_summary.txt"
@@ -41,15 +42,20 @@ def accuracy_log(run_dir: Path) -> Path:
         hint="give the directory of a finished accuracy-mode run")
 
 
+#: what run_verification.py writes in a TEST0X directory (top level)
+VERIFICATION_NAMES = ("verify_*.txt", "performance", "accuracy")
+
+
 def prepare_output(out_dir: Path, test: str, overwrite: bool) -> Path:
     """Create ``<out_dir>/<test>``; refuse to replace an earlier verification unless asked."""
     test_dir = out_dir / test
-    if test_dir.exists() and any(test_dir.iterdir()):
-        if not overwrite:
-            raise VerificationInputError(
-                f"{test_dir} already holds a verification",
-                hint="choose another --output, or pass --force to replace it")
-        shutil.rmtree(test_dir)
+    if test_dir.exists() and any(test_dir.iterdir()) and not overwrite:
+        raise VerificationInputError(
+            f"{test_dir} already holds a verification",
+            hint="choose another --output, or pass --force to replace it")
+    # only a directory shaped like a verification (nothing else in it) is ever deleted
+    replace_owned(test_dir, "verification", VERIFICATION_NAMES, "--output", overwrite,
+                  marked=False)
     (test_dir / "performance" / "run_1").mkdir(parents=True, exist_ok=True)
     return test_dir
 

@@ -2,12 +2,17 @@
 
 The parent never imports LoadGen. It watches the child through a message queue and two shared
 counters, so it can show progress and end the run when the backend fails (``FAILURE_GRACE_S``),
-the child dies, or nothing moves for ``spec.stall_timeout_s``. Partial logs are always kept.
+the child dies, or nothing moves for ``spec.stall_timeout_s``. The stall clock runs from the
+moment the child starts: starting, dataset loading, model loading and the LoadGen test are
+phases the child announces, and each must show progress within the stall timeout. The child
+watches its parent and exits when the parent is gone. Partial logs are always kept; an
+interrupted run (SIGINT, SIGTERM, SIGHUP) is recorded as ``"interrupted"``.
 """
 
 from __future__ import annotations
 
 import multiprocessing as mp
+import os
 import queue
 import shutil
 import time
@@ -20,12 +25,12 @@ from mlharness.loadgen.mllog import LoadGenResult, parse_run_logs, read_accuracy
 from mlharness.loadgen.settings import TEST_MIN_DURATION_MS, TestConfig, render_user_conf
 from mlharness.files import write_json_atomic, write_text_atomic
 from mlharness.hostinfo import describe_system, package_versions
+from mlharness.runner.record import RUN_FORMAT, owner_fields
 from mlharness.runner.rundir import new_run_dir, now_iso
 from mlharness.runner.worker import child_main, task_options
 from mlharness.spec import RunSpec
 from mlharness.tasks import AccuracyResult, Task, create_task
 
-RUN_FORMAT = "mlharness-run/1"
 FAILURE_GRACE_S = 10.0  # after a backend failure, LoadGen gets this long to finish by itself
 VALID_MIN_DURATION_MS = 600_000  # loadgen/mlperf.conf: *.<scenario>.min_duration
 
@@ -95,9 +100,12 @@ class _Watch:
         self.failure: dict[str, Any] | None = None  # backend failed or child crashed
         self.user_error: dict[str, Any] | None = None
         self.failure_at: float | None = None
+        self.phase = "starting the worker"
 
     def take(self, kind: str, payload: dict[str, Any]) -> None:
-        if kind == "ready":
+        if kind == "phase":
+            self.phase = str(payload.get("name", self.phase))
+        elif kind == "ready":
             self.ready = payload
         elif kind == "done":
             self.done = payload
@@ -133,15 +141,17 @@ def execute(spec: RunSpec, progress: ProgressSink | None = None) -> RunRecord:
         "spec": spec.to_dict(), "test_config": cfg.to_dict(), "task": task.describe(),
         "backend": None, "system": describe_system(), "versions": package_versions(),
         "result": None, "accuracy": None, "started": now_iso(), "finished": None,
-        "duration_s": None,
+        "duration_s": None, **owner_fields(),
     }
     write_json_atomic(run_dir / "run.json", data)
     started = time.monotonic()
     record = RunRecord(run_dir, "running", data)
     try:
         watch = _supervise(spec, cfg, task, run_dir, emit)
-    except KeyboardInterrupt:
-        _finish(record, "interrupted", started, {"message": "interrupted by the user"})
+    except KeyboardInterrupt as exc:
+        how = getattr(exc, "signal_name", "SIGINT")
+        _finish(record, "interrupted", started, {"message": f"interrupted by {how}"})
+        exc.run_dir = run_dir  # type: ignore[attr-defined]
         raise
     if watch.ready:
         data["backend"] = watch.ready.get("backend")
@@ -187,11 +197,13 @@ def _supervise(spec: RunSpec, cfg: TestConfig, task: Task, run_dir: Path,
     loaded = ctx.Value("q", 0, lock=False)
     completed = ctx.Value("q", 0, lock=False)
     proc = ctx.Process(target=child_main, name="mlharness-run",
-                       args=(spec.to_dict(), str(run_dir), channel, loaded, completed))
+                       args=(spec.to_dict(), str(run_dir), channel, loaded, completed,
+                             os.getpid()))
     proc.start()
     watch = _Watch()
     run_t0: float | None = None
     last_activity, last_change = -1, time.monotonic()
+    last_phase = watch.phase
     total = expected_samples(cfg, task)
     duration = expected_duration_s(cfg) if cfg.mode == "performance" else None
     emit(RunProgress("start", label="starting LoadGen"))
@@ -207,8 +219,8 @@ def _supervise(spec: RunSpec, cfg: TestConfig, task: Task, run_dir: Path,
             if watch.ready and run_t0 is None:
                 run_t0 = now
             activity = loaded.value + completed.value
-            if activity != last_activity:
-                last_activity, last_change = activity, now
+            if activity != last_activity or watch.phase != last_phase:
+                last_activity, last_change, last_phase = activity, now, watch.phase
             if run_t0 is not None and not watch.failure:
                 phase = "run" if completed.value else "load"
                 emit(RunProgress(phase, completed.value, total, now - run_t0, duration,
@@ -217,9 +229,9 @@ def _supervise(spec: RunSpec, cfg: TestConfig, task: Task, run_dir: Path,
                 break
             if watch.failure and now - (watch.failure_at or now) > FAILURE_GRACE_S:
                 break  # LoadGen did not wind down by itself: end it
-            if run_t0 is not None and now - last_change > spec.stall_timeout_s:
-                watch.take("failed", {"message": f"no sample loaded or completed for "
-                                                 f"{spec.stall_timeout_s:.0f} s: the backend stalled"})
+            if now - last_change > spec.stall_timeout_s:
+                watch.take("failed", {"message": stall_message(watch.phase, spec.stall_timeout_s),
+                                      "phase": watch.phase})
                 break
     finally:
         if proc.is_alive():
@@ -236,6 +248,13 @@ def _supervise(spec: RunSpec, cfg: TestConfig, task: Task, run_dir: Path,
         how = f"signal {-code}" if code is not None and code < 0 else f"exit code {code}"
         watch.take("crash", {"message": f"the run's worker process died ({how})"})
     return watch
+
+
+def stall_message(phase: str, timeout_s: float) -> str:
+    what = ("no sample loaded or completed" if phase == "running the LoadGen test"
+            else f"no progress while {phase}")
+    return (f"{what} for {timeout_s:g} s: the run stalled "
+            f"(raise --stall-timeout if this phase is legitimately slow)")
 
 
 def raise_if_failed(record: RunRecord) -> None:

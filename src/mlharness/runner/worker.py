@@ -2,13 +2,18 @@
 
 One test per process keeps LoadGen's process-wide config state clean (one FromConfig per
 process). Messages to the parent go through ``channel`` as ``(kind, payload)`` tuples:
-``ready``, ``failed`` (backend raised), ``error`` (HarnessError), ``crash``, ``done``.
-Progress goes through two shared counters (samples loaded, samples completed).
+``phase`` (a new phase began: the parent's stall clock restarts), ``ready``, ``failed``
+(backend raised), ``error`` (HarnessError), ``crash``, ``done``. Progress goes through two
+shared counters (samples loaded, samples completed). The child ignores SIGINT and SIGHUP (the
+parent ends it) and exits by itself when its parent is gone (e.g. killed with SIGKILL).
 """
 
 from __future__ import annotations
 
+import os
+import signal
 import threading
+import time
 import traceback
 from pathlib import Path
 from typing import Any
@@ -22,18 +27,47 @@ def _counter_thread(engine: Any, completed: Any, stop: threading.Event) -> None:
     completed.value = engine.completed
 
 
+PARENT_POLL_S = 0.5
+#: exit status of a child whose parent vanished
+ORPHAN_EXIT = 70
+
+
+def _watch_parent(parent_pid: int) -> None:
+    """Exit the process as soon as ``parent_pid`` is no longer its parent."""
+    while True:
+        if os.getppid() != parent_pid:
+            os._exit(ORPHAN_EXIT)
+        time.sleep(PARENT_POLL_S)
+
+
+def watch_parent(parent_pid: int) -> None:
+    """Start the daemon thread that ends this process when the parent dies; ignore the
+    terminal's SIGINT/SIGHUP (the parent decides how the run ends)."""
+    for sig in (signal.SIGINT, signal.SIGHUP):
+        signal.signal(sig, signal.SIG_IGN)
+    threading.Thread(target=_watch_parent, args=(parent_pid,), name="watch-parent",
+                     daemon=True).start()
+
+
 def child_main(spec_data: dict[str, Any], run_dir: str, channel: Any, loaded: Any,
-               completed: Any) -> None:
+               completed: Any, parent_pid: int | None = None) -> None:
     """Entry point of the run's child process (spawned; arguments are picklable)."""
+    if parent_pid is not None:
+        watch_parent(parent_pid)
     from mlharness.backends import BackendOptions, check_signature, create_backend
     from mlharness.loadgen.session import SampleLibrary, complete, run_test
     from mlharness.spec import RunSpec
     from mlharness.sut import Engine, policy_for
     from mlharness.tasks import create_task
 
+    def phase(name: str) -> None:
+        channel.put(("phase", {"name": name}))
+
     try:
         spec = RunSpec(**spec_data)
+        phase("loading the dataset")
         task = create_task(spec.benchmark, task_options(spec))
+        phase("loading the model")
         backend = create_backend(spec.backend)
         model = spec.model or task.default_model
         options = BackendOptions(threads=spec.threads, precision=spec.precision,
@@ -65,8 +99,9 @@ def child_main(spec_data: dict[str, Any], run_dir: str, channel: Any, loaded: An
                         on_failure=on_failure)
 
         def load(indices: list[int]) -> None:
-            task.load_samples(indices)
-            loaded.value += len(indices)
+            for i in indices:  # one at a time: each sample is progress for the stall clock
+                task.load_samples([i])
+                loaded.value += 1
 
         qsl = SampleLibrary(task.total_count(), task.performance_count(), load,
                             task.unload_samples)
@@ -75,6 +110,7 @@ def child_main(spec_data: dict[str, Any], run_dir: str, channel: Any, loaded: An
                                    daemon=True)
         counter.start()
         engine.start()
+        phase("running the LoadGen test")
         try:
             run_test(cfg, Path(run_dir) / "user.conf", Path(run_dir), qsl, engine.issue,
                      engine.flush, audit=spec.audit_config is not None)

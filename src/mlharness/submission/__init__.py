@@ -13,10 +13,10 @@ from mlharness.rules import Rules, load
 from mlharness.rules.problems import Problem
 from mlharness.submission import summary
 from mlharness.submission.check import check_tree
-from mlharness.submission.files import prepare_output
+from mlharness.submission.files import prepare_output, seal_output
 from mlharness.submission.layout import Layout, lay_out
 from mlharness.submission import pack as packing
-from mlharness.submission.runs import Inventory, scan
+from mlharness.submission.runs import Inventory, pin, scan
 from mlharness.submission.system import describe, load_user_toml
 
 __all__ = ["SubmitResult", "check_tree", "submit"]
@@ -32,6 +32,8 @@ class SubmitResult:
     problems: list[Problem]
     skipped_links: list[Path] = field(default_factory=list)
     defaulted: list[str] = field(default_factory=list)
+    replaced: str | None = None  # what --force deleted, if anything
+    not_chosen: list[tuple[Path, str]] = field(default_factory=list)  # runs not used, and why
 
 
 def _name(kind: str, value: str) -> str:
@@ -85,25 +87,38 @@ def run_missing_audits(inventory: Inventory, rules: Rules, runs: Path) -> list[P
 def submit(runs: Path, output: Path, submitter: str, division: str, system: str,
            round: str = "v6.1", system_json: Path | None = None,
            system_toml: Path | None = None, force: bool = False,
-           compliance: list[Path] | None = None, run_audits: bool = False) -> SubmitResult:
-    """Lay out, truncate, summarise, pack and check. The runs are only read."""
+           compliance: list[Path] | None = None, run_audits: bool = False,
+           pinned: list[Path] | None = None) -> SubmitResult:
+    """Lay out, truncate, summarise, pack and check. The runs are only read.
+
+    ``pinned``: run directories chosen by hand (``--run``); they win over what ``runs`` holds
+    for their benchmark x scenario x mode. ``runs`` may then be absent."""
     rules = load(round)
     _name("submitter", submitter)
     _name("system", system)
     if division not in rules.divisions:
         raise ConfigError(f"unknown division {division!r}", hint="use open, closed or network")
     _guard_output(output, runs)
-    inventory = scan(runs, compliance)
+    for path in pinned or []:
+        _guard_output(output, path)
+
+    def inventory_now() -> Inventory:
+        inv = scan(runs, compliance) if runs.is_dir() or not pinned else Inventory()
+        pin(inv, list(pinned or []))
+        return inv
+
+    inventory = inventory_now()
     if run_audits and division != "open":
         if run_missing_audits(inventory, rules, runs):
-            inventory = scan(runs, compliance)
+            inventory = inventory_now()
     desc, defaulted = system_description(system, system_json, system_toml)
-    prepare_output(output, force)
+    replaced = prepare_output(output, force)
     layout = lay_out(inventory, rules, output, division, submitter, system, desc)
-    for path, why in inventory.skipped:
-        layout.notes.append(f"ignored {path}: {why}")
+    chosen = {r.path for e in layout.entries for r in (e.performance, e.accuracy)}
+    not_chosen = inventory.not_chosen(chosen)
     paths = summary.write(layout, rules, output)
     archive = output / "submission.tar.gz"
     links = packing.pack(output, [division], archive)
+    seal_output(output)
     problems = check_tree(output, rules)
-    return SubmitResult(layout, paths, archive, problems, links, defaulted)
+    return SubmitResult(layout, paths, archive, problems, links, defaulted, replaced, not_chosen)

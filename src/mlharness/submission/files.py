@@ -7,6 +7,7 @@ import shutil
 from pathlib import Path
 
 from mlharness.errors import ConfigError
+from mlharness.owned import mark, replace_owned
 
 
 def copy_file(src: Path, dst: Path) -> None:
@@ -20,13 +21,17 @@ def copy_file(src: Path, dst: Path) -> None:
     os.replace(tmp, dst)
 
 
-def prepare_output(path: Path, force: bool) -> None:
-    """Refuse a non-empty output directory unless ``force``; then clear and create it."""
-    if path.exists() and not path.is_dir():
-        raise ConfigError(f"{path} exists and is not a directory", hint="choose another --output")
-    if path.is_dir() and any(path.iterdir()):
-        if not force:
-            raise ConfigError(f"output directory {path} is not empty",
-                              hint="choose a new --output, or pass --force to replace it")
-        shutil.rmtree(path)
-    path.mkdir(parents=True, exist_ok=True)
+#: top-level names ``submit`` writes in its --output (besides the marker)
+TREE_NAMES = ("open", "closed", "network", "submission.tar.gz", "summary.*")
+
+
+def prepare_output(path: Path, force: bool) -> str | None:
+    """Create the (empty, marked) output directory. A non-empty one is replaced only with
+    ``force`` and only if an earlier ``submit`` wrote it (see mlharness.owned); returns what
+    was replaced, if anything."""
+    return replace_owned(path, "submission", TREE_NAMES, "--output", force)
+
+
+def seal_output(path: Path) -> None:
+    """Record the files of the finished tree: only those may be deleted by a later --force."""
+    mark(path, "submission", seal=True)

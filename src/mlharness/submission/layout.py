@@ -41,13 +41,14 @@ class Entry:
     accuracy: Run
     tests: list[str] = field(default_factory=list)
     verdicts: dict[str, bool] = field(default_factory=dict)  # tests verified by submit itself
+    why: dict[str, str] = field(default_factory=dict)  # mode -> why that run was chosen
 
     def to_dict(self) -> dict[str, Any]:
         return {"benchmark": self.benchmark, "bench_dir": self.bench_dir,
                 "scenario": self.scenario, "path": str(self.path),
                 "performance_run": str(self.performance.path),
                 "accuracy_run": str(self.accuracy.path), "tests": self.tests,
-                "short": self.performance.short}
+                "short": self.performance.short, "why": self.why}
 
 
 @dataclass
@@ -120,7 +121,7 @@ def lay_out(
     system: str,
     system_desc: dict[str, str],
 ) -> Layout:
-    """Copy the newest successful runs into the tree under ``root`` (which must be empty),
+    """Copy the chosen runs (``Inventory.choose``) into the tree under ``root`` (which must be empty),
     then truncate the accuracy logs. Runs that cannot be laid out are listed in ``notes``."""
     if rules.layout != "v6":
         raise ConfigError(f"mlharness lays out v6.x trees; {rules.round} used the older "
@@ -138,9 +139,10 @@ def lay_out(
             except ConfigError as exc:
                 out.notes.append(f"skipped {benchmark} {scenario}: {exc.message} ({exc.hint})")
             continue
-        perf = inventory.newest(benchmark, scenario, "performance")
-        acc = inventory.newest(benchmark, scenario, "accuracy")
-        assert perf is not None
+        perf_choice = inventory.choose(benchmark, scenario, "performance")
+        acc_choice = inventory.choose(benchmark, scenario, "accuracy")
+        assert perf_choice is not None
+        perf, acc = perf_choice.run, acc_choice.run if acc_choice else None
         if acc is None:
             out.notes.append(f"skipped {benchmark} {scenario}: no successful accuracy run; run "
                              f"`{_fix_run(benchmark, scenario, 'accuracy')}`")
@@ -157,7 +159,9 @@ def lay_out(
         user_conf = perf.path / "user.conf"
         if user_conf.is_file():
             copy_file(user_conf, scen_dir / "user.conf")
-        entry = Entry(benchmark, bench.name, scenario, scen_dir, perf, acc)
+        entry = Entry(benchmark, bench.name, scenario, scen_dir, perf, acc,
+                      why={"performance": perf_choice.why,
+                           "accuracy": acc_choice.why if acc_choice else ""})
         for test in bench.compliance_tests if division != "open" else ():
             audit = inventory.audit(test, benchmark, scenario)
             found = inventory.verification(test, benchmark, scenario)

@@ -1,16 +1,21 @@
-"""Find the run directories (``run.json`` + LoadGen logs) and compliance verifications to lay out."""
+"""Find the run directories (``run.json`` + LoadGen logs) and compliance verifications to lay out,
+and choose, with reasons, which run stands for each benchmark x scenario x mode.
+
+A run is a candidate only if its record can be trusted (``runner.record.untrusted_reason``: not
+left at "running", finished ok, not a probe) and it is not a compliance audit. Among candidates a
+``--valid`` run beats a ``--test`` run, then the newest wins; ``--run DIR`` picks one by hand.
+"""
 
 from __future__ import annotations
 
-import json
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from mlharness.errors import ConfigError
 from mlharness.files import sha256_file
+from mlharness.runner.record import read_record, untrusted_reason
 
-RUN_FORMAT = "mlharness-run/1"
 COMPLIANCE_TESTS = ("TEST01", "TEST04")
 
 
@@ -38,8 +43,17 @@ class Run:
         return str(self.spec.get("mode", ""))
 
     @property
+    def problem(self) -> str | None:
+        """Why this run cannot be used (see runner.record.untrusted_reason), or None."""
+        return untrusted_reason(self.path, self.record)
+
+    @property
     def ok(self) -> bool:
-        return self.record.get("status") == "ok"
+        return self.problem is None
+
+    @property
+    def key(self) -> tuple[str, str, str]:
+        return (self.benchmark, self.scenario, self.mode)
 
     @property
     def short(self) -> bool:
@@ -82,24 +96,71 @@ class Verification:
 
 
 @dataclass
+class Choice:
+    """The run chosen for one benchmark x scenario x mode, and why."""
+
+    run: Run
+    why: str
+
+
+@dataclass
 class Inventory:
-    """What ``--runs`` holds, newest first per key."""
+    """What ``--runs`` holds; ``pinned`` are the runs given with ``--run``."""
 
     runs: list[Run] = field(default_factory=list)
-    skipped: list[tuple[Path, str]] = field(default_factory=list)
+    skipped: list[tuple[Path, str]] = field(default_factory=list)  # unreadable run.json etc.
     verifications: list[Verification] = field(default_factory=list)
+    pinned: dict[tuple[str, str, str], Run] = field(default_factory=dict)
+
+    def candidates(self, benchmark: str, scenario: str, mode: str) -> list[Run]:
+        return [r for r in self.runs if r.ok and not r.is_audit
+                and r.key == (benchmark, scenario, mode)]
+
+    def choose(self, benchmark: str, scenario: str, mode: str) -> Choice | None:
+        """The run for this key: the one given with --run, else the newest --valid run, else
+        the newest --test run."""
+        key = (benchmark, scenario, mode)
+        if key in self.pinned:
+            return Choice(self.pinned[key], "chosen with --run")
+        found = self.candidates(benchmark, scenario, mode)
+        if not found:
+            return None
+        valid = [r for r in found if not r.short]
+        pool = valid or found
+        best = max(pool, key=lambda r: r.stamp)
+        kind = "--valid" if valid else "--test (no --valid run found)"
+        others = f" of {len(found)} usable" if len(found) > 1 else ""
+        return Choice(best, f"newest {kind} run{others}")
 
     def newest(self, benchmark: str, scenario: str, mode: str) -> Run | None:
-        """The newest successful, non-audit run for this key."""
-        found = [r for r in self.runs if r.ok and not r.is_audit and r.benchmark == benchmark
-                 and r.scenario == scenario and r.mode == mode]
-        return max(found, key=lambda r: r.stamp, default=None)
+        choice = self.choose(benchmark, scenario, mode)
+        return choice.run if choice else None
 
     def keys(self) -> list[tuple[str, str]]:
-        """(benchmark, scenario) pairs with a successful performance run."""
+        """(benchmark, scenario) pairs with a usable performance run."""
         pairs = {(r.benchmark, r.scenario) for r in self.runs
                  if r.ok and not r.is_audit and r.mode == "performance"}
+        pairs |= {(b, s) for b, s, m in self.pinned if m == "performance"}
         return sorted(pairs)
+
+    def not_chosen(self, chosen: set[Path]) -> list[tuple[Path, str]]:
+        """Every run not used as a result, with the reason (audits used for compliance included)."""
+        out = list(self.skipped)
+        for r in sorted(self.runs, key=lambda r: str(r.path)):
+            if r.path in chosen:
+                continue
+            if r.problem:
+                why = r.problem
+            elif r.is_audit:
+                why = f"a compliance audit run ({r.audit_test or 'unknown test'}), not a result"
+            elif r.key in self.pinned:
+                why = f"another run was chosen with --run ({self.pinned[r.key].path.name})"
+            else:
+                pick = self.choose(*r.key)
+                why = (f"not chosen: {pick.run.path.name} is the {pick.why}" if pick
+                       else "not chosen")
+            out.append((r.path, why))
+        return out
 
     def audit(self, test: str, benchmark: str, scenario: str) -> Run | None:
         """The newest successful audit run of ``test`` for this key."""
@@ -114,16 +175,27 @@ class Inventory:
 
 
 def read_run(path: Path) -> Run:
-    """Load ``path/run.json``; raise ConfigError when it is not a run directory."""
-    try:
-        record = json.loads((path / "run.json").read_text())
-    except (OSError, json.JSONDecodeError) as exc:
-        raise ConfigError(f"{path}: unreadable run.json ({exc})",
-                          hint="point --runs at directories written by `mlharness run`") from exc
-    if record.get("format") != RUN_FORMAT:
-        raise ConfigError(f"{path}/run.json has format {record.get('format')!r}",
-                          hint=f"expected {RUN_FORMAT}; re-run with this mlharness version")
-    return Run(path, record)
+    """Load ``path/run.json``; raise ConfigError when it is not a readable run record."""
+    return Run(path, read_record(path))
+
+
+def pin(inventory: Inventory, paths: list[Path]) -> None:
+    """``--run DIR``: use exactly these runs (each must be a usable, non-audit result run)."""
+    for path in paths:
+        if not path.is_dir():
+            raise ConfigError(f"--run {path}: not a directory",
+                              hint="give a run directory written by `mlharness run`")
+        run = read_run(path.resolve())
+        if run.problem:
+            raise ConfigError(f"--run {path} cannot be used: {run.problem}",
+                              hint="choose a run that finished with status ok")
+        if run.is_audit:
+            raise ConfigError(f"--run {path} is a compliance audit run",
+                              hint="audit runs are found under --runs and verified by submit")
+        if run.key in inventory.pinned:
+            raise ConfigError(f"--run given twice for {' '.join(run.key)}",
+                              hint="give one performance and one accuracy run per scenario")
+        inventory.pinned[run.key] = run
 
 
 def _digest(path: Path) -> str | None:
@@ -153,7 +225,7 @@ def scan(root: Path, extra: list[Path] | None = None) -> Inventory:
         if _through_link(run_json, root):
             continue
         try:
-            inv.runs.append(read_run(run_json.parent))
+            inv.runs.append(read_run(run_json.parent.resolve()))
         except ConfigError as exc:
             inv.skipped.append((run_json.parent, exc.message))
     audits = {_digest(r.path / "mlperf_log_detail.txt"): r for r in inv.runs if r.is_audit}

@@ -1,0 +1,105 @@
+"""Reading a run directory's ``run.json`` and deciding whether it can be trusted.
+
+Every reader of run directories (``submit``, ``runs``, ``compare``) goes through
+``read_record`` and ``untrusted_reason`` so that a run left at ``"running"`` by a crash, a probe
+run or an unreadable file is treated the same way everywhere.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import socket
+from pathlib import Path
+from typing import Any
+
+from mlharness.errors import ConfigError
+
+RUN_FORMAT = "mlharness-run/1"
+#: path components that hold runs made for another purpose than a result
+PROBE_DIRS = ("_tune",)
+#: ``purpose`` values of a run meant as a result (absent in records written before the field)
+RESULT_PURPOSES = (None, "", "result", "run")
+
+
+def read_record(path: Path) -> dict[str, Any]:
+    """``path/run.json`` as a dict; ConfigError when it is missing, unreadable or not ours."""
+    try:
+        record = json.loads((Path(path) / "run.json").read_text(encoding="utf-8"))
+    except FileNotFoundError as exc:
+        raise ConfigError(f"{path}: no run.json",
+                          hint="point at a directory written by `mlharness run`") from exc
+    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as exc:
+        raise ConfigError(f"{path}: unreadable run.json ({exc})",
+                          hint="the file is damaged; re-run the test") from exc
+    if not isinstance(record, dict):
+        raise ConfigError(f"{path}/run.json holds a JSON {type(record).__name__}, not an object",
+                          hint="the file is damaged; re-run the test")
+    if record.get("format") != RUN_FORMAT:
+        raise ConfigError(f"{path}/run.json has format {record.get('format')!r}",
+                          hint=f"expected {RUN_FORMAT}; re-run with this mlharness version")
+    if not isinstance(record.get("spec"), dict):
+        raise ConfigError(f"{path}/run.json has no run settings ('spec')",
+                          hint="the file is damaged; re-run the test")
+    return record
+
+
+def owner_fields() -> dict[str, Any]:
+    """What a running record stores so that readers can tell a live run from a dead one."""
+    return {"pid": os.getpid(), "host": socket.gethostname()}
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
+
+
+def running_state(record: dict[str, Any]) -> str:
+    """For a record at ``"running"``: ``"live"`` (its process still runs here) or ``"dead"``."""
+    pid, host = record.get("pid"), record.get("host")
+    if isinstance(pid, int) and host == socket.gethostname() and _alive(pid):
+        return "live"
+    return "dead"
+
+
+def probe_reason(path: Path, record: dict[str, Any]) -> str | None:
+    """Why this run is a probe (tuning or measuring a target), or None for a result run."""
+    purpose = record.get("purpose")
+    if purpose not in RESULT_PURPOSES:
+        return f"a {purpose} run, not a result"
+    parts = set(Path(path).parts)
+    for name in PROBE_DIRS:
+        if name in parts:
+            return f"a probe run (under {name}/)"
+    return None
+
+
+def untrusted_reason(path: Path, record: dict[str, Any]) -> str | None:
+    """Why this run cannot be used as a result, or None when it can.
+
+    Not trusted: a run still at ``"running"`` (live, or left there by a crash or SIGKILL), any
+    status other than ``"ok"``, a probe run, and an ok record without its result.
+    """
+    status = record.get("status")
+    if status == "running":
+        if running_state(record) == "live":
+            return f"still running (pid {record.get('pid')})"
+        return "left at 'running' by a process that died (crash or SIGKILL): never finished"
+    if status != "ok":
+        err = record.get("error") or {}
+        why = err.get("message") if isinstance(err, dict) else None
+        return f"status {status!r}" + (f": {why}" if why else "")
+    probe = probe_reason(path, record)
+    if probe:
+        return probe
+    mode = (record.get("spec") or {}).get("mode")
+    if mode == "performance" and not record.get("result"):
+        return "no LoadGen result recorded"
+    if mode == "accuracy" and not record.get("accuracy"):
+        return "no accuracy score recorded"
+    return None
