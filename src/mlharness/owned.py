@@ -92,12 +92,13 @@ def replace_owned(path: Path, kind: str, allowed: Iterable[str], flag: str = "--
         raise ConfigError(f"{flag} {path} exists and is not a directory",
                           hint=f"choose another {flag}")
     if path.is_dir() and any(p.name != MARKER for p in path.iterdir()):
-        files = _files(path)
         reason = protected_reason(path)
         if reason:
-            raise ConfigError(f"refusing to replace {path}: {reason} "
-                              f"({len(files)} files, e.g. {_sample(files, path)})",
+            top = list(path.iterdir())
+            raise ConfigError(f"refusing to replace {path}: {reason} (it holds "
+                              f"{_sample(top, path)})",
                               hint=f"choose a new {flag}, e.g. a subdirectory")
+        files = [p for p in _files(path) if p != path / MARKER]
         if not force:
             raise ConfigError(f"{flag} {path} is not empty ({len(files)} files)",
                               hint=f"choose a new {flag}, or pass --force to replace a directory "

@@ -1,0 +1,140 @@
+"""Fault catalogue: backends that hang, raise or die in every phase, and signals to `mlharness run`.
+
+Each case asserts the exit code, one clear line without a traceback, the run's record, that the
+worker is gone, and that nothing outside the run directory changed.
+"""
+
+from __future__ import annotations
+
+import json
+import signal
+import time
+from pathlib import Path
+
+import pytest
+
+from catalogue_support import alive, children, cli_subprocess, run_cli, snapshot
+
+STALL = "4"
+
+
+def _only_run(runs: Path) -> Path:
+    found = [p.parent for p in runs.rglob("run.json")]
+    assert len(found) == 1, found
+    return found[0]
+
+
+FAULTS = [
+    # (id, backend, env, exit code, fragment of the one-line message)
+    ("load-hangs", "faulty_backends:HangingLoadBackend", {}, 3,
+     "no progress while loading the model for 4 s"),
+    ("load-raises", "faulty_backends:RaisingLoadBackend", {}, 3,
+     "injected failure while loading the model"),
+    ("load-exits", "faulty_backends:ExitingLoadBackend", {}, 3,
+     "worker process died (exit code 134)"),
+    ("predict-raises", "faulty_backends:FailingBackend", {"FAIL_ON_BATCH": "1"}, 3,
+     "injected failure on batch 1"),
+    ("predict-hangs", "faulty_backends:StallingBackend", {}, 3,
+     "no sample loaded or completed for 4 s"),
+    ("predict-exits", "faulty_backends:DyingBackend", {}, 3, "worker process died"),
+    ("backend-not-importable", "faulty_backends:NoSuchBackend", {}, 2,
+     "cannot load backend"),
+]
+
+
+@pytest.mark.parametrize("case", FAULTS, ids=[c[0] for c in FAULTS])
+def test_faulty_backend_ends_the_run_cleanly(case, tmp_path: Path, capsys, monkeypatch):
+    _, backend, env, code, fragment = case
+    for key, value in env.items():
+        monkeypatch.setenv(key, value)
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "keep.txt").write_text("untouched")
+    before = snapshot(tmp_path)
+    started = time.monotonic()
+    # SingleStream issues one sample at a time: a predict that hangs on the 2nd batch is seen
+    result = run_cli(["run", "-b", "demo", "-s", "SingleStream", "--backend", backend,
+                      "--stall-timeout", STALL, "--output-dir", "runs", "--min-duration", "500",
+                      "--no-progress"], capsys)
+    took = time.monotonic() - started
+    text = result.out + result.err
+    assert result.code == code, text
+    assert "Traceback" not in text
+    assert fragment in text, text
+    assert took < 60, took  # bounded: the stall timeout plus start-up, never for ever
+    run_dir = _only_run(tmp_path / "runs")
+    record = json.loads((run_dir / "run.json").read_text())
+    assert record["status"] == ("failed" if code == 3 else "error")
+    assert (run_dir / "user.conf").is_file()  # partial run directory kept
+    after = snapshot(tmp_path, skip=("runs",))
+    assert after == {k: v for k, v in before.items()}
+
+
+SIGNALS = [("SIGTERM", signal.SIGTERM), ("SIGHUP", signal.SIGHUP), ("SIGINT", signal.SIGINT)]
+
+
+def _wait_for(predicate, timeout: float, what: str) -> None:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if predicate():
+            return
+        time.sleep(0.1)
+    raise AssertionError(f"timed out waiting for {what}")
+
+
+def _start_long_run(root: Path):
+    root.mkdir()
+    (root / "keep.txt").write_text("untouched")
+    proc = cli_subprocess(["run", "-b", "demo", "--backend", "faulty_backends:SlowNoopBackend",
+                           "--target-qps", "100", "--min-duration", "60000",
+                           "--output-dir", "runs", "--no-progress"], cwd=root)
+    return proc
+
+
+def _logging(root: Path) -> bool:
+    return any((root / "runs").rglob("mlperf_log_detail.txt"))
+
+
+@pytest.mark.slow
+def test_signals_end_the_worker_record_interrupted_and_exit_128_plus_n(tmp_path: Path):
+    """SIGTERM, SIGHUP, SIGINT (run in parallel) and SIGKILL of the parent."""
+    cases = {name: (sig, _start_long_run(tmp_path / name)) for name, sig in SIGNALS}
+    killed_root = tmp_path / "SIGKILL"
+    killed = _start_long_run(killed_root)
+    try:
+        for name, (sig, proc) in cases.items():
+            _wait_for(lambda: _logging(tmp_path / name), 120, f"{name} run to start LoadGen")
+        _wait_for(lambda: _logging(killed_root), 120, "SIGKILL run to start LoadGen")
+        workers = {name: children(proc.pid) for name, (_, proc) in cases.items()}
+        orphans = children(killed.pid)
+        assert all(workers.values()) and orphans
+        for name, (sig, proc) in cases.items():
+            proc.send_signal(sig)
+        killed.kill()
+        for name, (sig, proc) in cases.items():
+            out, err = proc.communicate(timeout=60)
+            assert proc.returncode == 128 + sig, (name, proc.returncode, err)
+            assert "Traceback" not in err + out
+            assert f"interrupted by {name}" in err
+            run_dir = _only_run(tmp_path / name / "runs")
+            record = json.loads((run_dir / "run.json").read_text())
+            assert record["status"] == "interrupted"
+            assert record["error"]["message"] == f"interrupted by {name}"
+            assert (run_dir / "mlperf_log_detail.txt").is_file()  # logs kept
+            assert (tmp_path / name / "keep.txt").read_text() == "untouched"
+            for pid in workers[name]:
+                _wait_for(lambda: not alive(pid), 10, f"{name} worker {pid} to end")
+        killed.communicate(timeout=30)
+        for pid in orphans:  # the worker notices its parent is gone
+            _wait_for(lambda: not alive(pid), 5, f"orphaned worker {pid} to end")
+        # the killed run's record is never trusted
+        from mlharness.runner.record import read_record, untrusted_reason
+
+        run_dir = _only_run(killed_root / "runs")
+        record = read_record(run_dir)
+        assert record["status"] == "running"
+        assert "process that died" in untrusted_reason(run_dir, record)
+    finally:
+        for _, proc in [*cases.values(), (None, killed)]:
+            if proc.poll() is None:
+                proc.kill()
+                proc.communicate()
