@@ -10,7 +10,7 @@ import tomllib
 from pathlib import Path
 from typing import Any
 
-from mlharness.errors import ConfigError
+from mlharness.errors import ConfigError, HarnessError
 
 
 def write_bytes_atomic(path: Path, data: bytes) -> None:
@@ -48,20 +48,44 @@ def cache_root(explicit: str | Path | None = None) -> Path:
     """``explicit``, else ``$MLHARNESS_CACHE``, else ``$XDG_CACHE_HOME/mlharness``
     (``~/.cache/mlharness``); always absolute."""
     if explicit:
-        return Path(explicit).expanduser().absolute()
+        return _cache_dir(Path(explicit).expanduser().absolute(), "--cache-dir")
     env = os.environ.get("MLHARNESS_CACHE")
     if env:
-        return Path(env).expanduser().absolute()
+        return _cache_dir(Path(env).expanduser().absolute(), "$MLHARNESS_CACHE")
     base = os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache"
-    return (Path(base) / "mlharness").expanduser().absolute()
+    return _cache_dir((Path(base) / "mlharness").expanduser().absolute(), "the cache directory")
+
+
+def _cache_dir(path: Path, what: str) -> Path:
+    """``path`` unless something other than a directory is there."""
+    if path.exists() and not path.is_dir():
+        raise ConfigError(f"{what} {path} is not a directory",
+                          hint="point --cache-dir (or $MLHARNESS_CACHE) at a directory")
+    return path
+
+
+def read_text_file(path: Path, what: str = "file",
+                   error: type[HarnessError] = ConfigError) -> str:
+    """A UTF-8 text file's content; unreadable or not UTF-8 is ``error`` with a hint."""
+    try:
+        return Path(path).read_text(encoding="utf-8")
+    except UnicodeDecodeError as exc:
+        raise error(f"{path}: {what} is not UTF-8 text (byte {exc.start}: "
+                    f"{exc.object[exc.start:exc.start + 1]!r})",
+                    hint="save it as UTF-8 (e.g. iconv -f latin1 -t utf-8)") from exc
+    except IsADirectoryError as exc:
+        raise error(f"{path}: {what} is a directory", hint="give the path of the file") from exc
+    except OSError as exc:
+        raise error(f"cannot read {what} {path}: {exc.strerror}",
+                    hint="check the path and its permissions") from exc
 
 
 def read_toml(path: Path, what: str = "config file",
               hint_missing: str = "check the path") -> dict[str, Any]:
-    """Parse a TOML file; a missing file or bad syntax is a ConfigError with a hint."""
+    """Parse a TOML file; a missing file, bad encoding or bad syntax is a ConfigError."""
     if not path.is_file():
         raise ConfigError(f"{what} not found: {path}", hint=hint_missing)
     try:
-        return tomllib.loads(path.read_text())
+        return tomllib.loads(read_text_file(path, what))
     except tomllib.TOMLDecodeError as exc:
         raise ConfigError(f"{path}: {exc}", hint="fix the TOML syntax") from exc

@@ -8,10 +8,11 @@ from pathlib import Path
 
 from mlharness.errors import ConfigError
 from mlharness.rules import DEFAULT_ROUND, ROUNDS, Problem, load
-from mlharness.submission.check import check_tree
+from mlharness.submission.check import archive_problems, archives_beside, check_tree
 
 EXAMPLES = """examples:
   mlharness check submission/
+  mlharness check submission/submission.tar.gz
   mlharness check submission/ --round v6.1 --official ~/src/inference
   mlharness check submission/ --official ~/src/inference --official-flag=--skip-dataset-size-check
 
@@ -26,7 +27,9 @@ def register(sub: argparse._SubParsersAction) -> None:
                        "and which command fixes it. --official also runs the official checker "
                        "from a checkout of github.com/mlcommons/inference and explains its errors.",
                        epilog=EXAMPLES, formatter_class=argparse.RawDescriptionHelpFormatter)
-    p.add_argument("root", type=Path, help="submission root (holds open/, closed/ or network/)")
+    p.add_argument("root", type=Path, help="submission root (holds open/, closed/ or network/), "
+                   "or its .tar.gz (members checked, then the tree inside); archives lying in the "
+                   "root are checked for unsafe members too")
     p.add_argument("--round", default=DEFAULT_ROUND, choices=ROUNDS, help="default %(default)s")
     p.add_argument("--official", type=Path, metavar="PATH",
                    help="checkout of mlcommons/inference; runs tools/submission/submission_checker")
@@ -53,14 +56,39 @@ def print_problems(problems: list[Problem], title: str) -> None:
             console.print(f"      fix:   {pr.fix}", highlight=False)
 
 
+def _check_archive(args: argparse.Namespace, rules) -> int:
+    """``check submission.tar.gz``: its members first; a clean archive is extracted to a
+    temporary directory and its tree checked."""
+    import tempfile
+
+    from mlharness.cli.render import console
+    from mlharness.submission.pack import extract_safely, unsafe_members
+
+    unsafe_members(args.root)  # an unreadable archive is a usage error (exit 2)
+    problems = archive_problems(args.root)
+    if not problems:
+        with tempfile.TemporaryDirectory(prefix="mlharness-check-") as tmp:
+            extract_safely(args.root, Path(tmp))
+            problems = check_tree(Path(tmp), rules)
+    if args.json:
+        console.print_json(json.dumps({"round": rules.round,
+                                       "problems": [p.to_dict() for p in problems]}))
+    else:
+        print_problems(problems, f"mlharness check {args.root.name} ({rules.round})")
+    return 1 if problems else 0
+
+
 def run(args: argparse.Namespace) -> int:
     from mlharness.cli.render import console
 
-    if not args.root.is_dir():
+    if not args.root.exists():
         raise ConfigError(f"submission root not found: {args.root}",
-                          hint="pass the --output of `mlharness submit`")
+                          hint="pass the --output of `mlharness submit` (or its .tar.gz)")
     rules = load(args.round)
-    problems = check_tree(args.root, rules)
+    if args.root.is_file():
+        return _check_archive(args, rules)
+    problems = [p for a in archives_beside(args.root) for p in archive_problems(a)]
+    problems += check_tree(args.root, rules)
     official = None
     if args.official:
         from mlharness.submission.official import run_official

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import argparse
-import json
 import sys
 from pathlib import Path
 from typing import Any
@@ -100,7 +99,9 @@ def inherit_reference_settings(args: argparse.Namespace, reference: Path) -> Non
     run_json = reference / "run.json"
     if not run_json.is_file():
         return
-    spec = json.loads(run_json.read_text()).get("spec") or {}
+    from mlharness.runner.record import read_record
+
+    spec = read_record(reference)["spec"]
     for key, value in spec.items():
         if key in _NOT_INHERITED or not hasattr(args, key) or value is None:
             continue

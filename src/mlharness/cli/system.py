@@ -43,6 +43,10 @@ def register(sub: argparse._SubParsersAction) -> None:
 def detect(args: argparse.Namespace) -> int:
     from mlharness.cli.render import console
 
+    sysdesc.check_name("system", args.name)  # confined to --output
+    if args.output.exists() and not args.output.is_dir():
+        raise ConfigError(f"--output {args.output} is not a directory",
+                          hint="give the directory that receives <name>.json (e.g. systems/)")
     user = sysdesc.load_user_toml(args.from_toml) if args.from_toml else None
     desc, defaulted = sysdesc.describe(args.name, user)
     target = args.output / f"{args.name}.json"

@@ -53,15 +53,15 @@ def run_audit(test: str, base_spec: RunSpec, output_dir: Path,
 
 def spec_of_run(run_dir: Path, **overrides: Any) -> RunSpec:
     """The RunSpec a finished run was made with (from its ``run.json``), as an audit's base."""
-    import json
-
     from mlharness.compliance.accuracy_check import VerificationInputError
 
     run_json = Path(run_dir) / "run.json"
     if not run_json.is_file():
         raise VerificationInputError(f"no run.json in {run_dir}",
                                      hint="give a run directory made by mlharness run")
-    data = dict(json.loads(run_json.read_text())["spec"])
+    from mlharness.runner.record import read_record
+
+    data = dict(read_record(Path(run_dir))["spec"])
     data.update(mode="performance", audit_config=None, **overrides)
     return RunSpec.from_mapping(data)
 

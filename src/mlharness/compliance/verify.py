@@ -8,7 +8,6 @@ plus performance on the detail logs; TEST04: performance on the summary logs), t
 
 from __future__ import annotations
 
-import json
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -119,7 +118,9 @@ def _run_data(run_dir: Path) -> dict[str, Any]:
     if not run_json.is_file():
         raise VerificationInputError(f"no run.json in {run_dir}",
                                      hint="pass the response dtype explicitly (--dtype)")
-    return json.loads(run_json.read_text())
+    from mlharness.runner.record import read_record
+
+    return read_record(run_dir)
 
 
 def task_of_run(run_dir: Path) -> Any:

@@ -129,7 +129,11 @@ def child_main(spec_data: dict[str, Any], run_dir: str, channel: Any, loaded: An
 
 
 def task_options(spec: Any) -> Any:
+    from mlharness.files import cache_root
     from mlharness.tasks import TaskOptions
+
+    if spec.cache_dir is not None:
+        cache_root(spec.cache_dir)  # refuses a --cache-dir that is not a directory
 
     return TaskOptions(dataset=spec.dataset, model=spec.model, vocab=spec.vocab,
                        cache_dir=spec.cache_dir, max_samples=spec.max_samples,

@@ -4,11 +4,11 @@ packing, summaries, and checking (ours and the official checker)."""
 from __future__ import annotations
 
 import json
-import re
 from dataclasses import dataclass, field
 from pathlib import Path
 
 from mlharness.errors import ConfigError
+from mlharness.files import read_text_file
 from mlharness.rules import Rules, load
 from mlharness.rules.problems import Problem
 from mlharness.submission import summary
@@ -17,11 +17,10 @@ from mlharness.submission.files import prepare_output, seal_output
 from mlharness.submission.layout import Layout, lay_out
 from mlharness.submission import pack as packing
 from mlharness.submission.runs import Inventory, pin, scan
-from mlharness.submission.system import describe, load_user_toml
+from mlharness.submission.system import check_name, describe, load_user_toml
 
 __all__ = ["SubmitResult", "check_tree", "submit"]
 
-_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]*$")
 
 
 @dataclass
@@ -34,13 +33,6 @@ class SubmitResult:
     defaulted: list[str] = field(default_factory=list)
     replaced: str | None = None  # what --force deleted, if anything
     not_chosen: list[tuple[Path, str]] = field(default_factory=list)  # runs not used, and why
-
-
-def _name(kind: str, value: str) -> str:
-    if not _NAME.match(value or ""):
-        raise ConfigError(f"bad {kind} name {value!r}",
-                          hint="use letters, digits, '.', '_' or '-' (it becomes a directory name)")
-    return value
 
 
 def _guard_output(output: Path, runs: Path) -> None:
@@ -58,9 +50,13 @@ def system_description(system: str, system_json: Path | None,
             raise ConfigError(f"system JSON not found: {system_json}",
                               hint="write one with `mlharness system detect --name NAME --output systems/`")
         try:
-            return {k: str(v) for k, v in json.loads(system_json.read_text()).items()}, []
+            data = json.loads(read_text_file(system_json, "the system JSON"))
         except json.JSONDecodeError as exc:
             raise ConfigError(f"{system_json} is not JSON ({exc})", hint="re-run system detect") from exc
+        if not isinstance(data, dict):
+            raise ConfigError(f"{system_json} holds a JSON {type(data).__name__}, not an object",
+                              hint="re-run `mlharness system detect`")
+        return {k: str(v) for k, v in data.items()}, []
     user = load_user_toml(system_toml) if system_toml else None
     return describe(system, user)
 
@@ -94,8 +90,8 @@ def submit(runs: Path, output: Path, submitter: str, division: str, system: str,
     ``pinned``: run directories chosen by hand (``--run``); they win over what ``runs`` holds
     for their benchmark x scenario x mode. ``runs`` may then be absent."""
     rules = load(round)
-    _name("submitter", submitter)
-    _name("system", system)
+    check_name("submitter", submitter)
+    check_name("system", system)
     if division not in rules.divisions:
         raise ConfigError(f"unknown division {division!r}", hint="use open, closed or network")
     _guard_output(output, runs)

@@ -175,10 +175,12 @@ def measurement_problems(scen_dir: Path, rules: Rules, where: str) -> list[Probl
         return [Problem("measurements-missing", "measurements.json is missing", where=where,
                         meaning="each result describes its inputs and weights", fix=RESUBMIT)]
     try:
-        data = json.loads(path.read_text())
-    except json.JSONDecodeError:
-        return [Problem("measurements-malformed", "measurements.json is not JSON", where=where,
-                        fix=RESUBMIT)]
+        data = json.loads(path.read_text(encoding="utf-8"))
+    except (UnicodeDecodeError, json.JSONDecodeError):
+        data = None
+    if not isinstance(data, dict):
+        return [Problem("measurements-malformed", "measurements.json is not a JSON object",
+                        where=where, fix=RESUBMIT)]
     for key in rules.measurements_required:
         if not data.get(key):
             out.append(Problem("measurements-field", f"measurements.json field {key} is missing or "
@@ -256,6 +258,34 @@ def _model_mapping(base: Path) -> dict[str, str]:
         return {}
 
 
+ARCHIVE_SUFFIXES = (".tar.gz", ".tgz", ".tar")
+
+
+def archives_beside(root: Path) -> list[Path]:
+    """Archives lying in the submission root (``submit`` writes submission.tar.gz there)."""
+    return sorted(p for p in root.iterdir()
+                  if p.is_file() and p.name.endswith(ARCHIVE_SUFFIXES))
+
+
+def archive_problems(archive: Path) -> list[Problem]:
+    """A problem for every member of ``archive`` that could escape or alias on extraction,
+    or one for an archive that cannot be read."""
+    from mlharness.errors import ConfigError
+    from mlharness.submission.pack import unsafe_members
+
+    try:
+        bad = unsafe_members(archive)
+    except ConfigError as exc:
+        return [Problem("archive-unreadable", exc.message, where=archive.name,
+                        meaning="the archive is what gets uploaded; it must be a readable tar",
+                        fix="mlharness submit ... --force (re-packs the tree)")]
+    return [Problem("archive-unsafe-member", f"member {name!r} is {why}", where=archive.name,
+                    meaning="extracting it could write outside the submission or alias "
+                            "another file; the official tooling refuses such archives",
+                    fix="re-pack with `mlharness submit` (it stores regular files only)")
+            for name, why in bad]
+
+
 def check_tree(root: Path, rules: Rules) -> list[Problem]:
     """Every problem in the submission tree at ``root``."""
     out: list[Problem] = []
@@ -295,8 +325,18 @@ def _check_submitter(root: Path, division: str, sub: Path, rules: Rules) -> list
                                where=rel(sub), meaning="every system in results/ needs a description",
                                fix=f"mlharness system detect --name {sys_dir.name} --output systems/"))
         else:
-            desc = json.loads(sys_json.read_text())
-            out += system_desc.problems(desc, rules, division, sub.name, where=rel(sys_json))
+            try:
+                desc = json.loads(sys_json.read_text(encoding="utf-8"))
+            except (UnicodeDecodeError, json.JSONDecodeError):
+                desc = None
+            if isinstance(desc, dict):
+                out += system_desc.problems(desc, rules, division, sub.name, where=rel(sys_json))
+            else:
+                desc = {}
+                out.append(Problem("system-json-malformed", "not a JSON object",
+                                   where=rel(sys_json), meaning="the checker reads it as JSON",
+                                   fix=f"mlharness system detect --name {sys_dir.name} "
+                                       "--output systems/ --force"))
         for bench_dir in _dirs(sys_dir):
             name = mapping.get(bench_dir.name, bench_dir.name)
             bench = rules.find(name)

@@ -59,11 +59,47 @@ def pack(root: Path, tops: list[str], archive: Path) -> list[Path]:
     return skipped
 
 
+def _kind(member: tarfile.TarInfo) -> str:
+    if member.issym():
+        return f"a symlink to {member.linkname}"
+    if member.islnk():
+        return f"a hard link to {member.linkname}"
+    return "not a regular file or directory"
+
+
+def unsafe_members(archive: Path) -> list[tuple[str, str]]:
+    """``(name, why)`` for every member of ``archive`` that could escape or alias on extraction:
+    absolute names, ``..`` components, links, devices. ConfigError if it cannot be read."""
+    bad = []
+    try:
+        with tarfile.open(archive, "r:*") as tar:
+            for member in tar.getmembers():
+                if not safe_name(member.name):
+                    bad.append((member.name, "an absolute path or one with '..'"))
+                elif not (member.isfile() or member.isdir()):
+                    bad.append((member.name, _kind(member)))
+    except (tarfile.TarError, EOFError, OSError, ValueError) as exc:
+        detail = (str(exc).splitlines() or [type(exc).__name__])[0].rstrip(":")
+        raise ConfigError(f"cannot read the archive {archive}: {detail}",
+                          hint="give a .tar.gz written by `mlharness submit`") from exc
+    return bad
+
+
 def verify_archive(archive: Path) -> list[str]:
     """Names in ``archive`` that are unsafe: absolute, with ``..``, or links/devices."""
-    bad = []
-    with tarfile.open(archive, "r:gz") as tar:
+    return [name for name, _ in unsafe_members(archive)]
+
+
+def extract_safely(archive: Path, dest: Path) -> None:
+    """Extract an archive that ``unsafe_members`` found clean (regular files and dirs only)."""
+    with tarfile.open(archive, "r:*") as tar:
         for member in tar.getmembers():
-            if not safe_name(member.name) or not (member.isfile() or member.isdir()):
-                bad.append(member.name)
-    return bad
+            target = dest / member.name
+            if member.isdir():
+                target.mkdir(parents=True, exist_ok=True)
+            elif member.isfile():
+                target.parent.mkdir(parents=True, exist_ok=True)
+                source = tar.extractfile(member)
+                assert source is not None
+                with source, open(target, "wb") as fh:
+                    fh.write(source.read())

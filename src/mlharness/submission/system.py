@@ -8,10 +8,12 @@ tests some fields for truthiness, so every value is written as a non-empty strin
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 from typing import Any
 
 from mlharness import hostinfo
+from mlharness.errors import ConfigError
 from mlharness.files import read_toml
 from mlharness.rules.model import Rules
 from mlharness.rules.problems import Problem
@@ -41,6 +43,17 @@ DEFAULTS: dict[str, str] = {
     "hw_notes": "",
     "sw_notes": "",
 }
+
+
+_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]*$")
+
+
+def check_name(kind: str, value: str) -> str:
+    """A submitter or system name: it becomes a file or directory name, so no '/', no '..'."""
+    if not _NAME.match(value or "") or ".." in value:
+        raise ConfigError(f"bad {kind} name {value!r}",
+                          hint="use letters, digits, '.', '_' or '-' (it becomes a directory name)")
+    return value
 
 
 def detect() -> dict[str, str]:

@@ -15,9 +15,10 @@ from typing import Sequence
 import numpy as np
 
 from mlharness.errors import DatasetError, ModelError
+from mlharness.files import read_text_file
 from mlharness.tasks.base import AccuracyResult, TaskOptions, TensorSpec
 from mlharness.tasks.vision.cache import SampleCache
-from mlharness.tasks.vision.image_set import ImageSetTask, Preprocess
+from mlharness.tasks.vision.image_set import ImageSetTask, Preprocess, confined
 
 #: ``tools/submission/submission_checker/constants.py``: "resnet": ("acc", 76.46 * 0.99)
 RESNET50_TARGET = 76.46 * 0.99
@@ -39,7 +40,8 @@ def read_val_map(dataset_dir: Path, val_map: Path | None = None) -> list[tuple[s
             hint="an ImageNet-layout dataset needs val_map.txt: one '<image file> <label>' per line",
         )
     entries: list[tuple[str, int]] = []
-    for line_no, line in enumerate(path.read_text().splitlines(), start=1):
+    text = read_text_file(path, "val_map.txt", DatasetError)
+    for line_no, line in enumerate(text.splitlines(), start=1):
         cols = line.split()
         if not cols:
             continue
@@ -48,7 +50,7 @@ def read_val_map(dataset_dir: Path, val_map: Path | None = None) -> list[tuple[s
                 f"{path}:{line_no}: expected '<image file> <label>', got {line!r}",
                 hint="val_map.txt lines are a file name and an integer label separated by a space",
             )
-        entries.append((cols[0], int(cols[1])))
+        entries.append((confined(cols[0], f"{path}:{line_no}"), int(cols[1])))
     if not entries:
         raise DatasetError(f"{path} lists no images", hint="check that the file is not empty")
     return entries

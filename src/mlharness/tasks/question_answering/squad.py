@@ -11,6 +11,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from mlharness.errors import DatasetError
+from mlharness.files import read_text_file
 
 _SPLIT_CHARS = frozenset(" \t\r\n\u202f")
 
@@ -48,15 +49,42 @@ def load_squad(path: Path) -> dict:
     if not path.is_file():
         raise DatasetError(f"SQuAD file not found: {path}",
                            hint="pass --dataset path/to/dev-v1.1.json")
+    text = read_text_file(path, "the SQuAD file", DatasetError)
     try:
-        data = json.loads(path.read_text(encoding="utf-8"))
-    except (UnicodeDecodeError, json.JSONDecodeError) as exc:
+        data = json.loads(text)
+    except json.JSONDecodeError as exc:
         raise DatasetError(f"{path} is not valid json: {exc}",
                            hint="download dev-v1.1.json again") from exc
     if not isinstance(data, dict) or not isinstance(data.get("data"), list):
         raise DatasetError(f"{path} has no top-level 'data' list",
                            hint="expected the SQuAD v1.1 schema {'version': '1.1', 'data': [...]}")
     return data
+
+
+def check_squad(path: Path) -> None:
+    """Check up front what tokenising and scoring will read: every article's paragraphs with a
+    context, every question's id, text and a non-empty ``answers`` list of ``{"text": ...}``."""
+    data = load_squad(path)
+    hint = "each question needs id, question and answers: [{'text': ...}] (SQuAD v1.1)"
+    for a, article in enumerate(data["data"]):
+        paragraphs = article.get("paragraphs") if isinstance(article, dict) else None
+        if not isinstance(paragraphs, list):
+            raise DatasetError(f"{path}: article {a} has no 'paragraphs' list", hint=hint)
+        for paragraph in paragraphs:
+            if not isinstance(paragraph, dict) or not isinstance(paragraph.get("context"), str):
+                raise DatasetError(f"{path}: a paragraph of article {a} has no 'context'",
+                                   hint=hint)
+            for qa in paragraph.get("qas") or []:
+                qid = qa.get("id", "?") if isinstance(qa, dict) else "?"
+                for key in ("id", "question"):
+                    if not isinstance(qa, dict) or key not in qa:
+                        raise DatasetError(f"{path}: question {qid} has no '{key}'", hint=hint)
+                answers = qa.get("answers")
+                if (not isinstance(answers, list) or not answers
+                        or not all(isinstance(x, dict) and isinstance(x.get("text"), str)
+                                   for x in answers)):
+                    raise DatasetError(f"{path}: question {qid} has no gold 'answers' "
+                                       "(scoring needs at least one {'text': ...})", hint=hint)
 
 
 def read_examples(path: Path) -> list[Example]:

@@ -32,7 +32,7 @@ from mlharness.tasks.question_answering.evaluate import evaluate
 from mlharness.tasks.question_answering.features import (
     DOC_STRIDE, MAX_QUERY_LENGTH, MAX_SEQ_LENGTH, FeatureSet, build_features)
 from mlharness.tasks.question_answering.postprocess import PAD_LOGIT, predict_example
-from mlharness.tasks.question_answering.squad import load_squad, read_examples
+from mlharness.tasks.question_answering.squad import check_squad, load_squad, read_examples
 from mlharness.tasks.question_answering.tokenization import WordPieceTokenizer, load_vocab
 
 #: ``tools/submission/submission_checker/constants.py``: "bert-99": ("F1", 90.874 * 0.99) etc.
@@ -79,7 +79,10 @@ class BertSquadTask(Task):
                                                                 self.params))
 
     def prepare(self, progress: Progress | None = None) -> None:
-        """Build the feature cache (tokenising the whole dev set) unless it exists."""
+        """Check the SQuAD file and vocab (what tokenising and scoring need), then build the
+        feature cache (tokenising the whole dev set) unless it exists."""
+        check_squad(self.dataset)
+        WordPieceTokenizer.from_file(self.vocab_path)
         self._load_features(progress)
 
     def _load_features(self, progress: Progress | None = None) -> FeatureSet:

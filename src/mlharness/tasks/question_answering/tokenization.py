@@ -21,6 +21,7 @@ from functools import lru_cache
 from pathlib import Path
 
 from mlharness.errors import DatasetError
+from mlharness.files import read_text_file
 
 UNK, CLS, SEP, PAD, MASK = "[UNK]", "[CLS]", "[SEP]", "[PAD]", "[MASK]"
 SPECIAL_TOKENS = (UNK, SEP, PAD, CLS, MASK)
@@ -35,9 +36,10 @@ def load_vocab(path: Path) -> dict[str, int]:
         raise DatasetError(f"vocab file not found: {path}",
                            hint="pass --vocab path/to/vocab.txt (the uncased BERT-large vocab)")
     vocab: dict[str, int] = {}
-    with path.open(encoding="utf-8") as fh:
-        for index, line in enumerate(fh):
-            vocab[line.rstrip("\n")] = index
+    text = read_text_file(path, "vocab.txt", DatasetError)
+    for index, line in enumerate(text.split("\n")[:-1] if text.endswith("\n")
+                                 else text.split("\n")):
+        vocab[line] = index
     missing = [t for t in (CLS, SEP, UNK) if t not in vocab]
     if missing:
         raise DatasetError(f"{path} lacks the special tokens {missing}",

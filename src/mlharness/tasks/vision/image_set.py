@@ -8,7 +8,7 @@ scoring. Loading goes through the on-disk sample cache when there is one.
 from __future__ import annotations
 
 from abc import abstractmethod
-from pathlib import Path
+from pathlib import Path, PurePosixPath
 from typing import Any, Callable, Sequence
 
 import numpy as np
@@ -18,6 +18,16 @@ from mlharness.tasks.base import Progress, Task, TensorSpec
 from mlharness.tasks.vision.cache import SampleCache
 
 Preprocess = Callable[[Path], np.ndarray]
+
+
+def confined(name: str, where: str) -> str:
+    """``name`` from a dataset's image list, refused unless it stays inside the dataset folder
+    (relative, no ``..``): a list must not make the harness read files elsewhere."""
+    pure = PurePosixPath(name.replace("\\", "/"))
+    if not name or pure.is_absolute() or ".." in pure.parts or Path(name).is_absolute():
+        raise DatasetError(f"{where}: {name!r} points outside the dataset folder",
+                           hint="image paths must be relative to the dataset folder, without '..'")
+    return name
 
 
 class ImageSetTask(Task):

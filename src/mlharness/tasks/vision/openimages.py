@@ -15,6 +15,8 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from mlharness.errors import DatasetError
+from mlharness.files import read_text_file
+from mlharness.tasks.vision.image_set import confined
 
 ANNOTATIONS = Path("annotations") / "openimages-mlperf.json"
 IMAGE_DIRS = (Path("validation") / "data", Path("."))
@@ -45,21 +47,31 @@ def annotations_path(dataset_dir: Path, override: Path | str | None = None) -> P
 
 def read_images(path: Path) -> list[ImageRecord]:
     """The ``images`` list of a COCO-format annotation file, in file order."""
+    text = read_text_file(path, "the annotation file", DatasetError)
     try:
-        data = json.loads(path.read_text())
-    except (OSError, json.JSONDecodeError) as exc:
+        data = json.loads(text)
+    except json.JSONDecodeError as exc:
         raise DatasetError(f"cannot read {path}: {exc}",
                            hint="the annotation file must be COCO-format JSON") from exc
     images = data.get("images") if isinstance(data, dict) else None
-    if not images:
+    if not images or not isinstance(images, list):
         raise DatasetError(f"{path} lists no images",
                            hint="the file needs a non-empty 'images' list (COCO format)")
+    # scoring (pycocotools) needs both lists: check them now, not after the whole run
+    for key in ("annotations", "categories"):
+        if not isinstance(data.get(key), list):
+            raise DatasetError(f"{path} has no '{key}' list",
+                               hint="COCO-format annotations need 'images', 'annotations' and "
+                                    "'categories' (tools/openimages_mlperf.sh writes them)")
     try:
-        return [ImageRecord(int(i["id"]), str(i["file_name"]), int(i["height"]), int(i["width"]))
-                for i in images]
+        records = [ImageRecord(int(i["id"]), str(i["file_name"]), int(i["height"]),
+                               int(i["width"])) for i in images]
     except (KeyError, TypeError, ValueError) as exc:
         raise DatasetError(f"{path}: an image entry lacks id/file_name/height/width ({exc})",
                            hint="regenerate the annotations with the official script") from exc
+    for record in records:
+        confined(record.file_name, f"{path}: image {record.id}")
+    return records
 
 
 def image_dir(dataset_dir: Path, first: ImageRecord) -> Path:
