@@ -42,9 +42,20 @@ FAULTS = [
 ]
 
 
-@pytest.mark.parametrize("case", FAULTS, ids=[c[0] for c in FAULTS])
+TASK_FAULTS = [
+    # (id, -b task, exit code, fragment): the dataset phases in the worker
+    ("dataset-index-hangs", "faulty_tasks:hanging_index", 3,
+     "no progress while loading the dataset for 4 s"),
+    ("sample-loading-hangs", "faulty_tasks:hanging_samples", 3,
+     "no sample loaded or completed for 4 s"),
+]
+CASES = [(*c, "demo") for c in FAULTS] + \
+        [(c[0], "onnxruntime", {}, c[2], c[3], c[1]) for c in TASK_FAULTS]
+
+
+@pytest.mark.parametrize("case", CASES, ids=[c[0] for c in CASES])
 def test_faulty_backend_ends_the_run_cleanly(case, tmp_path: Path, capsys, monkeypatch):
-    _, backend, env, code, fragment = case
+    _, backend, env, code, fragment, benchmark = case
     for key, value in env.items():
         monkeypatch.setenv(key, value)
     monkeypatch.chdir(tmp_path)
@@ -52,7 +63,7 @@ def test_faulty_backend_ends_the_run_cleanly(case, tmp_path: Path, capsys, monke
     before = snapshot(tmp_path)
     started = time.monotonic()
     # SingleStream issues one sample at a time: a predict that hangs on the 2nd batch is seen
-    result = run_cli(["run", "-b", "demo", "-s", "SingleStream", "--backend", backend,
+    result = run_cli(["run", "-b", benchmark, "-s", "SingleStream", "--backend", backend,
                       "--stall-timeout", STALL, "--output-dir", "runs", "--min-duration", "500",
                       "--no-progress"], capsys)
     took = time.monotonic() - started

@@ -5,7 +5,7 @@ from __future__ import annotations
 import importlib
 
 from mlharness.backends.base import Backend, BackendOptions, check_signature
-from mlharness.errors import ConfigError
+from mlharness.errors import ConfigError, HarnessError
 
 __all__ = ["Backend", "BackendOptions", "BACKENDS", "create_backend", "check_signature"]
 
@@ -26,8 +26,10 @@ def create_backend(name: str) -> Backend:
         module_name, cls_name = name.split(":", 1)
         try:
             return getattr(importlib.import_module(module_name), cls_name)()
-        except (ImportError, AttributeError) as exc:
-            raise ConfigError(f"cannot load backend {name!r}: {exc}",
+        except HarnessError:
+            raise
+        except Exception as exc:  # noqa: BLE001 - a backend of the user's own may raise anything
+            raise ConfigError(f"cannot load backend {name!r}: {type(exc).__name__}: {exc}",
                               hint="give an importable 'module:Class' on sys.path") from exc
     if name not in BACKENDS:
         raise ConfigError(

@@ -8,7 +8,7 @@ from __future__ import annotations
 import importlib
 from dataclasses import dataclass
 
-from mlharness.errors import ConfigError
+from mlharness.errors import ConfigError, HarnessError
 from mlharness.tasks.base import AccuracyResult, Task, TaskOptions, TensorSpec
 
 __all__ = ["AccuracyResult", "Task", "TaskOptions", "TensorSpec", "BENCHMARKS", "create_task"]
@@ -49,6 +49,14 @@ def create_task(name: str, options: TaskOptions) -> Task:
             f"unknown benchmark {name!r}",
             hint="choose one of: " + ", ".join(sorted(BENCHMARKS)),
         )
-    module_name, func_name = entry.factory.split(":")
-    module = importlib.import_module(module_name)
-    return getattr(module, func_name)(name, options)
+    module_name, func_name = entry.factory.split(":", 1)
+    if entry.summary != "user task":
+        return getattr(importlib.import_module(module_name), func_name)(name, options)
+    try:  # a task of the user's own: its import and construction errors are input errors
+        factory = getattr(importlib.import_module(module_name), func_name)
+        return factory(name, options)
+    except HarnessError:
+        raise
+    except Exception as exc:  # noqa: BLE001 - user code may raise anything
+        raise ConfigError(f"cannot create task {name!r}: {type(exc).__name__}: {exc}",
+                          hint="give an importable 'module:factory(name, options)' on sys.path") from exc

@@ -1,0 +1,34 @@
+"""Test-only tasks (``-b faulty_tasks:<factory>``): the demo task with a dataset phase that hangs
+or raises, in the run's child process only (the parent's prepare succeeds)."""
+
+from __future__ import annotations
+
+import multiprocessing
+import time
+from typing import Any
+
+from mlharness.tasks.demo import create as create_demo
+
+
+def _in_child() -> bool:
+    return multiprocessing.parent_process() is not None
+
+
+def hanging_index(name: str, options: Any) -> Any:
+    """Reading the dataset index never finishes in the worker."""
+    task = create_demo("demo", options)
+    if _in_child():
+        time.sleep(3600)
+    return task
+
+
+def hanging_samples(name: str, options: Any) -> Any:
+    """LoadGen's sample loading never returns."""
+    task = create_demo("demo", options)
+    task.load_samples = lambda indices: time.sleep(3600)  # type: ignore[method-assign]
+    return task
+
+
+def raising_factory(name: str, options: Any) -> Any:
+    """A task of the user's own whose constructor raises."""
+    raise ValueError("injected failure in the task factory")
