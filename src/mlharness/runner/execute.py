@@ -29,6 +29,7 @@ from mlharness.runner.record import RUN_FORMAT, owner_fields
 from mlharness.runner.rundir import new_run_dir, now_iso
 from mlharness.runner.worker import child_main, task_options
 from mlharness.spec import RunSpec
+from mlharness.store import git_commit_of, record_run
 from mlharness.tasks import AccuracyResult, Task, create_task
 
 FAILURE_GRACE_S = 10.0  # after a backend failure, LoadGen gets this long to finish by itself
@@ -141,9 +142,10 @@ def execute(spec: RunSpec, progress: ProgressSink | None = None) -> RunRecord:
         "spec": spec.to_dict(), "test_config": cfg.to_dict(), "task": task.describe(),
         "backend": None, "system": describe_system(), "versions": package_versions(),
         "result": None, "accuracy": None, "started": now_iso(), "finished": None,
-        "duration_s": None, **owner_fields(),
+        "duration_s": None, **owner_fields(), "model_git_commit": git_commit_of(spec.model),
     }
     write_json_atomic(run_dir / "run.json", data)
+    record_run(run_dir, os.getpid())  # the result index (mlharness.store)
     started = time.monotonic()
     record = RunRecord(run_dir, "running", data)
     try:
@@ -188,6 +190,7 @@ def _finish(record: RunRecord, status: str, started: float, error: dict | None) 
     record.data.update(status=status, error=error, finished=now_iso(),
                        duration_s=round(time.monotonic() - started, 3))
     write_json_atomic(record.run_dir / "run.json", record.data)
+    record_run(record.run_dir, os.getpid())
 
 
 def _supervise(spec: RunSpec, cfg: TestConfig, task: Task, run_dir: Path,

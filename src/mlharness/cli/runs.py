@@ -1,0 +1,120 @@
+"""``mlharness runs``: list the runs the result index knows; ``runs reindex`` rebuilds it."""
+
+from __future__ import annotations
+
+import argparse
+from datetime import date, datetime, timezone
+from pathlib import Path
+from typing import Any
+
+from rich.table import Table
+
+from mlharness.cli.render import console, print_json
+from mlharness.errors import ConfigError
+
+EXAMPLES = """examples:
+  mlharness runs                                   # every run under runs/, oldest first
+  mlharness runs --benchmark demo --scenario Offline --valid
+  mlharness runs --since 2026-11-01 --json         # for scripts
+  mlharness runs --all                             # also compliance audits and tune probes
+  mlharness runs reindex                           # rebuild runs/mlharness.sqlite from the run dirs
+
+The index (runs/mlharness.sqlite) is a cache of the run directories' run.json files: a missing,
+stale or corrupt index is rebuilt from them. A run shown as "crashed" never finished: its
+process is gone and it is never used as a result.
+"""
+
+
+def register(sub: argparse._SubParsersAction) -> None:
+    p = sub.add_parser("runs", help="list recorded runs (the result index); `runs reindex`",
+                       description="List the runs recorded in the result index "
+                       "(<runs-dir>/mlharness.sqlite), or rebuild it from the run directories.",
+                       epilog=EXAMPLES, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("action", nargs="?", choices=("list", "reindex"), default="list",
+                   help="list (default) or reindex")
+    p.add_argument("--runs-dir", type=Path, default=Path("runs"), metavar="DIR",
+                   help="the runs folder (default runs/)")
+    p.add_argument("--benchmark", "-b", metavar="NAME")
+    p.add_argument("--scenario", "-s", metavar="NAME")
+    p.add_argument("--mode", choices=("performance", "accuracy"))
+    p.add_argument("--valid", action="store_true",
+                   help="only finished runs that are VALID (performance) or met the target (accuracy)")
+    p.add_argument("--since", metavar="DATE", type=_since,
+                   help="only runs started on or after DATE (YYYY-MM-DD or ISO time, UTC)")
+    p.add_argument("--all", action="store_true", help="include compliance audits and tune probes")
+    p.add_argument("--json", action="store_true", help="print the rows as JSON")
+    p.set_defaults(func=runs_command)
+
+
+def _since(text: str) -> str:
+    try:
+        if len(text) == 10:
+            return date.fromisoformat(text).isoformat()
+        moment = datetime.fromisoformat(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not a date: {text!r} (use YYYY-MM-DD)") from None
+    if moment.tzinfo is None:
+        moment = moment.replace(tzinfo=timezone.utc)
+    return moment.astimezone(timezone.utc).isoformat(timespec="seconds")
+
+
+def runs_command(args: argparse.Namespace) -> int:
+    from mlharness.store import Store, open_store
+
+    root = args.runs_dir
+    if args.action == "reindex":
+        if not root.is_dir():
+            raise ConfigError(f"no runs folder at {root}", hint="pass --runs-dir DIR")
+        with Store(root) as store:
+            count = store.count() if store.rebuilt else store.reindex()
+        console.print(f"indexed {count} run directories into {store.path}")
+        return 0
+    if not root.is_dir():
+        raise ConfigError(f"no runs folder at {root}",
+                          hint="run something first (mlharness demo) or pass --runs-dir DIR")
+    with open_store(root) as store:
+        rows = store.query(benchmark=args.benchmark, scenario=args.scenario, mode=args.mode,
+                           valid=args.valid or None, since=args.since,
+                           kinds=None if args.all else ("run",))
+    if args.json:
+        print_json(rows)
+        return 0
+    console.print(runs_table(rows, f"{len(rows)} run(s) in {root}"))
+    return 0
+
+
+def runs_table(rows: list[dict[str, Any]], title: str) -> Table:
+    table = Table(title=title, title_justify="left")
+    for col in ("started (UTC)", "benchmark", "scenario", "mode", "batch", "result", "verdict",
+                "run directory"):
+        table.add_column(col, no_wrap=col != "run directory", overflow="fold")
+    for r in rows:
+        table.add_row((r["started"] or "")[5:16].replace("T", " "), r["benchmark"], r["scenario"],
+                      r["mode"] if r["kind"] == "run" else f"{r['mode']} ({r['kind']})",
+                      str(r["batch_size"] or "-"), _result(r), _verdict(r), r["path"])
+    return table
+
+
+def _result(r: dict[str, Any]) -> str:
+    if r["mode"] == "accuracy" and r["accuracy"] is not None:
+        return f"{r['accuracy_metric']} {r['accuracy']:.3f}%"
+    if r["value"] is None:
+        return "-"
+    unit = r["unit"] or ""
+    if "ms" in unit:
+        return f"{r['value']:,.3f} ms"
+    return f"{r['value']:,.1f} {'samples/s' if unit == 'samples/s' else 'QPS done'}"
+
+
+def _verdict(r: dict[str, Any]) -> str:
+    state = r["state"]
+    if state == "crashed":
+        return "[red]CRASHED[/] (never finished)"
+    if state == "running":
+        return "[yellow]running[/]"
+    if state != "ok":
+        return f"[red]{state.upper()}[/]"
+    if r["mode"] == "accuracy":
+        passed = r["accuracy_passed"]
+        return {True: "[green]PASS[/]", False: "[red]FAIL[/]", None: "DONE"}[passed]
+    return "[green]VALID[/]" if r["valid"] else "[red]INVALID[/]"

@@ -1,0 +1,333 @@
+"""The result index: one SQLite file (``<runs>/mlharness.sqlite``) next to the run directories.
+
+The run directories are the source of truth; the index is a cache of their ``run.json`` files
+that makes listing and comparing fast. It is opened in WAL mode, each run is written in its own
+``BEGIN IMMEDIATE`` transaction (so two runs finishing at the same moment both land: the second
+waits for the first), and an index that is missing, corrupt or of another schema is rebuilt from
+the directories rather than trusted. ``sync`` brings it up to date with the directories (new,
+changed and removed runs) by comparing each ``run.json``'s mtime and size.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import socket
+import sqlite3
+import time
+from dataclasses import fields
+from pathlib import Path
+from typing import Any, Iterator
+
+from mlharness.store.record import RunRow, row_from_run_dir
+
+INDEX_NAME = "mlharness.sqlite"
+SCHEMA_VERSION = 1
+BUSY_TIMEOUT_S = 60.0
+
+_JSON_COLUMNS = ("settings", "versions")
+_BOOL_COLUMNS = ("valid", "accuracy_passed")
+_ROW_COLUMNS = tuple(f.name for f in fields(RunRow))
+_SCHEMA = f"""
+CREATE TABLE IF NOT EXISTS runs (
+    {", ".join(("path TEXT PRIMARY KEY" if c == "path" else c) for c in _ROW_COLUMNS)},
+    run_json_mtime_ns INTEGER, run_json_size INTEGER,
+    recorded_pid INTEGER, recorded_host TEXT, indexed_at REAL
+);
+CREATE INDEX IF NOT EXISTS runs_by_bench ON runs (benchmark, scenario, mode);
+CREATE INDEX IF NOT EXISTS runs_by_started ON runs (started);
+"""
+
+
+class IndexError_(Exception):
+    """The index file cannot be used (corrupt, foreign schema)."""
+
+
+def index_path(root: Path) -> Path:
+    return Path(root) / INDEX_NAME
+
+
+def runs_root_of(run_dir: Path) -> Path:
+    """The runs folder a run directory belongs to: ``<root>/<benchmark>/<run>`` or, for tune
+    probes, ``<root>/_tune/<benchmark>/<run>``."""
+    root = Path(run_dir).resolve().parent.parent
+    return root.parent if root.name == "_tune" else root
+
+
+def find_run_dirs(root: Path) -> Iterator[Path]:
+    """Every directory under ``root`` that holds a ``run.json`` (runs, audits, tune probes)."""
+    root = Path(root)
+    if not root.is_dir():
+        return
+    for dirpath, dirnames, filenames in os.walk(root):
+        if "run.json" in filenames:
+            dirnames[:] = []  # a run directory holds no runs
+            yield Path(dirpath)
+        else:
+            dirnames.sort()
+
+
+class Store:
+    """An open index over the run directories under ``root``."""
+
+    def __init__(self, root: Path) -> None:
+        self.root = Path(root).resolve()
+        self.path = index_path(self.root)
+        self.rebuilt = False
+        self.conn = self._open()
+
+    # -- opening, validation, rebuild -------------------------------------------------------
+    def _connect(self) -> sqlite3.Connection:
+        self.root.mkdir(parents=True, exist_ok=True)
+        conn = sqlite3.connect(self.path, timeout=BUSY_TIMEOUT_S, isolation_level=None)
+        conn.row_factory = sqlite3.Row
+        conn.execute(f"PRAGMA busy_timeout = {int(BUSY_TIMEOUT_S * 1000)}")
+        _retry(lambda: conn.execute("PRAGMA journal_mode = WAL"))
+        conn.execute("PRAGMA synchronous = NORMAL")
+        return conn
+
+    def _open(self) -> sqlite3.Connection:
+        existed = self.path.is_file()
+        conn = None
+        try:
+            conn = self._connect()
+            if existed:
+                self._check(conn)
+            with _transaction(conn):
+                version = conn.execute("PRAGMA user_version").fetchone()[0]
+                if version not in (0, SCHEMA_VERSION):
+                    raise IndexError_(f"schema version {version}, expected {SCHEMA_VERSION}")
+                for stmt in filter(str.strip, _SCHEMA.split(";")):
+                    conn.execute(stmt)
+                conn.execute(f"PRAGMA user_version = {SCHEMA_VERSION}")
+        except (sqlite3.DatabaseError, IndexError_):
+            if conn is not None:
+                conn.close()
+            conn = self._replace_corrupt()
+            existed = False
+        if not existed:
+            self.conn = conn
+            self.reindex()
+        return conn
+
+    @staticmethod
+    def _check(conn: sqlite3.Connection) -> None:
+        row = conn.execute("PRAGMA quick_check").fetchone()
+        if row is None or row[0] != "ok":
+            raise IndexError_(f"quick_check: {row[0] if row else 'no answer'}")
+
+    def _replace_corrupt(self) -> sqlite3.Connection:
+        """Move an unusable index aside (kept for inspection) and start a fresh one."""
+        stamp = time.strftime("%Y%m%d-%H%M%S")
+        for suffix in ("", "-wal", "-shm"):
+            src = Path(str(self.path) + suffix)
+            if src.exists():
+                src.replace(Path(f"{self.path}.corrupt-{stamp}{suffix}"))
+        self.rebuilt = True
+        conn = self._connect()
+        with _transaction(conn):
+            for stmt in filter(str.strip, _SCHEMA.split(";")):
+                conn.execute(stmt)
+            conn.execute(f"PRAGMA user_version = {SCHEMA_VERSION}")
+        return conn
+
+    def close(self) -> None:
+        self.conn.close()
+
+    def __enter__(self) -> Store:
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        self.close()
+
+    # -- writing ----------------------------------------------------------------------------
+    def record(self, run_dir: Path, pid: int | None = None) -> RunRow | None:
+        """Read ``run_dir``'s run.json and upsert its row in one transaction.
+
+        ``pid`` is the process that is running it (to tell a live run from a crashed one).
+        Returns None when the directory holds no readable run.json.
+        """
+        run_dir = Path(run_dir).resolve()
+        try:
+            row = row_from_run_dir(run_dir, self.root)
+            stat = (run_dir / "run.json").stat()
+        except (ValueError, OSError):
+            return None
+        values = _to_sql(row)
+        values.update(run_json_mtime_ns=stat.st_mtime_ns, run_json_size=stat.st_size,
+                      recorded_pid=pid, recorded_host=socket.gethostname() if pid else None,
+                      indexed_at=time.time())
+        cols = ", ".join(values)
+        marks = ", ".join(f":{c}" for c in values)
+        with _transaction(self.conn):
+            if pid is None:  # keep the pid a live run recorded, so reindex can still tell
+                old = self.conn.execute("SELECT recorded_pid, recorded_host FROM runs "
+                                        "WHERE path = ?", (row.path,)).fetchone()
+                if old is not None:
+                    values["recorded_pid"], values["recorded_host"] = old[0], old[1]
+            self.conn.execute(f"INSERT OR REPLACE INTO runs ({cols}) VALUES ({marks})", values)
+        return row
+
+    def reindex(self) -> int:
+        """Rebuild every row from the run directories; returns how many runs were indexed."""
+        rows = []
+        for run_dir in find_run_dirs(self.root):
+            try:
+                row = row_from_run_dir(run_dir, self.root)
+                stat = (run_dir / "run.json").stat()
+            except (ValueError, OSError):
+                continue
+            rows.append((row, stat))
+        with _transaction(self.conn):
+            keep = {r["path"]: (r["recorded_pid"], r["recorded_host"]) for r in
+                    self.conn.execute("SELECT path, recorded_pid, recorded_host FROM runs")}
+            self.conn.execute("DELETE FROM runs")
+            for row, stat in rows:
+                values = _to_sql(row)
+                pid, host = keep.get(row.path, (None, None))
+                values.update(run_json_mtime_ns=stat.st_mtime_ns, run_json_size=stat.st_size,
+                              recorded_pid=pid, recorded_host=host, indexed_at=time.time())
+                self.conn.execute(f"INSERT INTO runs ({', '.join(values)}) VALUES "
+                                  f"({', '.join(':' + c for c in values)})", values)
+        return len(rows)
+
+    def sync(self) -> dict[str, int]:
+        """Add runs the index lacks, re-read changed ones, drop vanished ones."""
+        on_disk = {}
+        for run_dir in find_run_dirs(self.root):
+            try:
+                stat = (run_dir / "run.json").stat()
+            except OSError:
+                continue
+            on_disk[run_dir.relative_to(self.root).as_posix()] = (run_dir, stat)
+        known = {r["path"]: (r["run_json_mtime_ns"], r["run_json_size"]) for r in
+                 self.conn.execute("SELECT path, run_json_mtime_ns, run_json_size FROM runs")}
+        added = changed = 0
+        for rel, (run_dir, stat) in on_disk.items():
+            if rel not in known:
+                added += self.record(run_dir) is not None
+            elif known[rel] != (stat.st_mtime_ns, stat.st_size):
+                changed += self.record(run_dir) is not None
+        gone = [p for p in known if p not in on_disk]
+        if gone:
+            with _transaction(self.conn):
+                self.conn.executemany("DELETE FROM runs WHERE path = ?", [(p,) for p in gone])
+        return {"added": added, "changed": changed, "removed": len(gone)}
+
+    # -- reading ----------------------------------------------------------------------------
+    def query(self, benchmark: str | None = None, scenario: str | None = None,
+              mode: str | None = None, valid: bool | None = None, since: str | None = None,
+              kinds: tuple[str, ...] | None = ("run",), under: str | None = None,
+              ) -> list[dict[str, Any]]:
+        """Rows as dicts (RunRow fields plus ``state``), oldest first."""
+        where, args = [], []
+        for col, value in (("benchmark", benchmark), ("mode", mode)):
+            if value:
+                where.append(f"{col} = ?")
+                args.append(value)
+        if scenario:
+            where.append("lower(scenario) = lower(?)")
+            args.append(scenario)
+        if valid:
+            where.append("status = 'ok' AND (valid = 1 OR (mode = 'accuracy' AND "
+                         "coalesce(accuracy_passed, 1) = 1))")
+        if since:
+            where.append("started >= ?")
+            args.append(since)
+        if kinds:
+            where.append(f"kind IN ({', '.join('?' * len(kinds))})")
+            args.extend(kinds)
+        if under:
+            where.append("(path = ? OR path LIKE ? ESCAPE '\\')")
+            esc = under.replace("\\", "\\\\").replace("%", "\\%").replace("_", "\\_")
+            args += [under, esc.rstrip("/") + "/%"]
+        sql = "SELECT * FROM runs" + (" WHERE " + " AND ".join(where) if where else "")
+        rows = self.conn.execute(sql + " ORDER BY started, path", args).fetchall()
+        return [_from_sql(r) for r in rows]
+
+    def count(self) -> int:
+        return self.conn.execute("SELECT count(*) FROM runs").fetchone()[0]
+
+
+def record_run(run_dir: Path, pid: int | None = None) -> None:
+    """The runner's hook: index one run. Never fails a run: the index can always be rebuilt."""
+    try:
+        with Store(runs_root_of(run_dir)) as store:
+            store.record(run_dir, pid=pid)
+    except (sqlite3.Error, OSError):
+        pass
+
+
+def open_store(root: Path, sync: bool = True) -> Store:
+    """The index of ``root`` brought up to date with its run directories."""
+    store = Store(root)
+    if sync and not store.rebuilt:
+        store.sync()
+    return store
+
+
+def run_state(row: dict[str, Any]) -> str:
+    """``status`` for finished runs; an unfinished one is ``running`` only while the process
+    that recorded it is alive on this host, else ``crashed``."""
+    if row["status"] != "running":
+        return row["status"]
+    pid, host = row.get("recorded_pid"), row.get("recorded_host")
+    if pid and host == socket.gethostname() and _alive(pid):
+        return "running"
+    return "crashed"
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
+
+
+class _transaction:
+    """``BEGIN IMMEDIATE`` … ``COMMIT`` (rollback on error), retried while the file is busy."""
+
+    def __init__(self, conn: sqlite3.Connection) -> None:
+        self.conn = conn
+
+    def __enter__(self) -> sqlite3.Connection:
+        _retry(lambda: self.conn.execute("BEGIN IMMEDIATE"))
+        return self.conn
+
+    def __exit__(self, exc_type: Any, *exc: Any) -> None:
+        if exc_type is None:
+            _retry(lambda: self.conn.execute("COMMIT"))
+        else:
+            self.conn.execute("ROLLBACK")
+
+
+def _retry(fn: Any, attempts: int = 50) -> Any:
+    for i in range(attempts):
+        try:
+            return fn()
+        except sqlite3.OperationalError as exc:
+            if "locked" not in str(exc) and "busy" not in str(exc) or i == attempts - 1:
+                raise
+            time.sleep(0.05 * (i + 1))
+    return None
+
+
+def _to_sql(row: RunRow) -> dict[str, Any]:
+    out = row.to_dict()
+    for col in _JSON_COLUMNS:
+        out[col] = json.dumps(out[col], sort_keys=True, default=str)
+    return out
+
+
+def _from_sql(row: sqlite3.Row) -> dict[str, Any]:
+    out = dict(row)
+    for col in _JSON_COLUMNS:
+        out[col] = json.loads(out[col]) if out.get(col) else {}
+    for col in _BOOL_COLUMNS:
+        if out.get(col) is not None:
+            out[col] = bool(out[col])
+    out["state"] = run_state(out)
+    return out

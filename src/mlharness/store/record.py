@@ -1,0 +1,217 @@
+"""One index row from one run directory: what ``run.json`` holds, flattened for querying.
+
+The run directory is the source of truth; everything here is derived from its ``run.json`` (and
+nothing else), so ``mlharness runs reindex`` can always rebuild the same rows.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any
+
+#: spec fields that say where or how a run is kept, not what was measured
+_NOT_SETTINGS = ("output_dir", "label", "stall_timeout_s", "cache_dir", "audit_config")
+#: statuses of a run that ended; anything else is unfinished (crashed, killed, or still running)
+FINISHED = ("ok", "failed", "error", "interrupted")
+TUNE_DIR = "_tune"
+
+
+@dataclass
+class RunRow:
+    """One run as the index keeps it. ``path`` is relative to the runs folder."""
+
+    path: str
+    kind: str  # run | audit | probe
+    status: str  # ok | failed | error | interrupted | running
+    benchmark: str
+    scenario: str
+    mode: str
+    label: str | None = None
+    system: str | None = None
+    backend: str | None = None
+    precision: str | None = None
+    batch_size: int | None = None
+    round: str | None = None
+    settings: dict[str, Any] = field(default_factory=dict)
+    settings_hash: str = ""
+    metric: str | None = None
+    unit: str | None = None
+    value: float | None = None
+    valid: bool | None = None
+    verdict: str | None = None
+    accuracy_metric: str | None = None
+    accuracy: float | None = None
+    accuracy_target: float | None = None
+    accuracy_passed: bool | None = None
+    started: str | None = None
+    finished: str | None = None
+    duration_s: float | None = None
+    versions: dict[str, str] = field(default_factory=dict)
+    model_git_commit: str | None = None
+    command: str = ""
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+    @property
+    def trusted(self) -> bool:
+        """Only a run that finished cleanly counts as a result."""
+        return self.status == "ok"
+
+
+def load_run_json(run_dir: Path) -> dict[str, Any]:
+    """The raw ``run.json`` of ``run_dir`` (ValueError if missing or unreadable)."""
+    path = Path(run_dir) / "run.json"
+    try:
+        data = json.loads(path.read_text())
+    except (OSError, json.JSONDecodeError) as exc:
+        raise ValueError(f"{path}: {exc}") from exc
+    if not isinstance(data, dict) or "spec" not in data:
+        raise ValueError(f"{path}: not an mlharness run.json")
+    return data
+
+
+def effective_settings(data: dict[str, Any]) -> dict[str, Any]:
+    """What decided the measurement: the spec (minus where it is kept) and LoadGen's
+    ``effective_*`` values as it logged them."""
+    spec = {k: v for k, v in (data.get("spec") or {}).items() if k not in _NOT_SETTINGS}
+    effective = ((data.get("result") or {}).get("effective")) or {}
+    return {"spec": spec, "loadgen": dict(sorted(effective.items())),
+            "backend": data.get("backend")}
+
+
+def settings_hash(settings: dict[str, Any]) -> str:
+    text = json.dumps(settings, sort_keys=True, default=str, separators=(",", ":"))
+    return hashlib.sha256(text.encode()).hexdigest()[:16]
+
+
+def run_round(data: dict[str, Any]) -> str | None:
+    """The round whose LoadGen seeds the run used (rules tables), if any."""
+    eff = (data.get("result") or {}).get("effective") or {}
+    keys = ("qsl_rng_seed", "sample_index_rng_seed", "schedule_rng_seed")
+    try:
+        seeds = {k: int(eff[f"effective_{k}"]) for k in keys}
+    except (KeyError, TypeError, ValueError):
+        return None
+    from mlharness.rules import round_for_seeds
+
+    return round_for_seeds(seeds)
+
+
+def kind_of(rel: Path, data: dict[str, Any]) -> str:
+    if TUNE_DIR in rel.parts:
+        return "probe"
+    spec = data.get("spec") or {}
+    if spec.get("audit_config") or str(spec.get("label") or "").startswith("TEST"):
+        return "audit"
+    return "run"
+
+
+def row_from_run_dir(run_dir: Path, root: Path) -> RunRow:
+    """The index row of ``run_dir`` (ValueError when its run.json is missing or not ours)."""
+    data = load_run_json(run_dir)
+    spec = data.get("spec") or {}
+    result = data.get("result") or {}
+    acc = data.get("accuracy") or {}
+    rel = Path(run_dir).resolve().relative_to(Path(root).resolve())
+    settings = effective_settings(data)
+    backend = data.get("backend") or {}
+    return RunRow(
+        path=rel.as_posix(), kind=kind_of(rel, data), status=str(data.get("status") or "running"),
+        benchmark=str(data.get("benchmark") or spec.get("benchmark")),
+        scenario=str(spec.get("scenario")), mode=str(spec.get("mode")), label=spec.get("label"),
+        system=(data.get("system") or {}).get("hostname"),
+        backend=backend.get("name") if isinstance(backend, dict) and backend.get("name")
+        else spec.get("backend"),
+        precision=spec.get("precision"), batch_size=_batch_size(data),
+        round=run_round(data), settings=settings, settings_hash=settings_hash(settings),
+        metric=result.get("metric"), unit=result.get("unit"), value=result.get("value"),
+        valid=result.get("valid"), verdict=_verdict(result) if result else None,
+        accuracy_metric=acc.get("metric"), accuracy=acc.get("value"),
+        accuracy_target=acc.get("target"), accuracy_passed=acc.get("passed"),
+        started=data.get("started"), finished=data.get("finished"),
+        duration_s=data.get("duration_s"), versions=dict(data.get("versions") or {}),
+        model_git_commit=data.get("model_git_commit"), command=reproduce_command(spec),
+    )
+
+
+def _verdict(result: dict[str, Any]) -> str:
+    if result.get("mode") == "accuracy":
+        return "ERRORS" if result.get("errors") else "DONE"
+    return "VALID" if result.get("valid") else "INVALID"
+
+
+def _batch_size(data: dict[str, Any]) -> int | None:
+    """The batch size the SUT used (the engine's policy), else the one asked for."""
+    sut = data.get("sut") or {}
+    if isinstance(sut, dict) and isinstance(sut.get("max_batch"), int):
+        return sut["max_batch"]
+    value = (data.get("spec") or {}).get("batch_size")
+    return value if isinstance(value, int) else None
+
+
+#: spec field -> `mlharness run` flag (cli/run.py), in the order a person would type them
+_FLAGS = (
+    ("benchmark", "--benchmark"), ("scenario", "--scenario"), ("mode", "--mode"),
+    ("model", "--model"), ("dataset", "--dataset"), ("vocab", "--vocab"),
+    ("backend", "--backend"), ("max_samples", "--max-samples"),
+    ("target_qps", "--target-qps"), ("target_latency_ms", "--target-latency"),
+    ("server_latency_ms", "--server-latency"), ("min_duration_ms", "--min-duration"),
+    ("min_query_count", "--min-query-count"), ("max_query_count", "--max-query-count"),
+    ("performance_sample_count", "--performance-sample-count"),
+    ("batch_size", "--batch-size"), ("workers", "--workers"), ("threads", "--threads"),
+    ("precision", "--precision"), ("device", "--device"), ("cache_dir", "--cache-dir"),
+)
+_DEFAULTS = {"backend": "onnxruntime", "workers": 1, "precision": "fp32", "device": "cpu"}
+
+
+def reproduce_command(spec: dict[str, Any]) -> str:
+    """The ``mlharness run`` command line that repeats a run with the same settings."""
+    import shlex
+
+    parts = ["mlharness", "run"]
+    for key, flag in _FLAGS:
+        value = spec.get(key)
+        if value is None or _DEFAULTS.get(key) == value:
+            continue
+        parts += [flag, _num(value)]
+    parts.append("--test" if spec.get("short", True) else "--valid")
+    if spec.get("length_sort") is False:
+        parts.append("--no-length-sort")
+    if spec.get("enable_trace"):
+        parts.append("--trace")
+    for key, value in sorted((spec.get("backend_options") or {}).items()):
+        parts += ["--backend-option", f"{key}={_num(value)}"]
+    for key, value in sorted((spec.get("user_conf_extra") or {}).items()):
+        parts += ["--set", f"{key}={_num(value)}"]
+    command = " ".join(shlex.quote(p) for p in parts)
+    if spec.get("audit_config"):  # an audit's settings come from its audit.config
+        command += f"  # {spec.get('label') or 'audit'} run: repeat it with `mlharness compliance`"
+    return command
+
+
+def _num(value: Any) -> str:
+    if isinstance(value, float) and value.is_integer():
+        return str(int(value))
+    return str(value)
+
+
+def git_commit_of(path: Path | str | None) -> str | None:
+    """The git commit of the repository holding ``path`` (the model, else this package's own
+    source), or None when it is not in a git work tree."""
+    import subprocess
+
+    import mlharness
+
+    start = Path(path) if path else Path(mlharness.__file__)
+    folder = start if start.is_dir() else start.parent
+    try:
+        out = subprocess.run(["git", "-C", str(folder), "rev-parse", "HEAD"],
+                             capture_output=True, text=True, timeout=5)
+    except (OSError, subprocess.SubprocessError):
+        return None
+    commit = out.stdout.strip()
+    return commit if out.returncode == 0 and len(commit) == 40 else None

@@ -1,0 +1,167 @@
+"""The result store: every run indexed as it ends, rebuilt from the run directories when the
+index is missing or corrupt, concurrent writers, crashed runs never trusted."""
+
+from __future__ import annotations
+
+import json
+import multiprocessing as mp
+import os
+import shutil
+import signal
+import sqlite3
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from mlharness.store import INDEX_NAME, RunRow, Store, find_run_dirs, open_store, record_run
+from store_support import demo_runs, mlharness
+
+
+@pytest.fixture(scope="module")
+def runs(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    return demo_runs(tmp_path_factory)
+
+
+def _rows(root: Path, **kw) -> dict[str, dict]:  # type: ignore[no-untyped-def]
+    with open_store(root) as store:
+        return {r["path"]: r for r in store.query(kinds=None, **kw)}
+
+
+def test_every_run_is_recorded_when_it_ends(runs: Path) -> None:
+    # the runner's hook wrote these rows; nothing was reindexed yet
+    with sqlite3.connect(runs / INDEX_NAME) as conn:
+        assert conn.execute("PRAGMA journal_mode").fetchone()[0] == "wal"
+        paths = {r[0] for r in conn.execute("SELECT path FROM runs WHERE status = 'ok'")}
+    on_disk = {d.relative_to(runs).as_posix() for d in find_run_dirs(runs)}
+    assert len(on_disk) == 7 and paths == on_disk  # runs, accuracy runs and the _tune probes
+
+
+def test_row_holds_what_run_json_holds(runs: Path) -> None:
+    rows = _rows(runs)
+    offline8 = next(r for r in rows.values() if r["mode"] == "performance"
+                    and r["scenario"] == "Offline" and r["batch_size"] == 8)
+    data = json.loads((runs / offline8["path"] / "run.json").read_text())
+    assert offline8["kind"] == "run" and offline8["state"] == "ok"
+    assert offline8["value"] == data["result"]["value"] and offline8["metric"] == data["result"]["metric"]
+    assert offline8["valid"] is data["result"]["valid"] is True
+    assert offline8["backend"] == "onnxruntime" and offline8["precision"] == "fp32"
+    assert offline8["system"] == data["system"]["hostname"]
+    assert offline8["versions"]["mlcommons-loadgen"] == "6.0.17"
+    assert offline8["started"] == data["started"] and offline8["finished"] == data["finished"]
+    assert offline8["round"] == "v6.1"  # from the LoadGen seeds in the detail log
+    assert offline8["settings"]["spec"]["batch_size"] == 8 and len(offline8["settings_hash"]) == 16
+    assert "--batch-size 8" in offline8["command"] and offline8["command"].startswith("mlharness run")
+    acc = next(r for r in rows.values() if r["mode"] == "accuracy")
+    assert acc["accuracy_metric"] and acc["accuracy"] > 50 and acc["accuracy_passed"] is True
+    acc_data = json.loads((runs / acc["path"] / "run.json").read_text())["accuracy"]
+    assert acc["accuracy_target"] == acc_data["target"] and acc["accuracy"] == acc_data["value"]
+    probes = [r for r in rows.values() if r["kind"] == "probe"]
+    assert len(probes) == 2 and {p["scenario"] for p in probes} == {"Server"}
+    # same settings -> same hash; another batch size -> another hash
+    offline32 = next(r for r in rows.values() if r["mode"] == "performance"
+                     and r["scenario"] == "Offline" and r["batch_size"] == 32)
+    assert offline32["settings_hash"] != offline8["settings_hash"]
+
+
+def test_reindex_rebuilds_a_deleted_index_with_nothing_missing(runs: Path, tmp_path: Path) -> None:
+    copy = tmp_path / "runs"
+    shutil.copytree(runs, copy)
+    before = _rows(copy)
+    for f in copy.glob(INDEX_NAME + "*"):
+        f.unlink()
+    proc = mlharness("runs", "reindex", "--runs-dir", str(copy))
+    assert proc.returncode == 0 and "indexed 7 run directories" in proc.stdout, proc.stdout
+    after = _rows(copy)
+    fields = RunRow.__dataclass_fields__  # what run.json holds; not the bookkeeping columns
+    strip = lambda rows: {p: {k: v for k, v in r.items() if k in fields}  # noqa: E731
+                          for p, r in rows.items()}
+    assert strip(after) == strip(before)
+
+
+def test_corrupt_index_is_rebuilt_not_trusted(runs: Path, tmp_path: Path) -> None:
+    copy = tmp_path / "runs"
+    shutil.copytree(runs, copy, ignore=shutil.ignore_patterns(INDEX_NAME + "*"))
+    (copy / INDEX_NAME).write_bytes(b"this is not an SQLite file" * 100)
+    proc = mlharness("runs", "--all", "--json", "--runs-dir", str(copy))
+    assert proc.returncode == 0, proc.stderr
+    assert len(json.loads(proc.stdout)) == 7
+    assert list(copy.glob(INDEX_NAME + ".corrupt-*"))  # kept aside for inspection
+    # a stale index (a run directory removed, one added behind its back) is brought up to date
+    gone = next(d for d in find_run_dirs(copy) if "SingleStream" in d.name)
+    shutil.move(gone, tmp_path / "elsewhere")
+    assert len(_rows(copy)) == 6
+
+
+def test_runs_filters_and_json(runs: Path) -> None:
+    proc = mlharness("runs", "--runs-dir", str(runs), "--scenario", "offline", "--json")
+    rows = json.loads(proc.stdout)
+    assert proc.returncode == 0 and len(rows) == 4 and {r["scenario"] for r in rows} == {"Offline"}
+    assert all(r["kind"] == "run" for r in rows)  # probes only with --all
+    valid = json.loads(mlharness("runs", "--runs-dir", str(runs), "--valid", "--json").stdout)
+    assert valid and all(r["state"] == "ok" for r in valid)
+    future = json.loads(mlharness("runs", "--runs-dir", str(runs), "--since", "2999-01-01",
+                                  "--json").stdout)
+    assert future == []
+    table = mlharness("runs", "--runs-dir", str(runs), "--benchmark", "demo").stdout
+    assert "SingleStream" in table and "VALID" in table and "5 run(s)" in table
+
+
+def _record_many(root: str, dirs: list[str], barrier) -> None:  # type: ignore[no-untyped-def]
+    barrier.wait()
+    for d in dirs:
+        record_run(Path(d))
+
+
+def test_two_processes_recording_at_the_same_moment_both_land(runs: Path, tmp_path: Path) -> None:
+    root = tmp_path / "runs"
+    src = next(d for d in find_run_dirs(runs) if "SingleStream" in d.name)
+    dirs = []
+    for i in range(40):  # 40 copies of a real run directory, under distinct names
+        dst = root / "demo" / f"{src.name}-copy{i}"
+        shutil.copytree(src, dst, ignore=shutil.ignore_patterns("mlperf_log_trace.json"))
+        dirs.append(str(dst))
+    Store(root).close()  # an empty index exists
+    with sqlite3.connect(root / INDEX_NAME) as conn:
+        conn.execute("DELETE FROM runs")
+    ctx = mp.get_context("spawn")
+    barrier = ctx.Barrier(2)
+    procs = [ctx.Process(target=_record_many, args=(str(root), dirs[i::2], barrier))
+             for i in range(2)]
+    for p in procs:
+        p.start()
+    for p in procs:
+        p.join(120)
+        assert p.exitcode == 0
+    with sqlite3.connect(root / INDEX_NAME) as conn:
+        assert conn.execute("SELECT count(*) FROM runs").fetchone()[0] == 40
+
+
+def test_a_killed_run_is_marked_crashed_never_trusted(tmp_path: Path) -> None:
+    root = tmp_path / "runs"
+    proc = subprocess.Popen([sys.executable, "-m", "mlharness.cli.main", "run", "-b", "demo",
+                             "-s", "SingleStream", "--min-duration", "60000",
+                             "--output-dir", str(root), "--no-progress"],
+                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+                            start_new_session=True)
+    try:
+        deadline = time.monotonic() + 120
+        while not list(find_run_dirs(root)) or not (root / INDEX_NAME).exists():
+            assert time.monotonic() < deadline and proc.poll() is None
+            time.sleep(0.2)
+        time.sleep(1.0)
+        rows = _rows(root)
+        assert [r["state"] for r in rows.values()] == ["running"]  # its process is alive
+    finally:
+        os.killpg(proc.pid, signal.SIGKILL)  # the whole run: parent and LoadGen child
+        proc.wait(30)
+    rows = list(_rows(root).values())
+    assert rows[0]["status"] == "running" and rows[0]["state"] == "crashed"
+    assert _rows(root, valid=True) == {}
+    table = mlharness("runs", "--runs-dir", str(root)).stdout
+    assert "CRASHED" in table
+    # after a reindex it is still not trusted
+    mlharness("runs", "reindex", "--runs-dir", str(root))
+    assert [r["state"] for r in _rows(root).values()] == ["crashed"]
