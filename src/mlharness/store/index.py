@@ -25,7 +25,7 @@ INDEX_NAME = "mlharness.sqlite"
 SCHEMA_VERSION = 1
 BUSY_TIMEOUT_S = 60.0
 
-_JSON_COLUMNS = ("settings", "versions")
+_JSON_COLUMNS = ("settings", "versions", "reasons")
 _BOOL_COLUMNS = ("valid", "accuracy_passed")
 _ROW_COLUMNS = tuple(f.name for f in fields(RunRow))
 _SCHEMA = f"""
@@ -100,6 +100,9 @@ class Store:
                 for stmt in filter(str.strip, _SCHEMA.split(";")):
                     conn.execute(stmt)
                 conn.execute(f"PRAGMA user_version = {SCHEMA_VERSION}")
+                have = {r[1] for r in conn.execute("PRAGMA table_info(runs)")}
+                if not set(_ROW_COLUMNS) <= have:
+                    raise IndexError_("the runs table lacks columns: an older index")
         except (sqlite3.DatabaseError, IndexError_):
             if conn is not None:
                 conn.close()
@@ -325,7 +328,7 @@ def _to_sql(row: RunRow) -> dict[str, Any]:
 def _from_sql(row: sqlite3.Row) -> dict[str, Any]:
     out = dict(row)
     for col in _JSON_COLUMNS:
-        out[col] = json.loads(out[col]) if out.get(col) else {}
+        out[col] = json.loads(out[col]) if out.get(col) else ([] if col == "reasons" else {})
     for col in _BOOL_COLUMNS:
         if out.get(col) is not None:
             out[col] = bool(out[col])

@@ -42,6 +42,7 @@ class RunRow:
     value: float | None = None
     valid: bool | None = None
     verdict: str | None = None
+    reasons: list[str] = field(default_factory=list)  # why INVALID, or why the run failed
     accuracy_metric: str | None = None
     accuracy: float | None = None
     accuracy_target: float | None = None
@@ -130,12 +131,19 @@ def row_from_run_dir(run_dir: Path, root: Path) -> RunRow:
         round=run_round(data), settings=settings, settings_hash=settings_hash(settings),
         metric=result.get("metric"), unit=result.get("unit"), value=result.get("value"),
         valid=result.get("valid"), verdict=_verdict(result) if result else None,
+        reasons=_reasons(data),
         accuracy_metric=acc.get("metric"), accuracy=acc.get("value"),
         accuracy_target=acc.get("target"), accuracy_passed=acc.get("passed"),
         started=data.get("started"), finished=data.get("finished"),
         duration_s=data.get("duration_s"), versions=dict(data.get("versions") or {}),
         model_git_commit=data.get("model_git_commit"), command=reproduce_command(spec),
     )
+
+
+def _reasons(data: dict[str, Any]) -> list[str]:
+    error = data.get("error") or {}
+    out = [str(error["message"])] if isinstance(error, dict) and error.get("message") else []
+    return out + [str(r) for r in ((data.get("result") or {}).get("reasons") or [])]
 
 
 def _verdict(result: dict[str, Any]) -> str:

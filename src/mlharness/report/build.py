@@ -1,0 +1,57 @@
+"""From `compare`/`report` arguments to a Comparison (and the notes that explain its marks)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from mlharness.report.sources import Source, read_source, run_entries, run_key
+from mlharness.report.table import Comparison, Entry, compare
+
+
+def entries_of(sources: list[Source], by: str | None) -> list[Entry]:
+    """Entries of every source. Runs are grouped by ``by``; without it each source is a group,
+    except a single runs folder, where each run is its own group."""
+    out: list[Entry] = []
+    per_run = by is None and len(sources) == 1 and sources[0].kind == "runs"
+    for src in sources:
+        if src.runs:
+            if by:
+                group = lambda r: run_key(r, by)  # noqa: E731
+            elif per_run:
+                group = lambda r: r["path"]  # noqa: E731
+            else:
+                group = lambda r, label=src.label: label  # noqa: E731
+            out += run_entries(src.runs, group)
+        out += src.entries
+    return out
+
+
+def build_comparison(paths: list[Path], by: str | None = None, benchmark: str | None = None,
+                     scenario: str | None = None,
+                     sources: list[Source] | None = None) -> tuple[Comparison, list[str]]:
+    sources = sources if sources is not None else [read_source(p) for p in paths]
+    entries = [e for e in entries_of(sources, by)
+               if (not benchmark or e.benchmark == benchmark)
+               and (not scenario or e.scenario.lower() == scenario.lower())]
+    groups = None
+    if by:
+        groups = sorted({e.group for e in entries}, key=_natural)
+    table = compare(entries, by=by or "group", groups=groups)
+    notes = []
+    for group in table.groups:
+        for col in table.columns:
+            cell = table.cells[group].get(col.key)
+            if cell is not None and cell.marks:
+                why = f": {cell.why}" if cell.why else ""
+                notes.append(f"{group} {col.title}: {' and '.join(cell.marks)} "
+                             f"({cell.source}){why}")
+    return table, notes
+
+
+def _natural(label: str) -> tuple:
+    """batch_size=8 before batch_size=32; 'default' last."""
+    value = label.split("=", 1)[-1]
+    try:
+        return (0, float(value), "")
+    except ValueError:
+        return (1, 0.0, value)

@@ -1,0 +1,194 @@
+"""What `compare` and `report` accept, turned into table entries: run directories, runs folders
+(through the result index), submission trees and published-results CSV files.
+
+The CSV layout is the one MLCommons publishes (the submission checker's ``summary.csv``, as in
+``mlcommons/inference_results_v4.1: closed/GigaComputing/summary.csv``): Organization,
+Availability, Division, SystemType, SystemName, Platform, Model, MlperfModel, Scenario, Result,
+Accuracy, …, version, …, Units. The results-site export spells some columns differently
+("System Name", "Submitter", "System"); both are accepted.
+"""
+
+from __future__ import annotations
+
+import csv
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from mlharness.errors import ConfigError
+from mlharness.report.table import Entry
+
+#: group-by keys for runs: run row field (or settings.spec key)
+RUN_KEYS = ("system", "round", "backend", "precision", "batch_size")
+_MODEL_ALIASES = {"resnet": "resnet50", "resnet50": "resnet50", "retinanet": "retinanet",
+                  "bert-99": "bert-99", "bert-99.9": "bert-99.9"}
+_CSV_COLUMNS = {  # our name -> accepted header spellings
+    "organization": ("Organization", "Submitter"),
+    "system": ("SystemName", "System Name", "System", "Platform"),
+    "model": ("Model", "MlperfModel"),
+    "scenario": ("Scenario",),
+    "result": ("Result", "Performance_Result"),
+    "units": ("Units", "Performance_Units"),
+    "version": ("version", "Version"),
+    "errors": ("errors",),
+}
+_SCENARIOS = {"singlestream": "SingleStream", "single stream": "SingleStream",
+              "multistream": "MultiStream", "multi stream": "MultiStream",
+              "server": "Server", "offline": "Offline"}
+
+
+@dataclass
+class Source:
+    """One argument of `compare`/`report`, read."""
+
+    path: Path
+    kind: str  # run | runs | submission | csv
+    label: str
+    runs: list[dict[str, Any]] = field(default_factory=list)  # index rows (run, runs)
+    entries: list[Entry] = field(default_factory=list)  # submission, csv
+    run_root: Path | None = None
+
+
+def read_source(path: Path) -> Source:
+    path = Path(path)
+    if path.is_file() and path.suffix.lower() == ".csv":
+        return Source(path, "csv", path.stem, entries=csv_entries(path))
+    if not path.exists():
+        raise ConfigError(f"not found: {path}",
+                          hint="give run directories, a runs folder, a submission tree or a CSV")
+    if not path.is_dir():
+        raise ConfigError(f"{path} is not a directory or a .csv file",
+                          hint="give run directories, a runs folder, a submission tree or a CSV")
+    if _submission_results(path):
+        return Source(path, "submission", path.name or str(path),
+                      entries=submission_entries(path))
+    root, under = _runs_root(path)
+    from mlharness.store import open_store
+
+    with open_store(root) as store:
+        rows = store.query(kinds=("run",), under=under)
+    kind = "run" if (path / "run.json").is_file() else "runs"
+    if not rows:
+        raise ConfigError(f"no runs found in {path}",
+                          hint="run something first (mlharness demo) or check the path")
+    return Source(path, kind, path.name if kind == "run" else str(path), runs=rows, run_root=root)
+
+
+def _runs_root(path: Path) -> tuple[Path, str | None]:
+    """The runs folder holding ``path`` (the nearest parent with an index, else ``path`` itself,
+    or the run's grandparent for a single run directory) and ``path`` relative to it."""
+    from mlharness.store import INDEX_NAME, runs_root_of
+
+    path = path.resolve()
+    for parent in (path, *path.parents):
+        if (parent / INDEX_NAME).is_file():
+            rel = path.relative_to(parent).as_posix()
+            return parent, None if rel == "." else rel
+    if (path / "run.json").is_file():
+        root = runs_root_of(path)
+        return root, path.relative_to(root).as_posix()
+    return path, None
+
+
+def run_entries(rows: list[dict[str, Any]], group_of: Any) -> list[Entry]:
+    """Performance results of finished runs, each with the accuracy verdict of the latest
+    accuracy run in the same group (same scenario if there is one, else same benchmark)."""
+    acc: dict[tuple, tuple[str, bool | None]] = {}
+    for r in rows:
+        if r["state"] == "ok" and r["mode"] == "accuracy":
+            g = group_of(r)
+            for key in ((g, r["benchmark"], r["scenario"]), (g, r["benchmark"], None)):
+                if key not in acc or acc[key][0] <= (r["started"] or ""):
+                    acc[key] = (r["started"] or "", r["accuracy_passed"])
+    out = []
+    for r in rows:
+        if r["state"] != "ok" or r["mode"] != "performance" or r["value"] is None:
+            continue
+        g = group_of(r)
+        seen = acc.get((g, r["benchmark"], r["scenario"])) or acc.get((g, r["benchmark"], None))
+        out.append(Entry(group=g, benchmark=r["benchmark"], scenario=r["scenario"],
+                         value=r["value"], valid=bool(r["valid"]), source=r["path"],
+                         accuracy_ok=seen[1] if seen else None, when=r["started"] or "",
+                         why="; ".join(r.get("reasons") or [])))
+    return out
+
+
+def run_key(row: dict[str, Any], by: str) -> str:
+    """The group label of a run row for ``--by``."""
+    if by in row and by not in ("settings",):
+        value = row[by]
+    else:
+        value = ((row.get("settings") or {}).get("spec") or {}).get(by)
+    if value is None:
+        value = "default" if by == "batch_size" else "unknown"
+    return f"{by}={value}"
+
+
+def _submission_results(path: Path) -> list[Path]:
+    """``results/<system>`` folders of a submission tree given at any level above them."""
+    found = []
+    for results in [path / "results", *path.glob("*/results"), *path.glob("*/*/results")]:
+        if results.is_dir():
+            found += [d for d in sorted(results.iterdir()) if d.is_dir()]
+    return found
+
+
+def submission_entries(path: Path) -> list[Entry]:
+    """One entry per ``results/<system>/<benchmark>/<scenario>/performance/run_1``."""
+    from mlharness import rules
+    from mlharness.loadgen.mllog import parse_run_logs
+
+    out = []
+    for system_dir in _submission_results(path):
+        submitter = system_dir.parent.parent.name
+        for run_1 in sorted(system_dir.glob("*/*/performance/run_1")):
+            scen_dir = run_1.parent.parent
+            if not (run_1 / "mlperf_log_detail.txt").is_file():
+                continue
+            result = parse_run_logs(run_1)
+            acc_ok = None
+            acc_txt = scen_dir / "accuracy" / "accuracy.txt"
+            bench = rules.load(rules.DEFAULT_ROUND).find(scen_dir.parent.name)
+            if acc_txt.is_file() and bench is not None:
+                value = bench.parse_accuracy(acc_txt.read_text(errors="replace"))
+                acc_ok = value is not None and value >= bench.accuracy_target
+            out.append(Entry(group=f"{submitter}/{system_dir.name}",
+                             benchmark=_MODEL_ALIASES.get(scen_dir.parent.name, scen_dir.parent.name),
+                             scenario=scen_dir.name, value=result.value, valid=result.valid,
+                             source=str(run_1), accuracy_ok=acc_ok,
+                             why="; ".join(result.reasons)))
+    return out
+
+
+def csv_entries(path: Path) -> list[Entry]:
+    """Rows of a published-results CSV; the group is "<Organization> <System> (<version>)"."""
+    with path.open(newline="", encoding="utf-8-sig") as fh:
+        reader = csv.DictReader(fh)
+        header = reader.fieldnames or []
+        cols = {k: next((h for h in names if h in header), None) for k, names in _CSV_COLUMNS.items()}
+        missing = [names[0] for k, names in _CSV_COLUMNS.items()
+                   if cols[k] is None and k in ("system", "model", "scenario", "result")]
+        if missing:
+            raise ConfigError(f"{path} lacks the column(s) {', '.join(missing)}",
+                              hint="expected MLCommons' results layout: Organization, "
+                                   "SystemName, Model, Scenario, Result, Units, …")
+        out = []
+        for line, row in enumerate(reader, start=2):
+            get = lambda k: (row.get(cols[k]) or "").strip() if cols[k] else ""  # noqa: E731
+            scenario = _SCENARIOS.get(get("scenario").lower())
+            if scenario is None:
+                continue
+            try:
+                value = float(get("result").replace(",", ""))
+            except ValueError:
+                value = None
+            model = get("model").lower()
+            group = " ".join(p for p in (get("organization"), get("system")) if p)
+            if get("version"):
+                group += f" ({get('version')})"
+            errors = get("errors")
+            out.append(Entry(group=group, benchmark=_MODEL_ALIASES.get(model, model),
+                             scenario=scenario, value=value,
+                             valid=False if errors not in ("", "0", "False") else None,
+                             source=f"{path.name}:{line}"))
+    return out

@@ -1,0 +1,191 @@
+"""The comparison table of seed 000: a row per group, a column per benchmark x scenario with the
+scenario's official metric, and Delta rows in % against the first group.
+
+Metric and units are the submission checker's (``tools/submission/submission_checker/
+constants.py`` RESULT_FIELD_NEW and UNIT_DICT, kept in ``mlharness.submission.summary.RESULT``):
+SingleStream and MultiStream report the early-stopping latency in ms (lower is better), Server
+completed queries/s and Offline samples/s (higher is better). A result that is INVALID, or
+whose accuracy run missed the target, is marked and never compared.
+"""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass, field
+from typing import Any
+
+from mlharness.submission.summary import RESULT
+
+SCENARIO_ORDER = ("SingleStream", "MultiStream", "Server", "Offline")
+SCENARIO_TITLE = {"SingleStream": "Single Stream", "MultiStream": "Multi Stream",
+                  "Server": "Server", "Offline": "Offline"}
+BENCHMARK_TITLE = {"resnet50": "ResNet50", "retinanet": "RetinaNet", "bert-99": "BERT-99",
+                   "bert-99.9": "BERT-99.9", "demo": "demo"}
+
+
+@dataclass
+class Entry:
+    """One performance result placed in the table (from a run, a submission or a CSV row)."""
+
+    group: str
+    benchmark: str
+    scenario: str
+    value: float | None
+    valid: bool | None  # None: not known (e.g. a published row: published means it passed)
+    source: str
+    accuracy_ok: bool | None = None  # None: no accuracy result seen
+    when: str = ""  # ordering among several results of one cell (latest wins)
+    why: str = ""  # why INVALID
+
+
+@dataclass
+class Column:
+    benchmark: str
+    scenario: str
+
+    @property
+    def key(self) -> str:
+        return f"{self.benchmark}/{self.scenario}"
+
+    @property
+    def unit(self) -> str:
+        return RESULT[self.scenario][2]
+
+    @property
+    def lower_is_better(self) -> bool:
+        return self.scenario in ("SingleStream", "MultiStream")
+
+    @property
+    def title(self) -> str:
+        name = BENCHMARK_TITLE.get(self.benchmark, self.benchmark)
+        return f"{name} {SCENARIO_TITLE[self.scenario]} ({self.unit})"
+
+
+@dataclass
+class Cell:
+    value: float | None
+    valid: bool | None
+    accuracy_ok: bool | None
+    source: str
+    results: int = 1  # how many results the group had for this column
+    why: str = ""
+
+    @property
+    def comparable(self) -> bool:
+        return self.value is not None and self.valid is not False and self.accuracy_ok is not False
+
+    @property
+    def marks(self) -> list[str]:
+        out = []
+        if self.valid is False:
+            out.append("INVALID")
+        if self.accuracy_ok is False:
+            out.append("ACCURACY MISS")
+        return out
+
+
+@dataclass
+class Delta:
+    percent: float | None
+    better: bool | None  # None: equal, or not compared
+    why: str = ""  # why not compared
+
+
+@dataclass
+class Comparison:
+    by: str
+    groups: list[str]
+    columns: list[Column]
+    cells: dict[str, dict[str, Cell]] = field(default_factory=dict)  # group -> column key -> cell
+    #: (group, first group, column key -> Delta against the column's first group with a result)
+    deltas: list[tuple[str, str, dict[str, Delta]]] = field(default_factory=list)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "by": self.by, "groups": self.groups,
+            "columns": [{"key": c.key, "benchmark": c.benchmark, "scenario": c.scenario,
+                         "unit": c.unit, "lower_is_better": c.lower_is_better, "title": c.title}
+                        for c in self.columns],
+            "cells": {g: {k: {**asdict(c), "marks": c.marks} for k, c in row.items()}
+                      for g, row in self.cells.items()},
+            "deltas": [{"group": g, "base": b, "values": {k: asdict(d) for k, d in row.items()}}
+                       for g, b, row in self.deltas],
+        }
+
+
+def compare(entries: list[Entry], by: str = "group", groups: list[str] | None = None
+            ) -> Comparison:
+    """Build the table. ``groups`` fixes the row order (default: first appearance)."""
+    order = list(groups or [])
+    for e in entries:
+        if e.group not in order:
+            order.append(e.group)
+    cols: dict[str, Column] = {}
+    for e in entries:
+        if e.scenario in RESULT:
+            cols.setdefault(f"{e.benchmark}/{e.scenario}", Column(e.benchmark, e.scenario))
+    columns = sorted(cols.values(), key=lambda c: (
+        list(BENCHMARK_TITLE).index(c.benchmark) if c.benchmark in BENCHMARK_TITLE else 99,
+        c.benchmark, SCENARIO_ORDER.index(c.scenario)))
+    table = Comparison(by=by, groups=order, columns=columns)
+    for group in order:
+        table.cells[group] = {}
+        for col in columns:
+            mine = [e for e in entries if e.group == group and e.benchmark == col.benchmark
+                    and e.scenario == col.scenario]
+            if mine:
+                table.cells[group][col.key] = _cell(mine)
+    # each column's baseline is the first group with a result in it (the seed's older round)
+    bases = {c.key: next((g for g in order if c.key in table.cells[g]), None) for c in columns}
+    for group in order[1:]:
+        row = {}
+        for c in columns:
+            base = bases[c.key]
+            row[c.key] = (Delta(None, None) if base is None or base == group else
+                          _delta(table.cells[base].get(c.key), table.cells[group].get(c.key), c))
+        table.deltas.append((group, order[0], row))
+    return table
+
+
+def _cell(entries: list[Entry]) -> Cell:
+    """The latest VALID result of a group (else the latest one, marked)."""
+    ranked = sorted(entries, key=lambda e: (e.valid is not False, e.when))
+    pick = ranked[-1]
+    return Cell(pick.value, pick.valid, pick.accuracy_ok, pick.source, len(entries), pick.why)
+
+
+def _delta(base: Cell | None, other: Cell | None, col: Column) -> Delta:
+    if base is None or other is None:
+        return Delta(None, None, "no result" if (base or other) else "")
+    for name, cell in (("baseline", base), ("this", other)):
+        if not cell.comparable:
+            return Delta(None, None, f"{name} {' and '.join(cell.marks) or 'has no value'}")
+    if not base.value:
+        return Delta(None, None, "baseline is 0")
+    pct = (other.value - base.value) / base.value * 100.0  # type: ignore[operator]
+    if round(pct, 2) == 0:
+        return Delta(0.0, None)
+    return Delta(pct, pct < 0 if col.lower_is_better else pct > 0)
+
+
+def format_value(value: float | None) -> str:
+    """As in the seed: thousands separators and two decimals; small latencies keep 3 digits."""
+    if value is None:
+        return ""
+    if abs(value) >= 1 or value == 0:
+        return f"{value:,.2f}"
+    return f"{value:.3g}"
+
+
+def cell_text(cell: Cell | None) -> str:
+    if cell is None:
+        return ""
+    return " ".join([format_value(cell.value), *cell.marks]).strip()
+
+
+def delta_text(delta: Delta) -> str:
+    if delta.percent is None:
+        return f"n/c ({delta.why})" if delta.why and delta.why != "no result" else ""
+    if delta.better is None:
+        return "0%"
+    word = "better" if delta.better else "worse"
+    return f"{delta.percent:+.2f}% {word}"

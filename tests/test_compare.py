@@ -1,0 +1,134 @@
+"""`mlharness compare`: the seed-000 table from runs, run groups, submission trees and a CSV in
+MLCommons' published results layout; INVALID and accuracy misses marked, never compared."""
+
+from __future__ import annotations
+
+import csv
+import io
+import json
+import shutil
+from pathlib import Path
+
+import pytest
+
+from mlharness.report.table import Column, Entry, compare, delta_text
+from store_support import demo_runs, mlharness
+
+#: header of a published summary CSV (mlcommons/inference_results_v4.1,
+#: closed/GigaComputing/summary.csv)
+PUBLISHED_HEADER = ("Organization,Availability,Division,SystemType,SystemName,Platform,Model,"
+                    "MlperfModel,Scenario,Result,Accuracy,number_of_nodes,"
+                    "host_processor_model_name,host_processors_per_node,"
+                    "host_processor_core_count,accelerator_model_name,accelerators_per_node,"
+                    "Location,framework,operating_system,notes,compliance,errors,version,"
+                    "inferred,has_power,Units")
+
+
+@pytest.fixture(scope="module")
+def runs(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    return demo_runs(tmp_path_factory)
+
+
+def test_by_batch_size_prints_seed_table_with_deltas(runs: Path) -> None:
+    proc = mlharness("compare", "--by", "batch_size", "--runs-dir", str(runs))
+    assert proc.returncode == 0, proc.stderr
+    lines = proc.stdout.splitlines()
+    assert lines[0].startswith("batch_size | demo Single Stream (Latency (ms)) | "
+                               "demo Offline (Samples/s)")
+    assert lines[1] == "-|-|-"
+    rows = {line.split(" | ")[0]: line.split(" | ") for line in lines[2:] if " | " in line}
+    assert set(rows) >= {"batch_size=1", "batch_size=8", "batch_size=32", "Delta batch_size=32"}
+    delta = rows["Delta batch_size=32"][2]
+    assert delta.endswith(("% better", "% worse")) or delta == "0%"
+    # the sign is the change; the word follows the direction (throughput: higher is better)
+    data = json.loads(mlharness("compare", "--by", "batch_size", "--runs-dir", str(runs),
+                                "--format", "json").stdout)
+    v8 = data["cells"]["batch_size=8"]["demo/Offline"]["value"]
+    v32 = data["cells"]["batch_size=32"]["demo/Offline"]["value"]
+    d = data["deltas"][-1]["values"]["demo/Offline"]
+    assert d["percent"] == pytest.approx((v32 - v8) / v8 * 100)
+    assert d["better"] is (v32 > v8)
+    assert data["cells"]["batch_size=8"]["demo/Offline"]["accuracy_ok"] is True  # its acc run
+
+
+def test_csv_format_and_two_run_directories(runs: Path) -> None:
+    perf = sorted(p for p in (runs / "demo").iterdir() if p.name.startswith("Offline-perf"))
+    proc = mlharness("compare", str(perf[0]), str(perf[1]), "--format", "csv")
+    assert proc.returncode == 0, proc.stderr
+    table = list(csv.reader(io.StringIO(proc.stdout)))
+    assert table[0] == ["group", "demo Offline (Samples/s)"]
+    assert [r[0] for r in table[1:]] == [perf[0].name, perf[1].name, "Delta"]
+    assert table[3][1].endswith(("better", "worse", "0%"))
+
+
+def test_invalid_and_accuracy_miss_are_marked_never_compared(runs: Path, tmp_path: Path) -> None:
+    copy = tmp_path / "runs"
+    shutil.copytree(runs, copy, ignore=shutil.ignore_patterns("mlharness.sqlite*",
+                                                              "mlperf_log_trace.json"))
+    perf = sorted(p for p in (copy / "demo").iterdir() if p.name.startswith("Offline-perf"))
+    # one run as LoadGen would report it INVALID, one accuracy run below target
+    data = json.loads((perf[1] / "run.json").read_text())
+    data["result"]["valid"] = False
+    data["result"]["reasons"] = ["min duration not met"]
+    (perf[1] / "run.json").write_text(json.dumps(data))
+    acc = next(p for p in (copy / "demo").iterdir() if p.name.startswith("Offline-acc")
+               and json.loads((p / "run.json").read_text())["spec"]["batch_size"] == 8)
+    data = json.loads((acc / "run.json").read_text())
+    data["accuracy"]["value"], data["accuracy"]["passed"] = 50.0, False
+    (acc / "run.json").write_text(json.dumps(data))
+    out = mlharness("compare", "--by", "batch_size", "--runs-dir", str(copy)).stdout
+    rows = {line.split(" | ")[0]: line.split(" | ") for line in out.splitlines() if " | " in line}
+    assert "ACCURACY MISS" in rows["batch_size=8"][2]
+    assert "INVALID" in rows["batch_size=32"][2]
+    assert rows["Delta batch_size=32"][2].startswith("n/c (")
+    assert "min duration not met" in out  # the note says why
+
+
+def test_direction_of_better() -> None:
+    entries = [Entry("v2.1", "resnet50", "SingleStream", 0.62, True, "a"),
+               Entry("v3.0", "resnet50", "SingleStream", 0.54, True, "b"),
+               Entry("v2.1", "resnet50", "Offline", 77652.40, True, "a"),
+               Entry("v3.0", "resnet50", "Offline", 79205.10, True, "b"),
+               Entry("v2.1", "retinanet", "Offline", 660.94, True, "a"),
+               Entry("v3.0", "retinanet", "Offline", 1102.85, False, "b")]
+    table = compare(entries, by="round")
+    deltas = table.deltas[0][2]
+    assert delta_text(deltas["resnet50/SingleStream"]) == "-12.90% better"  # seed 000: -12.9%
+    assert delta_text(deltas["resnet50/Offline"]) == "+2.00% better"  # seed 000: +2.0%
+    assert deltas["retinanet/Offline"].percent is None and "INVALID" in deltas["retinanet/Offline"].why
+    assert [c.title for c in table.columns][:2] == ["ResNet50 Single Stream (Latency (ms))",
+                                                    "ResNet50 Offline (Samples/s)"]
+    assert Column("x", "Server").unit == "Queries/s"
+
+
+def test_published_csv_and_submission_tree(runs: Path, tmp_path: Path) -> None:
+    published = tmp_path / "published.csv"
+    published.write_text(PUBLISHED_HEADER + "\n" + "\n".join([
+        'Acme,available,closed,"edge","Acme Box",acme_box,resnet50,resnet,Offline,1000.0,'
+        '76.1,1,"CPU",1,8,"",0,closed/Acme/results/acme_box/resnet50/Offline,"ORT","Linux",'
+        '"",1,0,v6.0,0,False,Samples/s',
+        'Acme,available,closed,"edge","Acme Box",acme_box,resnet50,resnet,SingleStream,2.5,'
+        '76.1,1,"CPU",1,8,"",0,closed/Acme/results/acme_box/resnet50/SingleStream,"ORT","Linux",'
+        '"",1,0,v6.0,0,False,Latency (ms)']) + "\n")
+    # a submission tree laid out as `mlharness submit` does, with real LoadGen logs
+    tree = tmp_path / "submission"
+    perf = sorted(p for p in (runs / "demo").iterdir() if p.name.startswith("Offline-perf"))[0]
+    run_1 = tree / "open" / "Mine" / "results" / "my_box" / "resnet50" / "Offline" / \
+        "performance" / "run_1"
+    run_1.mkdir(parents=True)
+    for name in ("mlperf_log_detail.txt", "mlperf_log_summary.txt"):
+        shutil.copy(perf / name, run_1 / name)
+    proc = mlharness("compare", str(published), str(tree))
+    assert proc.returncode == 0, proc.stderr
+    lines = proc.stdout.splitlines()
+    assert lines[0] == ("group | ResNet50 Single Stream (Latency (ms)) | "
+                        "ResNet50 Offline (Samples/s)")
+    assert lines[2].startswith("Acme Acme Box (v6.0) | 2.50 | 1,000.00")
+    assert lines[3].startswith("Mine/my_box |  | ")
+    mine = json.loads((perf / "run.json").read_text())["result"]["value"]
+    assert lines[4].startswith("Delta |  | ") and f"{(mine - 1000) / 10:+.2f}%" in lines[4]
+
+
+def test_nothing_to_compare_is_a_user_error(tmp_path: Path) -> None:
+    proc = mlharness("compare", str(tmp_path / "nope"))
+    assert proc.returncode == 2 and "not found" in proc.stderr

@@ -1,0 +1,86 @@
+"""`mlharness report`: one self-contained HTML page, opened in real headless Chromium."""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+import pytest
+
+from chromium_support import ensure_chromium, open_page
+from store_support import demo_runs, mlharness
+
+#: what the page must show: the table, and every plot the runs allow
+DOM_QUERY = """JSON.stringify({
+  title: document.title,
+  tableRows: document.querySelectorAll('#comparison tbody tr').length,
+  deltaRows: document.querySelectorAll('#comparison tr.delta').length,
+  plots: Array.from(document.querySelectorAll('figure.plot')).map(f => ({
+      kind: f.dataset.plot, svg: !!f.querySelector('svg'),
+      w: f.getBoundingClientRect().width, h: f.getBoundingClientRect().height,
+      marks: f.querySelectorAll('svg path, svg use, svg rect').length})),
+  runCards: document.querySelectorAll('.card.run').length,
+  percentileTables: document.querySelectorAll('table.percentiles').length,
+  commands: Array.from(document.querySelectorAll('pre.command')).map(p => p.textContent),
+  accuracyRows: document.querySelectorAll('#accuracy tbody tr').length,
+  systems: document.querySelectorAll('table.system').length,
+  scripts: document.scripts.length,
+})"""
+
+
+@pytest.fixture(scope="module")
+def runs(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    return demo_runs(tmp_path_factory)
+
+
+@pytest.fixture(scope="module")
+def report(runs: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:
+    out = tmp_path_factory.mktemp("report") / "report.html"
+    proc = mlharness("report", str(runs), "--by", "batch_size", "--output", str(out))
+    assert proc.returncode == 0, proc.stderr
+    return out
+
+
+def test_report_is_self_contained(report: Path) -> None:
+    html = report.read_text()
+    # nothing to fetch: no external URL in src/href, no script, no stylesheet link
+    assert not re.search(r"""(src|href)\s*=\s*["']?(https?:|//)""", html)
+    assert "<script" not in html and "<link" not in html
+    assert html.count("<figure class='plot'") == 4  # histogram, timeline, tune, accuracy
+    assert "bound 10 ms" in html  # the Server latency bound drawn in the tune plot
+
+
+@pytest.mark.slow
+def test_report_renders_in_chromium(report: Path, runs: Path) -> None:
+    binary, why = ensure_chromium()
+    if binary is None:
+        pytest.fail(f"cannot run the browser test: {why}")
+    page = open_page(binary, report.as_uri(), DOM_QUERY)
+    assert page.errors == [], page.errors
+    assert all(u.startswith(("file:", "data:", "about:")) for u in page.requests), page.requests
+    dom = page.dom
+    assert dom["title"] == "mlharness report" and dom["scripts"] == 0
+    assert dom["tableRows"] == 5 and dom["deltaRows"] == 2  # 3 batch sizes + 2 Delta rows
+    kinds = sorted(p["kind"] for p in dom["plots"])
+    # the traced SingleStream run: histogram + timeline; the Server search; one accuracy chart
+    assert kinds == ["accuracy", "histogram", "timeline", "tune"], kinds
+    for plot in dom["plots"]:  # drawn, visible, with marks in it
+        assert plot["svg"] and plot["w"] > 200 and plot["h"] > 80 and plot["marks"] > 10, plot
+    assert dom["runCards"] == dom["percentileTables"] == 3 == dom["systems"]
+    assert all(c.startswith("mlharness run --benchmark demo") for c in dom["commands"])
+    assert dom["accuracyRows"] == 2
+    assert page.screenshot.startswith(b"\x89PNG") and len(page.screenshot) > 50_000
+    report.with_suffix(".png").write_bytes(page.screenshot)  # kept beside the report
+
+
+def test_console_errors_are_caught(tmp_path: Path) -> None:
+    """The check above would see a broken page: an exception, console.error, a missing file."""
+    binary, why = ensure_chromium()
+    if binary is None:
+        pytest.fail(f"cannot run the browser test: {why}")
+    bad = tmp_path / "bad.html"
+    bad.write_text("<html><body><img src='missing.png'><script>console.error('boom');"
+                   "undefinedFunction();</script></body></html>")
+    page = open_page(binary, bad.as_uri(), "JSON.stringify(1)")
+    text = "\n".join(page.errors)
+    assert "boom" in text and "undefinedFunction" in text and "ERR_FILE_NOT_FOUND" in text
