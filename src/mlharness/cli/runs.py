@@ -85,14 +85,17 @@ def runs_command(args: argparse.Namespace) -> int:
 
 def runs_table(rows: list[dict[str, Any]], title: str) -> Table:
     table = Table(title=title, title_justify="left")
-    for col in ("started (UTC)", "benchmark", "scenario", "mode", "batch", "result", "verdict",
+    for col in ("started (UTC)", "scenario", "mode", "batch", "result", "verdict",
                 "run directory"):
         table.add_column(col, no_wrap=col != "run directory", overflow="fold")
     for r in rows:
-        table.add_row((r["started"] or "")[5:16].replace("T", " "), r["benchmark"], r["scenario"],
-                      r["mode"] if r["kind"] == "run" else f"{r['mode']} ({r['kind']})",
+        table.add_row((r["started"] or "")[5:16].replace("T", " "), r["scenario"],
+                      _MODE[r["mode"]] + ("" if r["kind"] == "run" else f" ({r['kind']})"),
                       str(r["batch_size"] or "-"), _result(r), _verdict(r), r["path"])
     return table
+
+
+_MODE = {"performance": "perf", "accuracy": "acc"}
 
 
 def _result(r: dict[str, Any]) -> str:
