@@ -65,14 +65,17 @@ def test_invalid_and_accuracy_miss_are_marked_never_compared(runs: Path, tmp_pat
     copy = tmp_path / "runs"
     shutil.copytree(runs, copy, ignore=shutil.ignore_patterns("mlharness.sqlite*",
                                                               "mlperf_log_trace.json"))
-    perf = sorted(p for p in (copy / "demo").iterdir() if p.name.startswith("Offline-perf"))
+    def run_of(prefix: str, batch: int) -> Path:
+        return next(p for p in (copy / "demo").iterdir() if p.name.startswith(prefix)
+                    and json.loads((p / "run.json").read_text())["spec"]["batch_size"] == batch)
+
     # one run as LoadGen would report it INVALID, one accuracy run below target
-    data = json.loads((perf[1] / "run.json").read_text())
+    perf32 = run_of("Offline-perf", 32)
+    data = json.loads((perf32 / "run.json").read_text())
     data["result"]["valid"] = False
     data["result"]["reasons"] = ["min duration not met"]
-    (perf[1] / "run.json").write_text(json.dumps(data))
-    acc = next(p for p in (copy / "demo").iterdir() if p.name.startswith("Offline-acc")
-               and json.loads((p / "run.json").read_text())["spec"]["batch_size"] == 8)
+    (perf32 / "run.json").write_text(json.dumps(data))
+    acc = run_of("Offline-acc", 8)
     data = json.loads((acc / "run.json").read_text())
     data["accuracy"]["value"], data["accuracy"]["passed"] = 50.0, False
     (acc / "run.json").write_text(json.dumps(data))
