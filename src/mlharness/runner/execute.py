@@ -145,7 +145,7 @@ def execute(spec: RunSpec, progress: ProgressSink | None = None) -> RunRecord:
         "duration_s": None, **owner_fields(), "model_git_commit": git_commit_of(spec.model),
     }
     write_json_atomic(run_dir / "run.json", data)
-    record_run(run_dir, os.getpid())  # the result index (mlharness.store)
+    record_run(run_dir)  # the result index (mlharness.store)
     started = time.monotonic()
     record = RunRecord(run_dir, "running", data)
     try:
@@ -190,7 +190,7 @@ def _finish(record: RunRecord, status: str, started: float, error: dict | None) 
     record.data.update(status=status, error=error, finished=now_iso(),
                        duration_s=round(time.monotonic() - started, 3))
     write_json_atomic(record.run_dir / "run.json", record.data)
-    record_run(record.run_dir, os.getpid())
+    record_run(record.run_dir)
 
 
 def _supervise(spec: RunSpec, cfg: TestConfig, task: Task, run_dir: Path,

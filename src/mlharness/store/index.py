@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import json
 import os
-import socket
 import sqlite3
 import time
 from dataclasses import fields
@@ -31,8 +30,7 @@ _ROW_COLUMNS = tuple(f.name for f in fields(RunRow))
 _SCHEMA = f"""
 CREATE TABLE IF NOT EXISTS runs (
     {", ".join(("path TEXT PRIMARY KEY" if c == "path" else c) for c in _ROW_COLUMNS)},
-    run_json_mtime_ns INTEGER, run_json_size INTEGER,
-    recorded_pid INTEGER, recorded_host TEXT, indexed_at REAL
+    run_json_mtime_ns INTEGER, run_json_size INTEGER, indexed_at REAL
 );
 CREATE INDEX IF NOT EXISTS runs_by_bench ON runs (benchmark, scenario, mode);
 CREATE INDEX IF NOT EXISTS runs_by_started ON runs (started);
@@ -144,10 +142,9 @@ class Store:
         self.close()
 
     # -- writing ----------------------------------------------------------------------------
-    def record(self, run_dir: Path, pid: int | None = None) -> RunRow | None:
+    def record(self, run_dir: Path) -> RunRow | None:
         """Read ``run_dir``'s run.json and upsert its row in one transaction.
 
-        ``pid`` is the process that is running it (to tell a live run from a crashed one).
         Returns None when the directory holds no readable run.json.
         """
         run_dir = Path(run_dir).resolve()
@@ -158,16 +155,10 @@ class Store:
             return None
         values = _to_sql(row)
         values.update(run_json_mtime_ns=stat.st_mtime_ns, run_json_size=stat.st_size,
-                      recorded_pid=pid, recorded_host=socket.gethostname() if pid else None,
                       indexed_at=time.time())
         cols = ", ".join(values)
         marks = ", ".join(f":{c}" for c in values)
         with _transaction(self.conn):
-            if pid is None:  # keep the pid a live run recorded, so reindex can still tell
-                old = self.conn.execute("SELECT recorded_pid, recorded_host FROM runs "
-                                        "WHERE path = ?", (row.path,)).fetchone()
-                if old is not None:
-                    values["recorded_pid"], values["recorded_host"] = old[0], old[1]
             self.conn.execute(f"INSERT OR REPLACE INTO runs ({cols}) VALUES ({marks})", values)
         return row
 
@@ -182,14 +173,11 @@ class Store:
                 continue
             rows.append((row, stat))
         with _transaction(self.conn):
-            keep = {r["path"]: (r["recorded_pid"], r["recorded_host"]) for r in
-                    self.conn.execute("SELECT path, recorded_pid, recorded_host FROM runs")}
             self.conn.execute("DELETE FROM runs")
             for row, stat in rows:
                 values = _to_sql(row)
-                pid, host = keep.get(row.path, (None, None))
                 values.update(run_json_mtime_ns=stat.st_mtime_ns, run_json_size=stat.st_size,
-                              recorded_pid=pid, recorded_host=host, indexed_at=time.time())
+                              indexed_at=time.time())
                 self.conn.execute(f"INSERT INTO runs ({', '.join(values)}) VALUES "
                                   f"({', '.join(':' + c for c in values)})", values)
         return len(rows)
@@ -252,11 +240,11 @@ class Store:
         return self.conn.execute("SELECT count(*) FROM runs").fetchone()[0]
 
 
-def record_run(run_dir: Path, pid: int | None = None) -> None:
+def record_run(run_dir: Path) -> None:
     """The runner's hook: index one run. Never fails a run: the index can always be rebuilt."""
     try:
         with Store(runs_root_of(run_dir)) as store:
-            store.record(run_dir, pid=pid)
+            store.record(run_dir)
     except (sqlite3.Error, OSError):
         pass
 
@@ -271,23 +259,12 @@ def open_store(root: Path, sync: bool = True) -> Store:
 
 def run_state(row: dict[str, Any]) -> str:
     """``status`` for finished runs; an unfinished one is ``running`` only while the process
-    that recorded it is alive on this host, else ``crashed``."""
+    named in its run.json is alive on this host, else ``crashed``."""
+    from mlharness.runner.record import running_state
+
     if row["status"] != "running":
         return row["status"]
-    pid, host = row.get("recorded_pid"), row.get("recorded_host")
-    if pid and host == socket.gethostname() and _alive(pid):
-        return "running"
-    return "crashed"
-
-
-def _alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    return True
+    return "running" if running_state(row) == "live" else "crashed"
 
 
 class _transaction:

@@ -16,7 +16,6 @@ from typing import Any
 _NOT_SETTINGS = ("output_dir", "label", "stall_timeout_s", "cache_dir", "audit_config")
 #: statuses of a run that ended; anything else is unfinished (crashed, killed, or still running)
 FINISHED = ("ok", "failed", "error", "interrupted")
-TUNE_DIR = "_tune"
 
 
 @dataclass
@@ -53,6 +52,8 @@ class RunRow:
     versions: dict[str, str] = field(default_factory=dict)
     model_git_commit: str | None = None
     command: str = ""
+    pid: int | None = None  # the process running it, while it runs (runner.record.owner_fields)
+    host: str | None = None
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -64,15 +65,15 @@ class RunRow:
 
 
 def load_run_json(run_dir: Path) -> dict[str, Any]:
-    """The raw ``run.json`` of ``run_dir`` (ValueError if missing or unreadable)."""
-    path = Path(run_dir) / "run.json"
+    """The ``run.json`` of ``run_dir`` through the runner's one reader (ValueError if missing,
+    unreadable or not ours)."""
+    from mlharness.errors import ConfigError
+    from mlharness.runner.record import read_record
+
     try:
-        data = json.loads(path.read_text())
-    except (OSError, json.JSONDecodeError) as exc:
-        raise ValueError(f"{path}: {exc}") from exc
-    if not isinstance(data, dict) or "spec" not in data:
-        raise ValueError(f"{path}: not an mlharness run.json")
-    return data
+        return read_record(Path(run_dir))
+    except ConfigError as exc:
+        raise ValueError(exc.message) from exc
 
 
 def effective_settings(data: dict[str, Any]) -> dict[str, Any]:
@@ -103,7 +104,9 @@ def run_round(data: dict[str, Any]) -> str | None:
 
 
 def kind_of(rel: Path, data: dict[str, Any]) -> str:
-    if TUNE_DIR in rel.parts:
+    from mlharness.runner.record import probe_reason
+
+    if probe_reason(rel, data):
         return "probe"
     spec = data.get("spec") or {}
     if spec.get("audit_config") or str(spec.get("label") or "").startswith("TEST"):
@@ -137,6 +140,7 @@ def row_from_run_dir(run_dir: Path, root: Path) -> RunRow:
         started=data.get("started"), finished=data.get("finished"),
         duration_s=data.get("duration_s"), versions=dict(data.get("versions") or {}),
         model_git_commit=data.get("model_git_commit"), command=reproduce_command(spec),
+        pid=data.get("pid") if isinstance(data.get("pid"), int) else None, host=data.get("host"),
     )
 
 
