@@ -84,3 +84,25 @@ def test_console_errors_are_caught(tmp_path: Path) -> None:
     page = open_page(binary, bad.as_uri(), "JSON.stringify(1)")
     text = "\n".join(page.errors)
     assert "boom" in text and "undefinedFunction" in text and "ERR_FILE_NOT_FOUND" in text
+
+
+def test_report_of_a_submission_tree(runs: Path, tmp_path: Path) -> None:
+    """A tree laid out as `mlharness submit` does (real LoadGen logs, a system description)."""
+    import json
+    import shutil
+
+    base = tmp_path / "submission" / "open" / "Mine"
+    perf = next(p for p in (runs / "demo").iterdir() if p.name.startswith("SingleStream"))
+    run_1 = base / "results" / "my_box" / "resnet50" / "SingleStream" / "performance" / "run_1"
+    run_1.mkdir(parents=True)
+    for name in ("mlperf_log_detail.txt", "mlperf_log_summary.txt"):
+        shutil.copy(perf / name, run_1 / name)
+    (base / "systems").mkdir()
+    (base / "systems" / "my_box.json").write_text(json.dumps({"system_name": "My Box",
+                                                              "host_processor_core_count": "8"}))
+    out = tmp_path / "sub.html"
+    proc = mlharness("report", str(tmp_path / "submission"), "--output", str(out))
+    assert proc.returncode == 0, proc.stderr
+    html = out.read_text()
+    assert "Mine/my_box" in html and "table class='percentiles'" in html and "My Box" in html
+    assert "id='comparison'" in html and "<script" not in html

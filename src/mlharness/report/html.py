@@ -237,13 +237,40 @@ def tune_searches(sources: list[Source]) -> list[str]:
 
 
 def submission_card(src: Source) -> str:
-    rows = "".join(
-        f"<tr><td>{escape(e.group)}</td><td>{escape(e.benchmark)}</td><td>{escape(e.scenario)}</td>"
-        f"<td>{escape(cell_text_value(e.value))}</td><td>{'VALID' if e.valid else 'INVALID'}</td>"
-        f"<td>{escape(e.source)}</td></tr>" for e in src.entries)
-    return (f"<h2>Submission {escape(str(src.path))}</h2><table class='kv'><thead><tr><th>system"
-            f"</th><th>benchmark</th><th>scenario</th><th>result</th><th>verdict</th><th>log</th>"
-            f"</tr></thead><tbody>{rows}</tbody></table>")
+    """A submission tree: per performance/run_1 its verdict and LoadGen percentiles, and the
+    system description from ``systems/<system>.json``."""
+    from mlharness.loadgen.mllog import parse_run_logs
+
+    parts = [f"<h2>Submission {escape(str(src.path))}</h2>"]
+    systems_seen: set[Path] = set()
+    for e in src.entries:
+        run_1 = Path(e.source)
+        result = parse_run_logs(run_1)
+        cls, verdict = ("ok", "VALID") if result.valid else ("bad", "INVALID")
+        pct = "".join(f"<tr><td>{escape(k)}</td><td>{v:,.4g}</td></tr>"
+                      for k, v in percentile_rows(result.latencies_ms))
+        parts += [f"<div class='card run'><h3>{escape(e.group)} {escape(e.benchmark)} "
+                  f"{escape(e.scenario)} — <span class='{cls}'>{verdict}</span> — "
+                  f"{escape(cell_text_value(e.value))} {escape(result.unit or '')}</h3>",
+                  f"<p class='notes'>{escape(str(run_1))}</p>"]
+        if result.reasons:
+            parts.append(f"<p class='bad'>{escape('; '.join(result.reasons))}</p>")
+        if pct:
+            parts.append("<table class='percentiles'><thead><tr><th>latency</th><th>ms</th>"
+                         f"</tr></thead><tbody>{pct}</tbody></table>")
+        # <base>/results/<system>/<benchmark>/<scenario>/performance/run_1
+        system_dir = run_1.parents[3]
+        desc = system_dir.parent.parent / "systems" / f"{system_dir.name}.json"
+        if desc.is_file() and desc not in systems_seen:
+            systems_seen.add(desc)
+            try:
+                parts.append(system_html({"system": json.loads(desc.read_text())}))
+            except json.JSONDecodeError:
+                parts.append(f"<p class='bad'>{escape(str(desc))} is not valid JSON</p>")
+        parts.append("<p class='notes'>reproduce: see the submission's "
+                     "measurements/&lt;system&gt;/&lt;benchmark&gt;/&lt;scenario&gt;/README.md</p>"
+                     "</div>")
+    return "".join(parts)
 
 
 def cell_text_value(value: float | None) -> str:

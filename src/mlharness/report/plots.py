@@ -49,12 +49,13 @@ def latency_histogram(latency_ms: Sequence[float], marks: dict[str, float]) -> s
     plt = _pyplot()
     fig, ax = plt.subplots(figsize=(5.2, 2.6))
     ax.hist(latency_ms, bins=60, color=_PALETTE["line"], alpha=0.85)
+    ax.set_yscale("log")  # the tail (a few slow queries) stays visible next to the bulk
     for label, value in marks.items():
         ax.axvline(value, color=_PALETTE["bound"], linestyle="--", linewidth=1)
         ax.annotate(label, (value, ax.get_ylim()[1] * 0.92), fontsize=7, rotation=90,
                     ha="right", va="top", color=_PALETTE["bound"])
     ax.set_xlabel("latency (ms)")
-    ax.set_ylabel("queries")
+    ax.set_ylabel("queries (log)")
     ax.set_title(f"latency histogram ({len(latency_ms):,} samples)", fontsize=9)
     return _svg(fig)
 
@@ -63,7 +64,7 @@ def latency_over_time(issued_s: Sequence[float], latency_ms: Sequence[float]) ->
     plt = _pyplot()
     xs, ys = _thin(issued_s, latency_ms)
     fig, ax = plt.subplots(figsize=(5.2, 2.6))
-    ax.scatter(xs, ys, s=2, color=_PALETTE["line"], alpha=0.6, linewidths=0)
+    ax.scatter(xs, ys, s=5, color=_PALETTE["line"], alpha=0.6, linewidths=0)
     ax.set_xlabel("scheduled at (s since the first query)")
     ax.set_ylabel("latency (ms)")
     shown = "" if len(xs) == len(issued_s) else f", {len(xs):,} of {len(issued_s):,} shown"
