@@ -109,6 +109,7 @@ class Store:
         if not existed:
             self.conn = conn
             self.reindex()
+            self.rebuilt = True
         return conn
 
     @staticmethod
@@ -264,7 +265,9 @@ def run_state(row: dict[str, Any]) -> str:
 
     if row["status"] != "running":
         return row["status"]
-    return "running" if running_state(row) == "live" else "crashed"
+    from mlharness.store.record import RecordView
+
+    return "running" if running_state(RecordView(row)) == "live" else "crashed"
 
 
 class _transaction:

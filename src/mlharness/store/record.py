@@ -71,9 +71,20 @@ def load_run_json(run_dir: Path) -> dict[str, Any]:
     from mlharness.runner.record import read_record
 
     try:
-        return read_record(Path(run_dir))
+        record = read_record(Path(run_dir))
     except ConfigError as exc:
         raise ValueError(exc.message) from exc
+    if isinstance(record, dict):
+        return record
+    return record.model_dump(mode="json")  # a typed record: its run.json form
+
+
+class RecordView(dict):
+    """A run.json dict readable both as ``view.get("pid")`` and ``view.pid``, for the runner's
+    trust checks whichever form of record they take."""
+
+    def __getattr__(self, name: str) -> Any:
+        return self.get(name)
 
 
 def effective_settings(data: dict[str, Any]) -> dict[str, Any]:
@@ -106,7 +117,7 @@ def run_round(data: dict[str, Any]) -> str | None:
 def kind_of(rel: Path, data: dict[str, Any]) -> str:
     from mlharness.runner.record import probe_reason
 
-    if probe_reason(rel, data):
+    if probe_reason(rel, RecordView(data)):
         return "probe"
     spec = data.get("spec") or {}
     if spec.get("audit_config") or str(spec.get("label") or "").startswith("TEST"):
