@@ -4,15 +4,18 @@ from __future__ import annotations
 
 import importlib
 
-from mlharness.backends.base import Backend, BackendOptions, check_signature
+from mlharness.backends.base import Backend, BackendOptions, SampleBackend, check_signature
 from mlharness.errors import ConfigError, HarnessError
 
-__all__ = ["Backend", "BackendOptions", "BACKENDS", "create_backend", "check_signature"]
+__all__ = ["Backend", "BackendOptions", "BACKENDS", "SampleBackend", "create_backend",
+           "check_signature"]
 
 #: name -> ("module:Class", pip extra that provides it)
 BACKENDS: dict[str, tuple[str, str]] = {
     "onnxruntime": ("mlharness.backends.onnxruntime:OnnxRuntimeBackend", "onnxruntime"),
     "noop": ("mlharness.backends.noop:NoopBackend", ""),
+    "remote": ("mlharness.backends.remote:RemoteBackend", ""),
+    "ray": ("mlharness.backends.ray_backend:RayBackend", "ray"),
 }
 
 

@@ -43,6 +43,32 @@ class Backend(Protocol):
         """Versions and settings worth keeping in run.json."""
 
 
+@runtime_checkable
+class SampleBackend(Protocol):
+    """A backend that holds the dataset itself (``mlharness serve`` nodes, Ray replicas).
+
+    LoadGen's sample loads go to it instead of the local task, and the engine hands it sample
+    indices, getting back responses already in the task's encoding.
+    """
+
+    #: batches the engine should keep in flight when the user gave no --workers
+    concurrency: int
+    #: the name LoadGen logs as ``sut_name``; ``None`` keeps the ordinary in-process SUT
+    sut_name: str | None
+
+    def load_samples(self, indices: list[int]) -> None: ...
+
+    def unload_samples(self, indices: list[int]) -> None: ...
+
+    def run_indices(self, indices: list[int]) -> list[bytes]:
+        """One response payload per sample, in the task's encoding."""
+
+    def report(self) -> dict[str, Any]:
+        """What happened during the run (replicas lost, failovers, restarts) for run.json."""
+
+    def close(self) -> None: ...
+
+
 def check_signature(expected: list[TensorSpec], actual: list[TensorSpec], model: str) -> None:
     """Raise ModelError when the model's inputs differ from what the task feeds it."""
     from mlharness.errors import ModelError

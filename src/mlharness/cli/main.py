@@ -23,7 +23,8 @@ from mlharness.errors import HarnessError, Interrupted
 END_SIGNALS = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
 
 #: command modules under mlharness.cli, in the order --help lists them
-COMMANDS = ("run", "demo", "compliance", "submit", "check", "system", "runs", "compare", "report")
+COMMANDS = ("run", "demo", "compliance", "submit", "check", "system", "runs", "compare", "report",
+            "serve")
 
 
 def build_parser() -> argparse.ArgumentParser:

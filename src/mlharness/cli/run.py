@@ -20,6 +20,9 @@ examples:
   mlharness run --benchmark resnet50 --model resnet50_v1.onnx --dataset imagenet-val \\
       --scenario Offline --target-qps 400 --valid
   mlharness run --config run.toml --json
+  mlharness run -b demo -s Server --target-qps 300 --backend remote \\
+      --endpoint http://127.0.0.1:8101 --endpoint http://127.0.0.1:8102   # `mlharness serve` nodes
+  mlharness run -b demo -s Offline --backend ray --replicas 2           # Ray actors
 
 Every value also goes in a TOML file (--config), one key per RunSpec field, e.g.
   benchmark = "demo"
@@ -28,7 +31,8 @@ Every value also goes in a TOML file (--config), one key per RunSpec field, e.g.
 Flags given on the command line override the file.
 
 exit codes: 0 VALID / accuracy target met, 1 INVALID / target missed / LoadGen errors,
-            2 bad input (message + hint), 3 the run failed (backend raised, worker died, stall)
+            2 bad input (message + hint), 3 the run failed (backend raised, worker died, stall,
+            a node or Ray actor lost without --failover)
 """
 
 
@@ -68,7 +72,7 @@ def add_run_arguments(p: argparse.ArgumentParser) -> None:
     what.add_argument("--dataset", "-d", type=Path, metavar="PATH", help="dataset folder or file")
     what.add_argument("--vocab", type=Path, metavar="PATH", help="vocab.txt (BERT)")
     what.add_argument("--backend", metavar="NAME",
-                      help="onnxruntime (default), noop, or module:Class of your own")
+                      help="onnxruntime (default), noop, remote (serve nodes), ray, or module:Class")
     what.add_argument("--cache-dir", type=Path, metavar="DIR", help="where pre-processed data is cached")
     what.add_argument("--max-samples", type=int, metavar="N",
                       help="use only the first N dataset samples (not valid for submission)")
@@ -112,6 +116,23 @@ def add_run_arguments(p: argparse.ArgumentParser) -> None:
     how.add_argument("--trace", dest="enable_trace", action="store_const", const=True,
                      help="write LoadGen's mlperf_log_trace.json")
 
+    dist = p.add_argument_group("several nodes or replicas (--backend remote | ray; docs/distributed.md)")
+    dist.add_argument("--endpoint", dest="endpoints", action="append", metavar="URL",
+                      help="remote: an `mlharness serve` node, http://HOST:PORT (repeat per node)")
+    dist.add_argument("--failover", action="store_const", const=True,
+                      help="remote/ray: re-issue a lost node's samples to the others "
+                           "(recorded in run.json) instead of failing the run")
+    dist.add_argument("--request-timeout", dest="request_timeout_s", type=float, metavar="S",
+                      help="remote/ray: a batch not answered in S seconds means the node "
+                           "stalled (default 15)")
+    dist.add_argument("--ray-address", metavar="ADDR",
+                      help="ray: 'auto', HOST:PORT or ray://HOST:PORT (default: a local Ray)")
+    dist.add_argument("--replicas", type=int, metavar="N", help="ray: actors, one backend each (default 1)")
+    dist.add_argument("--max-restarts", type=int, metavar="N",
+                      help="ray: restart a killed actor up to N times (default 0: fail fast)")
+    dist.add_argument("--replica-backend", metavar="NAME",
+                      help="ray: the backend each actor runs (default onnxruntime)")
+
 
 def spec_from_args(args: argparse.Namespace, **overrides: Any) -> RunSpec:
     """TOML file first, then the flags that were given, then ``overrides``."""
@@ -128,6 +149,12 @@ def spec_from_args(args: argparse.Namespace, **overrides: Any) -> RunSpec:
         pairs = getattr(args, key, None)
         if pairs:
             data[key] = {**data.get(key, {}), **{k: _coerce(v) for k, v in pairs}}
+    distributed = {key: getattr(args, key, None) for key in (
+        "endpoints", "failover", "request_timeout_s", "ray_address", "replicas", "max_restarts",
+        "replica_backend")}
+    distributed = {k: v for k, v in distributed.items() if v is not None}
+    if distributed:
+        data["backend_options"] = {**data.get("backend_options", {}), **distributed}
     mode = getattr(args, "mode", None)
     if mode:
         data["mode"] = mode

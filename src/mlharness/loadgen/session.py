@@ -70,8 +70,13 @@ def run_test(
     issue: Callable[[Sequence[int], Sequence[int]], None],
     flush: Callable[[], None],
     audit: bool = False,
+    sut_name: str | None = None,
 ) -> None:
     """Run the test; LoadGen writes its logs into ``outdir``.
+
+    ``sut_name`` (a SUT reached over the network) makes the SUT a LoadGen query dispatch library
+    (``ConstructQDL``, as the official ``language/bert/bert_QDL.py``) whose name LoadGen logs as
+    ``sut_name``; the network division's checker looks for "Network SUT" in it.
 
     The process's working directory becomes ``outdir`` so that LoadGen only sees an
     ``audit.config`` we placed there on purpose (``audit=True``).
@@ -97,11 +102,19 @@ def run_test(
     log_settings.log_output = log_output
     log_settings.enable_trace = cfg.enable_trace
 
-    # the "fast" SUT hands us plain id/index lists instead of QuerySample objects
-    sut = lg.ConstructFastSUT(issue, flush)
+    if sut_name is None:
+        # the "fast" SUT hands us plain id/index lists instead of QuerySample objects
+        sut = lg.ConstructFastSUT(issue, flush)
+        destroy = lg.DestroyFastSUT
+    else:
+        def issue_samples(samples: Sequence[lg.QuerySample]) -> None:
+            issue([s.id for s in samples], [s.index for s in samples])
+
+        sut = lg.ConstructQDL(issue_samples, flush, lambda: sut_name)
+        destroy = lg.DestroyQDL
     lib = lg.ConstructQSL(qsl.total, qsl.performance, qsl.load, qsl.unload)
     try:
         lg.StartTestWithLogSettings(sut, lib, settings, log_settings, AUDIT_FILE)
     finally:
         lg.DestroyQSL(lib)
-        lg.DestroyFastSUT(sut)
+        destroy(sut)

@@ -159,6 +159,9 @@ def execute(spec: RunSpec, progress: ProgressSink | None = None) -> RunRecord:
         data["backend"] = watch.ready.get("backend")
         data["sut"] = watch.ready.get("policy")
         data["task"] = watch.ready.get("task", data["task"])
+    report = (watch.done or watch.failure or {}).get("backend_report")
+    if report:  # several nodes / replicas: who served what, who was lost, failovers
+        data["distributed"] = report
 
     if (run_dir / "mlperf_log_detail.txt").is_file():
         try:

@@ -28,6 +28,8 @@ def _counter_thread(engine: Any, completed: Any, stop: threading.Event) -> None:
 
 
 PARENT_POLL_S = 0.5
+#: samples per load request to nodes / replicas
+LOAD_CHUNK = 64
 #: exit status of a child whose parent vanished
 ORPHAN_EXIT = 70
 
@@ -49,34 +51,44 @@ def watch_parent(parent_pid: int) -> None:
                      daemon=True).start()
 
 
+def build_local(spec: Any, phase: Any = None) -> tuple[Any, Any]:
+    """The task and the loaded, signature-checked backend a RunSpec names (used by a run's child
+    process, by ``mlharness serve`` nodes and by Ray replicas); ``phase(name)`` hears the steps."""
+    from mlharness.backends import BackendOptions, check_signature, create_backend
+    from mlharness.tasks import create_task
+
+    phase = phase or (lambda name: None)
+    phase("loading the dataset")
+    task = create_task(spec.benchmark, task_options(spec))
+    phase("loading the model")
+    backend = create_backend(spec.backend)
+    model = spec.model or task.default_model
+    options = BackendOptions(threads=spec.threads, precision=spec.precision, device=spec.device,
+                             extra={**({"cache_dir": str(spec.cache_dir)} if spec.cache_dir
+                                       else {}),
+                                    **spec.backend_options, "task_inputs": task.model_inputs,
+                                    "run_spec": spec.to_dict()})
+    backend.load(model, options)
+    check_signature(task.model_inputs, backend.inputs, str(model))
+    return task, backend
+
+
 def child_main(spec_data: dict[str, Any], run_dir: str, channel: Any, loaded: Any,
                completed: Any, parent_pid: int | None = None) -> None:
     """Entry point of the run's child process (spawned; arguments are picklable)."""
     if parent_pid is not None:
         watch_parent(parent_pid)
-    from mlharness.backends import BackendOptions, check_signature, create_backend
+    from mlharness.backends import SampleBackend
     from mlharness.loadgen.session import SampleLibrary, complete, run_test
     from mlharness.spec import RunSpec
     from mlharness.sut import Engine, policy_for
-    from mlharness.tasks import create_task
 
     def phase(name: str) -> None:
         channel.put(("phase", {"name": name}))
 
     try:
         spec = RunSpec(**spec_data)
-        phase("loading the dataset")
-        task = create_task(spec.benchmark, task_options(spec))
-        phase("loading the model")
-        backend = create_backend(spec.backend)
-        model = spec.model or task.default_model
-        options = BackendOptions(threads=spec.threads, precision=spec.precision,
-                                 device=spec.device,
-                                 extra={**({"cache_dir": str(spec.cache_dir)} if spec.cache_dir
-                                           else {}),
-                                        **spec.backend_options, "task_inputs": task.model_inputs})
-        backend.load(model, options)
-        check_signature(task.model_inputs, backend.inputs, str(model))
+        task, backend = build_local(spec, phase)
         cfg = spec.test_config(task.loadgen_model)
         # a model exported with a fixed batch (e.g. the official RetinaNet ONNX: 1) caps the
         # default batch size; an explicit --batch-size is left to fail loudly
@@ -84,27 +96,39 @@ def child_main(spec_data: dict[str, Any], run_dir: str, channel: Any, loaded: An
         default_batch = fixed.pop() if len(fixed) == 1 else None
         policy = policy_for(spec.scenario, spec.batch_size or default_batch, spec.length_sort,
                             cfg.samples_per_query())
+        # a backend that holds the samples itself (remote nodes, Ray replicas) loads them and
+        # runs indices; it also suggests how many batches to keep in flight
+        holds = isinstance(backend, SampleBackend)
+        workers = spec.workers if spec.workers > 1 or not holds else backend.concurrency
+        report = backend.report if holds else (lambda: None)
         channel.put(("ready", {"task": task.describe(), "backend": backend.describe(),
                                "total": task.total_count(),
                                "performance_count": task.performance_count(),
                                "policy": {"max_batch": policy.max_batch, "inline": policy.inline,
                                           "sort_by_length": policy.sort_by_length,
-                                          "workers": spec.workers}}))
+                                          "workers": workers}}))
 
         def on_failure(message: str) -> None:
             channel.put(("failed", {"message": message,
-                                    "traceback": getattr(engine, "failure_traceback", "")}))
+                                    "traceback": getattr(engine, "failure_traceback", ""),
+                                    "backend_report": report()}))
 
-        engine = Engine(task, backend, policy, complete, workers=spec.workers,
+        engine = Engine(task, backend, policy, complete, workers=workers,
                         on_failure=on_failure)
 
         def load(indices: list[int]) -> None:
+            if holds:  # nodes / replicas: in chunks, each chunk progress for the stall clock
+                for k in range(0, len(indices), LOAD_CHUNK):
+                    part = indices[k:k + LOAD_CHUNK]
+                    backend.load_samples(part)
+                    loaded.value += len(part)
+                return
             for i in indices:  # one at a time: each sample is progress for the stall clock
                 task.load_samples([i])
                 loaded.value += 1
 
         qsl = SampleLibrary(task.total_count(), task.performance_count(), load,
-                            task.unload_samples)
+                            backend.unload_samples if holds else task.unload_samples)
         stop = threading.Event()
         counter = threading.Thread(target=_counter_thread, args=(engine, completed, stop),
                                    daemon=True)
@@ -113,13 +137,16 @@ def child_main(spec_data: dict[str, Any], run_dir: str, channel: Any, loaded: An
         phase("running the LoadGen test")
         try:
             run_test(cfg, Path(run_dir) / "user.conf", Path(run_dir), qsl, engine.issue,
-                     engine.flush, audit=spec.audit_config is not None)
+                     engine.flush, audit=spec.audit_config is not None,
+                     sut_name=backend.sut_name if holds else None)
         finally:
             engine.stop()
             stop.set()
             counter.join()
+            if holds:
+                backend.close()
         channel.put(("done", {"completed": engine.completed, "batches": engine.batches,
-                              "failure": engine.failure}))
+                              "failure": engine.failure, "backend_report": report()}))
     except HarnessError as exc:
         channel.put(("error", {"type": type(exc).__name__, "message": exc.message,
                                "hint": exc.hint, "traceback": traceback.format_exc()}))

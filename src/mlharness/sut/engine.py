@@ -13,7 +13,7 @@ import traceback
 from collections import deque
 from typing import Callable, Sequence
 
-from mlharness.backends.base import Backend
+from mlharness.backends.base import Backend, SampleBackend
 from mlharness.sut.batching import BatchPolicy
 from mlharness.tasks.base import Task
 
@@ -62,6 +62,8 @@ class Engine:
         self._threads: list[threading.Thread] = []
         self.n_workers = 0 if policy.inline else max(1, workers)
         self.failure: str | None = None
+        # remote nodes / Ray replicas hold the samples: they take indices, not tensors
+        self._holds_samples = isinstance(backend, SampleBackend)
         self.completed = 0  # samples answered (including failed ones)
         self.batches = 0
 
@@ -133,8 +135,11 @@ class Engine:
             self._answer_empty(ids)
             return
         try:
-            outputs = self.backend.predict(self.task.batch_inputs(indices))
-            payloads = self.task.encode_responses(indices, outputs)
+            if self._holds_samples:
+                payloads = self.backend.run_indices(indices)
+            else:
+                outputs = self.backend.predict(self.task.batch_inputs(indices))
+                payloads = self.task.encode_responses(indices, outputs)
             if len(payloads) != len(ids):
                 raise RuntimeError(
                     f"task encoded {len(payloads)} responses for a batch of {len(ids)} samples"

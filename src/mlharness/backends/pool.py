@@ -1,0 +1,125 @@
+"""Dispatch batches to several replicas (network nodes or Ray actors): least outstanding work
+first, a replica that dies or stalls is named, and with failover its batch goes to the others.
+
+A replica raises :class:`ReplicaDown` when it is gone (connection refused or reset, no answer
+within the timeout, actor died); any other exception is a backend error and fails the run as an
+in-process backend error would.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from concurrent.futures import ThreadPoolExecutor
+from typing import Any, Protocol, Sequence
+
+
+class ReplicaDown(Exception):
+    """The replica is gone or stalled; the message says how."""
+
+
+class ReplicaFailed(RuntimeError):
+    """A replica was lost and the run cannot go on (no failover, or nobody left)."""
+
+
+class Replica(Protocol):
+    name: str
+
+    def run(self, indices: list[int]) -> list[bytes]: ...
+
+    def load(self, indices: list[int]) -> None: ...
+
+    def unload(self, indices: list[int]) -> None: ...
+
+    def close(self) -> None: ...
+
+
+class ReplicaPool:
+    """Replicas with their outstanding samples; ``kind`` ("node", "replica") names them in errors."""
+
+    def __init__(self, replicas: Sequence[Replica], failover: bool, kind: str) -> None:
+        if not replicas:
+            raise ValueError("a pool needs at least one replica")
+        self.replicas = list(replicas)
+        self.failover = failover
+        self.kind = kind
+        self.outstanding = {r.name: 0 for r in self.replicas}
+        self.served = {r.name: 0 for r in self.replicas}
+        self.down: dict[str, str] = {}  # name -> why
+        self.events: list[dict[str, Any]] = []
+        self._lock = threading.Lock()
+        self._t0 = time.monotonic()
+
+    def event(self, replica: str, what: str, detail: str, samples: int = 0) -> None:
+        with self._lock:
+            self.events.append({"t_s": round(time.monotonic() - self._t0, 3), "replica": replica,
+                                "event": what, "detail": detail, "samples": samples})
+
+    def _pick(self, n: int) -> Replica | None:
+        with self._lock:
+            alive = [r for r in self.replicas if r.name not in self.down]
+            if not alive:
+                return None
+            best = min(alive, key=lambda r: self.outstanding[r.name])
+            self.outstanding[best.name] += n
+            return best
+
+    def _lost(self, replica: Replica, why: str, samples: int) -> None:
+        with self._lock:
+            first = replica.name not in self.down
+            self.down.setdefault(replica.name, why)
+        if first:
+            self.event(replica.name, "lost", why, samples)
+
+    def run(self, indices: list[int]) -> list[bytes]:
+        """Responses for one batch from the least busy live replica (re-issued on failover)."""
+        n = len(indices)
+        while True:
+            replica = self._pick(n)
+            if replica is None:
+                raise ReplicaFailed(f"every {self.kind} is lost: " + "; ".join(
+                    f"{name}: {why}" for name, why in self.down.items()))
+            try:
+                payloads = replica.run(indices)
+            except ReplicaDown as exc:
+                self._lost(replica, str(exc), n)
+                if not self.failover:
+                    raise ReplicaFailed(f"{self.kind} {replica.name} lost: {exc}") from exc
+                self.event(replica.name, "failover", f"{n} samples re-issued to the other "
+                           f"{self.kind}s", n)
+                continue
+            finally:
+                with self._lock:
+                    self.outstanding[replica.name] -= n
+            with self._lock:
+                self.served[replica.name] += n
+            return payloads
+
+    def broadcast(self, method: str, indices: list[int]) -> None:
+        """Call ``load``/``unload`` on every live replica at once; lost ones are handled as in run."""
+        alive = [r for r in self.replicas if r.name not in self.down]
+        with ThreadPoolExecutor(max_workers=max(1, len(alive))) as pool:
+            futures = {r.name: (r, pool.submit(getattr(r, method), indices)) for r in alive}
+        for replica, future in futures.values():
+            try:
+                future.result()
+            except ReplicaDown as exc:
+                self._lost(replica, str(exc), 0)
+                if not self.failover or len(self.down) == len(self.replicas):
+                    raise ReplicaFailed(f"{self.kind} {replica.name} lost during {method}: "
+                                        f"{exc}") from exc
+
+    def report(self) -> dict[str, Any]:
+        with self._lock:
+            return {"kind": self.kind, "failover": self.failover,
+                    "replicas": [r.name for r in self.replicas],
+                    "samples_served": dict(self.served), "lost": dict(self.down),
+                    "failed_over": any(e["event"] == "failover" for e in self.events),
+                    "events": list(self.events)}
+
+    def close(self) -> None:
+        for r in self.replicas:
+            try:
+                r.close()
+            except Exception:  # noqa: BLE001 - closing a lost replica may fail; nothing to do
+                pass

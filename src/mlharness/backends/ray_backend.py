@@ -1,0 +1,219 @@
+"""The ``ray`` backend: N Ray actors, each holding the task (dataset) and a backend instance.
+
+The engine hands batches of sample indices to the least busy actor (``pool.py``); LoadGen's
+sample loads go to every actor. An actor that dies is reported and fails the run, or with
+``max_restarts`` Ray restarts it (its model is loaded again and the samples it misses are loaded
+on first use) and retries the batch; each restart is recorded in run.json. Options
+(``BackendOptions.extra``): ``ray_address`` (None: a local Ray in this process), ``replicas``,
+``max_restarts``, ``replica_backend`` (default onnxruntime), ``replica_cpus`` (default 1),
+``failover``, ``request_timeout_s``.
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+from typing import Any
+
+from mlharness.backends.base import BackendOptions
+from mlharness.backends.pool import ReplicaDown, ReplicaPool
+from mlharness.errors import ConfigError
+from mlharness.tasks.base import TensorSpec
+
+DEFAULT_REQUEST_TIMEOUT_S = 15.0
+READY_TIMEOUT_S = 300.0  # actors load their model; a cluster without room never gets there
+LOAD_TIMEOUT_S = 600.0
+
+
+class _Actor:
+    """What runs inside each Ray actor (wrapped by ``ray.remote`` in :func:`_actor_class`)."""
+
+    def __init__(self, spec_data: dict[str, Any], name: str) -> None:
+        from mlharness.serve.node import Node
+        from mlharness.spec import RunSpec
+
+        self.node = Node(RunSpec(**spec_data), name)
+        self.node.prepare()
+
+    def info(self) -> dict[str, Any]:
+        return self.node.describe()
+
+    def load(self, indices: list[int]) -> int:
+        self.node.load(indices)
+        return os.getpid()
+
+    def unload(self, indices: list[int]) -> int:
+        self.node.unload(indices)
+        return os.getpid()
+
+    def run(self, indices: list[int]) -> tuple[int, list[bytes]]:
+        return os.getpid(), self.node.predict(indices)
+
+
+def _actor_class(ray: Any) -> Any:
+    return ray.remote(_Actor)
+
+
+class RayReplica:
+    """One actor as a pool replica; notices restarts by the actor's process id."""
+
+    def __init__(self, ray: Any, actor: Any, name: str, timeout_s: float,
+                 pool: ReplicaPool | None = None) -> None:
+        self.ray = ray
+        self.actor = actor
+        self.name = name
+        self.timeout_s = timeout_s
+        self.pool = pool
+        self.pid: int | None = None
+        self.info: dict[str, Any] = {}
+
+    def _get(self, ref: Any, timeout: float) -> Any:
+        from ray.exceptions import GetTimeoutError, RayActorError
+
+        try:
+            return self.ray.get(ref, timeout=timeout)
+        except GetTimeoutError as exc:
+            self.ray.cancel(ref, force=False)
+            raise ReplicaDown(f"no answer within {timeout:g} s (stalled)") from exc
+        except RayActorError as exc:
+            first = str(exc).strip().splitlines()[0] if str(exc).strip() else "actor died"
+            raise ReplicaDown(f"{type(exc).__name__}: {first[:300]}") from exc
+
+    def _seen(self, pid: int) -> None:
+        if self.pid is not None and pid != self.pid and self.pool is not None:
+            self.pool.event(self.name, "restarted", f"actor process {self.pid} -> {pid}")
+        self.pid = pid
+
+    def ready(self, timeout: float) -> dict[str, Any]:
+        self.info = self._get(self.actor.info.remote(), timeout)
+        self.pid = self.info.get("pid")
+        return self.info
+
+    def run(self, indices: list[int]) -> list[bytes]:
+        pid, payloads = self._get(self.actor.run.remote(indices), self.timeout_s)
+        self._seen(pid)
+        return payloads
+
+    def load(self, indices: list[int]) -> None:
+        self._seen(self._get(self.actor.load.remote(indices), LOAD_TIMEOUT_S))
+
+    def unload(self, indices: list[int]) -> None:
+        self._seen(self._get(self.actor.unload.remote(indices), LOAD_TIMEOUT_S))
+
+    def close(self) -> None:
+        self.ray.kill(self.actor, no_restart=True)
+
+
+class RayBackend:
+    """``--backend ray [--ray-address ADDR] --replicas N [--max-restarts K]``."""
+
+    name = "ray"
+    concurrency = 2
+    sut_name = None  # LoadGen and the engine stay in this process: not the network division
+
+    def __init__(self) -> None:
+        self.replicas: list[RayReplica] = []
+        self.pool: ReplicaPool | None = None
+        self.options = BackendOptions()
+        self.settings: dict[str, Any] = {}
+        self._inputs: list[TensorSpec] = []
+        self._ray: Any = None
+
+    def load(self, model: Path | None, options: BackendOptions) -> None:
+        try:
+            import ray
+        except ImportError as exc:
+            raise ConfigError("--backend ray needs Ray", hint="pip install 'mlharness[ray]'") from exc
+        extra = options.extra
+        replicas = int(extra.get("replicas") or 1)
+        restarts = int(extra.get("max_restarts") or 0)
+        inner = str(extra.get("replica_backend") or "onnxruntime")
+        cpus = float(extra.get("replica_cpus") or 1)
+        timeout = float(extra.get("request_timeout_s") or DEFAULT_REQUEST_TIMEOUT_S)
+        address = extra.get("ray_address")
+        if replicas < 1 or restarts < 0:
+            raise ConfigError("--replicas must be >= 1 and --max-restarts >= 0",
+                              hint="e.g. --replicas 2 --max-restarts 1")
+        if inner in ("ray", "remote"):
+            raise ConfigError(f"a Ray replica cannot run --replica-backend {inner}",
+                              hint="use onnxruntime, noop or module:Class")
+        spec_data = dict(extra.get("run_spec") or {})
+        if not spec_data:
+            raise ConfigError("the ray backend needs the run's settings", hint="use mlharness run")
+        spec_data["backend"] = inner
+        spec_data["backend_options"] = {k: v for k, v in spec_data.get("backend_options", {}).items()
+                                        if k not in _OWN_OPTIONS}
+        if model is not None:
+            spec_data["model"] = str(model)
+        self._ray = ray
+        if not ray.is_initialized():
+            try:
+                if address:
+                    ray.init(address=address, logging_level="warning", log_to_driver=False)
+                else:
+                    ray.init(include_dashboard=False, logging_level="warning",
+                             log_to_driver=False)
+            except Exception as exc:  # noqa: BLE001 - Ray raises ConnectionError and others
+                raise ConfigError(f"cannot connect to Ray at {address or 'a new local cluster'}: "
+                                  f"{str(exc).splitlines()[0] if str(exc) else type(exc).__name__}",
+                                  hint="start it with `ray start --head` or drop --ray-address "
+                                       "for a local one") from exc
+        actor_cls = _actor_class(ray).options(num_cpus=cpus, max_restarts=restarts,
+                                              max_task_retries=restarts)
+        self.pool = None
+        self.replicas = [RayReplica(ray, actor_cls.remote(spec_data, f"replica-{k}"),
+                                    f"replica-{k}", timeout) for k in range(replicas)]
+        self.pool = ReplicaPool(self.replicas, bool(extra.get("failover")), "replica")
+        for r in self.replicas:
+            r.pool = self.pool
+            try:
+                r.ready(READY_TIMEOUT_S)
+            except ReplicaDown as exc:
+                self.close()
+                raise ConfigError(f"Ray {r.name} did not start: {exc}",
+                                  hint=f"each replica needs {cpus:g} CPU(s); check `ray status` "
+                                       "and the model/dataset paths on every Ray node") from exc
+        info = self.replicas[0].info
+        self._inputs = [TensorSpec(i["name"], i["dtype"], tuple(i["shape"]))
+                        for i in info.get("inputs", [])]
+        self.concurrency = 2 * replicas
+        self.settings = {"ray_address": address, "replicas": replicas, "max_restarts": restarts,
+                         "replica_backend": inner, "replica_cpus": cpus,
+                         "request_timeout_s": timeout, "failover": bool(extra.get("failover")),
+                         "ray": ray.__version__}
+        self.options = options
+
+    @property
+    def inputs(self) -> list[TensorSpec]:
+        return self._inputs
+
+    def predict(self, inputs: dict[str, Any]) -> dict[str, Any]:
+        raise NotImplementedError("the ray backend runs sample indices (run_indices)")
+
+    def run_indices(self, indices: list[int]) -> list[bytes]:
+        assert self.pool is not None
+        return self.pool.run(indices)
+
+    def load_samples(self, indices: list[int]) -> None:
+        assert self.pool is not None
+        self.pool.broadcast("load", list(indices))
+
+    def unload_samples(self, indices: list[int]) -> None:
+        assert self.pool is not None
+        self.pool.broadcast("unload", list(indices))
+
+    def report(self) -> dict[str, Any]:
+        return self.pool.report() if self.pool else {}
+
+    def close(self) -> None:
+        if self.pool:
+            self.pool.close()
+
+    def describe(self) -> dict[str, Any]:
+        return {"name": self.name, **self.settings,
+                "actors": [{"replica": r.name, **r.info} for r in self.replicas]}
+
+
+#: options that configure this backend, not the backend each actor runs
+_OWN_OPTIONS = ("endpoints", "failover", "request_timeout_s", "ray_address", "replicas",
+                "max_restarts", "replica_backend", "replica_cpus", "run_spec", "task_inputs")

@@ -1,0 +1,115 @@
+"""``mlharness serve``: one SUT node for ``mlharness run --backend remote``."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+
+from mlharness.errors import ConfigError, HarnessError
+
+EXAMPLES = """\
+examples:
+  mlharness serve -b demo --port 8101                        # node 1 (the demo ships its model)
+  mlharness serve -b demo --port 8102                        # node 2
+  mlharness run -b demo -s Server --target-qps 300 --backend remote \\
+      --endpoint http://127.0.0.1:8101 --endpoint http://127.0.0.1:8102
+
+  mlharness serve -b resnet50 --model resnet50_v1.onnx --dataset imagenet-val \\
+      --host 0.0.0.0 --port 8101 --threads 16 --workers 2     # on each SUT machine
+
+The node holds the dataset (same --dataset on every node and on the LoadGen machine) and answers
+batches of sample indices. GET /health and GET /ready probe it; SIGTERM drains it (finishes the
+batches it holds, refuses new ones with 503) and exits. Details: docs/distributed.md.
+"""
+
+
+def register(sub: argparse._SubParsersAction) -> None:
+    p = sub.add_parser(
+        "serve", help="run one SUT node for --backend remote (HTTP)",
+        description="Serve one benchmark's backend over HTTP: the node holds the dataset, takes "
+                    "batches of sample indices from `mlharness run --backend remote` and returns "
+                    "the responses in the task's encoding.",
+        epilog=EXAMPLES, formatter_class=argparse.RawDescriptionHelpFormatter)
+    what = p.add_argument_group("what to serve")
+    what.add_argument("--benchmark", "-b", required=True, metavar="NAME",
+                      help="demo, resnet50, retinanet, bert-99, bert-99.9")
+    what.add_argument("--model", "-m", type=Path, metavar="PATH", help="model file")
+    what.add_argument("--dataset", "-d", type=Path, metavar="PATH", help="dataset folder or file")
+    what.add_argument("--vocab", type=Path, metavar="PATH", help="vocab.txt (BERT)")
+    what.add_argument("--max-samples", type=int, metavar="N",
+                      help="only the first N samples (give the run the same value)")
+    what.add_argument("--cache-dir", type=Path, metavar="DIR", help="pre-processed data cache")
+    how = p.add_argument_group("how to run it")
+    how.add_argument("--backend", default="onnxruntime", metavar="NAME",
+                     help="onnxruntime (default), noop, or module:Class")
+    how.add_argument("--precision", default="fp32", metavar="P", help="fp32 (default), bf16, int8")
+    how.add_argument("--threads", type=int, metavar="N", help="runtime intra-op threads")
+    how.add_argument("--device", default="cpu", metavar="D", help="cpu (default) or cuda")
+    how.add_argument("--workers", type=int, default=1, metavar="N",
+                     help="batches run at once on this node (default 1)")
+    how.add_argument("--backend-option", dest="backend_options", action="append", default=[],
+                     metavar="KEY=VALUE", help="backend setting, e.g. graph_optimization=basic")
+    net = p.add_argument_group("network")
+    net.add_argument("--host", default="127.0.0.1",
+                     help="address to listen on (default 127.0.0.1; 0.0.0.0 for other machines)")
+    net.add_argument("--port", type=int, required=True, help="TCP port")
+    net.add_argument("--name", help="node name for logs and sut_name (default: host name)")
+    p.set_defaults(func=serve_command)
+
+
+def serve_command(args: argparse.Namespace) -> int:
+    from mlharness.cli.render import console_err
+    from mlharness.cli.run import _coerce
+    from mlharness.serve.app import NodeState, serve
+    from mlharness.serve.node import Node
+    from mlharness.spec import RunSpec
+
+    if args.backend in ("remote", "ray"):
+        raise ConfigError(f"a node cannot use --backend {args.backend}",
+                          hint="a node runs the model itself: onnxruntime, noop, ...")
+    if not 0 < args.port < 65536:
+        raise ConfigError(f"port {args.port} is out of range", hint="use 1024-65535")
+    options = {}
+    for pair in args.backend_options:
+        if "=" not in pair:
+            raise ConfigError(f"expected KEY=VALUE, got {pair!r}", hint="e.g. threads=4")
+        key, value = pair.split("=", 1)
+        options[key.strip()] = _coerce(value.strip())
+    spec = RunSpec(benchmark=args.benchmark, backend=args.backend, model=args.model,
+                   dataset=args.dataset, vocab=args.vocab, cache_dir=args.cache_dir,
+                   max_samples=args.max_samples, threads=args.threads, precision=args.precision,
+                   device=args.device, backend_options=options)
+    import socket
+
+    name = args.name or f"{socket.gethostname()}:{args.port}"
+    state = NodeState(lambda: Node(spec, name), args.workers)
+    url = f"http://{args.host}:{args.port}"
+
+    def listening() -> None:
+        console_err.print(f"node listening on {url} — loading {args.benchmark} "
+                          f"({args.backend}); GET /ready answers 200 once loaded", highlight=False)
+
+    import threading
+
+    def announce_ready() -> None:
+        while state.status == "loading":
+            threading.Event().wait(0.1)
+        if state.status == "ready":
+            console_err.print(f"ready: {url} serves {args.benchmark} "
+                              f"({state.node.total if state.node else '?'} samples)",
+                              highlight=False)
+
+    threading.Thread(target=announce_ready, daemon=True).start()
+    try:
+        serve(state, args.host, args.port, listening)
+    except (OSError, SystemExit) as exc:  # uvicorn exits when it cannot bind
+        raise ConfigError(f"cannot listen on {url}: {exc or 'address in use?'}", hint="pick a free --port") from exc
+    if state.failure is not None:
+        if isinstance(state.failure, HarnessError):
+            raise state.failure
+        raise HarnessError(f"node failed to load: {state.failure}",
+                           hint="run the same settings with `mlharness run` to see the problem")
+    console_err.print(f"node {url} drained and stopped", highlight=False)
+    sys.stdout.flush()
+    return 0
