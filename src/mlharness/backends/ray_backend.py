@@ -25,7 +25,7 @@ READY_TIMEOUT_S = 300.0  # actors load their model; a cluster without room never
 LOAD_TIMEOUT_S = 600.0
 
 
-class _Actor:
+class MlharnessReplica:
     """What runs inside each Ray actor (wrapped by ``ray.remote`` in :func:`_actor_class`)."""
 
     def __init__(self, spec_data: dict[str, Any], name: str) -> None:
@@ -51,7 +51,7 @@ class _Actor:
 
 
 def _actor_class(ray: Any) -> Any:
-    return ray.remote(_Actor)
+    return ray.remote(MlharnessReplica)
 
 
 class RayReplica:

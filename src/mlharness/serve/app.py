@@ -15,6 +15,7 @@ with 503, finishes the batches it holds and exits.
 from __future__ import annotations
 
 import asyncio
+import signal
 import threading
 import traceback
 from concurrent.futures import ThreadPoolExecutor
@@ -137,6 +138,8 @@ def serve(state: NodeState, host: str, port: int, on_listening: Callable[[], Non
         def handle_exit(self, sig: int, frame: Any) -> None:
             state.drain()  # not ready, no new batches; uvicorn finishes the open requests
             super().handle_exit(sig, frame)
+            if sig == signal.SIGTERM:  # a drained node exits 0 (uvicorn would re-raise SIGTERM)
+                getattr(self, "_captured_signals", []).clear()
 
         async def startup(self, sockets: Any = None) -> None:
             await super().startup(sockets)

@@ -1,0 +1,112 @@
+"""`mlharness run --backend ray` on a real local Ray head (127.0.0.1, 2 CPUs, no dashboard),
+shared by this module: the demo and a ResNet50-shaped benchmark through two actors, and an
+actor killed mid-run (fail fast, or restarted with --max-restarts)."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import time
+from pathlib import Path
+
+import pytest
+
+from distributed_support import RayHead, only_run_dir, start_run, wait_until
+from mlharness.cli.main import main
+from synthetic_vision import make_imagenet, resnet50_onnx
+
+pytestmark = pytest.mark.slow
+
+ACCURACY_DEMO = "accuracy=97.333%, good=438, total=450"
+ACTOR_TITLE = "ray::MlharnessReplica"
+LONG_SERVER = ["-s", "Server", "--target-qps", "100", "--min-duration", "4000",
+               "--server-latency", "1000"]
+
+
+@pytest.fixture(scope="module")
+def head(tmp_path_factory: pytest.TempPathFactory):
+    ray_head = RayHead(tmp_path_factory.mktemp("ray"))
+    try:
+        ray_head.wait_ready()
+        yield ray_head
+    finally:
+        ray_head.stop()
+
+
+def ray_flags(head: RayHead, replicas: int = 2) -> list[str]:
+    return ["--backend", "ray", "--ray-address", head.address, "--replicas", str(replicas)]
+
+
+def test_demo_accuracy_through_two_actors(head: RayHead, runs_dir: Path) -> None:
+    code = main(["run", "-b", "demo", "--mode", "accuracy", "--no-progress", "--output-dir",
+                 str(runs_dir), *ray_flags(head)])
+    run = only_run_dir(runs_dir, "demo")
+    assert (run / "accuracy.txt").read_text().strip() == ACCURACY_DEMO
+    assert code == 0
+    data = json.loads((run / "run.json").read_text())
+    served = data["distributed"]["samples_served"]
+    assert sorted(served) == ["replica-0", "replica-1"]
+    assert sum(served.values()) == 450 and all(v > 0 for v in served.values())
+    assert data["backend"]["replicas"] == 2 and len(data["backend"]["actors"]) == 2
+    assert not head.processes(ACTOR_TITLE) or wait_actors_gone(head)
+
+
+def wait_actors_gone(head: RayHead) -> bool:
+    """The run kills its actors at the end (bounded wait)."""
+    wait_until(lambda: not head.processes(ACTOR_TITLE), 30, "actors gone")
+    return True
+
+
+def _kill_actor_mid_run(head: RayHead, runs: Path, *flags: str) -> tuple[int, float, Path]:
+    wait_actors_gone(head)
+    proc = start_run(runs, "-b", "demo", *LONG_SERVER, *ray_flags(head), *flags)
+    try:
+        wait_until(lambda: len(head.processes(ACTOR_TITLE)) == 2, 90, "two actors up")
+        wait_until(lambda: any((p / "mlperf_log_detail.txt").is_file()
+                               for p in (runs / "demo").glob("*")), 60, "LoadGen started")
+        time.sleep(1.0)  # mid-run
+        victim = head.processes(ACTOR_TITLE)[0]
+        os.kill(victim, signal.SIGKILL)
+        t0 = time.monotonic()
+        proc.wait(timeout=120)
+        return proc.returncode, time.monotonic() - t0, only_run_dir(runs, "demo")
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait(10)
+
+
+def test_killed_actor_fails_the_run_fast(head: RayHead, tmp_path: Path) -> None:
+    code, took, run = _kill_actor_mid_run(head, tmp_path / "runs")
+    assert code == 3
+    assert took < 30.0
+    data = json.loads((run / "run.json").read_text())
+    assert data["status"] == "failed" and "replica-" in data["error"]["message"]
+    assert data["distributed"]["lost"]
+    for name in ("user.conf", "mlperf_log_detail.txt", "mlperf_log_summary.txt"):
+        assert (run / name).is_file()
+
+
+def test_killed_actor_is_restarted_with_max_restarts(head: RayHead, tmp_path: Path) -> None:
+    code, _, run = _kill_actor_mid_run(head, tmp_path / "runs", "--max-restarts", "1")
+    data = json.loads((run / "run.json").read_text())
+    assert data["status"] == "ok" and code in (0, 1)  # every query answered; verdict aside
+    events = data["distributed"]["events"]
+    assert any(e["event"] == "restarted" for e in events), events
+    assert not data["distributed"]["lost"]
+
+
+def test_resnet50_shaped_through_two_actors_matches_in_process(head: RayHead,
+                                                               tmp_path: Path) -> None:
+    make_imagenet(tmp_path / "imagenet", count=8)
+    resnet50_onnx(tmp_path / "resnet50_v1.onnx")
+    common = ["run", "-b", "resnet50", "--model", str(tmp_path / "resnet50_v1.onnx"),
+              "--dataset", str(tmp_path / "imagenet"), "--cache-dir", str(tmp_path / "cache"),
+              "--mode", "accuracy", "--no-progress", "--batch-size", "2"]
+    main([*common, "--output-dir", str(tmp_path / "local")])
+    main([*common, "--output-dir", str(tmp_path / "ray"), *ray_flags(head)])
+    logs = [json.loads((only_run_dir(tmp_path / d, "resnet50") / "mlperf_log_accuracy.json")
+                       .read_text()) for d in ("local", "ray")]
+    local, remote = ({e["qsl_idx"]: e["data"] for e in log} for log in logs)
+    assert remote == local and len(local) == 8
