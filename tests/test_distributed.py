@@ -15,6 +15,9 @@ import pytest
 from distributed_support import (NodeProcess, http, only_run_dir, start_nodes, start_run,
                                  wait_until)
 from mlharness.cli.main import main
+from mlharness.loadgen.mllog import parse_detail_log
+from mlharness.rules import load as load_rules
+from mlharness.submission.check import performance_problems
 from synthetic_vision import make_imagenet, resnet50_onnx
 
 pytestmark = pytest.mark.slow
@@ -189,3 +192,11 @@ def test_resnet50_shaped_through_two_nodes_matches_in_process(vision: Path, tmp_
     assert {e["qsl_idx"]: e["data"] for e in remote} == {e["qsl_idx"]: e["data"] for e in local}
     served = json.loads((remote_dir / "run.json").read_text())["distributed"]["samples_served"]
     assert sum(served.values()) == 12 and all(v > 0 for v in served.values())
+    # the network division's checker wants "Network SUT" in the logged sut_name: only the
+    # remote run has it
+    rules = load_rules()
+    codes = {d: {p.code for p in performance_problems(
+        parse_detail_log(only_run_dir(d, "resnet50") / "mlperf_log_detail.txt"),
+        rules.find("resnet50"), rules, "network", "")} for d in (local_runs, remote_runs)}
+    assert "network-sut-name" in codes[local_runs]
+    assert "network-sut-name" not in codes[remote_runs]

@@ -53,6 +53,11 @@ def _num(v: Any) -> float:
         return float("nan")
 
 
+#: the network division's runs must log a sut_name containing this
+#: (``NETWORK_MODE_REQUIRED_SUBSTRING_IN_SUT_NAME`` in the checker's constants.py)
+NETWORK_SUT_NAME = "Network SUT"
+
+
 def _truthy(v: Any) -> bool:
     return v is True or str(v).lower() == "true"
 
@@ -109,6 +114,12 @@ def performance_problems(log: DetailLog, bench: BenchmarkRules, rules: Rules, di
                                f"{bench.server_latency_ns} ns allowed", where=where,
                                meaning="the Server latency bound is fixed by the round",
                                fix="drop --server-latency and re-run"))
+    if division == "network" and NETWORK_SUT_NAME not in str(v.get("sut_name", "")):
+        out.append(Problem("network-sut-name", f"sut_name {v.get('sut_name')!r} lacks "
+                           f"{NETWORK_SUT_NAME!r}", where=where,
+                           meaning="a network-division run must come from LoadGen over the "
+                           "network, whose SUT name says so",
+                           fix=f"re-run with --backend remote --endpoint URL ({fix_run})"))
     if scenario == "Offline" and division == "closed":
         spq = _num(v.get("effective_samples_per_query"))
         if not spq >= bench.offline_min_samples_per_query:
