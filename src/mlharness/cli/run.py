@@ -101,7 +101,7 @@ def add_run_arguments(p: argparse.ArgumentParser) -> None:
 
     how = p.add_argument_group("how to run it")
     how.add_argument("--batch-size", type=int, metavar="N", help="largest batch (Offline default 32)")
-    how.add_argument("--workers", type=int, metavar="N", help="worker threads feeding the backend (default 1)")
+    how.add_argument("--workers", type=int, metavar="N", help="worker threads feeding the backend (default 1; remote/ray: 2 per node)")
     how.add_argument("--threads", type=int, metavar="N", help="runtime intra-op threads")
     how.add_argument("--precision", metavar="P", help="fp32 (default), bf16, int8 — never changed silently")
     how.add_argument("--device", metavar="D", help="cpu (default) or cuda")

@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import argparse
-import sys
+import socket
+import threading
+import time
 from pathlib import Path
 
 from mlharness.errors import ConfigError, HarnessError
@@ -80,8 +82,6 @@ def serve_command(args: argparse.Namespace) -> int:
                    dataset=args.dataset, vocab=args.vocab, cache_dir=args.cache_dir,
                    max_samples=args.max_samples, threads=args.threads, precision=args.precision,
                    device=args.device, backend_options=options)
-    import socket
-
     name = args.name or f"{socket.gethostname()}:{args.port}"
     state = NodeState(lambda: Node(spec, name), args.workers)
     url = f"http://{args.host}:{args.port}"
@@ -90,11 +90,9 @@ def serve_command(args: argparse.Namespace) -> int:
         console_err.print(f"node listening on {url} — loading {args.benchmark} "
                           f"({args.backend}); GET /ready answers 200 once loaded", highlight=False)
 
-    import threading
-
     def announce_ready() -> None:
         while state.status == "loading":
-            threading.Event().wait(0.1)
+            time.sleep(0.1)
         if state.status == "ready":
             console_err.print(f"ready: {url} serves {args.benchmark} "
                               f"({state.node.total if state.node else '?'} samples)",
@@ -111,5 +109,4 @@ def serve_command(args: argparse.Namespace) -> int:
         raise HarnessError(f"node failed to load: {state.failure}",
                            hint="run the same settings with `mlharness run` to see the problem")
     console_err.print(f"node {url} drained and stopped", highlight=False)
-    sys.stdout.flush()
     return 0
