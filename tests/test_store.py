@@ -165,3 +165,17 @@ def test_a_killed_run_is_marked_crashed_never_trusted(tmp_path: Path) -> None:
     # after a reindex it is still not trusted
     mlharness("runs", "reindex", "--runs-dir", str(root))
     assert [r["state"] for r in _rows(root).values()] == ["crashed"]
+
+
+def test_reproduce_command_repeats_the_same_settings(runs: Path, tmp_path: Path) -> None:
+    import shlex
+
+    row = next(r for r in _rows(runs).values() if r["kind"] == "run"
+               and r["mode"] == "performance" and r["batch_size"] == 8)
+    argv = shlex.split(row["command"])
+    assert argv[:2] == ["mlharness", "run"]
+    proc = mlharness(*argv[2:], "--output-dir", str(tmp_path / "again"), "--no-progress")
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    again = list(_rows(tmp_path / "again").values())
+    assert len(again) == 1 and again[0]["settings_hash"] == row["settings_hash"]
+    assert again[0]["command"] == row["command"]

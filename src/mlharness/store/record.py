@@ -13,7 +13,8 @@ from pathlib import Path
 from typing import Any
 
 #: spec fields that say where or how a run is kept, not what was measured
-_NOT_SETTINGS = ("output_dir", "label", "stall_timeout_s", "cache_dir", "audit_config")
+_NOT_SETTINGS = ("output_dir", "label", "stall_timeout_s", "stall_timeout", "cache_dir",
+                 "audit_config", "purpose")
 #: statuses of a run that ended; anything else is unfinished (crashed, killed, or still running)
 FINISHED = ("ok", "failed", "error", "interrupted")
 
@@ -92,8 +93,12 @@ def effective_settings(data: dict[str, Any]) -> dict[str, Any]:
     ``effective_*`` values as it logged them."""
     spec = {k: v for k, v in (data.get("spec") or {}).items() if k not in _NOT_SETTINGS}
     effective = ((data.get("result") or {}).get("effective")) or {}
-    return {"spec": spec, "loadgen": dict(sorted(effective.items())),
-            "backend": data.get("backend")}
+    out = {"spec": spec, "loadgen": dict(sorted(effective.items())),
+           "backend": data.get("backend")}
+    decided = (data.get("settings") or {}).get("values")  # the runner's effective settings
+    if decided:
+        out["effective"] = dict(sorted(decided.items()))
+    return out
 
 
 def settings_hash(settings: dict[str, Any]) -> str:
@@ -176,19 +181,30 @@ def _batch_size(data: dict[str, Any]) -> int | None:
     return value if isinstance(value, int) else None
 
 
-#: spec field -> `mlharness run` flag (cli/run.py), in the order a person would type them
+#: spec field(s) -> `mlharness run` flag (cli/run.py), in the order a person would type them;
+#: a tuple lists the record's current name and its name in older records (mlharness-run/1)
 _FLAGS = (
     ("benchmark", "--benchmark"), ("scenario", "--scenario"), ("mode", "--mode"),
     ("model", "--model"), ("dataset", "--dataset"), ("vocab", "--vocab"),
     ("backend", "--backend"), ("max_samples", "--max-samples"),
-    ("target_qps", "--target-qps"), ("target_latency_ms", "--target-latency"),
-    ("server_latency_ms", "--server-latency"), ("min_duration_ms", "--min-duration"),
+    ("target_qps", "--target-qps"), (("target_latency", "target_latency_ms"), "--target-latency"),
+    (("server_latency", "server_latency_ms"), "--server-latency"),
+    (("min_duration", "min_duration_ms"), "--min-duration"),
     ("min_query_count", "--min-query-count"), ("max_query_count", "--max-query-count"),
     ("performance_sample_count", "--performance-sample-count"),
     ("batch_size", "--batch-size"), ("workers", "--workers"), ("threads", "--threads"),
     ("precision", "--precision"), ("device", "--device"), ("cache_dir", "--cache-dir"),
 )
+_PAIRS = ((("task_option",), "--task-option"), (("backend_option", "backend_options"),
+          "--backend-option"), (("set", "user_conf_extra"), "--set"))
 _DEFAULTS = {"backend": "onnxruntime", "workers": 1, "precision": "fp32", "device": "cpu"}
+
+
+def _pick(spec: dict[str, Any], names: str | tuple[str, ...]) -> Any:
+    for name in (names,) if isinstance(names, str) else names:
+        if spec.get(name) is not None:
+            return spec[name]
+    return None
 
 
 def reproduce_command(spec: dict[str, Any]) -> str:
@@ -197,19 +213,19 @@ def reproduce_command(spec: dict[str, Any]) -> str:
 
     parts = ["mlharness", "run"]
     for key, flag in _FLAGS:
-        value = spec.get(key)
-        if value is None or _DEFAULTS.get(key) == value:
+        value = _pick(spec, key)
+        if value is None or _DEFAULTS.get(key if isinstance(key, str) else key[0]) == value:
             continue
         parts += [flag, _num(value)]
-    parts.append("--test" if spec.get("short", True) else "--valid")
+    full = spec["valid"] if "valid" in spec else not spec.get("short", True)
+    parts.append("--valid" if full else "--test")
     if spec.get("length_sort") is False:
         parts.append("--no-length-sort")
-    if spec.get("enable_trace"):
+    if _pick(spec, ("trace", "enable_trace")):
         parts.append("--trace")
-    for key, value in sorted((spec.get("backend_options") or {}).items()):
-        parts += ["--backend-option", f"{key}={_num(value)}"]
-    for key, value in sorted((spec.get("user_conf_extra") or {}).items()):
-        parts += ["--set", f"{key}={_num(value)}"]
+    for names, flag in _PAIRS:
+        for key, value in sorted((_pick(spec, names) or {}).items()):
+            parts += [flag, f"{key}={_num(value)}"]
     command = " ".join(shlex.quote(p) for p in parts)
     if spec.get("audit_config"):  # an audit's settings come from its audit.config
         command += f"  # {spec.get('label') or 'audit'} run: repeat it with `mlharness compliance`"
