@@ -174,7 +174,7 @@ def test_reproduce_command_repeats_the_same_settings(runs: Path, tmp_path: Path)
                and r["mode"] == "performance" and r["batch_size"] == 8)
     argv = shlex.split(row["command"])
     assert argv[:2] == ["mlharness", "run"]
-    proc = mlharness(*argv[2:], "--output-dir", str(tmp_path / "again"), "--no-progress")
+    proc = mlharness(*argv[1:], "--output-dir", str(tmp_path / "again"), "--no-progress")
     assert proc.returncode == 0, proc.stdout + proc.stderr
     again = list(_rows(tmp_path / "again").values())
     assert len(again) == 1 and again[0]["settings_hash"] == row["settings_hash"]
