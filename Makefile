@@ -3,8 +3,11 @@ PYTHON ?= python3
 VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
+# the official scripts' own Python (tests/referee.py): what they import, apart from ours
+REFEREE := .venv-referee
+REFEREE_STAMP := $(REFEREE)/.installed
 
-.PHONY: demo test venv clean bench
+.PHONY: demo test venv referee clean bench
 
 $(STAMP): pyproject.toml
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
@@ -14,14 +17,21 @@ $(STAMP): pyproject.toml
 
 venv: $(STAMP)
 
+$(REFEREE_STAMP): tests/referee-requirements.txt
+	test -x $(REFEREE)/bin/python || $(PYTHON) -m venv $(REFEREE)
+	$(REFEREE)/bin/pip install --quiet -r tests/referee-requirements.txt
+	touch $(REFEREE_STAMP)
+
+referee: $(REFEREE_STAMP)
+
 demo: $(STAMP)
 	$(BIN)/mlharness demo
 
-test: $(STAMP)
+test: $(STAMP) $(REFEREE_STAMP)
 	$(BIN)/python -m pytest -q
 
 bench: $(STAMP)
 	$(BIN)/python benchmarks/overhead.py
 
 clean:
-	rm -rf $(VENV) runs build .pytest_cache
+	rm -rf $(VENV) $(REFEREE) runs build .pytest_cache

@@ -5,21 +5,17 @@ from __future__ import annotations
 import json
 import re
 import shutil
-import subprocess
-import sys
 from pathlib import Path
 
-import pytest
+import referee
 
-OFFICIAL = Path("/tmp/inference")
-official = pytest.mark.skipif(not (OFFICIAL / "compliance" / "TEST01").is_dir(),
-                              reason="official mlcommons/inference checkout not at /tmp/inference")
+OFFICIAL = referee.INFERENCE
+official = referee.official("compliance/TEST01", "compliance/TEST04")
 
 
 def run_official(script: str, args: list[str], cwd: Path) -> str:
     """Run ``compliance/<script>`` from the official checkout; return its combined output."""
-    proc = subprocess.run([sys.executable, str(OFFICIAL / "compliance" / script), *args],
-                          cwd=cwd, capture_output=True, text=True, timeout=120)
+    proc = referee.run(f"compliance/{script}", *args, cwd=cwd, timeout=120)
     return proc.stdout + proc.stderr
 
 

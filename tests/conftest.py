@@ -16,3 +16,11 @@ if str(TESTS_DIR) not in sys.path:
 @pytest.fixture
 def runs_dir(tmp_path: Path) -> Path:
     return tmp_path / "runs"
+
+
+def pytest_runtest_setup(item: pytest.Item) -> None:
+    """``@official(...)``: the referee must be there (skip with the reason; fail under CI=true)."""
+    from referee import require
+
+    for mark in item.iter_markers("official"):
+        require(*mark.args, **mark.kwargs)

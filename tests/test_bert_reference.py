@@ -1,50 +1,42 @@
 """Equality with the official BERT scripts, run on our data and logs.
 
-Needs the official repository (``$MLHARNESS_INFERENCE_REPO``, default /tmp/inference) and a Python
-with ``transformers``, ``six`` and ``pkg_resources`` (``$MLHARNESS_SQUAD_REF_PYTHON``, default the
-running interpreter), since ``language/bert/accuracy-squad.py`` builds its features with
-``transformers.BertTokenizer``. Skipped otherwise. The official script imports a ``tokenization``
-module from a git submodule (DeepLearningExamples) that the checkout lacks; we give it the
-BasicTokenizer of ``transformers`` under that name, an implementation independent of ours.
+``language/bert/accuracy-squad.py`` runs in the referee's Python (tests/referee.py: ``transformers``
+for its ``BertTokenizer``, ``six``, ``pkg_resources``), with the official ``tokenization`` module
+(google-research/bert's, a git submodule upstream; ``bert-tokenization/`` beside the pinned
+checkout) on its path. Skipped without the referee, failing under CI=true.
 """
 
 from __future__ import annotations
 
 import json
-import os
-import subprocess
-import sys
 from pathlib import Path
 
 import numpy as np
 import pytest
 
+import referee
 from mlharness.cli.main import main
 from mlharness.tasks.question_answering.task import BertSquadTask
 from mlharness.tasks.question_answering.tokenization import WordPieceTokenizer, basic_tokenize
 from synthetic_squad import make_bert_onnx, make_squad, make_vocab, vocab_size
 
-REPO = Path(os.environ.get("MLHARNESS_INFERENCE_REPO", "/tmp/inference"))
-BERT_DIR = REPO / "language" / "bert"
-REF_PYTHON = os.environ.get("MLHARNESS_SQUAD_REF_PYTHON", sys.executable)
+BERT = "language/bert"
+pytestmark = referee.official(f"{BERT}/accuracy-squad.py", f"{BERT}/create_squad_data.py",
+                              python=True)
 
-SHIM = """\
-from transformers.models.bert.tokenization_bert import BasicTokenizer as _Basic, whitespace_tokenize
-def BasicTokenizer(do_lower_case=True):
-    return _Basic(do_lower_case=do_lower_case)
-def printable_text(text):
-    return text
-"""
-
+#: the features come from transformers' BertTokenizer (accuracy-squad.py, create_squad_data.py);
+#: get_final_text re-tokenizes with the official tokenization.BasicTokenizer
 TOKENIZE = """\
 import json, sys
+import tokenization
 from transformers import BertTokenizer
 from transformers.models.bert.tokenization_bert import BasicTokenizer
 tok = BertTokenizer(sys.argv[1])
 basic = BasicTokenizer(do_lower_case=True)
+official = tokenization.BasicTokenizer(do_lower_case=True)
 texts = json.load(open(sys.argv[2], encoding="utf-8"))
-json.dump({"full": [tok.tokenize(t) for t in texts], "basic": [basic.tokenize(t) for t in texts]},
-          open(sys.argv[3], "w"))
+json.dump({"full": [tok.tokenize(t) for t in texts], "basic": [basic.tokenize(t) for t in texts],
+           "official_basic": [official.tokenize(t) for t in texts]}, open(sys.argv[3], "w"))
 """
 
 DUMP_FEATURES = """\
@@ -59,45 +51,22 @@ json.dump([{"example_index": f.example_index, "input_ids": f.input_ids,
 """
 
 
-def _reference_ready() -> str | None:
-    if not (BERT_DIR / "accuracy-squad.py").is_file():
-        return f"official repository not found at {REPO}"
-    probe = subprocess.run([REF_PYTHON, "-c", "import transformers, six, pkg_resources, numpy"],
-                           capture_output=True, text=True)
-    if probe.returncode != 0:
-        return ("no Python with transformers/six/pkg_resources; set MLHARNESS_SQUAD_REF_PYTHON "
-                "(see docs/bert.md)")
-    return None
-
-
-pytestmark = pytest.mark.skipif(_reference_ready() is not None,
-                                reason=_reference_ready() or "")
-
-
 @pytest.fixture(scope="module")
 def ref(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
     root = tmp_path_factory.mktemp("bertref")
     squad = make_squad(root / "dev-v1.1.json", articles=5, seed=31)
     vocab = make_vocab(root / "vocab.txt", squad)
     model = make_bert_onnx(root / "bert.onnx", vocab_size(vocab), seed=3)
-    (root / "shim").mkdir()
-    (root / "shim" / "tokenization.py").write_text(SHIM)
     return {"root": root, "squad": squad, "vocab": vocab, "model": model}
-
-
-def _ref_run(args: list[str], ref: dict[str, Path], cwd: Path) -> str:
-    env = dict(os.environ, PYTHONPATH=str(ref["root"] / "shim"))
-    out = subprocess.run([REF_PYTHON, *args], capture_output=True, text=True, env=env, cwd=cwd)
-    assert out.returncode == 0, out.stderr[-2000:]
-    return out.stdout
 
 
 def official_accuracy(ref: dict[str, Path], log: Path, work: Path) -> str:
     """The last line accuracy-squad.py prints (evaluate_v1.1's json) for ``log``."""
-    stdout = _ref_run([str(BERT_DIR / "accuracy-squad.py"), "--vocab_file", str(ref["vocab"]),
-                       "--val_data", str(ref["squad"]), "--log_file", str(log),
-                       "--out_file", str(work / "predictions.json"),
-                       "--features_cache_file", str(work / "eval_features.pickle")], ref, work)
+    stdout = referee.run(f"{BERT}/accuracy-squad.py", "--vocab_file", str(ref["vocab"]),
+                         "--val_data", str(ref["squad"]), "--log_file", str(log),
+                         "--out_file", str(work / "predictions.json"),
+                         "--features_cache_file", str(work / "eval_features.pickle"),
+                         cwd=work, check=True).stdout
     return stdout.strip().splitlines()[-1]
 
 
@@ -113,12 +82,13 @@ def test_tokens_equal_bert_tokenizer(ref: dict[str, Path], tmp_path: Path) -> No
             texts.extend(qa["question"] for qa in p["qas"])
     (tmp_path / "texts.json").write_text(json.dumps(texts), encoding="utf-8")
     (tmp_path / "tok.py").write_text(TOKENIZE)
-    _ref_run([str(tmp_path / "tok.py"), str(ref["vocab"]), str(tmp_path / "texts.json"),
-              str(tmp_path / "out.json")], ref, tmp_path)
+    referee.python(str(tmp_path / "tok.py"), str(ref["vocab"]), str(tmp_path / "texts.json"),
+                   str(tmp_path / "out.json"), cwd=tmp_path)
     theirs = json.loads((tmp_path / "out.json").read_text())
     tok = WordPieceTokenizer.from_file(ref["vocab"])
     assert [tok.tokenize(t) for t in texts] == theirs["full"]
     assert [basic_tokenize(t) for t in texts] == theirs["basic"]
+    assert [basic_tokenize(t) for t in texts] == theirs["official_basic"]
 
 
 def test_features_and_accuracy_equal_official(ref: dict[str, Path], tmp_path: Path) -> None:
@@ -132,8 +102,9 @@ def test_features_and_accuracy_equal_official(ref: dict[str, Path], tmp_path: Pa
 
     # the features the official script built (and pickled) equal ours
     (tmp_path / "dump.py").write_text(DUMP_FEATURES)
-    _ref_run([str(tmp_path / "dump.py"), str(BERT_DIR), str(tmp_path / "eval_features.pickle"),
-              str(tmp_path / "features.json")], ref, tmp_path)
+    referee.python(str(tmp_path / "dump.py"), str(referee.INFERENCE / BERT),
+                   str(tmp_path / "eval_features.pickle"), str(tmp_path / "features.json"),
+                   cwd=tmp_path)
     theirs = json.loads((tmp_path / "features.json").read_text())
     fs = BertSquadTask("bert-99", ref["squad"], ref["vocab"], cache_dir=tmp_path / "cache").features
     assert len(theirs) == len(fs)

@@ -12,27 +12,25 @@ from __future__ import annotations
 
 import json
 import re
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
 
-from compliance_support import OFFICIAL, official
+import referee
 from mlharness.cli.main import main
 from synthetic_vision import make_imagenet, resnet50_onnx
 
-pytestmark = [official, pytest.mark.slow]
+CHECKER = "tools/submission/submission_checker"
+pytestmark = [referee.official(CHECKER, python=True), pytest.mark.slow]
 
 BACKEND = ["--backend", "compliance_backends:DelayBackend", "--backend-option", "delay_ms=20",
            "--batch-size", "8"]
 
 
 def official_checker(root: Path) -> str:
-    proc = subprocess.run(
-        [sys.executable, "-m", "submission_checker.main", "--input", str(root),
-         "--version", "v6.1"],
-        cwd=OFFICIAL / "tools" / "submission", capture_output=True, text=True, timeout=300)
+    """The checker run by hand, in the referee's Python (not through our own wrapper)."""
+    proc = referee.python("-m", "submission_checker.main", "--input", str(root), "--version",
+                          "v6.1", cwd=referee.INFERENCE / "tools" / "submission", check=False)
     return proc.stdout + proc.stderr
 
 

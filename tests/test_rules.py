@@ -2,17 +2,16 @@
 
 from __future__ import annotations
 
-import os
 import sys
-from pathlib import Path
 
 import pytest
 
+import referee
 from mlharness import rules
 from mlharness.errors import ConfigError
 from mlharness.rules import installed
 
-OFFICIAL = Path(os.environ.get("MLPERF_INFERENCE_DIR", "/tmp/inference")) / "tools" / "submission"
+OFFICIAL = referee.INFERENCE / "tools" / "submission"
 
 
 def test_every_round_loads():
@@ -94,8 +93,7 @@ def test_system_and_measurement_fields():
     assert "weight_transformations" in r.measurements_required
 
 
-@pytest.mark.skipif(not (OFFICIAL / "submission_checker" / "constants.py").is_file(),
-                    reason="official checkout not available")
+@referee.official("tools/submission/submission_checker/constants.py")
 def test_tables_equal_the_official_constants():
     sys.path.insert(0, str(OFFICIAL))
     try:

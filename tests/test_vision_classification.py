@@ -3,18 +3,17 @@
 from __future__ import annotations
 
 import json
-import subprocess
-import sys
 from pathlib import Path
 
 import numpy as np
 import pytest
 
+import referee
 from mlharness.errors import DatasetError, ModelError
 from mlharness.tasks import TaskOptions, create_task
 from synthetic_vision import make_imagenet
 
-OFFICIAL = Path("/tmp/inference/vision/classification_and_detection/tools/accuracy-imagenet.py")
+OFFICIAL = "vision/classification_and_detection/tools/accuracy-imagenet.py"
 
 
 @pytest.fixture
@@ -67,16 +66,15 @@ def test_top1_deduplicates_like_the_official_script(imagenet: Path) -> None:
     assert result.passed is False and result.target == pytest.approx(75.6954)
 
 
-@pytest.mark.skipif(not OFFICIAL.is_file(), reason="official repo not checked out")
+@referee.official(OFFICIAL, python=True)
 def test_equal_to_the_official_script(imagenet: Path, tmp_path: Path) -> None:
     labels = [lab for _, lab in make_imagenet(imagenet, count=8)]
     entries = log_entries(labels)
     log = tmp_path / "mlperf_log_accuracy.json"
     log.write_text(json.dumps([{"seq_id": n, "qsl_idx": i, "data": d.hex().upper()}
                                for n, (i, d) in enumerate(entries)]))
-    out = subprocess.run([sys.executable, str(OFFICIAL), "--mlperf-accuracy-file", str(log),
-                          "--imagenet-val-file", str(imagenet / "val_map.txt")],
-                         capture_output=True, text=True, check=True).stdout.strip()
+    out = referee.run(OFFICIAL, "--mlperf-accuracy-file", str(log), "--imagenet-val-file",
+                      str(imagenet / "val_map.txt"), check=True).stdout.strip()
     task = create_task("resnet50", TaskOptions(dataset=imagenet))
     assert task.score(entries).text == out
 

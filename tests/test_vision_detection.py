@@ -3,18 +3,17 @@
 from __future__ import annotations
 
 import json
-import subprocess
-import sys
 from pathlib import Path
 
 import numpy as np
 import pytest
 
+import referee
 from mlharness.errors import DatasetError, ModelError
 from mlharness.tasks import TaskOptions, create_task
 from mlharness.tasks.object_detection import DetectionOutputs, detection_rows
 
-OFFICIAL = Path("/tmp/inference/vision/classification_and_detection/tools/accuracy-openimages.py")
+OFFICIAL = "vision/classification_and_detection/tools/accuracy-openimages.py"
 SPEC = DetectionOutputs()
 
 #: image id -> (height, width, [(category, [x, y, w, h]), ...])
@@ -65,10 +64,9 @@ def write_log(path: Path, entries: list[tuple[int, bytes]]) -> Path:
 
 def official_map(tmp_path: Path, entries: list[tuple[int, bytes]]) -> str:
     log = write_log(tmp_path / "mlperf_log_accuracy.json", entries)
-    out = subprocess.run([sys.executable, str(OFFICIAL), "--mlperf-accuracy-file", str(log),
-                          "--openimages-dir", str(tmp_path / "oi"),
-                          "--output-file", str(tmp_path / "official.json")],
-                         capture_output=True, text=True, check=True).stdout
+    out = referee.run(OFFICIAL, "--mlperf-accuracy-file", str(log), "--openimages-dir",
+                      str(tmp_path / "oi"), "--output-file", str(tmp_path / "official.json"),
+                      check=True).stdout
     return [line for line in out.splitlines() if line.startswith("mAP=")][0]
 
 
@@ -125,7 +123,7 @@ def test_missing_detections_and_duplicates(task) -> None:
     assert task.score([(1, b"")]).value == 0.0  # nothing detected at all
 
 
-@pytest.mark.skipif(not OFFICIAL.is_file(), reason="official repo not checked out")
+@referee.official(OFFICIAL, python=True)
 @pytest.mark.parametrize("entries", [
     [(0, rows_for(0, 1)), (1, rows_for(1, 2))],
     [(0, rows_for(0, 1, 0.16)), (1, rows_for(1, 2, 0.3))],

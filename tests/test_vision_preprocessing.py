@@ -9,11 +9,12 @@ import numpy as np
 import pytest
 from PIL import Image
 
+import referee
 from mlharness.errors import ConfigError, DatasetError
 from mlharness.tasks.imagenet_preprocessing import resnet50_preprocess
 from mlharness.tasks.vision import preprocessing as pp
 
-REFERENCE = Path("/tmp/inference/vision/classification_and_detection/python")
+REFERENCE = "vision/classification_and_detection/python"
 MEANS = np.array([123.68, 116.78, 103.94], np.float32)
 
 
@@ -120,8 +121,7 @@ def test_nhwc_bgr_layouts(tmp_path: Path) -> None:
     np.testing.assert_array_equal(out, expected)
 
 
-@pytest.mark.skipif(not (REFERENCE / "dataset.py").is_file(),
-                    reason="official repo not checked out")
+@referee.official(f"{REFERENCE}/dataset.py")
 def test_equal_to_the_reference_functions(tmp_path: Path) -> None:
     """Run the reference's own pre-processing (not copied: imported from its checkout)."""
     import cv2
@@ -129,7 +129,7 @@ def test_equal_to_the_reference_functions(tmp_path: Path) -> None:
     from synthetic_vision import make_imagenet
 
     spec = importlib.util.spec_from_file_location("reference_vision_dataset",
-                                                  REFERENCE / "dataset.py")
+                                                  referee.INFERENCE / REFERENCE / "dataset.py")
     reference = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(reference)
     entries = make_imagenet(tmp_path, count=8)  # RGB, greyscale and CMYK JPEGs, many shapes
