@@ -135,3 +135,14 @@ def test_published_csv_and_submission_tree(runs: Path, tmp_path: Path) -> None:
 def test_nothing_to_compare_is_a_user_error(tmp_path: Path) -> None:
     proc = mlharness("compare", str(tmp_path / "nope"))
     assert proc.returncode == 2 and "not found" in proc.stderr
+
+
+def test_a_benchmark_folder_uses_the_runs_folder_index(runs: Path, tmp_path: Path) -> None:
+    copy = tmp_path / "runs"
+    shutil.copytree(runs, copy, ignore=shutil.ignore_patterns("mlharness.sqlite*",
+                                                              "mlperf_log_trace.json"))
+    proc = mlharness("compare", str(copy / "demo"), "--by", "batch_size", "--format", "json")
+    assert proc.returncode == 0, proc.stderr
+    assert set(json.loads(proc.stdout)["groups"]) == {"batch_size=1", "batch_size=8",
+                                                      "batch_size=32"}
+    assert (copy / "mlharness.sqlite").is_file() and not (copy / "demo" / "mlharness.sqlite").exists()

@@ -87,6 +87,8 @@ def _runs_root(path: Path) -> tuple[Path, str | None]:
     if (path / "run.json").is_file():
         root = runs_root_of(path)
         return root, path.relative_to(root).as_posix()
+    if any(path.glob("*/run.json")):  # a benchmark folder: <runs>/<benchmark>/<run>
+        return path.parent, path.name
     return path, None
 
 
