@@ -142,7 +142,8 @@ def compare(entries: list[Entry], by: str = "group", groups: list[str] | None = 
             base = bases[c.key]
             row[c.key] = (Delta(None, None) if base is None or base == group else
                           _delta(table.cells[base].get(c.key), table.cells[group].get(c.key), c))
-        table.deltas.append((group, order[0], row))
+        if any(d.percent is not None or d.why not in ("", "no result") for d in row.values()):
+            table.deltas.append((group, order[0], row))  # rows with nothing to say are left out
     return table
 
 
