@@ -80,13 +80,13 @@ def protected_reason(path: Path) -> str | None:
 
 
 def replace_owned(path: Path, kind: str, allowed: Iterable[str], flag: str = "--output",
-                  force: bool = False, marked: bool = True) -> str | None:
+                  force: bool = False, marked: bool = True, dry_run: bool = False) -> str | None:
     """Make ``path`` an empty directory, deleting it first only if mlharness may.
 
     ``allowed``: glob patterns of the top-level names mlharness writes in such a directory.
     ``marked``: whether the marker is required (False for directories with a well-known shape
     that predate the marker, such as a compliance TEST0X directory). Returns a sentence saying
-    what was deleted, or None when nothing was.
+    what was deleted, or None when nothing was. ``dry_run``: only raise the refusals.
     """
     if path.is_symlink() or (path.exists() and not path.is_dir()):
         raise ConfigError(f"{flag} {path} exists and is not a directory",
@@ -119,10 +119,14 @@ def replace_owned(path: Path, kind: str, allowed: Iterable[str], flag: str = "--
             raise ConfigError(f"refusing to replace {path}: it holds files mlharness did not write "
                               f"({_sample(foreign, path)})",
                               hint=f"move them away, or choose a new {flag}")
-        shutil.rmtree(path)
         done = f"replaced {path} ({len(files)} files written earlier by mlharness)"
+        if dry_run:
+            return done
+        shutil.rmtree(path)
     else:
         done = None
+    if dry_run:
+        return done
     try:
         path.mkdir(parents=True, exist_ok=True)
     except OSError as exc:

@@ -57,6 +57,14 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.set_defaults(func=run)
 
 
+def _shown(path: Path) -> str:
+    """``path`` relative to the working directory when it is below it."""
+    try:
+        return str(path.resolve().relative_to(Path.cwd().resolve()))
+    except ValueError:
+        return str(path)
+
+
 def run(args: argparse.Namespace) -> int:
     from mlharness.cli.check import print_problems
     from mlharness.cli.render import console
@@ -83,7 +91,7 @@ def run(args: argparse.Namespace) -> int:
     if result.not_chosen:
         console.print(f"not used ({len(result.not_chosen)}):")
         for path, why in result.not_chosen:
-            console.print(f"  {path}: {why}", highlight=False)
+            console.print(f"  {_shown(path)}: {why}", highlight=False)
     for note in lay.notes:
         console.print(f"  [yellow]note:[/] {note}", highlight=False)
     if result.defaulted:

@@ -97,6 +97,7 @@ def submit(runs: Path, output: Path, submitter: str, division: str, system: str,
     _guard_output(output, runs)
     for path in pinned or []:
         _guard_output(output, path)
+    prepare_output(output, force, dry_run=True)  # refuse before any work
 
     def inventory_now() -> Inventory:
         inv = scan(runs, compliance) if runs.is_dir() or not pinned else Inventory()
@@ -107,6 +108,14 @@ def submit(runs: Path, output: Path, submitter: str, division: str, system: str,
     if run_audits and division != "open":
         if run_missing_audits(inventory, rules, runs):
             inventory = inventory_now()
+    if not inventory.keys():
+        unused = inventory.not_chosen(set())
+        reasons = "; ".join(f"{p.name}: {why}" for p, why in unused[:3])
+        more = f" (and {len(unused) - 3} more)" if len(unused) > 3 else ""
+        raise ConfigError(f"nothing to lay out: no usable performance run under {runs}"
+                          + (f" ({len(unused)} not usable: {reasons}{more})" if unused else ""),
+                          hint="run performance and accuracy tests first (`mlharness run ...`), "
+                               "or pick runs with --run DIR")
     desc, defaulted = system_description(system, system_json, system_toml)
     replaced = prepare_output(output, force)
     layout = lay_out(inventory, rules, output, division, submitter, system, desc)

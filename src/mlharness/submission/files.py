@@ -25,11 +25,11 @@ def copy_file(src: Path, dst: Path) -> None:
 TREE_NAMES = ("open", "closed", "network", "submission.tar.gz", "summary.*")
 
 
-def prepare_output(path: Path, force: bool) -> str | None:
+def prepare_output(path: Path, force: bool, dry_run: bool = False) -> str | None:
     """Create the (empty, marked) output directory. A non-empty one is replaced only with
     ``force`` and only if an earlier ``submit`` wrote it (see mlharness.owned); returns what
-    was replaced, if anything."""
-    return replace_owned(path, "submission", TREE_NAMES, "--output", force)
+    was replaced, if anything. ``dry_run`` only checks (refusals come before any other work)."""
+    return replace_owned(path, "submission", TREE_NAMES, "--output", force, dry_run=dry_run)
 
 
 def seal_output(path: Path) -> None:

@@ -128,9 +128,10 @@ class Inventory:
         valid = [r for r in found if not r.short]
         pool = valid or found
         best = max(pool, key=lambda r: r.stamp)
-        kind = "--valid" if valid else "--test (no --valid run found)"
         others = f" of {len(found)} usable" if len(found) > 1 else ""
-        return Choice(best, f"newest {kind} run{others}")
+        if valid:
+            return Choice(best, f"newest --valid run{others}")
+        return Choice(best, f"newest run{others} (no --valid run found, so a --test run)")
 
     def newest(self, benchmark: str, scenario: str, mode: str) -> Run | None:
         choice = self.choose(benchmark, scenario, mode)
@@ -227,7 +228,9 @@ def scan(root: Path, extra: list[Path] | None = None) -> Inventory:
         try:
             inv.runs.append(read_run(run_json.parent.resolve()))
         except ConfigError as exc:
-            inv.skipped.append((run_json.parent, exc.message))
+            where = str(run_json.parent.resolve())
+            why = exc.message.replace(f"{where}/", "").replace(f"{where}: ", "")
+            inv.skipped.append((run_json.parent.resolve(), why))
     audits = {_digest(r.path / "mlperf_log_detail.txt"): r for r in inv.runs if r.is_audit}
     for test in COMPLIANCE_TESTS:
         for verify in sorted(p for base in [root, *(extra or [])]
