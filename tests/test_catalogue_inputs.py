@@ -217,6 +217,8 @@ CASES = [
     ("check-unknown-round", ["check", ".", "--round", "v0.1"], None, 2, "invalid choice"),
     ("check-not-an-archive", ["check", "tree.tar.gz"], write("tree.tar.gz", "not gzip"), 2,
      "cannot read the archive"),
+    ("check-archive-with-official", ["check", "tree.tar.gz", "--official", "."],
+     write("tree.tar.gz", "x"), 2, "--official checks a tree"),
 ]
 
 

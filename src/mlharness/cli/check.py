@@ -86,6 +86,9 @@ def run(args: argparse.Namespace) -> int:
                           hint="pass the --output of `mlharness submit` (or its .tar.gz)")
     rules = load(args.round)
     if args.root.is_file():
+        if args.official:
+            raise ConfigError("--official checks a tree, not an archive",
+                              hint=f"extract {args.root.name} first, or drop --official")
         return _check_archive(args, rules)
     problems = [p for a in archives_beside(args.root) for p in archive_problems(a)]
     problems += check_tree(args.root, rules)
