@@ -2,7 +2,7 @@
 scenario's official metric, and Delta rows in % against the first group.
 
 Metric and units are the submission checker's (``tools/submission/submission_checker/
-constants.py`` RESULT_FIELD_NEW and UNIT_DICT, kept in ``mlharness.submission.summary.RESULT``):
+constants.py`` RESULT_FIELD_NEW and UNIT_DICT, kept in ``mlharness.loadgen.mllog.METRICS``):
 SingleStream and MultiStream report the early-stopping latency in ms (lower is better), Server
 completed queries/s and Offline samples/s (higher is better). A result that is INVALID, or
 whose accuracy run missed the target, is marked and never compared.
@@ -13,7 +13,7 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
-from mlharness.submission.summary import RESULT
+from mlharness.loadgen.mllog import METRICS
 
 SCENARIO_ORDER = ("SingleStream", "MultiStream", "Server", "Offline")
 SCENARIO_TITLE = {"SingleStream": "Single Stream", "MultiStream": "Multi Stream",
@@ -48,7 +48,7 @@ class Column:
 
     @property
     def unit(self) -> str:
-        return RESULT[self.scenario][2]
+        return official_unit(self.scenario)
 
     @property
     def lower_is_better(self) -> bool:
@@ -112,6 +112,16 @@ class Comparison:
         }
 
 
+def official_unit(scenario: str) -> str:
+    """The checker's name for the unit of the scenario's metric (its UNIT_DICT)."""
+    unit = getattr(METRICS[scenario], "summary_unit", None)
+    if unit is None:  # the metric table without checker names: the submission summary has them
+        from mlharness.submission.summary import RESULT
+
+        unit = RESULT[scenario][2]
+    return unit
+
+
 def compare(entries: list[Entry], by: str = "group", groups: list[str] | None = None
             ) -> Comparison:
     """Build the table. ``groups`` fixes the row order (default: first appearance)."""
@@ -121,7 +131,7 @@ def compare(entries: list[Entry], by: str = "group", groups: list[str] | None = 
             order.append(e.group)
     cols: dict[str, Column] = {}
     for e in entries:
-        if e.scenario in RESULT:
+        if e.scenario in METRICS:
             cols.setdefault(f"{e.benchmark}/{e.scenario}", Column(e.benchmark, e.scenario))
     columns = sorted(cols.values(), key=lambda c: (
         list(BENCHMARK_TITLE).index(c.benchmark) if c.benchmark in BENCHMARK_TITLE else 99,
