@@ -52,6 +52,11 @@ def test_row_holds_what_run_json_holds(runs: Path) -> None:
     assert offline8["versions"]["mlcommons-loadgen"] == "6.0.17"
     assert offline8["started"] == data["started"] and offline8["finished"] == data["finished"]
     assert offline8["round"] == "v6.1"  # from the LoadGen seeds in the detail log
+    repo = Path(__file__).resolve().parent.parent
+    if (repo / ".git").exists():  # the demo model ships in this checkout: its commit is kept
+        head = subprocess.run(["git", "-C", str(repo), "rev-parse", "HEAD"], capture_output=True,
+                              text=True).stdout.strip()
+        assert data["model_git_commit"] == offline8["model_git_commit"] == head
     assert offline8["settings"]["spec"]["batch_size"] == 8 and len(offline8["settings_hash"]) == 16
     assert "--batch-size 8" in offline8["command"] and offline8["command"].startswith("mlharness run")
     acc = next(r for r in rows.values() if r["mode"] == "accuracy")
