@@ -146,8 +146,9 @@ def test_two_processes_recording_at_the_same_moment_both_land(runs: Path, tmp_pa
 
 def test_a_killed_run_is_marked_crashed_never_trusted(tmp_path: Path) -> None:
     root = tmp_path / "runs"
+    # Server issues queries on a schedule: the run lasts its min duration however fast the machine
     proc = subprocess.Popen([sys.executable, "-m", "mlharness.cli.main", "run", "-b", "demo",
-                             "-s", "SingleStream", "--min-duration", "60000",
+                             "-s", "Server", "--target-qps", "50", "--min-duration", "120000",
                              "--output-dir", str(root), "--no-progress"],
                             stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
                             start_new_session=True)
