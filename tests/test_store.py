@@ -36,7 +36,8 @@ def test_every_run_is_recorded_when_it_ends(runs: Path) -> None:
         assert conn.execute("PRAGMA journal_mode").fetchone()[0] == "wal"
         paths = {r[0] for r in conn.execute("SELECT path FROM runs WHERE status = 'ok'")}
     on_disk = {d.relative_to(runs).as_posix() for d in find_run_dirs(runs)}
-    assert len(on_disk) == 7 and paths == on_disk  # runs, accuracy runs and the _tune probes
+    # runs, accuracy runs and the _tune probes (plus any probe a run made to measure its target)
+    assert len(on_disk) >= 7 and paths == on_disk
 
 
 def test_row_holds_what_run_json_holds(runs: Path) -> None:
@@ -64,7 +65,8 @@ def test_row_holds_what_run_json_holds(runs: Path) -> None:
     acc_data = json.loads((runs / acc["path"] / "run.json").read_text())["accuracy"]
     assert acc["accuracy_target"] == acc_data["target"] and acc["accuracy"] == acc_data["value"]
     probes = [r for r in rows.values() if r["kind"] == "probe"]
-    assert len(probes) == 2 and {p["scenario"] for p in probes} == {"Server"}
+    assert len([p for p in probes if p["scenario"] == "Server"]) >= 2
+    assert all(p["path"].startswith("_tune/") for p in probes)
     # same settings -> same hash; another batch size -> another hash
     offline32 = next(r for r in rows.values() if r["mode"] == "performance"
                      and r["scenario"] == "Offline" and r["batch_size"] == 32)
@@ -78,7 +80,9 @@ def test_reindex_rebuilds_a_deleted_index_with_nothing_missing(runs: Path, tmp_p
     for f in copy.glob(INDEX_NAME + "*"):
         f.unlink()
     proc = mlharness("runs", "reindex", "--runs-dir", str(copy))
-    assert proc.returncode == 0 and "indexed 7 run directories" in proc.stdout, proc.stdout
+    count = len(list(find_run_dirs(copy)))
+    assert proc.returncode == 0 and f"indexed {count} run directories" in proc.stdout, proc.stdout
+    assert len(before) == count
     after = _rows(copy)
     fields = RunRow.__dataclass_fields__  # what run.json holds; not the bookkeeping columns
     strip = lambda rows: {p: {k: v for k, v in r.items() if k in fields}  # noqa: E731
@@ -92,12 +96,13 @@ def test_corrupt_index_is_rebuilt_not_trusted(runs: Path, tmp_path: Path) -> Non
     (copy / INDEX_NAME).write_bytes(b"this is not an SQLite file" * 100)
     proc = mlharness("runs", "--all", "--json", "--runs-dir", str(copy))
     assert proc.returncode == 0, proc.stderr
-    assert len(json.loads(proc.stdout)) == 7
+    count = len(list(find_run_dirs(copy)))
+    assert len(json.loads(proc.stdout)) == count >= 7
     assert list(copy.glob(INDEX_NAME + ".corrupt-*"))  # kept aside for inspection
     # a stale index (a run directory removed, one added behind its back) is brought up to date
     gone = next(d for d in find_run_dirs(copy) if "SingleStream" in d.name)
     shutil.move(gone, tmp_path / "elsewhere")
-    assert len(_rows(copy)) == 6
+    assert len(_rows(copy)) == count - 1
 
 
 def test_runs_filters_and_json(runs: Path) -> None:
