@@ -124,5 +124,40 @@ def results_table(records: list[dict[str, Any]], title: str = "Results") -> Tabl
     return table
 
 
+def format_power(section: dict[str, Any] | None) -> str:
+    """``120.3 W`` / ``35.10 mJ/query`` for run.json's ``power`` or ``energy`` section."""
+    if not section or section.get("metric") is None:
+        return "-"
+    if section.get("unit") == "millijoules":
+        return f"{section['metric']:,.2f} mJ/query"
+    return f"{section['metric']:,.1f} W"
+
+
+def power_lines(data: dict[str, Any]) -> list[str]:
+    """Lines under the verdict table for a run measured with --power or --energy."""
+    lines = []
+    power = data.get("power")
+    if power and power.get("metric") is not None:
+        ranging = power.get("ranging_avg_watts")
+        extra = f", ranging run {ranging:,.1f} W" if ranging else ""
+        lines.append(f"[bold]power[/] (MLPerf): "
+                     f"{format_power(power)} — average {power['avg_watts']:,.1f} W over "
+                     f"{power['window_s']:.1f} s, {power['samples']} samples{extra}; analyzer "
+                     f"{power.get('analyzer') or '?'} via {power.get('server')}")
+        if power.get("simulated"):
+            lines.append("  [yellow]simulated analyzer (PTDaemon simulator): not an MLPerf "
+                         "power result[/]")
+    energy = data.get("energy")
+    if energy:
+        if energy.get("error"):
+            lines.append(f"[bold]energy[/] (RAPL estimate): not computed — {energy['error']}")
+        else:
+            lines.append(f"[bold]energy[/] (RAPL estimate, not an MLPerf power result): "
+                         f"{format_power(energy)} — {energy['joules']:,.1f} J, average "
+                         f"{energy['avg_watts']:,.1f} W over {energy['window_s']:.1f} s "
+                         f"({', '.join(energy.get('counted') or [])})")
+    return lines
+
+
 def print_json(data: Any) -> None:
     print(json.dumps(data, indent=2, default=str))

@@ -7,7 +7,8 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from mlharness.cli.render import LiveProgress, console, print_json, results_table, verdict_text
+from mlharness.cli.render import (LiveProgress, console, console_err, power_lines, print_json,
+                                  results_table, verdict_text)
 from mlharness.errors import ConfigError
 from mlharness.spec import RunSpec, load_toml
 
@@ -23,6 +24,9 @@ examples:
   mlharness run -b demo -s Server --target-qps 300 --backend remote \\
       --endpoint http://127.0.0.1:8101 --endpoint http://127.0.0.1:8102   # `mlharness serve` nodes
   mlharness run -b demo -s Offline --backend ray --replicas 2           # Ray actors
+  mlharness run --benchmark demo --scenario Offline --target-qps 20000 \\
+      --power --power-server 192.168.1.2:4950 --ntp 192.168.1.2     # MLPerf power (docs/power.md)
+  mlharness run --benchmark demo --energy rapl      # RAPL energy estimate, not an MLPerf result
 
 Every value also goes in a TOML file (--config), one key per RunSpec field, e.g.
   benchmark = "demo"
@@ -180,23 +184,86 @@ def register(sub: argparse._SubParsersAction) -> None:
                        help="division the run is meant for (default closed)")
     rules.add_argument("--no-preflight", action="store_true",
                        help="run a --valid test even if it cannot count for the round")
+    add_power_arguments(p)
     out = p.add_argument_group("output")
     out.add_argument("--json", action="store_true", help="print run.json to stdout")
     out.add_argument("--no-progress", action="store_true", help="no live progress display")
     p.set_defaults(func=run_command)
 
 
+def add_power_arguments(p: argparse.ArgumentParser) -> None:
+    power = p.add_argument_group("power (docs/power.md)")
+    power.add_argument("--power", action="store_true",
+                       help="measure power with the official MLCommons power client and server "
+                            "(ranging + testing run)")
+    power.add_argument("--power-server", metavar="HOST[:PORT]",
+                       help="the MLCommons power server on the director (port default 4950)")
+    power.add_argument("--ntp", metavar="HOST",
+                       help="NTP server both sides sync with (default: the power server's host)")
+    power.add_argument("--power-settle", type=float, default=0.0, metavar="S",
+                       help="seconds to wait before each of the two runs (default 0)")
+    power.add_argument("--power-dev", type=Path, metavar="PATH",
+                       help="checkout of github.com/mlcommons/power-dev (default $MLPERF_POWER_DEV, "
+                            "else the installed mlcommons-power package)")
+    power.add_argument("--energy", choices=("rapl",),
+                       help="record a RAPL (and NVML) energy estimate during the run: "
+                            "informational, not an MLPerf power result")
+
+
+def power_options(args: argparse.Namespace) -> Any:
+    """PowerOptions from the flags, or None without --power."""
+    if not getattr(args, "power", False):
+        if getattr(args, "power_server", None):
+            raise ConfigError("--power-server given without --power",
+                              hint="add --power to measure power")
+        return None
+    from mlharness.power.session import PowerOptions
+
+    if not args.power_server:
+        raise ConfigError("--power needs --power-server HOST[:PORT]",
+                          hint="the director running the MLCommons power server, e.g. "
+                               "--power-server 192.168.1.2:4950")
+    return PowerOptions(server=args.power_server, ntp=args.ntp, settle_s=args.power_settle,
+                        power_dev=args.power_dev)
+
+
 def run_command(args: argparse.Namespace) -> int:
     from mlharness.runner import execute
 
+    power = power_options(args)
+    if power is not None:
+        from mlharness.power.session import prepare
+
+        prepare(power)  # refuse early (no official client, bad address) before any probe run
     auto = getattr(args, "target_qps", None) == "auto"
     spec = spec_from_args(args, **({"target_qps": None} if auto else {}))
     if auto:
         spec = with_measured_offline_target(spec, quiet=args.json)
     if not spec.short and not args.no_preflight:
         refuse_if_not_countable(spec, args.round, args.division)
-    with LiveProgress(enabled=not args.no_progress and not args.json and sys.stderr.isatty()) as bar:
-        record = execute(spec, bar)
+    meter = None
+    if getattr(args, "energy", None):
+        from mlharness.power.energy import EnergyMeter
+
+        meter = EnergyMeter.open(args.energy)
+    try:
+        if meter:
+            meter.start()
+        if power is not None:
+            from mlharness.power.session import run_power
+
+            say = (lambda text: None) if args.json else (
+                lambda text: console_err.print(f"[bold]power:[/] {text}", highlight=False))
+            record = run_power(spec, power, say)
+        else:
+            with LiveProgress(enabled=not args.no_progress and not args.json
+                              and sys.stderr.isatty()) as bar:
+                record = execute(spec, bar)
+    finally:
+        if meter:
+            meter.stop()
+    if meter:
+        meter.attach(record.run_dir, record.data)
     if args.json:
         print_json(record.data)
         return record.exit_code
@@ -241,6 +308,8 @@ def refuse_if_not_countable(spec: RunSpec, round_name: str | None, division: str
 def show_record(data: dict[str, Any], run_dir: Path) -> None:
     """The one-screen verdict of one run."""
     console.print(results_table([data], title=f"{data['benchmark']} — {run_dir}"))
+    for line in power_lines(data):
+        console.print(line, highlight=False)
     verdict, _ = verdict_text(data)
     if data.get("status") == "failed":
         err = data.get("error") or {}

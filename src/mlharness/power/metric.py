@@ -1,0 +1,120 @@
+"""The round's power metric, computed from ``spl.txt`` and the LoadGen detail log the way the
+official submission checker does (``submission_checker/checks/power_check.py``
+``get_power_metric_check``; units from ``constants.py`` ``POWER_UNIT_DICT``):
+
+* samples are the ``spl.txt`` lines whose time lies strictly inside LoadGen's
+  ``power_begin``..``power_end`` (both ``%m-%d-%Y %H:%M:%S.%f``, UTC) with watts > 0;
+* Offline / Server: the metric is their average, in watts;
+* SingleStream / MultiStream: average watts x window seconds x 1000 / ``result_query_count``,
+  in millijoules per query.
+"""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass
+from datetime import datetime
+from pathlib import Path
+from typing import Any
+
+from mlharness.errors import HarnessError
+from mlharness.loadgen.mllog import parse_detail_log
+
+TIME_FORMAT = "%m-%d-%Y %H:%M:%S.%f"
+#: POWER_UNIT_DICT (submission_checker/constants.py)
+UNITS = {"Offline": "Watts", "Server": "Watts", "SingleStream": "millijoules",
+         "MultiStream": "millijoules"}
+#: samples per query in the efficiency figure (power_check.py)
+SAMPLES_PER_QUERY = {"SingleStream": 1, "MultiStream": 8}
+
+
+@dataclass
+class PowerWindow:
+    """LoadGen's measured window and what the metric needs from the detail log."""
+
+    begin: datetime
+    end: datetime
+    scenario: str
+    query_count: int | None
+    performance: float | None  # the run's performance metric (samples/s for Offline/Server)
+
+    @property
+    def seconds(self) -> float:
+        return (self.end - self.begin).total_seconds()
+
+
+@dataclass
+class PowerMetric:
+    metric: float
+    unit: str
+    avg_watts: float
+    samples: int
+    window_s: float
+    efficiency: float | None  # samples/s per watt (Offline/Server) or samples per joule
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+def window_from_detail(detail: Path) -> PowerWindow:
+    """``power_begin``/``power_end`` and friends from ``mlperf_log_detail.txt``."""
+    values = parse_detail_log(detail).values
+    if "power_begin" not in values or "power_end" not in values:
+        raise HarnessError(f"{detail} has no power_begin/power_end",
+                           hint="the LoadGen run did not finish its performance test")
+    scenario = str(values.get("effective_scenario") or values.get("requested_scenario") or "")
+    from mlharness.loadgen.mllog import METRICS
+
+    key = METRICS.get(scenario, ("result_samples_per_second",))[0]
+    perf = values.get(key)
+    count = values.get("result_query_count")
+    return PowerWindow(datetime.strptime(values["power_begin"], TIME_FORMAT),
+                       datetime.strptime(values["power_end"], TIME_FORMAT), scenario,
+                       int(count) if count is not None else None,
+                       float(perf) if perf is not None else None)
+
+
+def read_spl(path: Path) -> list[tuple[datetime, float]]:
+    """(time, watts) of every sample line in a PTDaemon ``spl.txt``."""
+    out = []
+    for line in path.read_text(errors="replace").splitlines():
+        if not line.startswith("Time"):
+            continue
+        parts = line.split(",")
+        try:
+            out.append((datetime.strptime(parts[1], TIME_FORMAT), float(parts[3])))
+        except (IndexError, ValueError):
+            continue
+    return out
+
+
+def average_in_window(samples: list[tuple[datetime, float]], window: PowerWindow) -> tuple[float, int]:
+    inside = [w for t, w in samples if window.begin < t < window.end and w > 0]
+    if not inside:
+        raise HarnessError(f"no power samples between {window.begin} and {window.end}",
+                           hint="the analyzer log and the LoadGen log do not overlap (clock sync?)")
+    return sum(inside) / len(inside), len(inside)
+
+
+def power_metric(avg_watts: float, samples: int, window: PowerWindow,
+                 scenario: str | None = None) -> PowerMetric:
+    """The metric for ``scenario`` (default: the log's) from an average power over the window."""
+    scenario = scenario or window.scenario
+    if scenario in ("Offline", "Server"):
+        eff = window.performance / avg_watts if window.performance else None
+        return PowerMetric(avg_watts, UNITS[scenario], avg_watts, samples, window.seconds, eff)
+    if scenario not in SAMPLES_PER_QUERY:
+        raise HarnessError(f"no power metric for scenario {scenario!r}",
+                           hint="use SingleStream, MultiStream, Server or Offline")
+    if not window.query_count:
+        raise HarnessError("the detail log has no result_query_count",
+                           hint="the performance run did not complete")
+    mj = avg_watts * window.seconds * 1000 / window.query_count
+    return PowerMetric(mj, UNITS[scenario], avg_watts, samples, window.seconds,
+                       SAMPLES_PER_QUERY[scenario] * 1000 / mj if mj > 0 else None)
+
+
+def metric_from_logs(run_dir: Path, scenario: str | None = None) -> PowerMetric:
+    """The metric of a testing run directory holding ``spl.txt`` and ``mlperf_log_detail.txt``."""
+    window = window_from_detail(run_dir / "mlperf_log_detail.txt")
+    avg, n = average_in_window(read_spl(run_dir / "spl.txt"), window)
+    return power_metric(avg, n, window, scenario)
