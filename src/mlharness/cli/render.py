@@ -137,6 +137,8 @@ def power_lines(data: dict[str, Any]) -> list[str]:
     """Lines under the verdict table for a run measured with --power or --energy."""
     lines = []
     power = data.get("power")
+    if power and power.get("error"):
+        lines.append(f"[bold]power[/] (MLPerf): not computed — {power['error']}")
     if power and power.get("metric") is not None:
         ranging = power.get("ranging_avg_watts")
         extra = f", ranging run {ranging:,.1f} W" if ranging else ""

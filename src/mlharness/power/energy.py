@@ -125,7 +125,10 @@ class EnergyMeter:
         return out
 
     def sample(self) -> None:
-        self.samples.append((time.time(), self.read()))
+        try:
+            self.samples.append((time.time(), self.read()))
+        except (OSError, ValueError):
+            pass  # a counter could not be read this time: the next sample will do
 
     def _run(self) -> None:
         while not self._stop.wait(INTERVAL_S):

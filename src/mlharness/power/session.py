@@ -289,7 +289,11 @@ def run_power(spec: Any, opts: PowerOptions, progress: Progress | None = None) -
                  "mlperf_log_trace.json", "user.conf"):
         if (testing / name).is_file():
             shutil.copyfile(testing / name, run_dir / name)
-    power = power_section(run_dir, spec.scenario, opts)
+    try:
+        power = power_section(run_dir, spec.scenario, opts)
+    except HarnessError as exc:  # e.g. a run shorter than one analyzer sample
+        power = {"kind": "mlperf-power", **opts.to_dict(), "metric": None,
+                 "error": f"{exc.message} ({exc.hint})"}
     power["power_dev"] = str(dev.root)
     data.update({k: v for k, v in inner.items() if k not in ("spec", "started")})
     data.update(power=power, finished=now_iso(), duration_s=round(time.monotonic() - started, 3),

@@ -5,6 +5,8 @@
                                  /src/README.md, src/<benchmark>/settings.json
                                  /results/<system>/<benchmark>/<scenario>/
                                       performance/run_1/mlperf_log_{summary,detail}.txt
+                                      performance/run_1/spl.txt, performance/ranging/...,
+                                      performance/power/...   (runs measured with --power)
                                       accuracy/mlperf_log_{summary,detail}.txt, mlperf_log_accuracy.json, accuracy.txt
                                       measurements.json, user.conf, README.md
                                       TEST01/..., TEST04/...   (as the official run_verification.py writes them)
@@ -151,7 +153,13 @@ def lay_out(
             out.notes.append(f"skipped {benchmark} {scenario}: {acc.path} has no accuracy.txt")
             continue
         scen_dir = out.base / "results" / system / bench.name / scenario
-        missing = _copy_set(perf.path, scen_dir / "performance" / "run_1", PERF_FILES)
+        if (perf.record.get("power") or {}).get("metric") is not None:
+            from mlharness.power.session import SESSION_FILES
+
+            missing = [f"{d}/{n}" for d, names in SESSION_FILES.items()
+                       for n in _copy_set(perf.path / d, scen_dir / "performance" / d, names)]
+        else:
+            missing = _copy_set(perf.path, scen_dir / "performance" / "run_1", PERF_FILES)
         missing += _copy_set(acc.path, scen_dir / "accuracy", ACC_FILES)
         if missing:
             out.notes.append(f"skipped {benchmark} {scenario}: missing {', '.join(missing)}")

@@ -43,6 +43,7 @@ def rows(layout: Layout, rules: Rules) -> list[dict[str, Any]]:
         acc_text = (e.path / "accuracy" / "accuracy.txt").read_text()
         acc_value = _raw_accuracy(acc_text, bench.accuracy_regex) if bench else None
         measurements = json.loads((e.path / "measurements.json").read_text())
+        power = e.performance.record.get("power") if (e.path / "performance" / "power").is_dir() else None
         notes = desc.get("hw_notes", "")
         if desc.get("sw_notes"):
             notes = (notes + ". " if notes else "") + desc["sw_notes"]
@@ -78,12 +79,14 @@ def rows(layout: Layout, rules: Rules) -> list[dict[str, Any]]:
             "errors": 0,
             "version": rules.checker_version,
             "inferred": 0,
-            "has_power": False,
+            "has_power": power is not None,
             "Units": unit,
             "weight_data_types": measurements.get("weight_data_types", ""),
             "design_power_watts": "",
             "PrivateID": "",
         })
+        if power is not None:  # the checker's second row: the power metric in POWER_UNIT_DICT units
+            out.append({**out[-1], "Result": power.get("metric", ""), "Units": power.get("unit", "")})
     return out
 
 

@@ -1,0 +1,69 @@
+"""``mlharness run --power`` when the power side fails: unreachable server (exit 2), PTDaemon
+dropping the connection, stalling, or rejecting the testing range (exit 3) — each a one-line
+error with a hint, run.json saying why, and the logs kept. The official server runs with
+MLPP_DEBUG (0.5 s analyzer settle instead of 10 s) to keep these short."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from mlharness.cli.main import main
+from power_support import POWER_DEV, free_port, need_power_dev, ntp_responder, power_server
+
+pytestmark = pytest.mark.slow
+
+
+def _run(server: str, out: Path, *extra: str) -> int:
+    return main(["run", "-b", "demo", "-s", "SingleStream", "--power", "--power-server", server,
+                 "--ntp", "127.0.0.1", "--power-dev", str(POWER_DEV), "--output-dir", str(out),
+                 "--no-progress", *extra])
+
+
+def _record(out: Path) -> tuple[Path, dict]:
+    run_dir = next((out / "demo").glob("SingleStream-power-*"))
+    return run_dir, json.loads((run_dir / "run.json").read_text())
+
+
+@pytest.fixture(scope="module")
+def ntp():
+    need_power_dev()
+    with ntp_responder():
+        yield
+
+
+def test_power_server_unreachable(ntp, tmp_path: Path, capsys):
+    code = _run(f"127.0.0.1:{free_port()}", tmp_path / "runs")
+    err = capsys.readouterr().err
+    assert code == 2 and "is unreachable" in err and "power_server -c" in err
+    run_dir, data = _record(tmp_path / "runs")
+    assert data["status"] == "error" and "unreachable" in data["error"]["message"]
+    assert "Could not connect to the server" in (run_dir / "power_client.txt").read_text()
+
+
+@pytest.mark.parametrize("fault, at, words, status", [
+    # PTDaemon exits when measuring starts: the server dies, the client loses it
+    ("drop", "Go", "dropped the connection", "failed"),
+    # the testing voltage range (SR,V,<max volts of the ranging run>) is refused
+    ("error", "SR,V,2", "rejected a measurement step", "failed"),
+])
+def test_power_server_failures(ntp, tmp_path: Path, capsys, fault: str, at: str, words: str,
+                               status: str):
+    with power_server(tmp_path / "director", fault=fault, fault_at=at, debug=True) as srv:
+        code = _run(srv, tmp_path / "runs")
+    err = capsys.readouterr().err
+    assert code == 3 and words in err and "logs kept in" in err, err
+    run_dir, data = _record(tmp_path / "runs")
+    assert data["status"] == status and words in data["error"]["message"]
+    assert (run_dir / "power_client.txt").stat().st_size > 0
+
+
+def test_power_server_stall(ntp, tmp_path: Path, capsys):
+    with power_server(tmp_path / "director", fault="stall", fault_at="Go", debug=True) as srv:
+        code = _run(srv, tmp_path / "runs", "--stall-timeout", "2")
+    err = capsys.readouterr().err
+    assert code == 3 and "stalled" in err, err
+    _, data = _record(tmp_path / "runs")
+    assert data["status"] == "failed" and "no progress from the power client" in data["error"]["message"]
