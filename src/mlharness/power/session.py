@@ -243,6 +243,7 @@ def run_power(spec: Any, opts: PowerOptions, progress: Progress | None = None) -
     from mlharness.errors import RunFailed
     from mlharness.loadgen.mllog import parse_run_logs
     from mlharness.runner.execute import RUN_FORMAT, RunRecord
+    from mlharness.runner.record import owner_fields
     from mlharness.runner.rundir import new_run_dir, now_iso
 
     say = progress or (lambda text: None)
@@ -258,7 +259,8 @@ def run_power(spec: Any, opts: PowerOptions, progress: Progress | None = None) -
                             "benchmark": spec.benchmark, "spec": spec.to_dict(),
                             "power": {"kind": "mlperf-power", **opts.to_dict(),
                                       "power_dev": str(dev.root)},
-                            "result": None, "accuracy": None, "started": now_iso()}
+                            "result": None, "accuracy": None, "started": now_iso(),
+                            **owner_fields()}
     write_json_atomic(run_dir / "run.json", data)
     started = time.monotonic()
     silence = spec.stall_timeout_s + SILENCE_MARGIN_S + opts.settle_s
@@ -295,7 +297,8 @@ def run_power(spec: Any, opts: PowerOptions, progress: Progress | None = None) -
         power = {"kind": "mlperf-power", **opts.to_dict(), "metric": None,
                  "error": f"{exc.message} ({exc.hint})"}
     power["power_dev"] = str(dev.root)
-    data.update({k: v for k, v in inner.items() if k not in ("spec", "started")})
+    data.update({k: v for k, v in inner.items()
+                 if k not in ("spec", "started", "purpose", "pid", "host")})
     data.update(power=power, finished=now_iso(), duration_s=round(time.monotonic() - started, 3),
                 loadgen_runs={"ranging": str(next(iter(sorted((run_dir / "loadgen").glob(
                     "*/*-ranging-*"))), "")), "testing": str(testing)})
