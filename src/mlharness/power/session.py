@@ -244,6 +244,7 @@ def run_power(spec: Any, opts: PowerOptions, progress: Progress | None = None) -
     from mlharness.loadgen.mllog import parse_run_logs
     from mlharness.runner.execute import RUN_FORMAT, RunRecord
     from mlharness.runner.record import owner_fields
+    from mlharness.store import record_run
     from mlharness.runner.rundir import new_run_dir, now_iso
 
     say = progress or (lambda text: None)
@@ -274,6 +275,7 @@ def run_power(spec: Any, opts: PowerOptions, progress: Progress | None = None) -
         data.update(status=status, error={"message": err.message, "hint": err.hint},
                     finished=now_iso(), duration_s=round(time.monotonic() - started, 3))
         write_json_atomic(run_dir / "run.json", data)
+        record_run(run_dir)
         err.hint = f"{err.hint}; logs kept in {run_dir}" if err.hint else f"logs kept in {run_dir}"
         return err
 
@@ -309,4 +311,5 @@ def run_power(spec: Any, opts: PowerOptions, progress: Progress | None = None) -
     except HarnessError:
         pass
     write_json_atomic(run_dir / "run.json", data)
+    record_run(run_dir)  # the result index (mlharness.store)
     return record
