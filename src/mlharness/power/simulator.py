@@ -43,6 +43,7 @@ BANNER = """\
      its logs are not an MLPerf power result.
   ****************************************************************************
 """.format(v=VERSION)
+PIPE_BLOCK = 8192  # >= the power server's log buffer (io.DEFAULT_BUFFER_SIZE / st_blksize)
 BASE_WATTS = 120.0
 VOLTS = 230.0
 
@@ -115,7 +116,27 @@ class Meter:
         if self.thread:
             self.thread.join(timeout=2)
         event("Completed test")
+        self.report()
         return "Stopping untimed measurement"
+
+    def report(self) -> None:
+        """A summary of the measurement just stopped, at least one pipe block long.
+
+        The official server keeps PTDaemon's stdout through a buffered writer (``Tee`` in
+        lib/server.py) and copies that file into ``ptd_logs.txt`` before the writer is flushed,
+        so only whole 4 KB blocks reach the log. PTDaemon itself prints far more than a block per
+        measurement; this summary gives the simulator the same volume, so the lines of the
+        measurement (``Go with mark``, ``Completed test``) are in ``ptd_logs.txt``.
+        """
+        with self.lock:
+            watts = list(self.watts)
+        lines = [f"Measurement {self.mark!r}: {len(watts)} samples"
+                 + (f", average {sum(watts) / len(watts):.6f} W, min {min(watts):.6f} W, "
+                    f"max {max(watts):.6f} W" if watts else "")]
+        lines += [f"  sample {i + 1}: {w:.6f} W" for i, w in enumerate(watts)]
+        text = "\n".join(f"{stamp()}: {line}" for line in lines)
+        filler = max(0, PIPE_BLOCK - len(text))
+        print(text + ("\n" + "  " + "." * filler if filler else ""), flush=True)
 
     def read_all(self) -> list[str]:
         with self.lock:
