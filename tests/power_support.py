@@ -19,7 +19,7 @@ import pytest
 REPO = Path(__file__).resolve().parents[1]
 OFFICIAL = REPO / ".." / "shared" / "official"  # the pinned referee (../shared/official/README.md)
 POWER_DEV = Path(os.environ.get("MLPERF_POWER_DEV") or OFFICIAL / "power-dev").resolve()
-INFERENCE = Path(os.environ.get("MLPERF_INFERENCE_DIR") or OFFICIAL / "inference").resolve()
+from referee import INFERENCE, require as require_referee  # noqa: E402  (one MLPERF_INFERENCE_DIR lookup)
 HAS_POWER_DEV = (POWER_DEV / "ptd_client_server" / "lib" / "client.py").is_file()
 
 #: compliance/check.py checks a simulator cannot pass, and why (its messages contain these)

@@ -26,8 +26,9 @@ from pathlib import Path
 
 import pytest
 
-from power_support import (INFERENCE, SIMULATOR_FAILS, assert_simulator_verdict, need_power_dev, ntp_responder,
-                           power_check, power_server, POWER_DEV, REPO)
+from power_support import (INFERENCE, POWER_DEV, REPO, SIMULATOR_FAILS, assert_simulator_verdict,
+                           need_power_dev, ntp_responder, power_check, power_server,
+                           require_referee)
 
 pytestmark = pytest.mark.slow
 
@@ -125,8 +126,7 @@ def test_power_submission_official_checkers(power_runs: dict, tmp_path: Path):
     assert [r["Units"] for r in rows] == ["Queries/s", "Watts"] and all(r["has_power"] for r in rows)
     run = json.loads((_run_dir(power_runs["runs"], "resnet50") / "run.json").read_text())
     assert rows[1]["Result"] == pytest.approx(run["power"]["metric"])
-    if not (INFERENCE / "tools" / "submission" / "submission_checker" / "main.py").is_file():
-        pytest.skip("no official submission checker at ../shared/official/inference")
+    require_referee("tools/submission/submission_checker/main.py")
     official = run_official(out, INFERENCE, "v6.1")
     text = official.output
     # the submission checker's own power checks pass: files present, metric computed
@@ -144,9 +144,8 @@ def test_power_submission_official_checkers(power_runs: dict, tmp_path: Path):
 
 def test_power_metric_matches_the_official_checker(power_runs: dict):
     """The official PowerCheck.get_power_metric_check, in process, on our run directory."""
+    require_referee("tools/submission/submission_checker/checks/power_check.py")
     checker = INFERENCE / "tools" / "submission"
-    if not (checker / "submission_checker" / "checks" / "power_check.py").is_file():
-        pytest.skip("no official submission checker at ../shared/official/inference")
     sys.path.insert(0, str(checker))
     try:
         from submission_checker.checks.power_check import PowerCheck
