@@ -10,6 +10,7 @@ from __future__ import annotations
 import importlib.util
 import os
 import re
+import shutil
 import subprocess
 import sys
 from dataclasses import dataclass, field
@@ -39,9 +40,13 @@ class PowerDev:
 
     @property
     def check(self) -> Path | None:
-        """``compliance/check.py`` of a checkout (a pip install puts it on PATH as power_check)."""
+        """``compliance/check.py`` of a checkout, else ``power_check`` on PATH (a pip install
+        renames it so, with its sources_checksums.json beside it)."""
         path = self.root / "compliance" / "check.py"
-        return path if path.is_file() else None
+        if path.is_file():
+            return path
+        found = shutil.which("power_check")
+        return Path(found) if found else None
 
 
 def _valid(root: Path) -> bool:
@@ -116,7 +121,7 @@ def parse_check_output(text: str) -> CheckReport:
 def run_check(session_dir: Path, dev: PowerDev, timeout: float = 300) -> CheckReport:
     """Run ``compliance/check.py SESSION_DIR`` (a dir with power/, ranging/, run_1/)."""
     if dev.check is None:
-        raise ConfigError(f"no compliance/check.py under {dev.root}",
+        raise ConfigError(f"no compliance/check.py under {dev.root} and no power_check on PATH",
                           hint="point --power-dev at a power-dev checkout")
     proc = subprocess.run([sys.executable, str(dev.check), str(session_dir)], capture_output=True,
                           text=True, timeout=timeout, env=clean_env())
