@@ -12,7 +12,7 @@ REFEREE_STAMP := $(REFEREE)/.installed
 $(STAMP): pyproject.toml
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
 	$(BIN)/pip install --quiet --upgrade pip
-	$(BIN)/pip install --quiet -e '.[dev,report,ray,power]'
+	$(BIN)/pip install --quiet -e '.[dev,report,ray,power,openvino,torch]'
 	touch $(STAMP)
 
 venv: $(STAMP)

@@ -256,6 +256,45 @@ def make_bert_onnx(path: Path, vocab_size: int, layers: int = 2, hidden: int = 6
     return path
 
 
+def bert_checkpoint(onnx_path: Path, folder: Path, layers: int, hidden: int, heads: int,
+                    intermediate: int, vocab: int) -> Path:
+    """The official PyTorch format of ``make_bert_onnx``'s model: ``folder/model.pytorch`` (a
+    state dict under BertForQuestionAnswering's names, old gamma/beta LayerNorm names in the
+    embeddings, an unused pooler as in the real file) and ``folder/bert_config.json``."""
+    import onnx
+    import torch
+    from onnx import numpy_helper
+
+    w = {t.name: numpy_helper.to_array(t) for t in onnx.load(str(onnx_path)).graph.initializer}
+    t = lambda a: torch.from_numpy(np.array(a))  # noqa: E731
+    state = {"bert.embeddings.word_embeddings.weight": t(w["emb.word"]),
+             "bert.embeddings.position_embeddings.weight": t(w["emb.pos"]),
+             "bert.embeddings.token_type_embeddings.weight": t(w["emb.type"]),
+             "bert.embeddings.LayerNorm.gamma": t(w["emb.ln.g"]),
+             "bert.embeddings.LayerNorm.beta": t(w["emb.ln.b"]),
+             "qa_outputs.weight": t(w["qa.w"].T), "qa_outputs.bias": t(w["qa.bias"]),
+             "bert.pooler.dense.weight": torch.zeros(hidden, hidden)}
+    names = {"q": "attention.self.query", "k": "attention.self.key",
+             "v": "attention.self.value", "o": "attention.output.dense",
+             "ff1": "intermediate.dense", "ff2": "output.dense"}
+    for i in range(layers):
+        p, q = f"l{i}", f"bert.encoder.layer.{i}."
+        for short, long in names.items():
+            state[q + long + ".weight"] = t(w[f"{p}.{short}.w"].T)
+            state[q + long + ".bias"] = t(w[f"{p}.{short}.bias"])
+        for ln, long in (("ln1", "attention.output.LayerNorm"), ("ln2", "output.LayerNorm")):
+            state[q + long + ".weight"] = t(w[f"{p}.{ln}.g"])
+            state[q + long + ".bias"] = t(w[f"{p}.{ln}.b"])
+    folder.mkdir(parents=True, exist_ok=True)
+    torch.save(state, folder / "model.pytorch")
+    (folder / "bert_config.json").write_text(json.dumps({
+        "attention_probs_dropout_prob": 0.1, "hidden_act": "gelu", "hidden_dropout_prob": 0.1,
+        "hidden_size": hidden, "initializer_range": 0.02, "intermediate_size": intermediate,
+        "max_position_embeddings": int(w["emb.pos"].shape[0]), "num_attention_heads": heads,
+        "num_hidden_layers": layers, "type_vocab_size": 2, "vocab_size": vocab}))
+    return folder / "model.pytorch"
+
+
 def vocab_size(path: Path) -> int:
     return sum(1 for _ in Path(path).open(encoding="utf-8"))
 

@@ -153,4 +153,29 @@ def describe_system() -> dict[str, Any]:
         "cpu": cpu_info()["model"],
         "cpus": os.cpu_count(),
         "memory_gib": memory_gib(),
+        "cpu_matrix": matrix_isa(),
     }
+
+
+#: /proc/cpuinfo flags that decide the fast paths for reduced precision, best first
+MATRIX_FLAGS = ("amx_bf16", "amx_int8", "amx_tile", "avx512_bf16", "avx512_vnni", "avx512f",
+                "avx_vnni", "avx2")
+
+
+def cpu_flags() -> set[str]:
+    """The CPU's feature flags (first processor of /proc/cpuinfo); empty if unreadable."""
+    m = re.search(r"^flags\s*:\s*(.+)$", read_text("/proc/cpuinfo"), re.M)
+    return set(m.group(1).split()) if m else set()
+
+
+def matrix_isa(flags: set[str] | None = None) -> dict[str, Any]:
+    """Which bf16 / int8 paths this CPU has: ``{"flags": [...], "bf16": ..., "int8": ...}``.
+
+    ``bf16``/``int8`` name the best hardware path (``amx``, ``avx512_bf16``, ``avx512_vnni``,
+    ``avx_vnni``) or None when there is none (bf16 would be emulated, int8 runs on plain SIMD).
+    """
+    flags = cpu_flags() if flags is None else flags
+    bf16 = "amx" if "amx_bf16" in flags else "avx512_bf16" if "avx512_bf16" in flags else None
+    int8 = ("amx" if "amx_int8" in flags else "avx512_vnni" if "avx512_vnni" in flags
+            else "avx_vnni" if "avx_vnni" in flags else None)
+    return {"flags": [f for f in MATRIX_FLAGS if f in flags], "bf16": bf16, "int8": int8}

@@ -46,6 +46,9 @@ class RunSpec:
     stall_timeout_s: float = 60.0
     enable_trace: bool = False
     backend_options: dict[str, Any] = field(default_factory=dict)
+    # several backend instances, each with its own worker thread and pinned cores
+    instances: int = 1
+    threads_per_instance: int | None = None
     user_conf_extra: dict[str, Any] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
@@ -73,6 +76,10 @@ class RunSpec:
             if value is not None and value < 1 and name != "min_duration_ms":
                 raise ConfigError(f"{name.replace('_', '-')} must be >= 1, got {value}",
                                   hint="give a positive integer")
+        if self.instances < 1 or (self.threads_per_instance is not None
+                                  and self.threads_per_instance < 1):
+            raise ConfigError("instances and threads-per-instance must be >= 1",
+                              hint="e.g. --instances 2 --threads-per-instance 1")
         if self.workers < 1:
             raise ConfigError(f"workers must be >= 1, got {self.workers}", hint="use --workers 1")
         if self.target_latency_ms is not None and self.scenario not in ("SingleStream", "MultiStream"):

@@ -13,6 +13,8 @@ __all__ = ["Backend", "BackendOptions", "BACKENDS", "SampleBackend", "create_bac
 #: name -> ("module:Class", pip extra that provides it)
 BACKENDS: dict[str, tuple[str, str]] = {
     "onnxruntime": ("mlharness.backends.onnxruntime:OnnxRuntimeBackend", "onnxruntime"),
+    "openvino": ("mlharness.backends.openvino:OpenVinoBackend", "openvino"),
+    "pytorch": ("mlharness.backends.pytorch:PyTorchBackend", "torch"),
     "noop": ("mlharness.backends.noop:NoopBackend", ""),
     "remote": ("mlharness.backends.remote:RemoteBackend", ""),
     "ray": ("mlharness.backends.ray_backend:RayBackend", "ray"),

@@ -30,8 +30,56 @@ RECIPE = "dynamic-int8-v2-perchannel-fp32head"
 SMALL_OUTPUT = 16
 
 
+#: ops that only a quantised ONNX model holds (QDQ format or integer operator format)
+QUANT_OPS = frozenset({"QuantizeLinear", "DequantizeLinear", "DynamicQuantizeLinear",
+                       "QLinearConv", "QLinearMatMul", "MatMulInteger", "ConvInteger"})
+
+
+def calibration_file(model: Path) -> Path:
+    """Where ``mlharness calibrate`` records how ``model`` (its output) was made."""
+    return model.with_name(model.stem + ".calibration.json")
+
+
+def calibration_record(model: Path) -> dict | None:
+    """The calibration record beside a calibrated model, or None."""
+    import json
+
+    path = calibration_file(Path(model))
+    return json.loads(path.read_text()) if path.is_file() else None
+
+
+def is_quantized(model: Path) -> bool:
+    """True for a calibrated model (record beside it) or one whose graph holds quantisation."""
+    if calibration_file(Path(model)).is_file():
+        return True
+    import onnx
+
+    graph = onnx.load(str(model), load_external_data=False).graph
+    return any(n.op_type in QUANT_OPS for n in graph.node)
+
+
+def require_quantized(model: Path, runtime: str) -> None:
+    """ConfigError unless ``model`` is already int8 (``--precision int8`` never quantises
+    silently for runtimes that need calibration)."""
+    if not is_quantized(model):
+        raise ConfigError(
+            f"--precision int8 with {runtime} runs a calibrated int8 model; {model} holds no "
+            "quantisation",
+            hint=f"build one with: mlharness calibrate -b BENCHMARK --model {model} "
+                 "--dataset DATA, then pass the file it writes as --model")
+
+
+def refuse_mislabelled(model: Path, precision: str) -> None:
+    """A calibrated int8 model run as fp32/bf16 would be int8 silently: refuse."""
+    if precision != "int8" and calibration_file(Path(model)).is_file():
+        raise ConfigError(f"{model} is a calibrated int8 model, but --precision is {precision}",
+                          hint="pass --precision int8 (the run then records the calibration)")
+
+
 def prepared_model(model: Path, precision: str, cache_dir: str | Path | None = None) -> Path:
-    """The model file to load for ``precision`` (the input itself for fp32)."""
+    """The model file to load for ``precision`` (the input itself for fp32 and for a model
+    that is already quantised)."""
+    refuse_mislabelled(model, precision)
     if precision == "fp32":
         return model
     if precision == "bf16":
@@ -40,6 +88,8 @@ def prepared_model(model: Path, precision: str, cache_dir: str | Path | None = N
             hint="use --precision int8 (dynamic quantisation) or fp32 with onnxruntime on CPU")
     if precision != "int8":
         raise ConfigError(f"unknown precision {precision!r}", hint="use fp32, int8 or bf16")
+    if is_quantized(model):
+        return model
     import onnxruntime as ort
 
     key = hashlib.sha256(
@@ -89,3 +139,53 @@ def small_output_nodes(model: Path, limit: int = SMALL_OUTPUT) -> list[str]:
         if out_cols < limit and node.name:  # unnamed nodes cannot be excluded by name
             small.append(node.name)
     return small
+
+
+#: the calibrated recipe (``mlharness calibrate``); recorded beside the model it writes
+STATIC_RECIPE = "onnxruntime-quantize_static-qdq-v1"
+
+
+def quantize_calibrated(model: Path, target: Path, batches: list[dict], method: str = "minmax",
+                        op_types: tuple[str, ...] = ("Conv", "MatMul", "Gemm")) -> dict:
+    """Static int8 (QDQ: int8 weights per channel, uint8 activations with ranges measured on
+    ``batches``) of ``model`` into ``target``; the heads with fewer than ``SMALL_OUTPUT`` output
+    columns stay fp32. onnxruntime runs the QDQ file with int8 kernels, and OpenVINO reads the
+    same file as int8. Returns what was done (for the calibration record)."""
+    import logging
+
+    import onnxruntime as ort
+    from onnxruntime.quantization import (CalibrationDataReader, CalibrationMethod, QuantFormat,
+                                          QuantType, quantize_static)
+
+    methods = {"minmax": CalibrationMethod.MinMax, "entropy": CalibrationMethod.Entropy,
+               "percentile": CalibrationMethod.Percentile}
+    if method not in methods:
+        raise ConfigError(f"unknown calibration method {method!r}",
+                          hint="use one of: " + ", ".join(methods))
+
+    class Reader(CalibrationDataReader):
+        def __init__(self) -> None:
+            self.items = iter(batches)
+
+        def get_next(self) -> dict | None:
+            return next(self.items, None)
+
+    excluded = small_output_nodes(model)
+    fd, tmp = tempfile.mkstemp(dir=target.parent, suffix=".onnx.tmp")
+    os.close(fd)
+    logging.getLogger().setLevel(logging.ERROR)  # quantize_static's pre-processing advice
+    try:
+        quantize_static(str(model), tmp, Reader(), quant_format=QuantFormat.QDQ,
+                        op_types_to_quantize=list(op_types), per_channel=True,
+                        activation_type=QuantType.QUInt8, weight_type=QuantType.QInt8,
+                        nodes_to_exclude=excluded, calibrate_method=methods[method],
+                        extra_options={"MatMulConstBOnly": True})
+        os.replace(tmp, target)
+    except Exception as exc:  # quantize_static raises assorted types
+        raise ModelError(f"calibrated int8 quantisation of {model} failed: {exc}".splitlines()[0],
+                         hint="check the model runs in fp32 first") from exc
+    finally:
+        Path(tmp).unlink(missing_ok=True)
+    return {"recipe": STATIC_RECIPE, "runtime": f"onnxruntime {ort.__version__}",
+            "format": "QDQ", "weights": "int8 per channel", "activations": "uint8 per tensor",
+            "method": method, "op_types": list(op_types), "kept_fp32": excluded}

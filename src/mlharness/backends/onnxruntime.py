@@ -57,6 +57,12 @@ class OnnxRuntimeBackend:
         if options.threads:
             so.intra_op_num_threads = options.threads
         so.inter_op_num_threads = 1
+        cpus = options.extra.get("cpus")
+        if cpus and options.threads and options.threads > 1:
+            # one instance of several: its pool threads (threads - 1; the caller is the first)
+            # on its own cores, numbered from 1 as onnxruntime counts them
+            so.add_session_config_entry("session.intra_op_thread_affinities",
+                                        ";".join(str(c + 1) for c in cpus[1:options.threads]))
         level = str(options.extra.get("graph_optimization", "all"))
         if level not in _OPT_LEVELS:
             raise ConfigError(f"unknown graph optimisation level {level!r}",
@@ -97,12 +103,16 @@ class OnnxRuntimeBackend:
     def describe(self) -> dict[str, Any]:
         import onnxruntime as ort
 
+        from mlharness.backends.onnx_precision import calibration_record
+
         return {
             "name": self.name,
             "onnxruntime": ort.__version__,
             "providers": self.session.get_providers() if self.session else [],
             "threads": self.options.threads,
+            "cpus": self.options.extra.get("cpus"),
             "precision": self.options.precision,
             "model": str(self.source_model),
             "model_run": str(self.model),
+            "calibration": calibration_record(self.model) if self.model else None,
         }

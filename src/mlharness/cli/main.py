@@ -24,7 +24,7 @@ END_SIGNALS = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
 
 #: command modules under mlharness.cli, in the order --help lists them
 COMMANDS = ("run", "demo", "compliance", "submit", "check", "system", "runs", "compare", "report",
-            "serve")
+            "serve", "calibrate")
 
 
 def build_parser() -> argparse.ArgumentParser:

@@ -76,7 +76,8 @@ def add_run_arguments(p: argparse.ArgumentParser) -> None:
     what.add_argument("--dataset", "-d", type=Path, metavar="PATH", help="dataset folder or file")
     what.add_argument("--vocab", type=Path, metavar="PATH", help="vocab.txt (BERT)")
     what.add_argument("--backend", metavar="NAME",
-                      help="onnxruntime (default), noop, remote (serve nodes), ray, or module:Class")
+                      help="onnxruntime (default), openvino, pytorch, noop, remote (serve nodes), "
+                           "ray, or module:Class")
     what.add_argument("--cache-dir", type=Path, metavar="DIR", help="where pre-processed data is cached")
     what.add_argument("--max-samples", type=int, metavar="N",
                       help="use only the first N dataset samples (not valid for submission)")
@@ -107,6 +108,10 @@ def add_run_arguments(p: argparse.ArgumentParser) -> None:
     how.add_argument("--batch-size", type=int, metavar="N", help="largest batch (Offline default 32)")
     how.add_argument("--workers", type=int, metavar="N", help="worker threads feeding the backend (default 1; remote/ray: 2 per node)")
     how.add_argument("--threads", type=int, metavar="N", help="runtime intra-op threads")
+    how.add_argument("--instances", type=int, metavar="N",
+                     help="backend instances, each with its own worker and pinned cores (default 1)")
+    how.add_argument("--threads-per-instance", type=int, metavar="M",
+                     help="threads of each instance (default: the cores / instances)")
     how.add_argument("--precision", metavar="P", help="fp32 (default), bf16, int8 — never changed silently")
     how.add_argument("--device", metavar="D", help="cpu (default) or cuda")
     how.add_argument("--no-length-sort", dest="length_sort", action="store_const", const=False,
@@ -145,6 +150,7 @@ def spec_from_args(args: argparse.Namespace, **overrides: Any) -> RunSpec:
                 "max_samples", "short", "target_qps", "target_latency_ms", "server_latency_ms",
                 "min_duration_ms", "min_query_count", "max_query_count",
                 "performance_sample_count", "batch_size", "workers", "threads", "precision",
+                "instances", "threads_per_instance",
                 "device", "length_sort", "output_dir", "stall_timeout_s", "enable_trace"):
         value = getattr(args, key, None)
         if value is not None:

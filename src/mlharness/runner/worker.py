@@ -51,9 +51,11 @@ def watch_parent(parent_pid: int) -> None:
                      daemon=True).start()
 
 
-def build_local(spec: Any, phase: Any = None) -> tuple[Any, Any]:
+def build_local(spec: Any, phase: Any = None, cpus: list[int] | None = None,
+                threads: int | None = None) -> tuple[Any, Any]:
     """The task and the loaded, signature-checked backend a RunSpec names (used by a run's child
-    process, by ``mlharness serve`` nodes and by Ray replicas); ``phase(name)`` hears the steps."""
+    process, by ``mlharness serve`` nodes and by Ray replicas); ``phase(name)`` hears the steps.
+    ``cpus``/``threads``: one instance of several (``--instances``), on that block of cores."""
     from mlharness.backends import BackendOptions, check_signature, create_backend
     from mlharness.tasks import create_task
 
@@ -63,14 +65,33 @@ def build_local(spec: Any, phase: Any = None) -> tuple[Any, Any]:
     phase("loading the model")
     backend = create_backend(spec.backend)
     model = spec.model or task.default_model
-    options = BackendOptions(threads=spec.threads, precision=spec.precision, device=spec.device,
+    options = BackendOptions(threads=threads or spec.threads, precision=spec.precision,
+                             device=spec.device,
                              extra={**({"cache_dir": str(spec.cache_dir)} if spec.cache_dir
                                        else {}),
+                                    "scenario": spec.scenario, "workers": spec.workers,
+                                    **({"cpus": cpus} if cpus else {}),
                                     **spec.backend_options, "task_inputs": task.model_inputs,
                                     "run_spec": spec.to_dict()})
     backend.load(model, options)
     check_signature(task.model_inputs, backend.inputs, str(model))
     return task, backend
+
+
+def build_instances(spec: Any, phase: Any = None) -> tuple[Any, list[Any], Any]:
+    """``--instances N --threads-per-instance M``: the task, N backends each loaded for its own
+    block of cores, and the placement (None for the usual single backend)."""
+    from mlharness.sut.placement import place
+
+    if spec.instances <= 1 and not spec.threads_per_instance:
+        task, backend = build_local(spec, phase)
+        return task, [backend], None
+    placement = place(spec.instances, spec.threads_per_instance)
+    instances = []
+    for cpus in placement.cpus:
+        task, backend = build_local(spec, phase, cpus, placement.threads)
+        instances.append(backend)
+    return task, instances, placement
 
 
 def child_main(spec_data: dict[str, Any], run_dir: str, channel: Any, loaded: Any,
@@ -88,7 +109,8 @@ def child_main(spec_data: dict[str, Any], run_dir: str, channel: Any, loaded: An
 
     try:
         spec = RunSpec(**spec_data)
-        task, backend = build_local(spec, phase)
+        task, instances, placement = build_instances(spec, phase)
+        backend = instances[0]
         cfg = spec.test_config(task.loadgen_model)
         # a model exported with a fixed batch (e.g. the official RetinaNet ONNX: 1) caps the
         # default batch size; an explicit --batch-size is left to fail loudly
@@ -100,13 +122,16 @@ def child_main(spec_data: dict[str, Any], run_dir: str, channel: Any, loaded: An
         # runs indices; it also suggests how many batches to keep in flight
         holds = isinstance(backend, SampleBackend)
         workers = spec.workers if spec.workers > 1 or not holds else backend.concurrency
+        workers = max(workers, len(instances))
         report = backend.report if holds else (lambda: None)
         channel.put(("ready", {"task": task.describe(), "backend": backend.describe(),
                                "total": task.total_count(),
                                "performance_count": task.performance_count(),
                                "policy": {"max_batch": policy.max_batch, "inline": policy.inline,
                                           "sort_by_length": policy.sort_by_length,
-                                          "workers": workers}}))
+                                          "workers": workers,
+                                          **({"placement": placement.to_dict()} if placement
+                                             else {})}}))
 
         def on_failure(message: str) -> None:
             channel.put(("failed", {"message": message,
@@ -114,7 +139,8 @@ def child_main(spec_data: dict[str, Any], run_dir: str, channel: Any, loaded: An
                                     "backend_report": report()}))
 
         engine = Engine(task, backend, policy, complete, workers=workers,
-                        on_failure=on_failure)
+                        on_failure=on_failure, instances=instances,
+                        cpus=placement.cpus if placement else ())
 
         def load(indices: list[int]) -> None:
             if holds:  # nodes / replicas: in chunks, each chunk progress for the stall clock

@@ -49,9 +49,15 @@ class Engine:
         complete: Complete,
         workers: int = 1,
         on_failure: Callable[[str], None] | None = None,
+        instances: Sequence[Backend] = (),
+        cpus: Sequence[Sequence[int]] = (),
     ) -> None:
+        """``instances`` (several loaded backends) and ``cpus`` (a core block per instance):
+        worker ``n`` runs on instance ``n % len(instances)``, pinned to that instance's block."""
         self.task = task
         self.backend = backend
+        self.instances = list(instances) or [backend]
+        self.cpus = [list(c) for c in cpus]
         self.policy = policy
         self._complete = complete
         self._on_failure = on_failure
@@ -60,7 +66,7 @@ class Engine:
         self._cond = threading.Condition()
         self._stopping = False
         self._threads: list[threading.Thread] = []
-        self.n_workers = 0 if policy.inline else max(1, workers)
+        self.n_workers = 0 if policy.inline else max(1, workers, len(self.instances))
         self.failure: str | None = None
         # remote nodes / Ray replicas hold the samples: they take indices, not tensors
         self._holds_samples = isinstance(backend, SampleBackend)
@@ -70,7 +76,8 @@ class Engine:
     # ---- lifecycle -------------------------------------------------------------------------
     def start(self) -> None:
         for n in range(self.n_workers):
-            t = threading.Thread(target=self._worker, name=f"mlharness-worker-{n}", daemon=True)
+            t = threading.Thread(target=self._worker, args=(n,), name=f"mlharness-worker-{n}",
+                                 daemon=True)
             t.start()
             self._threads.append(t)
 
@@ -118,7 +125,12 @@ class Engine:
                 queue.popleft()
         return ids, indices
 
-    def _worker(self) -> None:
+    def _worker(self, n: int = 0) -> None:
+        backend = self.instances[n % len(self.instances)]
+        if self.cpus:
+            from mlharness.sut.placement import pin_current_thread
+
+            pin_current_thread(self.cpus[n % len(self.cpus)])
         while True:
             with self._cond:
                 while not self._queue and not self._stopping:
@@ -128,17 +140,18 @@ class Engine:
                 ids, indices = self._take()
                 if self._queue:
                     self._cond.notify()  # more left: wake another worker
-            self._run_batch(ids, indices)
+            self._run_batch(ids, indices, backend)
 
-    def _run_batch(self, ids: list[int], indices: list[int]) -> None:
+    def _run_batch(self, ids: list[int], indices: list[int],
+                   backend: Backend | None = None) -> None:
         if self.failure is not None:
             self._answer_empty(ids)
             return
         try:
             if self._holds_samples:
-                payloads = self.backend.run_indices(indices)
+                payloads = (backend or self.backend).run_indices(indices)
             else:
-                outputs = self.backend.predict(self.task.batch_inputs(indices))
+                outputs = (backend or self.backend).predict(self.task.batch_inputs(indices))
                 payloads = self.task.encode_responses(indices, outputs)
             if len(payloads) != len(ids):
                 raise RuntimeError(

@@ -127,7 +127,17 @@ RETINANET_800 = ImagePreprocessing(
     resize_dtype="float32", channel_order="RGB", divisor=255.0,
 )
 
-PRESETS: dict[str, ImagePreprocessing] = {p.name: p for p in (RESNET50, RETINANET_800)}
+#: torchvision's ImageNet transform (resize 256, centre crop 224, /255, mean/std normalise) in
+#: OpenCV terms, for torchvision-trained weights on the pytorch backend (bilinear in OpenCV, not
+#: PIL's antialiased resize: close, not bit-equal)
+TORCHVISION = ImagePreprocessing(
+    name="torchvision", height=224, width=224, resize="aspect-crop", crop_percent=87.5,
+    interpolation="linear", resize_dtype="uint8", channel_order="RGB",
+    mean=(123.675, 116.28, 103.53), std=(58.395, 57.12, 57.375),
+)
+
+PRESETS: dict[str, ImagePreprocessing] = {p.name: p for p in (RESNET50, RETINANET_800,
+                                                              TORCHVISION)}
 
 
 def resolve(value: str | Mapping[str, Any] | ImagePreprocessing | None,

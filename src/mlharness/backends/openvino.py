@@ -1,0 +1,169 @@
+"""OpenVINO backend: the ONNX model read directly, compiled for the CPU with per-scenario hints.
+
+* Performance hint: ``THROUGHPUT`` (several streams) for Offline and Server, ``LATENCY`` (one
+  stream, every core) for SingleStream and MultiStream; ``--backend-option performance_hint=...``
+  and ``num_streams=N`` override it.
+* Precision: ``fp32`` pins ``INFERENCE_PRECISION_HINT=f32`` (OpenVINO would otherwise pick bf16
+  by itself on AMX CPUs); ``bf16`` asks for bf16 and is refused where the CPU plugin has no bf16
+  (``OPTIMIZATION_CAPABILITIES``); ``int8`` runs a calibrated QDQ model (``mlharness calibrate``)
+  as int8 and is refused for a model that holds no quantisation.
+* Dynamic shapes (BERT's sequence axis) are compiled as such; one batch is split over the
+  compiled model's infer requests so all streams work on it.
+"""
+
+from __future__ import annotations
+
+import queue
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from mlharness.backends.base import BackendOptions
+from mlharness.errors import ConfigError, ModelError
+from mlharness.tasks.base import TensorSpec
+
+#: LoadGen scenario -> OpenVINO performance hint
+SCENARIO_HINTS = {"Offline": "THROUGHPUT", "Server": "THROUGHPUT",
+                  "SingleStream": "LATENCY", "MultiStream": "LATENCY"}
+HINTS = ("THROUGHPUT", "LATENCY", "CUMULATIVE_THROUGHPUT")
+#: --precision -> INFERENCE_PRECISION_HINT (int8 models keep fp32 for what is not quantised)
+PRECISION_HINTS = {"fp32": "f32", "bf16": "bf16", "int8": "f32"}
+
+
+def _text(value: Any) -> str:
+    """A compiled-model property as plain text (element types as their short name: f32, bf16)."""
+    return value.get_type_name() if hasattr(value, "get_type_name") else str(value)
+
+
+def _dim(d: Any) -> int | None:
+    return d.get_length() if d.is_static else None
+
+
+class OpenVinoBackend:
+    name = "openvino"
+
+    def __init__(self) -> None:
+        self.compiled: Any = None
+        self.model: Path | None = None
+        self.options = BackendOptions()
+        self.config: dict[str, Any] = {}
+        self._requests: queue.Queue = queue.Queue()
+        self._outputs: list[str] = []
+
+    def load(self, model: Path | None, options: BackendOptions) -> None:
+        import openvino as ov
+
+        from mlharness.backends.onnx_precision import (calibration_record, refuse_mislabelled,
+                                                       require_quantized)
+
+        if model is None:
+            raise ModelError("no model given", hint="pass --model path/to/model.onnx")
+        model = Path(model)
+        if not model.is_file():
+            raise ModelError(f"model file not found: {model}", hint="check the --model path")
+        if options.device != "cpu":
+            raise ConfigError(f"the openvino backend runs on cpu, not {options.device!r}",
+                              hint="drop --device or use --device cpu")
+        if options.precision not in PRECISION_HINTS:
+            raise ConfigError(f"unknown precision {options.precision!r}",
+                              hint="use fp32, bf16 or int8")
+        core = ov.Core()
+        caps = [str(c) for c in core.get_property("CPU", "OPTIMIZATION_CAPABILITIES")]
+        if options.precision == "bf16" and "BF16" not in caps:
+            raise ConfigError(
+                f"this CPU has no bf16 path in OpenVINO (capabilities: {', '.join(caps)})",
+                hint="bf16 needs AVX512_BF16 or AMX; use --precision fp32 or int8")
+        refuse_mislabelled(model, options.precision)
+        if options.precision == "int8":
+            require_quantized(model, "openvino")
+        self.calibration = calibration_record(model)
+        self.config = self._config(options)
+        try:
+            self.compiled = core.compile_model(core.read_model(str(model)), "CPU", self.config)
+        except Exception as exc:  # openvino raises RuntimeError with long multi-line texts
+            detail = " ".join(str(exc).split())[:300]
+            raise ModelError(f"openvino cannot load {model}: {detail}",
+                             hint="check that the file is a valid ONNX model") from exc
+        n = int(self.compiled.get_property("OPTIMAL_NUMBER_OF_INFER_REQUESTS"))
+        for _ in range(max(1, n)):
+            self._requests.put(self.compiled.create_infer_request())
+        self._outputs = [o.get_any_name() for o in self.compiled.outputs]
+        self.model = model
+        self.options = options
+        self.capabilities = caps
+
+    @staticmethod
+    def _config(options: BackendOptions) -> dict[str, Any]:
+        extra = options.extra
+        hint = str(extra.get("performance_hint")
+                   or SCENARIO_HINTS.get(str(extra.get("scenario")), "LATENCY")).upper()
+        if hint not in HINTS:
+            raise ConfigError(f"unknown performance_hint {hint!r}",
+                              hint="use one of: " + ", ".join(HINTS))
+        config: dict[str, Any] = {"PERFORMANCE_HINT": hint,
+                                  "INFERENCE_PRECISION_HINT": PRECISION_HINTS[options.precision]}
+        if options.threads:
+            config["INFERENCE_NUM_THREADS"] = int(options.threads)
+        if "num_streams" in extra:
+            config["NUM_STREAMS"] = str(extra["num_streams"])
+        elif extra.get("cpus"):  # one of several instances (--instances): one stream each
+            config["NUM_STREAMS"] = "1"
+        if extra.get("pin_threads") is not None:
+            config["ENABLE_CPU_PINNING"] = bool(extra["pin_threads"])
+        return config
+
+    @property
+    def inputs(self) -> list[TensorSpec]:
+        return [TensorSpec(p.get_any_name(), str(p.get_element_type().to_dtype()),
+                           tuple(_dim(d) for d in p.get_partial_shape()))
+                for p in self.compiled.inputs]
+
+    @property
+    def outputs(self) -> list[str]:
+        return list(self._outputs)
+
+    def predict(self, inputs: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
+        """Run one batch, split over as many idle infer requests as there are (at least one).
+
+        Only the first request is waited for; the others are taken if free, so concurrent
+        callers never deadlock on the pool."""
+        n = len(next(iter(inputs.values())))
+        held = [self._requests.get()]
+        while len(held) < n:
+            try:
+                held.append(self._requests.get_nowait())
+            except queue.Empty:
+                break
+        try:
+            bounds = np.linspace(0, n, len(held) + 1).astype(int)
+            for req, a, b in zip(held, bounds[:-1], bounds[1:]):
+                req.start_async({k: np.ascontiguousarray(v[a:b]) for k, v in inputs.items()})
+            parts = []
+            for req in held:
+                req.wait()
+                parts.append([req.get_output_tensor(i).data.copy()
+                              for i in range(len(self._outputs))])
+        finally:
+            for req in held:
+                self._requests.put(req)
+        if len(parts) == 1:
+            return dict(zip(self._outputs, parts[0]))
+        return {name: np.concatenate([p[i] for p in parts])
+                for i, name in enumerate(self._outputs)}
+
+    def describe(self) -> dict[str, Any]:
+        import openvino as ov
+
+        out: dict[str, Any] = {"name": self.name, "openvino": ov.get_version(),
+                               "threads": self.options.threads,
+                               "cpus": self.options.extra.get("cpus"),
+                               "precision": self.options.precision, "model": str(self.model),
+                               "config": self.config,
+                               "calibration": getattr(self, "calibration", None)}
+        if self.compiled is not None:
+            out["compiled"] = {key: _text(self.compiled.get_property(key)) for key in
+                               ("PERFORMANCE_HINT", "NUM_STREAMS", "INFERENCE_NUM_THREADS",
+                                "INFERENCE_PRECISION_HINT", "OPTIMAL_NUMBER_OF_INFER_REQUESTS")}
+            out["cpu_capabilities"] = self.capabilities
+        return out

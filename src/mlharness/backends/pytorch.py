@@ -1,0 +1,167 @@
+"""PyTorch backend: the official PyTorch model formats, loaded as the reference harnesses do.
+
+* BERT: the fine-tuned checkpoint (``model.pytorch``, a state dict) with ``bert_config.json``
+  beside it (or ``--backend-option config=PATH``), as ``language/bert/pytorch_SUT.py`` loads it;
+  inputs ``input_ids``/``input_mask``/``segment_ids`` with a dynamic sequence axis; outputs
+  ``output_start_logits``/``output_end_logits``.
+* ResNet-50: torchvision's weights file (a state dict); the input is the task's image input,
+  outputs ``ArgMax:0`` and ``softmax_tensor:0`` over the model's own classes (torchvision's 1000,
+  no background class: run with ``--backend-option label_offset=0`` and the ``torchvision``
+  pre-processing preset).
+
+``--backend-option arch=bert|resnet50`` overrides the detection from the state dict's keys.
+``--precision bf16`` runs under ``torch.autocast`` (bf16 matmuls/convolutions through oneDNN:
+AMX or AVX512_BF16) and is refused where oneDNN has no bf16 path. ONNX files are not read: the
+one converter (onnx2torch) needs torchvision, which does not import beside torch 2.13.
+"""
+
+from __future__ import annotations
+
+import contextlib
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from mlharness.backends.base import BackendOptions
+from mlharness.errors import ConfigError, ModelError
+from mlharness.tasks.base import TensorSpec
+
+BERT_INPUTS = ("input_ids", "input_mask", "segment_ids")
+BERT_OUTPUTS = ("output_start_logits", "output_end_logits")
+
+
+def bf16_supported() -> bool:
+    """oneDNN's own answer: bf16 kernels exist on this CPU (AVX512_BF16 or AMX)."""
+    import torch
+
+    try:
+        return bool(torch.ops.mkldnn._is_mkldnn_bf16_supported())
+    except (AttributeError, RuntimeError):
+        return False
+
+
+def _state_dict(path: Path) -> dict[str, Any]:
+    import torch
+
+    try:
+        obj = torch.load(str(path), map_location="cpu", weights_only=True)
+    except Exception as exc:  # torch raises assorted types for foreign files
+        raise ModelError(f"torch cannot read {path}: {' '.join(str(exc).split())[:200]}",
+                         hint="pass a state dict saved with torch.save") from exc
+    for key in ("state_dict", "model"):
+        if isinstance(obj, dict) and isinstance(obj.get(key), dict):
+            obj = obj[key]
+    if not isinstance(obj, dict):
+        raise ModelError(f"{path} is not a state dict", hint="pass a state dict (torch.save)")
+    # old TF-converted BERT checkpoints name LayerNorm parameters gamma/beta
+    return {k.replace("LayerNorm.gamma", "LayerNorm.weight")
+            .replace("LayerNorm.beta", "LayerNorm.bias"): v for k, v in obj.items()}
+
+
+class PyTorchBackend:
+    name = "pytorch"
+
+    def __init__(self) -> None:
+        self.net: Any = None
+        self.arch = ""
+        self.model: Path | None = None
+        self.options = BackendOptions()
+        self._inputs: list[TensorSpec] = []
+
+    def load(self, model: Path | None, options: BackendOptions) -> None:
+        import torch
+
+        if model is None or not Path(model).is_file():
+            raise ModelError(f"model file not found: {model}",
+                             hint="pass --model model.pytorch (BERT) or resnet50.pth")
+        model = Path(model)
+        if model.suffix == ".onnx":
+            raise ModelError("the pytorch backend reads PyTorch state dicts, not ONNX",
+                             hint="use --backend onnxruntime or openvino for ONNX models")
+        if options.device != "cpu":
+            raise ConfigError("the pytorch backend is built for cpu here",
+                              hint="drop --device or use --device cpu")
+        if options.precision == "int8":
+            raise ConfigError("int8 is not built for the pytorch backend",
+                              hint="mlharness calibrate, then --backend onnxruntime or openvino")
+        if options.precision == "bf16" and not bf16_supported():
+            raise ConfigError("this CPU has no bf16 path in PyTorch (oneDNN)",
+                              hint="bf16 needs AVX512_BF16 or AMX; use --precision fp32")
+        if options.threads:
+            torch.set_num_threads(int(options.threads))
+        state = _state_dict(model)
+        arch = str(options.extra.get("arch") or ("bert" if any(
+            k.startswith("bert.") for k in state) else "resnet50" if "fc.weight" in state else ""))
+        if arch == "bert":
+            self.net = self._bert(model, state, options)
+        elif arch == "resnet50":
+            self.net = self._resnet(state, options)
+        else:
+            raise ModelError(f"cannot tell the architecture of {model} from its keys",
+                             hint="pass --backend-option arch=bert or arch=resnet50")
+        self.net.eval()
+        self.arch, self.model, self.options = arch, model, options
+
+    def _load_state(self, net: Any, state: dict[str, Any], model: Path) -> Any:
+        missing, _unexpected = net.load_state_dict(state, strict=False)  # pooler etc. unused
+        wanted = [k for k in missing if not k.endswith("num_batches_tracked")]
+        if wanted:
+            raise ModelError(f"{model} lacks {len(wanted)} weight(s), e.g. {wanted[0]}",
+                             hint="pass the checkpoint of this architecture (or set arch=...)")
+        return net
+
+    def _bert(self, model: Path, state: dict[str, Any], options: BackendOptions) -> Any:
+        from mlharness.backends.torch_models import BertForQA, read_bert_config
+
+        cfg_path = Path(options.extra.get("config") or model.with_name("bert_config.json"))
+        if not cfg_path.is_file():
+            raise ModelError(f"no BERT config at {cfg_path}",
+                             hint="put bert_config.json beside the checkpoint or pass "
+                                  "--backend-option config=PATH")
+        try:
+            config = read_bert_config(cfg_path)
+        except (ValueError, OSError) as exc:
+            raise ModelError(f"bad BERT config: {exc}", hint="use the official bert_config.json")
+        self._inputs = [TensorSpec(n, "int64", (None, None)) for n in BERT_INPUTS]
+        self.config = config
+        return self._load_state(BertForQA(config), state, model)
+
+    def _resnet(self, state: dict[str, Any], options: BackendOptions) -> Any:
+        from mlharness.backends.torch_models import resnet_from_state
+
+        task_inputs = options.extra.get("task_inputs") or [
+            TensorSpec("input_tensor:0", "float32", (None, 3, 224, 224))]
+        self._inputs = [TensorSpec(task_inputs[0].name, "float32", (None, 3, None, None))]
+        return self._load_state(resnet_from_state(state), state, self.model or Path("model"))
+
+    @property
+    def inputs(self) -> list[TensorSpec]:
+        return self._inputs
+
+    def _autocast(self) -> Any:
+        import torch
+
+        if self.options.precision == "bf16":
+            return torch.autocast("cpu", dtype=torch.bfloat16)
+        return contextlib.nullcontext()
+
+    def predict(self, inputs: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
+        import torch
+
+        with torch.inference_mode(), self._autocast():
+            if self.arch == "bert":
+                start, end = self.net(*(torch.from_numpy(inputs[n]) for n in BERT_INPUTS))
+                return {BERT_OUTPUTS[0]: start.float().numpy(),
+                        BERT_OUTPUTS[1]: end.float().numpy()}
+            logits = self.net(torch.from_numpy(inputs[self._inputs[0].name])).float()
+            return {"ArgMax:0": logits.argmax(1).numpy(),
+                    "softmax_tensor:0": torch.softmax(logits, 1).numpy()}
+
+    def describe(self) -> dict[str, Any]:
+        import torch
+
+        return {"name": self.name, "torch": torch.__version__, "arch": self.arch,
+                "threads": torch.get_num_threads(), "precision": self.options.precision,
+                "autocast": "bf16" if self.options.precision == "bf16" else None,
+                "onednn_bf16": bf16_supported(), "model": str(self.model)}

@@ -1,0 +1,109 @@
+"""``mlharness calibrate``: a calibrated int8 model from a benchmark's official calibration list.
+
+The list (rules data, ``rules/calibration_lists.py``) picks the samples; the task pre-processes
+them exactly as a run feeds them; the runtime's quantiser measures activation ranges on them and
+writes the int8 model, and ``<model>.calibration.json`` beside it records what was done. A run
+with ``--precision int8`` on that model copies the record into ``run.json``.
+"""
+
+from __future__ import annotations
+
+import datetime as _dt
+import json
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from mlharness.errors import ConfigError, DatasetError, ModelError
+from mlharness.files import sha256_file, write_text_atomic
+
+#: runtimes that can run the calibrated model, and what the record says about each
+RUNTIMES = {
+    "onnxruntime": "onnxruntime runs the QDQ model with int8 kernels",
+    "openvino": "OpenVINO reads the QDQ model as int8 (its low-precision transformations)",
+}
+
+
+@dataclass
+class CalibrationRequest:
+    benchmark: str
+    model: Path
+    dataset: Path
+    backend: str = "onnxruntime"
+    vocab: Path | None = None
+    cache_dir: Path | None = None
+    output: Path | None = None
+    calibration_list: str | None = None  # an official option name, or a file of your own
+    method: str = "minmax"
+    batch_size: int = 1
+    backend_options: dict[str, Any] | None = None
+
+
+def select(task: Any, benchmark: str, choice: str | None) -> tuple[list[int], dict[str, Any]]:
+    """QSL indices of the calibration samples present in the dataset, and how they were chosen."""
+    from mlharness.rules.calibration_lists import official_list
+
+    if choice and Path(choice).is_file():
+        entries = [s.strip() for s in Path(choice).read_text().splitlines() if s.strip()]
+        kind = "index" if all(e.isdigit() for e in entries) else "file"
+        about = {"list": str(Path(choice).resolve()), "official": False}
+    else:
+        cal = official_list(benchmark, choice)
+        entries, kind = cal.entries(), cal.kind
+        about = {"list": cal.source, "option": cal.name, "official": True}
+    total = task.total_count()
+    if kind == "index":
+        indices = sorted({int(e) for e in entries if int(e) < total})
+    else:
+        names = set(entries)
+        indices = [i for i in range(total) if task.image_path(i).name in names]
+    if not indices:
+        raise DatasetError(f"none of the {len(entries)} calibration samples is in this dataset "
+                           f"({total} samples)",
+                           hint="use the full official dataset, or --calibration-list FILE")
+    about.update(listed=len(entries), used=len(indices))
+    if about["official"] and len(indices) < len(entries):
+        about["note"] = (f"only {len(indices)} of the {len(entries)} listed samples are in this "
+                         "dataset: not the official calibration set")
+    return indices, about
+
+
+def output_path(model: Path, output: Path | None) -> Path:
+    return output or model.with_name(model.stem + ".int8.onnx")
+
+
+def calibrate(req: CalibrationRequest, progress: Any = None) -> dict[str, Any]:
+    """Build the int8 model; return the record written beside it."""
+    from mlharness.backends.onnx_precision import calibration_file, quantize_calibrated
+    from mlharness.spec import RunSpec
+    from mlharness.runner.worker import task_options
+    from mlharness.tasks import create_task
+
+    if req.backend not in RUNTIMES:
+        raise ConfigError(f"calibration for backend {req.backend!r} is not built",
+                          hint="use --backend " + " or ".join(RUNTIMES))
+    if not req.model.is_file() or req.model.suffix != ".onnx":
+        raise ModelError(f"calibration needs an fp32 ONNX model, got {req.model}",
+                         hint="pass --model path/to/model.onnx")
+    spec = RunSpec(benchmark=req.benchmark, model=req.model, dataset=req.dataset,
+                   vocab=req.vocab, cache_dir=req.cache_dir,
+                   backend_options=dict(req.backend_options or {}))
+    task = create_task(req.benchmark, task_options(spec))
+    task.prepare(progress)
+    indices, about = select(task, req.benchmark, req.calibration_list)
+    task.load_samples(indices)
+    step = max(1, req.batch_size)
+    batches = [task.batch_inputs(indices[i:i + step]) for i in range(0, len(indices), step)]
+    target = output_path(req.model, req.output)
+    target.parent.mkdir(parents=True, exist_ok=True)
+    done = quantize_calibrated(req.model, target, batches, req.method)
+    record = {
+        "format": "mlharness-calibration/1",
+        "created": _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds"),
+        "benchmark": req.benchmark, "backend": req.backend, "runs_on": RUNTIMES[req.backend],
+        "precision": "int8", "source_model": str(req.model.resolve()),
+        "source_sha256": sha256_file(req.model), "model": str(target.resolve()),
+        "dataset": str(req.dataset), "samples": about, "qsl_indices": indices, **done,
+    }
+    write_text_atomic(calibration_file(target), json.dumps(record, indent=2) + "\n")
+    return record

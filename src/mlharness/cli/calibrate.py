@@ -1,0 +1,72 @@
+"""``mlharness calibrate``: build a calibrated int8 model from the official calibration list."""
+
+from __future__ import annotations
+
+import argparse
+from pathlib import Path
+
+EXAMPLES = """\
+examples:
+  mlharness calibrate -b resnet50 --model resnet50_v1.onnx --dataset imagenet-val
+  mlharness calibrate -b bert-99 --model model.onnx --dataset dev-v1.1.json --vocab vocab.txt \\
+      --backend openvino
+  mlharness calibrate -b resnet50 ... --calibration-list option_2      # ImageNet's second list
+  mlharness calibrate -b demo ... --calibration-list my_samples.txt    # your own (not official)
+
+Then run the model it writes (default <model>.int8.onnx) with --precision int8:
+  mlharness run -b resnet50 --model resnet50_v1.int8.onnx --precision int8 ...
+run.json then holds the calibration record (<model>.int8.calibration.json).
+"""
+
+
+def register(sub: argparse._SubParsersAction) -> None:
+    p = sub.add_parser(
+        "calibrate", help="build a calibrated int8 model from the official calibration list",
+        description="Quantise an fp32 ONNX model to int8 (QDQ: per-channel int8 weights, uint8 "
+                    "activations) with activation ranges measured on the benchmark's official "
+                    "calibration samples (mlcommons/inference calibration/), pre-processed as a "
+                    "run feeds them. Writes the model and a .calibration.json record beside it.",
+        epilog=EXAMPLES, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--benchmark", "-b", required=True, metavar="NAME")
+    p.add_argument("--model", "-m", type=Path, required=True, metavar="PATH",
+                   help="the fp32 ONNX model")
+    p.add_argument("--dataset", "-d", type=Path, required=True, metavar="PATH")
+    p.add_argument("--vocab", type=Path, metavar="PATH", help="vocab.txt (BERT)")
+    p.add_argument("--backend", default="onnxruntime", metavar="NAME",
+                   help="runtime the model is for: onnxruntime (default) or openvino")
+    p.add_argument("--output", "-o", type=Path, metavar="PATH",
+                   help="where to write the int8 model (default <model>.int8.onnx)")
+    p.add_argument("--calibration-list", metavar="NAME|FILE",
+                   help="official option (ImageNet: option_1 default, option_2) or a file of "
+                        "your own (sample file names or QSL indices, one a line)")
+    p.add_argument("--method", default="minmax", choices=("minmax", "entropy", "percentile"),
+                   help="how activation ranges are taken (default minmax)")
+    p.add_argument("--cache-dir", type=Path, metavar="DIR")
+    p.add_argument("--backend-option", dest="backend_options", action="append", default=[],
+                   metavar="KEY=VALUE", help="task options, as for run (e.g. sequence_length)")
+    p.set_defaults(func=calibrate_command)
+
+
+def calibrate_command(args: argparse.Namespace) -> int:
+    from mlharness.calibration import CalibrationRequest, calibrate
+    from mlharness.cli.render import console
+    from mlharness.cli.run import _coerce, _key_value
+
+    options = dict(_key_value(kv) for kv in args.backend_options)
+    req = CalibrationRequest(
+        benchmark=args.benchmark, model=args.model, dataset=args.dataset, backend=args.backend,
+        vocab=args.vocab, cache_dir=args.cache_dir, output=args.output,
+        calibration_list=args.calibration_list, method=args.method,
+        backend_options={k: _coerce(v) for k, v in options.items()})
+    console.print(f"calibrating {args.model} for {args.benchmark} ({args.backend}) …")
+    record = calibrate(req)
+    samples = record["samples"]
+    console.print(f"[green]wrote[/] {record['model']}")
+    console.print(f"  calibration: {samples['used']} of {samples['listed']} samples of "
+                  f"{samples['list']}{'' if samples['official'] else ' (not official)'}; "
+                  f"{record['recipe']}, {record['method']}")
+    if "note" in samples:
+        console.print(f"  [yellow]note:[/] {samples['note']}")
+    console.print(f"  run it with: mlharness run -b {args.benchmark} --model {record['model']} "
+                  f"--precision int8 --backend {args.backend} …")
+    return 0

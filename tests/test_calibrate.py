@@ -1,0 +1,109 @@
+"""``mlharness calibrate``: official calibration lists, the int8 model and its record, and runs
+that record precision and calibration in run.json (onnxruntime, and OpenVINO when installed)."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from mlharness.cli.main import main
+from mlharness.rules.calibration_lists import DATA, official_list
+from synthetic_squad import make_bert_onnx, make_squad, make_vocab, vocab_size
+from synthetic_vision import make_imagenet, resnet50_onnx
+
+
+def test_official_lists_are_shipped_whole() -> None:
+    assert len(official_list("resnet50").entries()) == 500
+    assert official_list("resnet50", "option_2").entries() != official_list("resnet50").entries()
+    features = official_list("bert-99.9").entries()
+    assert len(features) == 100 and all(f.isdigit() for f in features)
+    assert len(official_list("retinanet").entries()) == 500  # no final newline: wc -l says 499
+    assert "mlcommons/inference" in (DATA / "SOURCE.md").read_text()
+
+
+@pytest.fixture(scope="module")
+def imagenet(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A synthetic set in which 5 of 9 images carry names from the official list option 1."""
+    root = tmp_path_factory.mktemp("cal_vision")
+    names = official_list("resnet50").entries()[:5]
+    lines = []
+    for i, (name, label) in enumerate(make_imagenet(root / "imagenet", count=9)):
+        if i < len(names):
+            (root / "imagenet" / name).rename(root / "imagenet" / names[i])
+            name = names[i]
+        lines.append(f"{name} {label}\n")
+    (root / "imagenet" / "val_map.txt").write_text("".join(lines))
+    resnet50_onnx(root / "resnet50_v1.onnx")
+    return root
+
+
+def run(tmp_path: Path, *flags: str) -> tuple[int, dict]:
+    runs = tmp_path / "runs"
+    code = main(["run", "--no-progress", "--output-dir", str(runs), "--test", *flags])
+    dirs = sorted(p for p in runs.glob("*/*") if p.is_dir())
+    return code, json.loads((dirs[-1] / "run.json").read_text()) if dirs else {}
+
+
+def test_resnet50_calibrated_int8_runs_and_is_recorded(imagenet: Path, tmp_path: Path) -> None:
+    model = imagenet / "resnet50_v1.onnx"
+    data = ["--dataset", str(imagenet / "imagenet"), "--cache-dir", str(imagenet / "cache")]
+    assert main(["calibrate", "-b", "resnet50", "--model", str(model), *data]) == 0
+    q = imagenet / "resnet50_v1.int8.onnx"
+    record = json.loads((imagenet / "resnet50_v1.int8.calibration.json").read_text())
+    assert record["samples"]["official"] is True and record["samples"]["used"] == 5
+    assert record["samples"]["list"].endswith("ImageNet/cal_image_list_option_1.txt")
+    assert record["qsl_indices"] == [0, 1, 2, 3, 4] and "not the official" in record["samples"]["note"]
+    import onnx
+
+    ops = {n.op_type for n in onnx.load(str(q)).graph.node}
+    assert {"QuantizeLinear", "DequantizeLinear"} <= ops
+
+    common = ["-b", "resnet50", "--model", str(q), *data, "--mode", "accuracy"]
+    code, rec = run(tmp_path / "fp32", *common)
+    assert code == 2  # a calibrated int8 model is never run as "fp32"
+    _, ref = run(tmp_path / "ref", "-b", "resnet50", "--model", str(model), *data,
+                 "--mode", "accuracy")
+    backends = ["onnxruntime"]
+    try:
+        import openvino  # noqa: F401
+
+        backends.append("openvino")
+    except ImportError:
+        pass
+    for backend in backends:
+        _, rec = run(tmp_path / backend, *common, "--precision", "int8", "--backend", backend)
+        assert rec["status"] == "ok", rec.get("error")
+        assert rec["backend"]["precision"] == "int8"
+        assert rec["backend"]["calibration"]["source_sha256"] == record["source_sha256"]
+        assert rec["accuracy"]["value"] == pytest.approx(ref["accuracy"]["value"], abs=25)
+
+
+def test_bert_calibration_with_own_list(tmp_path: Path) -> None:
+    squad = make_squad(tmp_path / "dev-v1.1.json", articles=2, seed=3)
+    vocab = make_vocab(tmp_path / "vocab.txt", squad)
+    model = make_bert_onnx(tmp_path / "bert.onnx", vocab_size(vocab))
+    own = tmp_path / "mine.txt"
+    own.write_text("0\n2\n4\n")
+    data = ["--dataset", str(squad), "--vocab", str(vocab), "--cache-dir", str(tmp_path / "c")]
+    assert main(["calibrate", "-b", "bert-99", "--model", str(model), *data,
+                 "--calibration-list", str(own), "--output", str(tmp_path / "q.onnx")]) == 0
+    record = json.loads((tmp_path / "q.calibration.json").read_text())
+    assert record["samples"]["official"] is False and record["qsl_indices"] == [0, 2, 4]
+    assert record["kept_fp32"] == ["qa.mm"]  # the QA head stays fp32
+    code, rec = run(tmp_path, "-b", "bert-99", "--model", str(tmp_path / "q.onnx"), *data,
+                    "--precision", "int8", "--mode", "accuracy", "--max-samples", "4")
+    assert rec["status"] == "ok" and rec["backend"]["calibration"]["qsl_indices"] == [0, 2, 4]
+
+
+def test_no_list_no_samples_refused(imagenet: Path, tmp_path: Path,
+                                    capsys: pytest.CaptureFixture) -> None:
+    demo = ["calibrate", "-b", "demo", "--model", str(imagenet / "resnet50_v1.onnx"),
+            "--dataset", str(imagenet / "imagenet")]
+    assert main(demo) == 2 and "no official calibration list" in capsys.readouterr().err
+    other = tmp_path / "imagenet"
+    make_imagenet(other, count=3)  # none of its names is on the official list
+    assert main(["calibrate", "-b", "resnet50", "--model", str(imagenet / "resnet50_v1.onnx"),
+                 "--dataset", str(other), "--cache-dir", str(tmp_path / "c")]) == 2
+    assert "none of the 500 calibration samples" in capsys.readouterr().err

@@ -1,0 +1,131 @@
+"""The PyTorch backend on the official PyTorch formats, generated here: a BERT checkpoint with
+``bert_config.json`` (HF BertForQuestionAnswering keys, ``synthetic_squad.bert_checkpoint``) whose
+weights are those of the synthetic ONNX BERT, so the logits must equal onnxruntime's; and a
+torchvision-keyed ResNet-50 state dict."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from mlharness.cli.main import main
+from synthetic_squad import bert_checkpoint, make_bert_onnx, make_squad, make_vocab, vocab_size
+from synthetic_vision import make_imagenet
+
+torch = pytest.importorskip("torch", reason="the torch extra is not installed "
+                                            "(pip install 'mlharness[torch]')")
+
+LAYERS, HIDDEN, HEADS, INTER = 2, 64, 4, 128
+
+
+@pytest.fixture(scope="module")
+def bert(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    root = tmp_path_factory.mktemp("torch_bert")
+    squad = make_squad(root / "dev-v1.1.json", articles=2, seed=11)
+    vocab = make_vocab(root / "vocab.txt", squad)
+    onnx_model = make_bert_onnx(root / "bert.onnx", vocab_size(vocab), layers=LAYERS,
+                                hidden=HIDDEN, heads=HEADS, intermediate=INTER)
+    bert_checkpoint(onnx_model, root / "ckpt", LAYERS, HIDDEN, HEADS, INTER, vocab_size(vocab))
+    return root
+
+
+def run(tmp_path: Path, *flags: str) -> tuple[int, dict, Path]:
+    runs = tmp_path / "runs"
+    code = main(["run", "--no-progress", "--output-dir", str(runs), "--test", *flags])
+    dirs = sorted(p for p in runs.glob("*/*") if p.is_dir())
+    return code, json.loads((dirs[-1] / "run.json").read_text()) if dirs else {}, (
+        dirs[-1] if dirs else runs)
+
+
+def logits(run_dir: Path) -> dict[int, np.ndarray]:
+    entries = json.loads((run_dir / "mlperf_log_accuracy.json").read_text())
+    return {e["qsl_idx"]: np.frombuffer(bytes.fromhex(e["data"]), np.float32).reshape(384, 2)
+            for e in entries}
+
+
+def bert_flags(root: Path, model: str) -> list[str]:
+    return ["-b", "bert-99", "--model", str(root / model), "--dataset",
+            str(root / "dev-v1.1.json"), "--vocab", str(root / "vocab.txt"), "--cache-dir",
+            str(root / "cache")]
+
+
+def test_bert_checkpoint_equals_onnx(bert: Path, tmp_path: Path) -> None:
+    acc = ["--mode", "accuracy", "--max-samples", "8", "--batch-size", "3"]
+    _, _, ort_dir = run(tmp_path / "ort", *bert_flags(bert, "bert.onnx"), *acc)
+    _, rec, pt_dir = run(tmp_path / "pt", *bert_flags(bert, "ckpt/model.pytorch"), *acc,
+                         "--backend", "pytorch")
+    assert rec["status"] == "ok", rec.get("error")
+    assert rec["backend"]["arch"] == "bert" and rec["task"]["sequence_length"] == "dynamic"
+    a, b = logits(ort_dir), logits(pt_dir)
+    for i in a:
+        np.testing.assert_allclose(b[i], a[i], rtol=1e-3, atol=1e-3)
+    from mlharness.backends.pytorch import bf16_supported
+
+    code, rec, bf_dir = run(tmp_path / "bf16", *bert_flags(bert, "ckpt/model.pytorch"), *acc,
+                            "--backend", "pytorch", "--precision", "bf16")
+    if not bf16_supported():
+        assert code == 2
+        return
+    assert rec["backend"]["autocast"] == "bf16"
+    c = logits(bf_dir)
+    for i in a:
+        n = int((a[i][:, 0] > -10000).sum())
+        assert np.abs(c[i][:n] - a[i][:n]).max() < 0.15 * a[i][:n].std() + 1e-2
+
+
+@pytest.mark.parametrize("scenario, flags", [
+    ("SingleStream", ["--target-latency", "2"]), ("Server", ["--target-qps", "30"]),
+    pytest.param("Offline", ["--target-qps", "100"], marks=pytest.mark.slow),
+    pytest.param("MultiStream", ["--target-latency", "5", "--min-query-count", "30"],
+                 marks=pytest.mark.slow)])
+def test_bert_every_scenario(bert: Path, tmp_path: Path, scenario: str, flags: list) -> None:
+    _, rec, _ = run(tmp_path, *bert_flags(bert, "ckpt/model.pytorch"), "-s", scenario, *flags,
+                    "--backend", "pytorch")
+    assert rec["status"] == "ok", rec.get("error")
+    assert rec["result"]["errors"] == [] and rec["result"]["latencies_ms"]["p99.00"] > 0
+
+
+def test_missing_config_and_onnx_refused(bert: Path, tmp_path: Path,
+                                         capsys: pytest.CaptureFixture) -> None:
+    lone = tmp_path / "model.pytorch"
+    lone.write_bytes((bert / "ckpt" / "model.pytorch").read_bytes())
+    code, _, _ = run(tmp_path, *bert_flags(bert, "bert.onnx"), "--backend", "pytorch")
+    assert code == 2 and "not ONNX" in capsys.readouterr().err
+    flags = bert_flags(bert, "x")
+    flags[flags.index("--model") + 1] = str(lone)  # no bert_config.json beside it
+    code, _, _ = run(tmp_path, *flags, "--backend", "pytorch")
+    assert code == 2 and "bert_config.json" in capsys.readouterr().err
+
+
+@pytest.mark.slow
+def test_resnet50_torchvision_state_dict(tmp_path: Path) -> None:
+    from mlharness.backends.torch_models import resnet50
+
+    net = resnet50()
+    state = net.state_dict()
+    # torchvision.models.resnet50().state_dict(): 320 tensors, 25,557,032 parameters
+    assert len(state) == 320
+    assert sum(p.numel() for p in net.parameters()) == 25_557_032
+    torch.save(state, tmp_path / "resnet50.pth")
+    entries = make_imagenet(tmp_path / "imagenet", count=6)
+    common = ["-b", "resnet50", "--model", str(tmp_path / "resnet50.pth"), "--dataset",
+              str(tmp_path / "imagenet"), "--cache-dir", str(tmp_path / "cache"),
+              "--backend", "pytorch", "--backend-option", "label_offset=0",
+              "--backend-option", "preprocessing=torchvision"]
+    _, rec, run_dir = run(tmp_path, *common, "--mode", "accuracy", "--batch-size", "4")
+    assert rec["status"] == "ok", rec.get("error")
+    assert rec["backend"]["arch"] == "resnet50"
+    assert rec["task"]["preprocessing"]["name"] == "torchvision"
+    got = {e["qsl_idx"]: int(np.frombuffer(bytes.fromhex(e["data"]), np.float32)[0])
+           for e in json.loads((run_dir / "mlperf_log_accuracy.json").read_text())}
+    from mlharness.tasks.vision.preprocessing import PRESETS, ImagePreprocessor
+
+    prep = ImagePreprocessor(PRESETS["torchvision"])
+    net.eval()
+    with torch.inference_mode():
+        for i, (name, _) in enumerate(entries):
+            x = torch.from_numpy(prep(tmp_path / "imagenet" / name)[None])
+            assert got[i] == int(net(x).argmax(1))
