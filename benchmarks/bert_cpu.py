@@ -38,12 +38,12 @@ sys.path.insert(0, str(ROOT / "tests"))
 sys.path.insert(0, str(ROOT / "benchmarks"))
 
 from mlharness.calibration import CalibrationRequest, calibrate  # noqa: E402
-from mlharness.hostinfo import cpu_info, matrix_isa  # noqa: E402
+from mlharness.hostinfo import cpu_info  # noqa: E402
 from mlharness.loadgen.mllog import parse_run_logs  # noqa: E402
 from mlharness.loadgen.settings import render_user_conf  # noqa: E402
 from mlharness.runner import execute  # noqa: E402
 from mlharness.spec import RunSpec  # noqa: E402
-from vision_cpu import bf16_paths, installed, official_dir  # noqa: E402
+from vision_cpu import installed, official_dir, print_machine  # noqa: E402
 
 REFERENCE_PACKAGES = ["transformers<5", "absl-py", "numpy", "onnxruntime",
                       "mlcommons-loadgen==6.0.17"]
@@ -182,13 +182,8 @@ def main() -> None:
     p.add_argument("--json", type=Path)
     args = p.parse_args()
     n = args.samples or (12 if args.quick else 32)
-    isa = matrix_isa()
     info = cpu_info()
-    print(f"machine: {info['model']}, {os.cpu_count()} cpus; matrix paths: "
-          f"bf16={isa['bf16'] or 'none'}, int8={isa['int8'] or 'none'} "
-          f"(flags: {' '.join(isa['flags'])})", flush=True)
-    bf16 = bf16_paths()
-    print(f"bf16 used by: {', '.join(k for k, v in bf16.items() if v) or 'none'}", flush=True)
+    isa, bf16 = print_machine()
     files = build_inputs(args.workdir, args)
     from mlharness.tasks.question_answering.task import BertSquadTask
 

@@ -96,6 +96,17 @@ def bf16_paths() -> dict[str, bool]:
     return {"openvino": ov, "pytorch": torch}
 
 
+def print_machine() -> tuple[dict[str, Any], dict[str, bool]]:
+    """Print the CPU's matrix paths and which runtimes use bf16; return both."""
+    isa = matrix_isa()
+    print(f"machine: {cpu_info()['model']}, {os.cpu_count()} cpus; matrix paths: "
+          f"bf16={isa['bf16'] or 'none'}, int8={isa['int8'] or 'none'} "
+          f"(flags: {' '.join(isa['flags'])})", flush=True)
+    bf16 = bf16_paths()
+    print(f"bf16 used by: {', '.join(k for k, v in bf16.items() if v) or 'none'}", flush=True)
+    return isa, bf16
+
+
 def build_inputs(workdir: Path, images: int) -> dict[str, Path]:
     """Random ResNet50 (ONNX, its calibrated int8 copy, a torchvision-keyed state dict) and an
     ImageNet-layout set whose first half carries names from the official calibration list."""
@@ -195,12 +206,7 @@ def main() -> None:
     p.add_argument("--json", type=Path, help="also write the results here")
     args = p.parse_args()
     images = args.images or (32 if args.quick else 64)
-    isa = matrix_isa()
-    print(f"machine: {cpu_info()['model']}, {os.cpu_count()} cpus; matrix paths: "
-          f"bf16={isa['bf16'] or 'none'}, int8={isa['int8'] or 'none'} "
-          f"(flags: {' '.join(isa['flags'])})", flush=True)
-    bf16 = bf16_paths()
-    print(f"bf16 used by: {', '.join(k for k, v in bf16.items() if v) or 'none'}", flush=True)
+    isa, bf16 = print_machine()
     files = build_inputs(args.workdir, images)
 
     print(f"reference harness ({REFERENCE.relative_to(OFFICIAL)}), {images} samples ...",
@@ -234,8 +240,8 @@ def main() -> None:
     int8_ratio = min(row["int8"] / row["fp32"] for row in acc.values())
     bf16_rows = [row["bf16"] / row["fp32"] for row in acc.values() if "bf16" in row]
     print(f"\nfp32 best: {fp32_best['runtime']} {fp32_best['samples_per_s'] / ref:.2f}x reference")
-    print(f"machine shared with other jobs: absolute numbers are low and noisy; both sides ran "
-          f"back to back, the reference before and after")
+    print("machine shared with other jobs: absolute numbers are low and noisy; both sides ran "
+          "back to back, the reference before and after")
     print(f"RATIO best/reference Offline samples/s = {best['samples_per_s'] / ref:.2f} "
           f"(best: {best['runtime']} {best['precision']} batch {best['batch']})")
     print(f"TOP1 RATIO int8/fp32 = {int8_ratio:.4f}")

@@ -15,10 +15,12 @@ so it is refused with a hint rather than emulated.
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import os
 import tempfile
 from pathlib import Path
+from typing import Iterator
 
 from mlharness.errors import ConfigError, ModelError
 from mlharness.files import cache_root, sha256_file
@@ -102,22 +104,30 @@ def prepared_model(model: Path, precision: str, cache_dir: str | Path | None = N
     return target
 
 
-def _quantize_int8(model: Path, target: Path) -> None:
-    from onnxruntime.quantization import QuantType, quantize_dynamic
-
+@contextlib.contextmanager
+def _quantised_file(model: Path, target: Path, what: str, hint: str) -> Iterator[str]:
+    """A temporary path for the quantiser to write; moved onto ``target`` when it succeeds, its
+    failure (the quantisers raise assorted types) turned into one ModelError line."""
     fd, tmp = tempfile.mkstemp(dir=target.parent, suffix=".onnx.tmp")
     os.close(fd)
     try:
+        yield tmp
+        os.replace(tmp, target)
+    except Exception as exc:  # noqa: BLE001 - reported as a ModelError
+        raise ModelError(f"{what} of {model} failed: {exc}".splitlines()[0], hint=hint) from exc
+    finally:
+        Path(tmp).unlink(missing_ok=True)
+
+
+def _quantize_int8(model: Path, target: Path) -> None:
+    from onnxruntime.quantization import QuantType, quantize_dynamic
+
+    with _quantised_file(model, target, "int8 quantisation",
+                         "run with --precision fp32, or pass a model quantised offline") as tmp:
         quantize_dynamic(str(model), tmp, weight_type=QuantType.QInt8, per_channel=True,
                          op_types_to_quantize=["MatMul", "Gemm", "Attention"],
                          nodes_to_exclude=small_output_nodes(model),
                          extra_options={"MatMulConstBOnly": True})
-        os.replace(tmp, target)
-    except Exception as exc:  # quantize_dynamic raises assorted types
-        raise ModelError(f"int8 quantisation of {model} failed: {exc}".splitlines()[0],
-                         hint="run with --precision fp32, or pass a model quantised offline") from exc
-    finally:
-        Path(tmp).unlink(missing_ok=True)
 
 
 def small_output_nodes(model: Path, limit: int = SMALL_OUTPUT) -> list[str]:
@@ -171,21 +181,14 @@ def quantize_calibrated(model: Path, target: Path, batches: list[dict], method: 
             return next(self.items, None)
 
     excluded = small_output_nodes(model)
-    fd, tmp = tempfile.mkstemp(dir=target.parent, suffix=".onnx.tmp")
-    os.close(fd)
     logging.getLogger().setLevel(logging.ERROR)  # quantize_static's pre-processing advice
-    try:
+    with _quantised_file(model, target, "calibrated int8 quantisation",
+                         "check the model runs in fp32 first") as tmp:
         quantize_static(str(model), tmp, Reader(), quant_format=QuantFormat.QDQ,
                         op_types_to_quantize=list(op_types), per_channel=True,
                         activation_type=QuantType.QUInt8, weight_type=QuantType.QInt8,
                         nodes_to_exclude=excluded, calibrate_method=methods[method],
                         extra_options={"MatMulConstBOnly": True})
-        os.replace(tmp, target)
-    except Exception as exc:  # quantize_static raises assorted types
-        raise ModelError(f"calibrated int8 quantisation of {model} failed: {exc}".splitlines()[0],
-                         hint="check the model runs in fp32 first") from exc
-    finally:
-        Path(tmp).unlink(missing_ok=True)
     return {"recipe": STATIC_RECIPE, "runtime": f"onnxruntime {ort.__version__}",
             "format": "QDQ", "weights": "int8 per channel", "activations": "uint8 per tensor",
             "method": method, "op_types": list(op_types), "kept_fp32": excluded}
