@@ -45,7 +45,7 @@ from mlharness.runner import execute  # noqa: E402
 from mlharness.spec import RunSpec  # noqa: E402
 from vision_cpu import installed, official_dir, print_machine  # noqa: E402
 
-REFERENCE_PACKAGES = ["transformers<5", "absl-py", "numpy", "onnxruntime",
+REFERENCE_PACKAGES = ["transformers<5", "absl-py", "six", "numpy", "onnxruntime",
                       "mlcommons-loadgen==6.0.17"]
 
 
@@ -112,7 +112,10 @@ def reference(files: dict[str, Path], n: int, workdir: Path, python: str) -> flo
     (out / "user.conf").write_text(render_user_conf(spec.test_config("bert")))
     env = {**os.environ, "ML_MODEL_FILE_WITH_PATH": str(files["onnx"]),
            "DATASET_FILE": str(files["squad"]), "VOCAB_FILE": str(files["vocab"]),
-           "LOG_PATH": str(out), "USE_GPU": "no", "PYTHONPATH": str(bert_dir)}
+           "LOG_PATH": str(out), "USE_GPU": "no",
+           # the BERT tokenization module (a submodule upstream) sits beside the checkout
+           "PYTHONPATH": os.pathsep.join([str(bert_dir),
+                                          str(official_dir().parent / "bert-tokenization")])}
     cmd = [python, str(bert_dir / "run.py"), "--backend", "onnxruntime", "--scenario", "Offline",
            "--user_conf", str(out / "user.conf"), "--max_examples", str(n)]
     # cwd: its feature cache (eval_features.pickle) goes there, never into the official checkout
