@@ -5,6 +5,8 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+import pytest
+
 from mlharness import rules
 from mlharness.cli.main import main
 from mlharness.submission import system
@@ -74,3 +76,19 @@ def test_cli_detect_and_template(tmp_path: Path):
     assert system.problems(desc, R, "open", "MyOrg") == []
     # never overwritten silently
     assert main(["system", "detect", "--name", "box", "--output", str(tmp_path / "systems")]) == 2
+
+
+def test_cli_detect_exit_code_is_honest(tmp_path: Path, capsys: pytest.CaptureFixture[str]):
+    out = tmp_path / "systems"
+    # nothing given: every field detected or defaulted; submitter/division come from submit
+    assert main(["system", "detect", "--name", "box", "--output", str(out)]) == 0
+    assert "set by `mlharness submit`" in capsys.readouterr().out
+    assert json.loads((out / "box.json").read_text())["submitter"] == ""
+    bad = tmp_path / "bad.toml"
+    bad.write_text('[system]\nstatus = "soon"\nnumber_of_nodes = "two"\n')
+    assert main(["system", "detect", "--name", "box", "--from", str(bad), "--output", str(out),
+                 "--force"]) == 1  # written, but the checker would reject it
+    screen = " ".join(capsys.readouterr().out.split())
+    assert "status 'soon'" in screen and "number_of_nodes is 'two'" in screen
+    assert f"mlharness system detect --name box --from {bad} --output {out} --force" in screen
+    assert (out / "box.json").is_file()

@@ -12,7 +12,7 @@ __all__ = ["Backend", "BackendOptions", "BACKENDS", "SampleBackend", "create_bac
 
 #: name -> ("module:Class", pip extra that provides it)
 BACKENDS: dict[str, tuple[str, str]] = {
-    "onnxruntime": ("mlharness.backends.onnxruntime:OnnxRuntimeBackend", "onnxruntime"),
+    "onnxruntime": ("mlharness.backends.onnxruntime:OnnxRuntimeBackend", ""),  # a dependency
     "openvino": ("mlharness.backends.openvino:OpenVinoBackend", "openvino"),
     "pytorch": ("mlharness.backends.pytorch:PyTorchBackend", "torch"),
     "noop": ("mlharness.backends.noop:NoopBackend", ""),

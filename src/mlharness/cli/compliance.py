@@ -15,15 +15,15 @@ examples:
   # reference runs first (same settings as the audit), then the audit + verification
   mlharness run --benchmark demo --scenario SingleStream --target-latency 0.05
   mlharness run --benchmark demo --mode accuracy
-  mlharness compliance --test TEST01 --reference-perf runs/demo/SingleStream-performance-<t> \\
+  mlharness compliance --audit TEST01 --reference-perf runs/demo/SingleStream-performance-<t> \\
       --reference-accuracy runs/demo/Offline-accuracy-<t> --output results/demo/SingleStream
-  mlharness compliance --test TEST04 --reference-perf runs/demo/SingleStream-performance-<t> \\
+  mlharness compliance --audit TEST04 --reference-perf runs/demo/SingleStream-performance-<t> \\
       --output results/demo/SingleStream
   # every audit the benchmark needs (resnet50 and the demo: TEST01 and TEST04)
   mlharness compliance --reference-perf runs/demo/SingleStream-performance-<t> \\
       --reference-accuracy runs/demo/Offline-accuracy-<t> --output results/demo/SingleStream
   # verify an audit run made earlier, without running it again
-  mlharness compliance --test TEST04 --audit-run runs/compliance/TEST04/demo/<run> \\
+  mlharness compliance --audit TEST04 --audit-run runs/compliance/TEST04/demo/<run> \\
       --reference-perf runs/demo/SingleStream-performance-<t> --output results/demo/SingleStream
 
 The audit takes its settings from the reference performance run's run.json; run flags given here
@@ -38,20 +38,24 @@ _LIST_KEYS = ("user_conf_extra", "backend_options")
 _NOT_INHERITED = ("mode", "audit_config")
 
 
-class _TestFlag(argparse.Action):
-    """``--test TEST01 [TEST04]`` names audits; ``--test`` alone keeps run's meaning (short run)."""
+class _AuditFlag(argparse.Action):
+    """``--audit TEST01 [TEST04]`` names audits. ``--test`` means a short run, as in ``run``; the
+    old ``--test TEST01`` still names an audit, with a note (``deprecated_test``)."""
 
     def __call__(self, parser: argparse.ArgumentParser, namespace: argparse.Namespace,
                  values: Any, option_string: str | None = None) -> None:
         tests = list(getattr(namespace, self.dest, None) or [])
         for value in values or []:
             if value.upper() not in ("TEST01", "TEST04"):
-                parser.error(f"--test: expected TEST01 or TEST04, got {value!r}")
+                parser.error(f"{option_string}: expected TEST01 or TEST04, got {value!r}")
             if value.upper() not in tests:
                 tests.append(value.upper())
         setattr(namespace, self.dest, tests)
-        if not values:
-            namespace.short = True
+        if option_string == "--test":
+            if values:
+                namespace.deprecated_test = True
+            else:
+                namespace.short = True
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -67,14 +71,15 @@ def register(sub: argparse._SubParsersAction) -> None:
         epilog=EXAMPLES, formatter_class=argparse.RawDescriptionHelpFormatter)
     add_run_arguments(p)
     comp = p.add_argument_group("compliance")
-    # replaces run's bare --test (short run): `--test TEST01` picks the audit, a bare `--test`
-    # still asks for a short run
-    comp.add_argument("--test", dest="compliance_test", nargs="*", action=_TestFlag,
+    comp.add_argument("--audit", dest="compliance_test", nargs="+", action=_AuditFlag,
                       metavar="TEST01|TEST04",
-                      help="the audit(s) to run (default: those the benchmark needs in --round); "
-                           "a bare --test still means a short run (the default)")
+                      help="the audit(s) to run (default: those the benchmark needs in --round)")
+    # run's --test (short run), which also still accepts the old `--test TEST01` spelling
+    comp.add_argument("--test", dest="compliance_test", nargs="*", action=_AuditFlag,
+                      metavar="TEST0X", help="short run, as in `mlharness run` (the default); `--test TEST01` is "
+                           "the old spelling of --audit TEST01")
     comp.add_argument("--round", default="v6.1",
-                      help="round whose required tests are run when --test names none")
+                      help="round whose required tests are run when --audit names none")
     comp.add_argument("--reference-perf", type=Path, required=True, metavar="RUN_DIR",
                       help="the performance run being audited (run dir or results/.../<scenario>)")
     comp.add_argument("--reference-accuracy", type=Path, metavar="RUN_DIR",
@@ -120,14 +125,18 @@ def _tests_to_run(args: argparse.Namespace, benchmark: str) -> list[str]:
     tests = required_tests(benchmark, args.round, "closed")
     if not tests:
         raise ConfigError(f"{benchmark} needs no TEST01/TEST04 audit in round {args.round}",
-                          hint="name one with --test TEST01 or --test TEST04 to run it anyway")
+                          hint="name one with --audit TEST01 or --audit TEST04 to run it anyway")
     return tests
 
 
 def compliance_command(args: argparse.Namespace) -> int:
     from mlharness.cli.run import spec_from_args
+    from mlharness.cli.render import console_err
     from mlharness.compliance import run_audit, verify
 
+    if getattr(args, "deprecated_test", False):
+        console_err.print("note: `--test TEST0X` is the old spelling of `--audit TEST0X` (in both "
+                          "run and compliance, --test means a short run)", style="yellow")
     for flag, path in (("--reference-perf", args.reference_perf),
                        ("--reference-accuracy", args.reference_accuracy),
                        ("--audit-run", args.audit_run)):
@@ -135,7 +144,7 @@ def compliance_command(args: argparse.Namespace) -> int:
             raise ConfigError(f"{flag} {path}: no such directory", hint="give a run directory")
     if args.audit_run is not None and len(args.compliance_test or []) != 1:
         raise ConfigError("--audit-run verifies one audit",
-                          hint="name its test: --test TEST01 or --test TEST04")
+                          hint="name its test: --audit TEST01 or --audit TEST04")
     spec = None
     if args.audit_run is None:
         inherit_reference_settings(args, args.reference_perf)

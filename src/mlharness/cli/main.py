@@ -39,13 +39,8 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--debug", action="store_true", help="show tracebacks on errors")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
     for name in COMMANDS:
-        try:
-            module = importlib.import_module(f"mlharness.cli.{name}")
-        except ModuleNotFoundError as exc:
-            if exc.name == f"mlharness.cli.{name}":
-                continue  # command group not built yet
-            raise
-        module.register(sub)
+        # every listed command must import: a broken module fails here, never silently vanishes
+        importlib.import_module(f"mlharness.cli.{name}").register(sub)
     _add_debug(parser)
     return parser
 

@@ -10,10 +10,16 @@ from mlharness.rules import DEFAULT_ROUND, ROUNDS, load
 from mlharness.submission import system as sysdesc
 from mlharness.files import write_json_atomic, write_text_atomic
 
+#: fields `mlharness submit` fills in from its flags
+SET_BY_SUBMIT = ("submitter", "division")
+
 EXAMPLES = """examples:
   mlharness system template --output my-system.toml     # fields the machine cannot tell
   mlharness system detect --name my-system --from my-system.toml --output systems/
   mlharness system detect --name my-system --output systems/   # defaults for the rest (listed)
+
+exit codes: 0 written and complete, 1 written but the checker would reject a field (each is
+            listed with the TEMPLATE -> --from fix), 2 bad input
 """
 
 
@@ -57,14 +63,24 @@ def detect(args: argparse.Namespace) -> int:
     if defaulted:
         console.print("[yellow]defaults used (review them; set them in --from TOML):[/] "
                       + ", ".join(f"{k}={desc[k]!r}" for k in defaulted), highlight=False)
-    problems = sysdesc.problems(desc, load(args.round))
+    # submit writes submitter and division into the tree's copy: not missing here
+    later = {k: desc.get(k) or "(set by mlharness submit)" for k in SET_BY_SUBMIT}
+    problems = sysdesc.problems({**desc, **later}, load(args.round))
     for pr in problems:
-        console.print(f"[red]✗[/] {pr.message} — {pr.meaning}\n    fix: {pr.fix}", highlight=False)
+        console.print(f"[red]✗[/] {pr.message} — {pr.meaning}", highlight=False)
     if not problems:
-        console.print(f"[green]✓[/] every field the {args.round} checker requires is present")
-    else:
-        console.print("submitter and division are set by `mlharness submit`", style="dim")
-    return 0
+        console.print(f"[green]✓[/] every field the {args.round} checker requires is present "
+                      "(submitter and division are set by `mlharness submit`)")
+        return 0
+    toml = args.from_toml or Path("my-system.toml")
+    first = "" if args.from_toml else \
+        f"  mlharness system template --output {toml}     # the fields a machine cannot tell\n"
+    console.print(f"{len(problems)} field(s) the {args.round} checker would reject; fix them in a "
+                  f"TOML and write the description again:\n{first}"
+                  f"  (edit {toml})\n"
+                  f"  mlharness system detect --name {args.name} --from {toml} "
+                  f"--output {args.output} --force", highlight=False)
+    return 1
 
 
 def template(args: argparse.Namespace) -> int:

@@ -89,7 +89,7 @@ def _check_audit_applied(test: str, audit_logs: Path) -> None:
     if not _audit_applied(test, facts):
         raise VerificationInputError(
             f"{audit_logs} was not run with the {test} audit.config",
-            hint=f"run the audit with `mlharness compliance --test {test} ...` or give its run dir")
+            hint=f"run the audit with `mlharness compliance --audit {test} ...` or give its run dir")
     if facts.get("effective_test_mode") != "PerformanceOnly":
         raise VerificationInputError(f"{audit_logs} is not a performance-mode run",
                                      hint="the audit is a performance run with audit.config")

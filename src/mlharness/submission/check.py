@@ -212,7 +212,7 @@ def compliance_problems(scen_dir: Path, bench: BenchmarkRules, rules: Rules, div
     out: list[Problem] = []
     for test in bench.compliance_tests:
         tdir = scen_dir / test
-        fix = (f"`mlharness compliance --test {test} --reference-perf PERF_RUN "
+        fix = (f"`mlharness compliance --audit {test} --reference-perf PERF_RUN "
                + ("--reference-accuracy ACC_RUN " if test == "TEST01" else "")
                + "--output DIR` with the laid-out runs, then submit again")
         fix_audit = ("audits take the reference run's length: re-run performance with --valid, "

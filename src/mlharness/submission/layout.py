@@ -182,7 +182,7 @@ def lay_out(
             else:
                 out.notes.append(
                     f"{benchmark} {scenario}: no {test} verification found; run "
-                    f"`mlharness compliance --test {test} --benchmark {benchmark} --scenario {scenario} ...`")
+                    f"`mlharness compliance --audit {test} --benchmark {benchmark} --scenario {scenario} ...`")
         write_json_atomic(scen_dir / "measurements.json", documents.measurements(perf, acc))
         write_text_atomic(scen_dir / "README.md",
                           documents.result_readme(bench.name, perf, acc, entry.tests))

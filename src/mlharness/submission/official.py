@@ -55,7 +55,7 @@ EXPLAIN: list[tuple[str, str, str, str]] = [
     (r"src directory does not exist", "src-missing", "src/ is missing", RESUBMIT),
     (r"Missing TEST|Missing accuracy file|Missing perf|has no performance/run_1|file list mismatch",
      "compliance-files", "a compliance test's files are missing",
-     "run `mlharness compliance --test TEST0X ...` and submit again"),
+     "run `mlharness compliance --audit TEST0X ...` and submit again"),
     (r"Compliance test .* failed", "compliance-failed", "a compliance audit failed",
      "see TEST0X/verify_*.txt; fix the SUT (no caching, same outputs) and re-run the audit"),
     (r"incorrect network mode", "system-network-mode", "is_network does not fit the division",
