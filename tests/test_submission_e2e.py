@@ -90,15 +90,21 @@ def test_closed_layout_with_compliance(resnet_runs: dict, tmp_path: Path):
     assert {"test-duration", "scenarios-missing", "accuracy-below-target"} <= codes
 
 
-def test_demo_runs_are_refused_with_a_reason(tmp_path: Path):
+def test_demo_runs_are_refused_with_a_reason(tmp_path: Path, capsys: pytest.CaptureFixture[str]):
     runs = tmp_path / "runs"
-    record = execute(RunSpec(benchmark="demo", scenario="Offline", output_dir=runs, short=True,
-                             target_qps=2000))
-    assert record.status == "ok"
-    with pytest.raises(ConfigError, match="not an MLPerf benchmark"):
+    for scenario, target in (("Offline", {"target_qps": 2000}),
+                             ("SingleStream", {"target_latency_ms": 0.05})):
+        record = execute(RunSpec(benchmark="demo", scenario=scenario, output_dir=runs, short=True,
+                                 **target))
+        assert record.status == "ok"
+    with pytest.raises(ConfigError, match="not an MLPerf benchmark") as err:
         submit(runs, tmp_path / "out", "MyOrg", "open", "box")
+    assert err.value.message.count("not an MLPerf benchmark") == 1  # said once, not per scenario
+    assert "Practising with synthetic data" in err.value.hint
+    capsys.readouterr()
     assert main(["submit", "--submitter", "MyOrg", "--division", "open", "--system", "box",
                  "--runs", str(runs), "--output", str(tmp_path / "out2")]) == 2
+    assert "run performance and accuracy tests first" not in capsys.readouterr().err
 
 
 def test_check_explains_an_empty_root(tmp_path: Path):

@@ -24,7 +24,7 @@ def register(sub: argparse._SubParsersAction) -> None:
         "demo", help="run the embedded demo benchmark end to end",
         description="Run the shipped UCI-digits classifier through the official LoadGen in all "
                     "four scenarios (performance, --test length) plus an accuracy run, and print "
-                    "one table. Takes about a minute; nothing is downloaded.",
+                    "one table. Takes about half a minute; nothing is downloaded.",
         formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--output-dir", type=Path, default=Path("runs"),
                    help="where run directories go (default runs/)")

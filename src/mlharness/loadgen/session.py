@@ -27,6 +27,7 @@ _SCENARIOS = {
 _MODES = {"performance": lg.TestMode.PerformanceOnly, "accuracy": lg.TestMode.AccuracyOnly}
 
 AUDIT_FILE = "audit.config"
+TRACE_FILE = "mlperf_log_trace.json"
 
 
 @dataclass
@@ -118,3 +119,7 @@ def run_test(
     finally:
         lg.DestroyQSL(lib)
         destroy(sut)
+        trace = outdir / TRACE_FILE
+        # LoadGen creates the file even with enable_trace off; keep it only when asked for
+        if not cfg.enable_trace and trace.is_file() and trace.stat().st_size == 0:
+            trace.unlink()

@@ -103,8 +103,9 @@ class Rules:
             raise ConfigError(
                 "the demo benchmark (UCI digits) is not an MLPerf benchmark and cannot count "
                 f"for {self.round}",
-                hint=f"practise the submission flow with resnet50 on a synthetic dataset; {self.round} "
-                f"benchmarks: {known}",
+                hint="practise the submission flow with resnet50 on synthetic images (docs/"
+                "submission.md, \"Practising with synthetic data\"); "
+                f"{self.round} benchmarks: {known}",
             )
         if name in self.retired_benchmarks:
             raise ConfigError(

@@ -133,13 +133,16 @@ def lay_out(
         raise ConfigError(f"unknown division {division!r}", hint="use open, closed or network")
     out = Layout(root, division, submitter, system)
     by_bench: dict[str, list[Run]] = {}
+    refused: dict[str, ConfigError] = {}  # benchmarks that cannot count for the round: said once
     for benchmark, scenario in inventory.keys():
         bench = rules.find(benchmark)
         if bench is None:
             try:
                 rules.benchmark(benchmark)
             except ConfigError as exc:
-                out.notes.append(f"skipped {benchmark} {scenario}: {exc.message} ({exc.hint})")
+                if benchmark not in refused:
+                    refused[benchmark] = exc
+                    out.notes.append(f"skipped {benchmark}: {exc.message}")
             continue
         perf_choice = inventory.choose(benchmark, scenario, "performance")
         acc_choice = inventory.choose(benchmark, scenario, "accuracy")
@@ -189,8 +192,12 @@ def lay_out(
         out.entries.append(entry)
         by_bench.setdefault(bench.name, []).extend([perf, acc])
     if not out.entries:
+        if refused and len(out.notes) == len(refused):  # only runs that can never count
+            raise ConfigError("nothing to lay out: " + "; ".join(e.message for e in refused.values()),
+                              hint=next(iter(refused.values())).hint)
         raise ConfigError("nothing to lay out: " + ("; ".join(out.notes) or "no successful runs found"),
-                          hint="run performance and accuracy tests first (`mlharness run ...`)")
+                          hint="each reason above names the run to make" if out.notes else
+                          "run performance and accuracy tests first (`mlharness run ...`)")
     desc = dict(system_desc, system_name=system_desc.get("system_name") or system,
                 division=division, submitter=submitter)
     write_json_atomic(out.base / "systems" / f"{system}.json", desc)
