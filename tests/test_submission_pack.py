@@ -10,6 +10,7 @@ from pathlib import Path
 
 import pytest
 
+import referee
 from mlharness.errors import ConfigError
 from mlharness.submission import pack, truncate
 from mlharness.submission.files import prepare_output
@@ -120,3 +121,26 @@ def test_runs_reached_through_symlinks_are_ignored(tmp_path: Path):
     runs.mkdir()
     os.symlink(tmp_path / "outside", runs / "linked")
     assert scan(runs).runs == []
+
+
+@referee.official("tools/submission/truncate_accuracy_log.py", python=True)
+@pytest.mark.parametrize("entries", [2000, 300, 2])  # truncated, kept whole, tiny
+def test_truncation_equals_the_official_tool(tmp_path: Path, entries: int):
+    """Result and TEST01 accuracy logs of one tree, truncated by us and by the official tool."""
+    rows = [{"seq_id": i, "qsl_idx": i % 97, "data": f"{i:08X}"} for i in range(entries)]
+    text = "[\n" + ",\n".join(json.dumps(r) for r in rows) + "\n]\n"
+    scen = Path("open", "Org", "results", "sys", "resnet", "Offline")
+    ours = tmp_path / "ours"
+    for acc in (ours / scen / "accuracy", ours / scen / "TEST01" / "accuracy"):
+        acc.mkdir(parents=True)
+        (acc / "mlperf_log_accuracy.json").write_text(text)
+        (acc / "accuracy.txt").write_text("accuracy=1.000%, good=20, total=2000\n")
+    theirs = tmp_path / "theirs"
+    referee.run("tools/submission/truncate_accuracy_log.py", "--input", str(ours), "--output",
+                str(theirs), "--submitter", "Org", check=True)
+    for acc in (ours / scen / "accuracy", ours / scen / "TEST01" / "accuracy"):
+        truncate.truncate_dir(acc)
+    files = sorted(p.relative_to(ours) for p in ours.rglob("*") if p.is_file())
+    assert files == sorted(p.relative_to(theirs) for p in theirs.rglob("*") if p.is_file())
+    for rel in files:
+        assert (ours / rel).read_bytes() == (theirs / rel).read_bytes(), rel
