@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import importlib.util
 from pathlib import Path
 
 import numpy as np
@@ -121,24 +120,35 @@ def test_nhwc_bgr_layouts(tmp_path: Path) -> None:
     np.testing.assert_array_equal(out, expected)
 
 
-@referee.official(f"{REFERENCE}/dataset.py")
-def test_equal_to_the_reference_functions(tmp_path: Path) -> None:
-    """Run the reference's own pre-processing (not copied: imported from its checkout)."""
-    import cv2
+REFERENCE_SCRIPT = """\
+import sys
+import cv2
+import numpy as np
+sys.path.insert(0, sys.argv[1])
+import dataset  # vision/classification_and_detection/python/dataset.py
+out = {}
+for i, path in enumerate(sys.argv[3:]):
+    out[f"vgg{i}"] = dataset.pre_process_vgg(cv2.imread(path), dims=[224, 224, 3],
+                                             need_transpose=True)
+    out[f"retinanet{i}"] = dataset.pre_process_openimages_retinanet(
+        cv2.imread(path), dims=[800, 800, 3], need_transpose=True)
+np.savez(sys.argv[2], **out)
+"""
 
+
+@referee.official(f"{REFERENCE}/dataset.py", python=True)
+def test_equal_to_the_reference_functions(tmp_path: Path) -> None:
+    """The reference's own pre-processing (imported from the official checkout, not copied),
+    run in the referee's Python on the same images, gives arrays equal to ours."""
     from synthetic_vision import make_imagenet
 
-    spec = importlib.util.spec_from_file_location("reference_vision_dataset",
-                                                  referee.INFERENCE / REFERENCE / "dataset.py")
-    reference = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(reference)
     entries = make_imagenet(tmp_path, count=8)  # RGB, greyscale and CMYK JPEGs, many shapes
+    paths = [str(tmp_path / name) for name, _ in entries]
+    (tmp_path / "reference.py").write_text(REFERENCE_SCRIPT)
+    referee.python(str(tmp_path / "reference.py"), str(referee.INFERENCE / REFERENCE),
+                   str(tmp_path / "want.npz"), *paths)
+    want = np.load(tmp_path / "want.npz")
     retinanet = pp.ImagePreprocessor(pp.RETINANET_800)
-    for name, _ in entries:
-        path = tmp_path / name
-        want = reference.pre_process_vgg(cv2.imread(str(path)), dims=[224, 224, 3],
-                                         need_transpose=True)
-        np.testing.assert_array_equal(resnet50_preprocess(path), want)
-        want = reference.pre_process_openimages_retinanet(cv2.imread(str(path)),
-                                                          dims=[800, 800, 3], need_transpose=True)
-        np.testing.assert_array_equal(retinanet(path), want)
+    for i, path in enumerate(paths):
+        np.testing.assert_array_equal(resnet50_preprocess(Path(path)), want[f"vgg{i}"])
+        np.testing.assert_array_equal(retinanet(Path(path)), want[f"retinanet{i}"])
