@@ -190,3 +190,16 @@ def test_reproduce_command_repeats_the_same_settings(runs: Path, tmp_path: Path)
     again = list(_rows(tmp_path / "again").values())
     assert len(again) == 1 and again[0]["settings_hash"] == row["settings_hash"]
     assert again[0]["command"] == row["command"]
+
+
+def test_a_run_nested_in_another_run_is_part_of_it(runs: Path, tmp_path: Path) -> None:
+    root = tmp_path / "runs"
+    outer = root / "demo" / "Offline-power-1"
+    src = next(d for d in find_run_dirs(runs) if "SingleStream" in d.name)
+    shutil.copytree(src, outer, ignore=shutil.ignore_patterns("mlperf_log_trace.json"))
+    inner = outer / "loadgen" / "demo" / src.name
+    shutil.copytree(src, inner, ignore=shutil.ignore_patterns("mlperf_log_trace.json"))
+    record_run(inner)
+    assert not list(outer.rglob(INDEX_NAME))
+    record_run(outer)
+    assert list(_rows(root)) == ["demo/Offline-power-1"]

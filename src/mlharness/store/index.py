@@ -242,7 +242,13 @@ class Store:
 
 
 def record_run(run_dir: Path) -> None:
-    """The runner's hook: index one run. Never fails a run: the index can always be rebuilt."""
+    """The runner's hook: index one run. Never fails a run: the index can always be rebuilt.
+
+    A run nested inside another run's directory (e.g. the LoadGen runs of a power session) is
+    part of that run, as ``find_run_dirs`` sees it: it gets no index of its own.
+    """
+    if any((parent / "run.json").is_file() for parent in Path(run_dir).resolve().parents):
+        return
     try:
         with Store(runs_root_of(run_dir)) as store:
             store.record(run_dir)
