@@ -199,7 +199,7 @@ def test_run_record_round_trips_and_checks_its_format(tmp_path: Path) -> None:
     with pytest.raises(ConfigError, match="mlharness-run/99"):
         RunRecord.load(tmp_path)
     (tmp_path / "run.json").write_text("[1, 2]")
-    with pytest.raises(ConfigError, match="not a run record"):
+    with pytest.raises(ConfigError, match="not an object"):
         RunRecord.load(tmp_path)
     with pytest.raises(ConfigError, match="no run.json"):
         RunRecord.load(tmp_path / "missing")

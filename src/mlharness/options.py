@@ -79,4 +79,4 @@ def config_error(exc: ValidationError, model: type[BaseModel], what: str = "sett
     message = message.removeprefix("Value error, ")
     hint = {"valid": "valid = true for --valid, false for --test (the default)"}.get(
         key, f"check {key} ({how} in --help)")
-    return ConfigError(f"{what} {loc} = {value!r}: {message}", hint=hint)
+    return ConfigError(f"bad {what}s: {loc} = {value!r}: {message}", hint=hint)

@@ -79,23 +79,30 @@ class RunRecord(BaseModel):
 
     @classmethod
     def load(cls, run_dir: Path) -> RunRecord:
-        """Read ``run_dir/run.json``; ConfigError (one line + hint) when it is not a run record."""
+        """Read ``run_dir/run.json``; ConfigError (one line + hint) when it is missing,
+        unreadable, not an object, of an unknown format or without valid run settings."""
         path = Path(run_dir) / RUN_FILE
         try:
             data = json.loads(path.read_text(encoding="utf-8"))
         except FileNotFoundError:
-            raise ConfigError(f"no {RUN_FILE} in {run_dir}",
-                              hint="give a run directory written by `mlharness run`") from None
+            raise ConfigError(f"{run_dir}: no {RUN_FILE}",
+                              hint="point at a directory written by `mlharness run`") from None
         except (OSError, UnicodeDecodeError, json.JSONDecodeError) as exc:
-            raise ConfigError(f"{path}: unreadable {RUN_FILE} ({exc})",
-                              hint="point at directories written by `mlharness run`") from None
+            raise ConfigError(f"{run_dir}: unreadable {RUN_FILE} ({exc})",
+                              hint="the file is damaged; re-run the test") from None
         return cls.from_dict(data, str(path))
 
     @classmethod
     def from_dict(cls, data: Any, where: str = RUN_FILE) -> RunRecord:
+        damaged = "the file is damaged; re-run the test"
         if not isinstance(data, dict):
-            raise ConfigError(f"{where} is not a run record (a JSON {type(data).__name__})",
-                              hint="point at directories written by `mlharness run`")
+            raise ConfigError(f"{where} holds a JSON {type(data).__name__}, not an object",
+                              hint=damaged)
+        if data.get("format") not in (RUN_FORMAT, *_OLD_FORMATS):
+            raise ConfigError(f"{where} has format {data.get('format')!r}",
+                              hint=f"expected {RUN_FORMAT}; re-run with this mlharness version")
+        if not isinstance(data.get("spec"), dict):
+            raise ConfigError(f"{where} has no run settings ('spec')", hint=damaged)
         data = migrate(data)
         try:
             return cls.model_validate(data)

@@ -57,9 +57,12 @@ def create_backend(name: str) -> Backend:
 
 
 def backend_options(backend: object, table: dict[str, Any]) -> dict[str, Any]:
-    """``--backend-option`` pairs checked by the backend's ``options_model`` (if it declares one),
-    with its defaults filled in; unknown keys or bad values: ConfigError naming them."""
-    model = getattr(backend, "options_model", None)
+    """``--backend-option`` pairs checked by the ``options_model`` the backend's class declares
+    itself (a subclass that declares none, e.g. a backend of your own built on onnxruntime,
+    receives the table as given), with its defaults filled in; unknown keys or bad values:
+    ConfigError naming them."""
+    cls = backend if isinstance(backend, type) else type(backend)
+    model = vars(cls).get("options_model")
     if model is None:
         return dict(table)
     return parse_options(model, table, f"{getattr(backend, 'name', 'backend')} backend option",
