@@ -158,7 +158,7 @@ def lay_out(
             out.notes.append(f"skipped {benchmark} {scenario}: {acc.path} has no accuracy.txt")
             continue
         scen_dir = out.base / "results" / system / bench.name / scenario
-        if (perf.record.get("power") or {}).get("metric") is not None:
+        if (perf.record.power or {}).get("metric") is not None:
             from mlharness.power.session import SESSION_FILES
 
             missing = [f"{d}/{n}" for d, names in SESSION_FILES.items()
