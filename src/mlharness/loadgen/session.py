@@ -121,5 +121,5 @@ def run_test(
         destroy(sut)
         trace = outdir / TRACE_FILE
         # LoadGen creates the file even with enable_trace off; keep it only when asked for
-        if not cfg.enable_trace and trace.is_file() and trace.stat().st_size == 0:
+        if not cfg.trace and trace.is_file() and trace.stat().st_size == 0:
             trace.unlink()
