@@ -17,7 +17,17 @@ from typing import Any
 import numpy as np
 
 from mlharness.backends.base import BackendOptions
-from mlharness.backends.onnxruntime import OnnxRuntimeBackend
+from mlharness.backends.onnxruntime import OnnxRuntimeBackend, OnnxRuntimeOptions
+
+
+class DelayOptions(OnnxRuntimeOptions):
+    delay_ms: float = 1.0
+    perturb: int = 0
+    perturb_every: int = 1
+
+
+class CachingOptions(DelayOptions):
+    cache_size: int = 8
 
 
 def _shift(values: np.ndarray) -> np.ndarray:
@@ -35,6 +45,7 @@ class DelayBackend(OnnxRuntimeBackend):
     """
 
     name = "test-delay"
+    options_model = DelayOptions
 
     def load(self, model: Path | None, options: BackendOptions) -> None:
         super().load(model, options)
@@ -74,6 +85,7 @@ class CachingBackend(DelayBackend):
     whole performance set (450 demo samples, drawn at random) still mostly misses."""
 
     name = "test-caching"
+    options_model = CachingOptions
 
     def load(self, model: Path | None, options: BackendOptions) -> None:
         super().load(model, options)

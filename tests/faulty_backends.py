@@ -104,12 +104,11 @@ class SlowNoopBackend:
     name = "slow-noop"
 
     def load(self, model: Path | None, options: BackendOptions) -> None:
-        self._inputs = options.extra.get("task_inputs", [])
         self.delay = float(os.environ.get("SLOW_BATCH_S", "0.05"))
 
     @property
-    def inputs(self) -> list[Any]:
-        return self._inputs
+    def inputs(self) -> None:
+        return None  # no model: accepts whatever the task feeds (like the noop backend)
 
     def predict(self, inputs: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
         time.sleep(self.delay)

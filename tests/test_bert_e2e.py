@@ -93,7 +93,7 @@ def test_bf16_refused(data: Path, tmp_path: Path, capsys: pytest.CaptureFixture)
 
 def test_dynamic_refused_for_fixed_model(data: Path, tmp_path: Path,
                                          capsys: pytest.CaptureFixture) -> None:
-    code, _ = run(data, tmp_path, "--max-samples", "2", "--backend-option",
+    code, _ = run(data, tmp_path, "--max-samples", "2", "--task-option",
                   "sequence_length=dynamic", model="bert_fixed.onnx")
     assert code == 2 and "fixed sequence length" in capsys.readouterr().err
 

@@ -73,8 +73,8 @@ def test_bad_outputs(files: tuple[Path, Path, Path]) -> None:
 
 
 def test_make_fixed_model_dynamic(tmp_path: Path) -> None:
-    from mlharness.tasks.question_answering.dynamic_model import main as make_dynamic_main
-    from mlharness.tasks.question_answering.model_probe import onnx_input_shapes
+    from mlharness.backends.onnx_dynamic import main as make_dynamic_main
+    from mlharness.backends.onnx_shapes import onnx_input_shapes
     from synthetic_squad import make_bert_onnx
 
     fixed = make_bert_onnx(tmp_path / "fixed.onnx", 3000, fixed_seq=384)

@@ -142,7 +142,7 @@ def test_signals_end_the_worker_record_interrupted_and_exit_128_plus_n(tmp_path:
 
         run_dir = _only_run(killed_root / "runs")
         record = read_record(run_dir)
-        assert record["status"] == "running"
+        assert record.status == "running"
         assert "process that died" in untrusted_reason(run_dir, record)
     finally:
         for _, proc in [*cases.values(), (None, killed)]:

@@ -33,8 +33,8 @@ def made(tmp_path_factory: pytest.TempPathFactory) -> dict:
     model = resnet50_onnx(root / "tiny.onnx")
     runs = root / "runs"
     base = dict(benchmark="resnet50", scenario="Offline", model=model, dataset=data,
-                cache_dir=cache, output_dir=runs, short=True)
-    perf = execute(RunSpec(**base, target_qps=2000, min_duration_ms=200))
+                cache_dir=cache, output_dir=runs, valid=False)
+    perf = execute(RunSpec(**base, target_qps=2000, min_duration=200))
     acc = execute(RunSpec(**base, mode="accuracy"))
     assert perf.status == acc.status == "ok"
     system = root / "tiny.json"
@@ -87,7 +87,7 @@ DECOYS = [
     # (id, make the newer decoy performance run in ws, fragment of the reason it is skipped)
     ("probe-under-tune",
      lambda ws: _clone(_perf(ws), ws / "runs" / "_tune" / "resnet50" / "probe",
-                       spec={"min_duration_ms": 1000, "min_query_count": 1}),
+                       spec={"min_duration": 1000, "min_query_count": 1}),
      "probe run (under _tune/)"),
     ("probe-by-purpose", lambda ws: _clone(_perf(ws), ws / "runs" / "resnet50" / "p2",
                                            purpose="probe"), "a probe run, not a result"),
@@ -137,7 +137,7 @@ def test_submit_never_takes_a_decoy_and_says_why(case, ws: Path, capsys):
 
 
 def test_a_valid_run_beats_a_newer_test_run(ws: Path, capsys):
-    valid = _clone(_perf(ws), ws / "runs" / "resnet50" / "v1", spec={"short": False})
+    valid = _clone(_perf(ws), ws / "runs" / "resnet50" / "v1", spec={"valid": True})
     _set(valid, finished="2001-01-01T00:00:00+00:00")
     result = _submit(ws, capsys)
     out = " ".join(result.out.split())

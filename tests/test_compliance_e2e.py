@@ -35,12 +35,12 @@ def spec(root: Path, backend: str = DELAY, mode: str = "performance",
         settings: dict = {"target_qps": 1000, "batch_size": 4096}
         delay = 1.0
     else:
-        settings = {"target_latency_ms": 0.01}
+        settings = {"target_latency": 0.01}
         delay = 2.0
     if mode == "accuracy":
         settings = {}
     return RunSpec(benchmark="demo", scenario=scenario, mode=mode, backend=backend,
-                   output_dir=root, backend_options={"delay_ms": delay, **options}, **settings)
+                   output_dir=root, backend_option={"delay_ms": delay, **options}, **settings)
 
 
 @pytest.fixture(scope="module")
@@ -180,7 +180,7 @@ def test_changed_answers_fail_test01(reference: dict[str, Path], tmp_path: Path,
     assert float(compliance[9:].split("%")[0]) < 50 < float(baseline[9:].split("%")[0])
     [audit] = set(audit_dir.iterdir()) - before  # the audit this test ran
     run = json.loads((audit / "run.json").read_text())
-    assert run["spec"]["backend_options"] == {"delay_ms": 1.0, "perturb": 1}
+    assert run["spec"]["backend_option"] == {"delay_ms": 1.0, "perturb": 1}
     assert_official_agrees("TEST01", reference["perf"], reference["acc"], audit, out,
                            tmp_path / "work")
 

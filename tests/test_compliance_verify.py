@@ -21,8 +21,8 @@ from mlharness.compliance import check_detail_logs, check_summary_logs
 from mlharness.compliance.logs import DETAIL_SCORE_KEY
 
 SETTINGS = {
-    "SingleStream": {"target_latency_ms": 0.02},
-    "MultiStream": {"target_latency_ms": 0.05},
+    "SingleStream": {"target_latency": 0.02},
+    "MultiStream": {"target_latency": 0.05},
     "Server": {"target_qps": 300},
     "Offline": {"target_qps": 100000},
 }

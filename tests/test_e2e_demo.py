@@ -67,6 +67,7 @@ def test_json_output_is_run_json(runs_dir: Path, capsys: pytest.CaptureFixture[s
                  "--output-dir", str(runs_dir)])
     printed = json.loads(capsys.readouterr().out)
     assert printed["result"]["metric"] == "result_samples_per_second"
+    assert printed.pop("run_dir") == str(only_run_dir(runs_dir))  # --json names the run dir
     assert printed == json.loads((only_run_dir(runs_dir) / "run.json").read_text())
     assert code == 0
 
@@ -74,7 +75,7 @@ def test_json_output_is_run_json(runs_dir: Path, capsys: pytest.CaptureFixture[s
 def test_toml_config_and_flag_override(runs_dir: Path, tmp_path: Path) -> None:
     cfg = tmp_path / "run.toml"
     cfg.write_text('benchmark = "demo"\nscenario = "Server"\ntarget_qps = 200\n'
-                   f'server_latency_ms = 200\noutput_dir = "{runs_dir}"\n')
+                   f'server_latency = 200\noutput_dir = "{runs_dir}"\n')
     code = main(["run", "--config", str(cfg), "--target-qps", "250", "--no-progress"])
     run = only_run_dir(runs_dir)
     assert "demo.Server.target_qps = 250" in (run / "user.conf").read_text()

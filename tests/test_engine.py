@@ -160,3 +160,16 @@ def test_failure_answers_everything_and_reports_once() -> None:
     assert rec.got[99] == b""
     assert len(failures) == 1 and "ValueError: broken batch" in failures[0]
     assert engine.failure == failures[0]
+
+
+def test_completed_count_is_exact_with_many_workers() -> None:
+    """``Engine.completed`` is added to by every worker thread under a lock: no lost updates."""
+    backend, rec = DoublingBackend(), Recorder()
+    n = 4000
+    engine = Engine(CountingTask(n), backend, policy_for("Server", 1), rec, workers=8)
+    engine.start()
+    for i in range(0, n, 10):
+        engine.issue(list(range(i, i + 10)), list(range(i, i + 10)))
+    rec.wait(n, timeout=30)
+    engine.stop()
+    assert len(rec.got) == n and engine.completed == n and engine.batches == len(backend.batches)

@@ -17,9 +17,9 @@ def test_scenario_names_are_normalised() -> None:
     ({"target_qps": -1}, "must be > 0"),
     ({"batch_size": 0}, "must be >= 1"),
     ({"workers": 0}, "workers must be >= 1"),
-    ({"scenario": "Offline", "target_latency_ms": 5}, "--target-latency applies"),
+    ({"scenario": "Offline", "target_latency": 5}, "--target-latency applies"),
     ({"scenario": "SingleStream", "target_qps": 5}, "--target-qps applies"),
-    ({"scenario": "Offline", "server_latency_ms": 5}, "--server-latency applies"),
+    ({"scenario": "Offline", "server_latency": 5}, "--server-latency applies"),
     ({"mode": "accuracy", "min_query_count": 5}, "accuracy mode runs every sample once"),
 ])
 def test_bad_settings_raise_config_error_with_hint(kwargs: dict, message: str) -> None:

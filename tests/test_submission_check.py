@@ -32,8 +32,8 @@ def good_tree(tmp_path_factory: pytest.TempPathFactory) -> Path:
     for mode in ("performance", "accuracy"):
         # SingleStream: a test run lasts its 2 s whatever the machine's speed, so it stays VALID
         # (a tiny latency hint, so LoadGen never runs out of queries on a fast machine)
-        perf = {"target_latency_ms": 0.005} if mode == "performance" else {}
-        rec = execute(RunSpec(benchmark="demo", scenario="SingleStream", mode=mode, short=True,
+        perf = {"target_latency": 0.005} if mode == "performance" else {}
+        rec = execute(RunSpec(benchmark="demo", scenario="SingleStream", mode=mode, valid=False,
                               output_dir=runs, **perf))
         assert rec.status == "ok"
     desc, _ = describe("box")

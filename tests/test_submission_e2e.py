@@ -25,7 +25,7 @@ from mlharness.submission.pack import verify_archive
 def _spec(inputs: dict[str, Path], runs: Path, **kw) -> RunSpec:
     return RunSpec(benchmark="resnet50", scenario="Offline", model=inputs["model"],
                    dataset=inputs["dataset"], cache_dir=inputs["cache"], output_dir=runs,
-                   short=True, **kw)
+                   valid=False, **kw)
 
 
 @pytest.fixture(scope="module")
@@ -93,8 +93,8 @@ def test_closed_layout_with_compliance(resnet_runs: dict, tmp_path: Path):
 def test_demo_runs_are_refused_with_a_reason(tmp_path: Path, capsys: pytest.CaptureFixture[str]):
     runs = tmp_path / "runs"
     for scenario, target in (("Offline", {"target_qps": 2000}),
-                             ("SingleStream", {"target_latency_ms": 0.05})):
-        record = execute(RunSpec(benchmark="demo", scenario=scenario, output_dir=runs, short=True,
+                             ("SingleStream", {"target_latency": 0.05})):
+        record = execute(RunSpec(benchmark="demo", scenario=scenario, output_dir=runs, valid=False,
                                  **target))
         assert record.status == "ok"
     with pytest.raises(ConfigError, match="not an MLPerf benchmark") as err:

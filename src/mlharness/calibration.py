@@ -87,7 +87,7 @@ def calibrate(req: CalibrationRequest, progress: Any = None) -> dict[str, Any]:
                          hint="pass --model path/to/model.onnx")
     spec = RunSpec(benchmark=req.benchmark, model=req.model, dataset=req.dataset,
                    vocab=req.vocab, cache_dir=req.cache_dir,
-                   backend_options=dict(req.backend_options or {}))
+                   task_option=dict(req.backend_options or {}))  # read by the task (input names)
     task = create_task(req.benchmark, task_options(spec))
     task.prepare(progress)
     indices, about = select(task, req.benchmark, req.calibration_list)

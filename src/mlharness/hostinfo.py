@@ -120,10 +120,9 @@ def version(dist: str) -> str | None:
         return None
 
 
-def software() -> dict[str, str]:
-    """Framework and software stack strings."""
-    ort = version("onnxruntime")
-    framework = f"ONNX Runtime {ort}" if ort else "unknown"
+def software(framework: str | None = None) -> dict[str, str]:
+    """Framework (as the backend names it) and software stack strings."""
+    framework = framework or "unknown"
     stack = [f"mlharness {version('mlharness') or 'dev'}",
              f"mlcommons-loadgen {version('mlcommons-loadgen') or 'unknown'}",
              f"Python {platform.python_version()}"]

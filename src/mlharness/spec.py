@@ -1,141 +1,201 @@
-"""RunSpec: the validated description of one run, built once at the edge (CLI flags / TOML)."""
+"""RunSpec: the validated description of one run, built once at the edge (CLI flags / TOML).
+
+One name per setting: a TOML key is its flag without the dashes (``--target-latency`` ->
+``target_latency``, ``--valid`` -> ``valid = true``, ``--set`` -> ``[run.set]``). Units are in the
+help of each flag (latencies and durations in ms, the stall timeout in s).
+"""
 
 from __future__ import annotations
 
 import re
-from dataclasses import asdict, dataclass, field, fields
 from pathlib import Path
-from typing import Any
+from typing import Annotated, Any, Literal
+
+from pydantic import (BaseModel, ConfigDict, Field, StrictBool, ValidationError, field_validator,
+                      model_validator)
 
 from mlharness.errors import ConfigError
 from mlharness.files import read_toml
-from mlharness.loadgen.settings import MODES, SCENARIOS, TestConfig
+from mlharness.options import RuleError, config_error
+from mlharness.loadgen.settings import (SCENARIOS, EffectiveSettings, TestConfig,
+                                        check_user_conf_key, effective_settings)
 
 PRECISIONS = ("fp32", "bf16", "int8")
 _SCENARIO_BY_LOWER = {s.lower(): s for s in SCENARIOS}
+#: LoadGen schedules every query of a run up front (``qps x duration`` entries): beyond this a
+#: target exhausts memory inside LoadGen before the first sample is issued
+MAX_TARGET_QPS = 10_000_000.0
+#: old names (mlharness-run/1 records, earlier TOML files) -> the one name each setting has now
+RENAMED = {
+    "short": "valid", "target_latency_ms": "target_latency",
+    "server_latency_ms": "server_latency", "min_duration_ms": "min_duration",
+    "stall_timeout_s": "stall_timeout", "enable_trace": "trace",
+    "user_conf_extra": "set", "backend_options": "backend_option",
+}
+
+PositiveFloat = Annotated[float, Field(gt=0)]
+PositiveInt = Annotated[int, Field(ge=1, strict=True)]
 
 
-@dataclass
-class RunSpec:
+class RunSpec(BaseModel):
+    """One run. Field names are the TOML keys and (with dashes) the flags."""
+
+    model_config = ConfigDict(extra="forbid", strict=True, allow_inf_nan=False,
+                              validate_assignment=True)
+
     benchmark: str
     scenario: str = "Offline"
-    mode: str = "performance"
+    mode: Literal["performance", "accuracy"] = "performance"
     backend: str = "onnxruntime"
     model: Path | None = None
     dataset: Path | None = None
     vocab: Path | None = None
     cache_dir: Path | None = None
-    short: bool = True  # --test (default) vs --valid
-    target_qps: float | None = None
-    target_latency_ms: float | None = None
-    server_latency_ms: float | None = None
-    min_duration_ms: int | None = None
-    min_query_count: int | None = None
-    max_query_count: int | None = None
-    performance_sample_count: int | None = None
-    max_samples: int | None = None
-    batch_size: int | None = None
-    workers: int = 1
-    threads: int | None = None
-    precision: str = "fp32"
+    max_samples: PositiveInt | None = None
+    valid: StrictBool = False  # --valid (full length) vs --test (short, the default)
+    target_qps: PositiveFloat | None = None
+    target_latency: PositiveFloat | None = None  # ms, SingleStream/MultiStream
+    server_latency: PositiveFloat | None = None  # ms, Server bound
+    min_duration: Annotated[int, Field(ge=0, strict=True)] | None = None  # ms
+    min_query_count: PositiveInt | None = None
+    max_query_count: PositiveInt | None = None
+    performance_sample_count: PositiveInt | None = None
+    set: dict[str, int | float] = Field(default_factory=dict)  # other user.conf keys
+    batch_size: PositiveInt | None = None
+    workers: PositiveInt = 1
+    threads: PositiveInt | None = None
+    precision: Literal["fp32", "bf16", "int8"] = "fp32"
     device: str = "cpu"
-    length_sort: bool = True
+    length_sort: StrictBool = True
+    task_option: dict[str, Any] = Field(default_factory=dict)  # checked by the task's model
+    backend_option: dict[str, Any] = Field(default_factory=dict)  # by the backend's model
     output_dir: Path = Path("runs")
-    audit_config: Path | None = None
+    stall_timeout: PositiveFloat = 60.0  # s
+    trace: StrictBool = False
+    # set by mlharness itself, not flags:
+    audit_config: Path | None = None  # compliance audits
     label: str | None = None  # run directory name part instead of the mode (e.g. TEST01)
-    stall_timeout_s: float = 60.0
-    enable_trace: bool = False
-    backend_options: dict[str, Any] = field(default_factory=dict)
     # several backend instances, each with its own worker thread and pinned cores
-    instances: int = 1
-    threads_per_instance: int | None = None
-    user_conf_extra: dict[str, Any] = field(default_factory=dict)
+    instances: PositiveInt = 1
+    threads_per_instance: PositiveInt | None = None
+    purpose: str | None = None  # why the run exists (e.g. a tuning probe); None = a real run
 
-    def __post_init__(self) -> None:
-        self.validate()
+    # ---- validation -------------------------------------------------------------------------
 
-    def validate(self) -> None:
-        scenario = _SCENARIO_BY_LOWER.get(str(self.scenario).lower())
-        if scenario is None:
-            raise ConfigError(f"unknown scenario {self.scenario!r}",
-                              hint="choose one of: " + ", ".join(SCENARIOS))
-        self.scenario = scenario
-        if self.mode not in MODES:
-            raise ConfigError(f"unknown mode {self.mode!r}", hint="use performance or accuracy")
-        if self.precision not in PRECISIONS:
-            raise ConfigError(f"unknown precision {self.precision!r}",
-                              hint="choose one of: " + ", ".join(PRECISIONS))
-        for name in ("target_qps", "target_latency_ms", "server_latency_ms"):
-            value = getattr(self, name)
-            if value is not None and value <= 0:
-                raise ConfigError(f"{name.replace('_', '-')} must be > 0, got {value}",
-                                  hint="give a positive number")
-        for name in ("min_duration_ms", "min_query_count", "max_query_count",
-                     "performance_sample_count", "max_samples", "batch_size", "threads"):
-            value = getattr(self, name)
-            if value is not None and value < 1 and name != "min_duration_ms":
-                raise ConfigError(f"{name.replace('_', '-')} must be >= 1, got {value}",
-                                  hint="give a positive integer")
-        if self.instances < 1 or (self.threads_per_instance is not None
-                                  and self.threads_per_instance < 1):
-            raise ConfigError("instances and threads-per-instance must be >= 1",
-                              hint="e.g. --instances 2 --threads-per-instance 1")
-        if self.workers < 1:
-            raise ConfigError(f"workers must be >= 1, got {self.workers}", hint="use --workers 1")
-        if self.target_latency_ms is not None and self.scenario not in ("SingleStream", "MultiStream"):
-            raise ConfigError(f"--target-latency applies to SingleStream/MultiStream, not {self.scenario}",
-                              hint="use --target-qps for Server and Offline")
-        if self.server_latency_ms is not None and self.scenario != "Server":
-            raise ConfigError("--server-latency applies to the Server scenario only",
-                              hint="drop it or use --scenario Server")
-        if self.target_qps is not None and self.scenario not in ("Server", "Offline"):
-            raise ConfigError(f"--target-qps applies to Server/Offline, not {self.scenario}",
-                              hint="use --target-latency for SingleStream and MultiStream")
-        if self.mode == "accuracy" and (self.min_duration_ms or self.min_query_count):
-            raise ConfigError("accuracy mode runs every sample once; duration/query counts do not apply",
-                              hint="drop --min-duration/--min-query-count or use --mode performance")
-        if self.label is not None and not re.fullmatch(r"[A-Za-z0-9_.-]+", self.label):
-            raise ConfigError(f"label {self.label!r} is not a plain name",
-                              hint="use letters, digits, '.', '_' or '-'")
-        if self.stall_timeout_s <= 0:
-            raise ConfigError("stall timeout must be > 0", hint="e.g. --stall-timeout 60")
-        for name in ("model", "dataset", "vocab", "cache_dir", "audit_config"):
-            value = getattr(self, name)
-            if value is not None and not isinstance(value, Path):
-                setattr(self, name, Path(value).expanduser())
-        self.output_dir = Path(self.output_dir).expanduser()
+    @field_validator("scenario", mode="before")
+    @classmethod
+    def _scenario(cls, value: Any) -> Any:
+        found = _SCENARIO_BY_LOWER.get(str(value).lower())
+        if found is None:
+            raise ValueError(f"unknown scenario {value!r}; choose one of: " + ", ".join(SCENARIOS))
+        return found
 
-    def test_config(self, loadgen_model: str) -> TestConfig:
-        """The LoadGen side of this spec."""
-        return TestConfig(
-            model=loadgen_model, scenario=self.scenario, mode=self.mode, short=self.short,
-            target_qps=self.target_qps, target_latency_ms=self.target_latency_ms,
-            server_latency_ms=self.server_latency_ms, min_duration_ms=self.min_duration_ms,
-            min_query_count=self.min_query_count, max_query_count=self.max_query_count,
-            performance_sample_count=self.performance_sample_count,
-            extra=dict(self.user_conf_extra), enable_trace=self.enable_trace,
-        )
+    @field_validator("model", "dataset", "vocab", "cache_dir", "audit_config", "output_dir",
+                     mode="before")
+    @classmethod
+    def _path(cls, value: Any) -> Any:
+        if isinstance(value, (str, Path)):
+            return Path(value).expanduser()
+        return value
 
-    def to_dict(self) -> dict[str, Any]:
-        out = asdict(self)
-        for key, value in out.items():
-            if isinstance(value, Path):
-                out[key] = str(value)
-        return out
+    @field_validator("set", mode="before")
+    @classmethod
+    def _set(cls, value: Any) -> Any:
+        if not isinstance(value, dict):
+            raise ValueError("expected a table of user.conf KEY = number")
+        return {str(k): check_user_conf_key(str(k), v) for k, v in value.items()}
+
+    @field_validator("label")
+    @classmethod
+    def _label(cls, value: str | None) -> str | None:
+        if value is not None and not re.fullmatch(r"[A-Za-z0-9_.-]+", value):
+            raise ValueError(f"label {value!r} is not a plain name (letters, digits, . _ -)")
+        return value
+
+    @model_validator(mode="after")
+    def _consistent(self) -> RunSpec:
+        check_consistency(self)
+        return self
+
+    # ---- construction -----------------------------------------------------------------------
 
     @classmethod
     def from_mapping(cls, data: dict[str, Any]) -> RunSpec:
-        known = {f.name for f in fields(cls)}
-        unknown = sorted(set(data) - known)
-        if unknown:
-            raise ConfigError(f"unknown setting(s): {', '.join(unknown)}",
-                              hint="valid keys: " + ", ".join(sorted(known)))
+        """Build from TOML/CLI data; every problem becomes a ConfigError naming the key."""
         if "benchmark" not in data:
-            raise ConfigError("no benchmark given", hint="pass --benchmark or set benchmark in the TOML")
+            raise ConfigError("no benchmark given",
+                              hint="pass --benchmark or set benchmark in the TOML")
+        return cls(**data)
+
+    def __init__(self, **data: Any) -> None:
+        renamed = sorted(k for k in data if k in RENAMED)
+        if renamed:
+            old = renamed[0]
+            raise ConfigError(f"setting {old!r} was renamed to {RENAMED[old]!r}",
+                              hint="one name per setting: the TOML key is the flag without dashes"
+                                   + (" (valid = true for --valid)" if old == "short" else ""))
         try:
-            return cls(**data)
-        except TypeError as exc:
-            raise ConfigError(f"bad settings: {exc}", hint="check the value types") from exc
+            super().__init__(**data)
+        except ValidationError as exc:
+            raise config_error(exc, type(self)) from None
+
+    def replace(self, **changes: Any) -> RunSpec:
+        """A validated copy with ``changes``."""
+        return type(self)(**{**self.model_dump(exclude_defaults=False), **changes})
+
+    # ---- views ------------------------------------------------------------------------------
+
+    @property
+    def short(self) -> bool:
+        """A --test run (the default): shorter than the round's rules allow."""
+        return not self.valid
+
+    def test_config(self, loadgen_model: str, sut: dict[str, Any] | None = None) -> TestConfig:
+        """The LoadGen side of this spec; ``sut`` is a named SUT configuration's user.conf keys."""
+        return TestConfig(
+            model=loadgen_model, scenario=self.scenario, mode=self.mode, short=self.short,
+            target_qps=self.target_qps, target_latency_ms=self.target_latency,
+            server_latency_ms=self.server_latency, min_duration_ms=self.min_duration,
+            min_query_count=self.min_query_count, max_query_count=self.max_query_count,
+            performance_sample_count=self.performance_sample_count,
+            extra=dict(self.set), enable_trace=self.trace, sut=dict(sut or {}),
+        )
+
+    def settings(self, loadgen_model: str, sut: dict[str, Any] | None = None,
+                 conf: dict[str, str] | None = None) -> EffectiveSettings:
+        """The effective LoadGen settings of this run: user.conf, the preflight, progress and
+        run.json all read this one result (precedence: ``loadgen.settings``)."""
+        return effective_settings(self.test_config(loadgen_model, sut), conf)
+
+    def to_dict(self) -> dict[str, Any]:
+        return self.model_dump(mode="json")
+
+
+def check_consistency(spec: RunSpec) -> None:
+    """Rules between fields (raise ValueError; the model turns it into a ConfigError)."""
+    s = spec.scenario
+    if spec.target_latency is not None and s not in ("SingleStream", "MultiStream"):
+        raise RuleError(f"--target-latency applies to SingleStream/MultiStream, not {s}",
+                    "use --target-qps for Server and Offline")
+    if spec.server_latency is not None and s != "Server":
+        raise RuleError("--server-latency applies to the Server scenario only",
+                    "drop it or use --scenario Server")
+    if spec.target_qps is not None and s not in ("Server", "Offline"):
+        raise RuleError(f"--target-qps applies to Server/Offline, not {s}",
+                    "use --target-latency for SingleStream and MultiStream")
+    if spec.target_qps is not None and spec.target_qps > MAX_TARGET_QPS:
+        raise RuleError(f"--target-qps {spec.target_qps:g} is above {MAX_TARGET_QPS:g}",
+                    "LoadGen schedules qps x duration queries up front and runs out of memory; "
+                    "measure first (--target-qps auto for Offline, mlharness tune)")
+    if spec.mode == "accuracy" and (spec.min_duration or spec.min_query_count):
+        raise RuleError("accuracy mode runs every sample once; duration/query counts do not apply",
+                    "drop --min-duration/--min-query-count or use --mode performance")
+    if spec.batch_size is not None and s == "SingleStream":
+        raise RuleError("--batch-size does not apply to SingleStream (one sample per query)",
+                    "drop --batch-size, or use MultiStream/Server/Offline")
+    if spec.min_query_count and spec.max_query_count and spec.max_query_count < spec.min_query_count:
+        raise RuleError(f"--max-query-count {spec.max_query_count} is below --min-query-count "
+                    f"{spec.min_query_count}", "raise --max-query-count or drop it")
 
 
 def load_toml(path: Path) -> dict[str, Any]:

@@ -3,12 +3,16 @@
 from __future__ import annotations
 
 import importlib
+from pathlib import Path
+from typing import Any
 
 from mlharness.backends.base import Backend, BackendOptions, SampleBackend, check_signature
 from mlharness.errors import ConfigError, HarnessError
+from mlharness.options import parse_options
+from mlharness.tensors import TensorSpec
 
-__all__ = ["Backend", "BackendOptions", "BACKENDS", "SampleBackend", "create_backend",
-           "check_signature"]
+__all__ = ["Backend", "BackendOptions", "BACKENDS", "SampleBackend", "backend_options",
+           "create_backend", "check_signature", "declared_inputs", "framework_of"]
 
 #: name -> ("module:Class", pip extra that provides it)
 BACKENDS: dict[str, tuple[str, str]] = {
@@ -50,3 +54,51 @@ def create_backend(name: str) -> Backend:
             hint=f"pip install 'mlharness[{extra}]'" if extra else "reinstall mlharness",
         ) from exc
     return getattr(module, cls_name)()
+
+
+def backend_options(backend: object, table: dict[str, Any]) -> dict[str, Any]:
+    """``--backend-option`` pairs checked by the ``options_model`` the backend's class declares
+    itself (a subclass that declares none, e.g. a backend of your own built on onnxruntime,
+    receives the table as given), with its defaults filled in; unknown keys or bad values:
+    ConfigError naming them."""
+    cls = backend if isinstance(backend, type) else type(backend)
+    model = vars(cls).get("options_model")
+    if model is None:
+        return dict(table)
+    return parse_options(model, table, f"{getattr(backend, 'name', 'backend')} backend option",
+                         "--backend-option").model_dump()
+
+
+def _builtin_class(name: str) -> Any:
+    if name not in BACKENDS:
+        return None
+    module_name, cls_name = BACKENDS[name][0].split(":")
+    try:
+        return getattr(importlib.import_module(module_name), cls_name)
+    except ImportError:
+        return None
+
+
+def declared_inputs(name: str, model: Path | None) -> list[TensorSpec] | None:
+    """The inputs ``model`` declares, as backend ``name`` reads them without loading it (None:
+    unknown — no model, a backend of your own, or one that cannot tell)."""
+    cls = _builtin_class(name)
+    probe = getattr(cls, "declared_inputs", None)
+    if probe is None or model is None or not Path(model).is_file():
+        return None
+    return probe(Path(model))
+
+
+def framework_of(name: str) -> str | None:
+    """The framework (name and version) backend ``name`` runs on, for the system description."""
+    cls = _builtin_class(name)
+    probe = getattr(cls, "framework", None)
+    return probe() if probe is not None else None
+
+
+def check_backend_options(name: str, table: dict[str, Any]) -> None:
+    """Check the options of a built-in backend before anything runs (a backend of your own is
+    checked in the run's worker, where it is importable)."""
+    cls = _builtin_class(name)
+    if cls is not None:  # not importable: create_backend reports it with the install hint
+        backend_options(cls, table)

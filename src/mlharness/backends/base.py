@@ -12,29 +12,40 @@ from typing import Any, Protocol, runtime_checkable
 
 import numpy as np
 
-from mlharness.tasks.base import TensorSpec
+from mlharness.tensors import TensorSpec
 
 
 @dataclass
 class BackendOptions:
-    """Runtime settings a user may give; each backend reads what it understands."""
+    """Runtime settings a user may give. ``extra`` is the ``--backend-option`` table, already
+    checked by the backend's ``options_model`` when it declares one (defaults filled in)."""
 
     threads: int | None = None  # intra-op threads; None = runtime default
     precision: str = "fp32"  # fp32 | bf16 | int8 — never changed silently
     device: str = "cpu"
     extra: dict[str, Any] = field(default_factory=dict)
+    cache_dir: Path | None = None  # where derived models (e.g. int8) are cached
+    #: the whole run's settings (``RunSpec.to_dict()``), for backends that start runs elsewhere
+    #: (remote nodes, Ray replicas)
+    run_spec: dict[str, Any] | None = None
 
 
 @runtime_checkable
 class Backend(Protocol):
+    """A runtime. Optional class-level extras: ``options_model`` (an
+    :class:`mlharness.options.Options` subclass) for its ``--backend-option`` keys (without one it
+    receives the table as given); ``declared_inputs(model)`` — the inputs a model file declares,
+    read cheaply before any run (tasks adapt to them, e.g. BERT's sequence length);
+    ``framework()`` — the framework name and version for the system description."""
+
     name: str
 
     def load(self, model: Path | None, options: BackendOptions) -> None:
         """Open the model. Raise ModelError for a missing or unreadable model."""
 
     @property
-    def inputs(self) -> list[TensorSpec]:
-        """What the loaded model accepts."""
+    def inputs(self) -> list[TensorSpec] | None:
+        """What the loaded model accepts; None: anything (a backend without a model)."""
 
     def predict(self, inputs: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
         """Run one batch; return outputs by name."""
@@ -69,10 +80,14 @@ class SampleBackend(Protocol):
     def close(self) -> None: ...
 
 
-def check_signature(expected: list[TensorSpec], actual: list[TensorSpec], model: str) -> None:
-    """Raise ModelError when the model's inputs differ from what the task feeds it."""
+def check_signature(expected: list[TensorSpec], actual: list[TensorSpec] | None, model: str,
+                    batch_size: int | None = None) -> None:
+    """Raise ModelError when the model's inputs differ from what the task feeds it, or when an
+    explicit ``batch_size`` exceeds the batch the model was exported with."""
     from mlharness.errors import ModelError
 
+    if actual is None:
+        return
     have = {t.name: t for t in actual}
     missing = [t.name for t in expected if t.name not in have]
     if missing:
@@ -95,3 +110,14 @@ def check_signature(expected: list[TensorSpec], actual: list[TensorSpec], model:
                 f"{list(want.shape)} (None = any)",
                 hint="check that the model matches this benchmark's input size and layout",
             )
+    fixed = fixed_batch(actual)
+    if batch_size is not None and fixed is not None and batch_size > fixed:
+        raise ModelError(f"--batch-size {batch_size} exceeds the model's fixed batch of {fixed}",
+                         hint=f"use --batch-size {fixed} or less, or export the model with a "
+                              "free batch dimension")
+
+
+def fixed_batch(inputs: list[TensorSpec] | None) -> int | None:
+    """The batch size a model was exported with, when all its inputs fix the same one."""
+    fixed = {t.shape[0] for t in inputs or [] if t.shape and t.shape[0] is not None}
+    return fixed.pop() if len(fixed) == 1 else None

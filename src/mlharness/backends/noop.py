@@ -8,21 +8,20 @@ from typing import Any
 import numpy as np
 
 from mlharness.backends.base import BackendOptions
-from mlharness.tasks.base import TensorSpec
+from mlharness.options import NoOptions
+from mlharness.tensors import TensorSpec
 
 
 class NoopBackend:
     name = "noop"
-
-    def __init__(self, expected: list[TensorSpec] | None = None) -> None:
-        self._inputs = expected or []
+    options_model = NoOptions
 
     def load(self, model: Path | None, options: BackendOptions) -> None:
-        self._inputs = options.extra.get("task_inputs", self._inputs)
+        """Nothing to open."""
 
     @property
-    def inputs(self) -> list[TensorSpec]:
-        return self._inputs
+    def inputs(self) -> list[TensorSpec] | None:
+        return None  # no model: accepts whatever the task feeds
 
     def predict(self, inputs: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
         n = len(next(iter(inputs.values())))

@@ -3,13 +3,14 @@
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 import numpy as np
 
 from mlharness.backends.base import BackendOptions
 from mlharness.errors import ConfigError, ModelError
-from mlharness.tasks.base import TensorSpec
+from mlharness.options import Options
+from mlharness.tensors import TensorSpec
 
 # onnx type strings -> numpy dtype names
 _ONNX_TYPES = {
@@ -31,14 +32,37 @@ def _dim(d: Any) -> int | None:
     return d if isinstance(d, int) and d > 0 else None
 
 
+class OnnxRuntimeOptions(Options):
+    """``--backend-option`` keys of the onnxruntime backend."""
+
+    graph_optimization: Literal["disable", "basic", "extended", "all"] = "all"
+
+
 class OnnxRuntimeBackend:
     name = "onnxruntime"
+    options_model = OnnxRuntimeOptions
 
     def __init__(self) -> None:
         self.session: Any = None
         self.model: Path | None = None
         self.source_model: Path | None = None
         self.options = BackendOptions()
+
+    @staticmethod
+    def declared_inputs(model: Path) -> list[TensorSpec] | None:
+        """The inputs the ONNX file declares, read without loading its weights."""
+        from mlharness.backends.onnx_shapes import onnx_declared_inputs
+
+        return onnx_declared_inputs(model) if Path(model).suffix == ".onnx" else None
+
+    @staticmethod
+    def framework() -> str:
+        from importlib import metadata
+
+        try:
+            return f"ONNX Runtime {metadata.version('onnxruntime')}"
+        except metadata.PackageNotFoundError:
+            return "ONNX Runtime"
 
     def load(self, model: Path | None, options: BackendOptions) -> None:
         import onnxruntime as ort
@@ -52,7 +76,7 @@ class OnnxRuntimeBackend:
 
         # fp32 runs the file as given; int8 quantises it (cached); bf16 is refused on CPU
         self.source_model = model
-        model = prepared_model(model, options.precision, options.extra.get("cache_dir"))
+        model = prepared_model(model, options.precision, options.cache_dir)
         so = ort.SessionOptions()
         if options.threads:
             so.intra_op_num_threads = options.threads
@@ -69,6 +93,9 @@ class OnnxRuntimeBackend:
                               hint="use one of: " + ", ".join(_OPT_LEVELS))
         so.graph_optimization_level = getattr(ort.GraphOptimizationLevel, _OPT_LEVELS[level])
         available = ort.get_available_providers()
+        if options.device not in ("cpu", "cuda"):
+            raise ConfigError(f"unknown device {options.device!r} for onnxruntime",
+                              hint="use --device cpu or --device cuda")
         if options.device == "cuda":
             if "CUDAExecutionProvider" not in available:
                 raise ConfigError("--device cuda but onnxruntime has no CUDA provider",
@@ -107,6 +134,7 @@ class OnnxRuntimeBackend:
 
         return {
             "name": self.name,
+            "framework": f"ONNX Runtime {ort.__version__}",
             "onnxruntime": ort.__version__,
             "providers": self.session.get_providers() if self.session else [],
             "threads": self.options.threads,

@@ -21,7 +21,7 @@ import numpy as np
 
 from mlharness.backends.base import BackendOptions
 from mlharness.errors import ConfigError, ModelError
-from mlharness.tasks.base import TensorSpec
+from mlharness.tensors import TensorSpec
 
 #: LoadGen scenario -> OpenVINO performance hint
 SCENARIO_HINTS = {"Offline": "THROUGHPUT", "Server": "THROUGHPUT",

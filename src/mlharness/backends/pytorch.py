@@ -25,7 +25,7 @@ import numpy as np
 
 from mlharness.backends.base import BackendOptions
 from mlharness.errors import ConfigError, ModelError
-from mlharness.tasks.base import TensorSpec
+from mlharness.tensors import TensorSpec
 
 BERT_INPUTS = ("input_ids", "input_mask", "segment_ids")
 BERT_OUTPUTS = ("output_start_logits", "output_end_logits")

@@ -18,7 +18,7 @@ from typing import Any
 from mlharness.backends.base import BackendOptions
 from mlharness.backends.pool import ReplicaDown, ReplicaPool
 from mlharness.errors import ConfigError
-from mlharness.tasks.base import TensorSpec
+from mlharness.tensors import TensorSpec
 
 DEFAULT_REQUEST_TIMEOUT_S = 15.0
 READY_TIMEOUT_S = 300.0  # actors load their model; a cluster without room never gets there
@@ -32,7 +32,7 @@ class MlharnessReplica:
         from mlharness.serve.node import Node
         from mlharness.spec import RunSpec
 
-        self.node = Node(RunSpec(**spec_data), name)
+        self.node = Node(RunSpec.model_validate(spec_data), name)
         self.node.prepare()
 
     def info(self) -> dict[str, Any]:
@@ -137,12 +137,12 @@ class RayBackend:
         if inner in ("ray", "remote"):
             raise ConfigError(f"a Ray replica cannot run --replica-backend {inner}",
                               hint="use onnxruntime, noop or module:Class")
-        spec_data = dict(extra.get("run_spec") or {})
+        spec_data = dict(options.run_spec or {})
         if not spec_data:
             raise ConfigError("the ray backend needs the run's settings", hint="use mlharness run")
         spec_data["backend"] = inner
-        spec_data["backend_options"] = {k: v for k, v in spec_data.get("backend_options", {}).items()
-                                        if k not in _OWN_OPTIONS}
+        spec_data["backend_option"] = {k: v for k, v in spec_data.get("backend_option", {}).items()
+                                       if k not in _OWN_OPTIONS}
         if model is not None:
             spec_data["model"] = str(model)
         self._ray = ray
@@ -216,4 +216,4 @@ class RayBackend:
 
 #: options that configure this backend, not the backend each actor runs
 _OWN_OPTIONS = ("endpoints", "failover", "request_timeout_s", "ray_address", "replicas",
-                "max_restarts", "replica_backend", "replica_cpus", "run_spec", "task_inputs")
+                "max_restarts", "replica_backend", "replica_cpus")

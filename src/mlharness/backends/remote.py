@@ -20,7 +20,7 @@ from mlharness.backends.base import BackendOptions
 from mlharness.backends.pool import ReplicaDown, ReplicaPool
 from mlharness.errors import ConfigError
 from mlharness.serve import wire
-from mlharness.tasks.base import TensorSpec
+from mlharness.tensors import TensorSpec
 
 DEFAULT_REQUEST_TIMEOUT_S = 15.0  # + the runner's 10 s failure grace: a stall ends within 30 s
 CONNECT_TIMEOUT_S = 5.0
@@ -148,7 +148,7 @@ class RemoteBackend:
         self.nodes = [NodeClient(url, timeout) for url in endpoints]
         if len({n.name for n in self.nodes}) != len(self.nodes):
             raise ConfigError("the same endpoint is given twice", hint="list each node once")
-        benchmark = (extra.get("run_spec") or {}).get("benchmark")
+        benchmark = (options.run_spec or {}).get("benchmark")
         for node in self.nodes:
             info = node.ready()
             if benchmark and info.get("benchmark") != benchmark:

@@ -9,6 +9,7 @@ from typing import Any
 
 from mlharness.cli.render import LiveProgress, console, print_json
 from mlharness.errors import ConfigError
+from mlharness.rules.loader import DEFAULT_ROUND
 
 EXAMPLES = """\
 examples:
@@ -34,8 +35,7 @@ exit codes: 0 TEST PASS (all tests), 1 TEST FAIL, 2 bad input (message + hint),
             3 the audit run failed
 """
 
-_LIST_KEYS = ("user_conf_extra", "backend_options")
-_NOT_INHERITED = ("mode", "audit_config")
+_NOT_INHERITED = ("mode", "audit_config", "label", "purpose")
 
 
 class _AuditFlag(argparse.Action):
@@ -55,7 +55,7 @@ class _AuditFlag(argparse.Action):
             if values:
                 namespace.deprecated_test = True
             else:
-                namespace.short = True
+                namespace.valid = False
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -78,7 +78,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     comp.add_argument("--test", dest="compliance_test", nargs="*", action=_AuditFlag,
                       metavar="TEST0X", help="short run, as in `mlharness run` (the default); `--test TEST01` is "
                            "the old spelling of --audit TEST01")
-    comp.add_argument("--round", default="v6.1",
+    comp.add_argument("--round", default=DEFAULT_ROUND,
                       help="round whose required tests are run when --audit names none")
     comp.add_argument("--reference-perf", type=Path, required=True, metavar="RUN_DIR",
                       help="the performance run being audited (run dir or results/.../<scenario>)")
@@ -101,16 +101,16 @@ def register(sub: argparse._SubParsersAction) -> None:
 
 def inherit_reference_settings(args: argparse.Namespace, reference: Path) -> None:
     """Fill run flags the user did not give from the reference run's run.json spec."""
-    run_json = reference / "run.json"
-    if not run_json.is_file():
-        return
-    from mlharness.runner.record import read_record
+    from mlharness.cli.run import TABLE_KEYS
+    from mlharness.record import RUN_FILE, RunRecord
 
-    spec = read_record(reference)["spec"]
+    if not (reference / RUN_FILE).is_file():
+        return
+    spec = RunRecord.load(reference).spec.model_dump()
     for key, value in spec.items():
         if key in _NOT_INHERITED or not hasattr(args, key) or value is None:
             continue
-        if key in _LIST_KEYS:  # KEY=VALUE lists: the reference's first, the flags' win
+        if key in TABLE_KEYS:  # KEY=VALUE lists: the reference's first, the flags' win
             pairs = [(k, str(v)) for k, v in value.items()] + (getattr(args, key) or [])
             setattr(args, key, pairs or None)
         elif getattr(args, key) is None:

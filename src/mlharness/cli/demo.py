@@ -11,8 +11,8 @@ from mlharness.cli.render import LiveProgress, console, print_json, results_tabl
 #: settings that suit the shipped digits MLP on a small CPU (hints, not results); the Offline
 #: target is measured first (mlharness.tune), since it must not be below the real throughput
 DEMO_RUNS = (
-    {"scenario": "SingleStream", "mode": "performance", "target_latency_ms": 0.05},
-    {"scenario": "MultiStream", "mode": "performance", "target_latency_ms": 0.1},
+    {"scenario": "SingleStream", "mode": "performance", "target_latency": 0.05},
+    {"scenario": "MultiStream", "mode": "performance", "target_latency": 0.1},
     {"scenario": "Server", "mode": "performance", "target_qps": 300},
     {"scenario": "Offline", "mode": "performance", "target_qps": "measured"},
     {"scenario": "Offline", "mode": "accuracy"},
@@ -54,7 +54,7 @@ def demo_command(args: argparse.Namespace) -> int:
             console.print(f"running {spec.scenario} {spec.mode} …")
         with LiveProgress(enabled=show) as bar:
             record = execute(spec, bar)
-        records.append(record.data)
+        records.append({**record.data, "run_dir": str(record.run_dir)})
         worst = max(worst, record.exit_code)
     if args.json:
         print_json(records)

@@ -72,21 +72,11 @@ def format_metric(result: dict[str, Any] | None) -> str:
 
 
 def verdict_text(record_data: dict[str, Any]) -> tuple[str, str]:
-    """(verdict, why) for one run.json."""
-    status = record_data.get("status")
-    if status != "ok":
-        err = record_data.get("error") or {}
-        return "FAILED", err.get("message", status or "")
-    result = record_data.get("result") or {}
-    acc = record_data.get("accuracy")
-    if acc is not None:
-        verdict = {True: "PASS", False: "FAIL", None: "DONE"}[acc.get("passed")]
-        why = "" if acc.get("passed") is not False else (
-            f"{acc['metric']} {acc['value']:.3f} is below the target {acc['target']:.3f}")
-        return verdict, why
-    if result.get("valid"):
-        return "VALID", ""
-    return "INVALID", "; ".join(result.get("reasons") or []) or "LoadGen marked it INVALID"
+    """(verdict, why) for one run.json (decided by ``record.verdict_of``)."""
+    from mlharness.record import verdict_of
+
+    return verdict_of(record_data.get("status"), record_data.get("error"),
+                      record_data.get("result"), record_data.get("accuracy"))
 
 
 def accuracy_cell(record_data: dict[str, Any]) -> str:

@@ -10,6 +10,7 @@ from typing import Any
 from mlharness.cli.render import (LiveProgress, console, console_err, power_lines, print_json,
                                   results_table, verdict_text)
 from mlharness.errors import ConfigError
+from mlharness.rules.loader import DEFAULT_ROUND
 from mlharness.spec import RunSpec, load_toml
 
 EXAMPLES = """\
@@ -28,11 +29,26 @@ examples:
       --power --power-server 192.168.1.2:4950 --ntp 192.168.1.2     # MLPerf power (docs/power.md)
   mlharness run --benchmark demo --energy rapl      # RAPL energy estimate, not an MLPerf result
 
-Every value also goes in a TOML file (--config), one key per RunSpec field, e.g.
+Every value also goes in a TOML file (--config): the key is the flag without its dashes
+(top level or a [run] table), one name per setting, e.g.
   benchmark = "demo"
   scenario = "Server"
-  target_qps = 300
-Flags given on the command line override the file.
+  target_qps = 300            # --target-qps
+  server_latency = 200        # --server-latency (ms)
+  valid = true                # --valid (false/absent: --test)
+  stall_timeout = 120         # --stall-timeout (s)
+  [run.set]                   # --set KEY=VALUE (user.conf keys LoadGen reads)
+  max_async_queries = 1
+  [run.task_option]           # --task-option KEY=VALUE
+  label_offset = 0
+  [run.backend_option]        # --backend-option KEY=VALUE
+  graph_optimization = "basic"
+Flags given on the command line override the file. Values are checked before anything runs:
+numbers finite and in range, names from their lists, unknown keys refused.
+
+LoadGen settings, highest precedence first: a flag or --set (never both for one key), a SUT
+configuration, the --test short-run values, mlperf.conf (compiled into LoadGen), LoadGen's
+defaults. run.json keeps each value with its source (settings.sources).
 
 exit codes: 0 VALID / accuracy target met, 1 INVALID / target missed / LoadGen errors,
             2 bad input (message + hint), 3 the run failed (backend raised, worker died, stall,
@@ -54,6 +70,10 @@ def _qps(text: str) -> float | str:
         return float(text)
     except ValueError:
         raise argparse.ArgumentTypeError(f"expected a number or 'auto', got {text!r}") from None
+
+
+#: settings given as repeated KEY=VALUE flags (TOML: a table of the same name)
+TABLE_KEYS = ("set", "task_option", "backend_option")
 
 
 def _coerce(value: str) -> Any:
@@ -84,28 +104,31 @@ def add_run_arguments(p: argparse.ArgumentParser) -> None:
 
     lg = p.add_argument_group("LoadGen settings (written into user.conf)")
     length = lg.add_mutually_exclusive_group()
-    length.add_argument("--test", dest="short", action="store_const", const=True,
+    length.add_argument("--test", dest="valid", action="store_const", const=False,
                         help="short run: 2 s minimum, small query counts (default)")
-    length.add_argument("--valid", dest="short", action="store_const", const=False,
+    length.add_argument("--valid", dest="valid", action="store_const", const=True,
                         help="full-length run under the round's rules (600 s, minimum counts)")
     lg.add_argument("--target-qps", type=_qps, metavar="QPS",
                     help="Server target QPS / Offline expected QPS; Offline also takes 'auto' "
                          "(measured by short probe runs first)")
-    lg.add_argument("--target-latency", dest="target_latency_ms", type=float, metavar="MS",
+    lg.add_argument("--target-latency", type=float, metavar="MS",
                     help="SingleStream/MultiStream expected latency in ms (a hint: "
                          "too high and LoadGen runs out of queries)")
-    lg.add_argument("--server-latency", dest="server_latency_ms", type=float, metavar="MS",
+    lg.add_argument("--server-latency", type=float, metavar="MS",
                     help="Server latency bound in ms (open division only)")
-    lg.add_argument("--min-duration", dest="min_duration_ms", type=int, metavar="MS",
+    lg.add_argument("--min-duration", type=int, metavar="MS",
                     help="minimum test duration (--test: 2000, --valid: 600000)")
     lg.add_argument("--min-query-count", type=int, metavar="N")
     lg.add_argument("--max-query-count", type=int, metavar="N")
     lg.add_argument("--performance-sample-count", type=int, metavar="N")
-    lg.add_argument("--set", dest="user_conf_extra", action="append", type=_key_value,
-                    metavar="KEY=VALUE", help="any other user.conf key for this scenario")
+    lg.add_argument("--set", dest="set", action="append", type=_key_value,
+                    metavar="KEY=VALUE",
+                    help="another user.conf key LoadGen reads (e.g. max_async_queries=1); keys "
+                         "with their own flag are refused")
 
     how = p.add_argument_group("how to run it")
-    how.add_argument("--batch-size", type=int, metavar="N", help="largest batch (Offline default 32)")
+    how.add_argument("--batch-size", type=int, metavar="N",
+                     help="largest batch (Offline default 32; not for SingleStream)")
     how.add_argument("--workers", type=int, metavar="N", help="worker threads feeding the backend (default 1; remote/ray: 2 per node)")
     how.add_argument("--threads", type=int, metavar="N", help="runtime intra-op threads")
     how.add_argument("--instances", type=int, metavar="N",
@@ -116,13 +139,17 @@ def add_run_arguments(p: argparse.ArgumentParser) -> None:
     how.add_argument("--device", metavar="D", help="cpu (default) or cuda")
     how.add_argument("--no-length-sort", dest="length_sort", action="store_const", const=False,
                      help="do not sort Offline samples by length before batching")
-    how.add_argument("--backend-option", dest="backend_options", action="append",
+    how.add_argument("--task-option", dest="task_option", action="append",
+                     type=_key_value, metavar="KEY=VALUE",
+                     help="benchmark setting, e.g. label_offset=0 or preprocessing=my.toml "
+                          "(unknown keys are refused with the valid ones)")
+    how.add_argument("--backend-option", dest="backend_option", action="append",
                      type=_key_value, metavar="KEY=VALUE",
                      help="backend setting, e.g. graph_optimization=basic")
     how.add_argument("--output-dir", type=Path, metavar="DIR", help="where run directories go (default runs/)")
-    how.add_argument("--stall-timeout", dest="stall_timeout_s", type=float, metavar="S",
+    how.add_argument("--stall-timeout", type=float, metavar="S",
                      help="end the run if nothing completes for this many seconds (default 60)")
-    how.add_argument("--trace", dest="enable_trace", action="store_const", const=True,
+    how.add_argument("--trace", action="store_const", const=True,
                      help="write LoadGen's mlperf_log_trace.json")
 
     dist = p.add_argument_group("several nodes or replicas (--backend remote | ray; docs/distributed.md)")
@@ -146,25 +173,25 @@ def add_run_arguments(p: argparse.ArgumentParser) -> None:
 def spec_from_args(args: argparse.Namespace, **overrides: Any) -> RunSpec:
     """TOML file first, then the flags that were given, then ``overrides``."""
     data: dict[str, Any] = load_toml(args.config) if getattr(args, "config", None) else {}
-    for key in ("benchmark", "scenario", "model", "dataset", "vocab", "backend", "cache_dir",
-                "max_samples", "short", "target_qps", "target_latency_ms", "server_latency_ms",
-                "min_duration_ms", "min_query_count", "max_query_count",
-                "performance_sample_count", "batch_size", "workers", "threads", "precision",
-                "instances", "threads_per_instance",
-                "device", "length_sort", "output_dir", "stall_timeout_s", "enable_trace"):
+    for key in RunSpec.model_fields:
         value = getattr(args, key, None)
-        if value is not None:
-            data[key] = value
-    for key in ("user_conf_extra", "backend_options"):
+        if value is None or key in TABLE_KEYS or key == "mode":
+            continue
+        data[key] = value
+    for key in TABLE_KEYS:
         pairs = getattr(args, key, None)
         if pairs:
-            data[key] = {**data.get(key, {}), **{k: _coerce(v) for k, v in pairs}}
+            table = data.get(key, {})
+            if not isinstance(table, dict):
+                raise ConfigError(f"{key} in the TOML must be a table of KEY = VALUE",
+                                  hint=f"e.g. [run.{key}] with one key per line")
+            data[key] = {**table, **{k: _coerce(v) for k, v in pairs}}
     distributed = {key: getattr(args, key, None) for key in (
         "endpoints", "failover", "request_timeout_s", "ray_address", "replicas", "max_restarts",
         "replica_backend")}
     distributed = {k: v for k, v in distributed.items() if v is not None}
     if distributed:
-        data["backend_options"] = {**data.get("backend_options", {}), **distributed}
+        data["backend_option"] = {**data.get("backend_option", {}), **distributed}
     mode = getattr(args, "mode", None)
     if mode:
         data["mode"] = mode
@@ -185,7 +212,7 @@ def register(sub: argparse._SubParsersAction) -> None:
                    help="performance (default) or accuracy")
     rules = p.add_argument_group("round rules (checked before --valid runs)")
     rules.add_argument("--round", metavar="ROUND",
-                       help="round whose rules a --valid run must meet (default v6.1)")
+                       help=f"round whose rules a --valid run must meet (default {DEFAULT_ROUND})")
     rules.add_argument("--division", choices=("closed", "open"), default="closed",
                        help="division the run is meant for (default closed)")
     rules.add_argument("--no-preflight", action="store_true",
@@ -236,16 +263,21 @@ def power_options(args: argparse.Namespace) -> Any:
 def run_command(args: argparse.Namespace) -> int:
     from mlharness.runner import execute
 
+    from mlharness import rules
+
+    if args.round is not None:
+        rules.load(args.round)  # an unknown round is refused for every benchmark, the demo too
     power = power_options(args)
     if power is not None:
         from mlharness.power.session import prepare
 
         prepare(power)  # refuse early (no official client, bad address) before any probe run
-    auto = getattr(args, "target_qps", None) == "auto"
+    toml = load_toml(args.config) if getattr(args, "config", None) else {}
+    auto = (args.target_qps or toml.get("target_qps")) == "auto"  # flag or TOML: same meaning
     spec = spec_from_args(args, **({"target_qps": None} if auto else {}))
     if auto:
         spec = with_measured_offline_target(spec, quiet=args.json)
-    if not spec.short and not args.no_preflight:
+    if spec.valid and not args.no_preflight:
         refuse_if_not_countable(spec, args.round, args.division)
     meter = None
     if getattr(args, "energy", None):
@@ -269,9 +301,9 @@ def run_command(args: argparse.Namespace) -> int:
         if meter:
             meter.stop()
     if meter:
-        meter.attach(record.run_dir, record.data)
+        meter.attach(record.run_dir, record.record)
     if args.json:
-        print_json(record.data)
+        print_json({**record.data, "run_dir": str(record.run_dir)})
         return record.exit_code
     show_record(record.data, record.run_dir)
     return record.exit_code
@@ -279,8 +311,6 @@ def run_command(args: argparse.Namespace) -> int:
 
 def with_measured_offline_target(spec: RunSpec, quiet: bool = False) -> RunSpec:
     """``--target-qps auto``: measure Offline throughput with short probes, then aim above it."""
-    from dataclasses import replace
-
     from mlharness.tune import offline_target_qps
 
     if spec.scenario != "Offline":
@@ -293,7 +323,7 @@ def with_measured_offline_target(spec: RunSpec, quiet: bool = False) -> RunSpec:
         target = offline_target_qps(spec, bar)
     if not quiet:
         console.print(f"target QPS: {target:,.1f}")
-    return replace(spec, target_qps=target)
+    return spec.replace(target_qps=target)
 
 
 def refuse_if_not_countable(spec: RunSpec, round_name: str | None, division: str) -> None:
@@ -321,6 +351,6 @@ def show_record(data: dict[str, Any], run_dir: Path) -> None:
         err = data.get("error") or {}
         console.print(f"[red]run failed:[/] {err.get('message')}")
         console.print(f"  partial logs kept in {run_dir}")
-    elif data["spec"].get("short") and verdict in ("VALID", "PASS"):
+    elif not data["spec"].get("valid") and verdict in ("VALID", "PASS"):
         console.print("[yellow]note:[/] --test run: fine for checking, too short for a submission "
                       "(use --valid)")

@@ -50,7 +50,9 @@ def register(sub: argparse._SubParsersAction) -> None:
     how.add_argument("--device", default="cpu", metavar="D", help="cpu (default) or cuda")
     how.add_argument("--workers", type=int, default=1, metavar="N",
                      help="batches run at once on this node (default 1)")
-    how.add_argument("--backend-option", dest="backend_options", action="append", default=[],
+    how.add_argument("--task-option", dest="task_option", action="append", default=[],
+                     metavar="KEY=VALUE", help="benchmark setting, e.g. label_offset=0")
+    how.add_argument("--backend-option", dest="backend_option", action="append", default=[],
                      metavar="KEY=VALUE", help="backend setting, e.g. graph_optimization=basic")
     net = p.add_argument_group("network")
     net.add_argument("--host", default="127.0.0.1",
@@ -72,16 +74,18 @@ def serve_command(args: argparse.Namespace) -> int:
                           hint="a node runs the model itself: onnxruntime, noop, ...")
     if not 0 < args.port < 65536:
         raise ConfigError(f"port {args.port} is out of range", hint="use 1024-65535")
-    options = {}
-    for pair in args.backend_options:
-        if "=" not in pair:
-            raise ConfigError(f"expected KEY=VALUE, got {pair!r}", hint="e.g. threads=4")
-        key, value = pair.split("=", 1)
-        options[key.strip()] = _coerce(value.strip())
+    tables: dict[str, dict[str, object]] = {"task_option": {}, "backend_option": {}}
+    for flag, table in tables.items():
+        for pair in getattr(args, flag):
+            if "=" not in pair:
+                raise ConfigError(f"expected KEY=VALUE, got {pair!r}",
+                                  hint=f"e.g. --{flag.replace('_', '-')} key=value")
+            key, value = pair.split("=", 1)
+            table[key.strip()] = _coerce(value.strip())
     spec = RunSpec(benchmark=args.benchmark, backend=args.backend, model=args.model,
                    dataset=args.dataset, vocab=args.vocab, cache_dir=args.cache_dir,
                    max_samples=args.max_samples, threads=args.threads, precision=args.precision,
-                   device=args.device, backend_options=options)
+                   device=args.device, **tables)
     name = args.name or f"{socket.gethostname()}:{args.port}"
     state = NodeState(lambda: Node(spec, name), args.workers)
     url = f"http://{args.host}:{args.port}"

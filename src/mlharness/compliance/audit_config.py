@@ -12,47 +12,25 @@ from pathlib import Path
 
 from mlharness.errors import ConfigError
 from mlharness.loadgen.settings import SCENARIOS
+from mlharness.rules.loader import load as load_rules
 
 TESTS = ("TEST01", "TEST04")
 
-#: LoadGen ``TestMode`` value 2 = PerformanceOnly (the mode dictionary in every official
-#: ``compliance/TEST0X/.../audit.config``).
-PERFORMANCE_ONLY = 2
+#: the official values live in the round data (``[audit]`` in ``rules/common.toml``)
+_AUDIT = load_rules().audit
 
+#: LoadGen ``TestMode`` value 2 = PerformanceOnly (the mode in every official audit.config)
+PERFORMANCE_ONLY: int = int(_AUDIT["performance_only_mode"])
 #: ``compliance/TEST01/<model>/audit.config``: *.*.accuracy_log_rng_seed
-TEST01_ACCURACY_LOG_RNG_SEED = 720381539243781796
-
-#: ``compliance/TEST01/<model>/audit.config``: *.*.accuracy_log_sampling_target, by the
-#: directory name there (which is the mlperf.conf model key for our benchmarks).
-TEST01_SAMPLING_TARGET: dict[str, int] = {
-    "3d-unet": 64,
-    "bert": 4096,
-    "dlrm": 4096,
-    "dlrm-v2": 4096,
-    "gpt-j": 4096,
-    "pointpainting": 256,
-    "resnet50": 4096,
-    "retinanet": 256,
-    "rgat": 4096,
-    "rnnt": 4096,
-    "stable-diffusion-xl": 128,
-    "wan-2.2-t2v-a14b": 50,
-    "whisper": 4096,
-    "yolo": 64,
-}
-
-#: models without an official TEST01 directory that stand in for one that has it.
-#: The shipped demo is a small image classifier, audited like resnet50.
-TEST01_STAND_IN = {"demo": "resnet50"}
-
-#: ``compliance/TEST04/audit.config``: the same values for every scenario (the model-specific
-#: min_query_count lines there name a model, so LoadGen's ``"*"`` lookup never reads them).
-TEST04_PER_SCENARIO = {
-    "mode": PERFORMANCE_ONLY,
-    "performance_issue_unique": 0,
-    "performance_issue_same": 1,
-    "performance_issue_same_index": 3,
-}
+TEST01_ACCURACY_LOG_RNG_SEED: int = int(_AUDIT["test01_accuracy_log_rng_seed"])
+#: ``compliance/TEST01/<model>/audit.config``: *.*.accuracy_log_sampling_target by model
+TEST01_SAMPLING_TARGET: dict[str, int] = {k: int(v) for k, v in
+                                          _AUDIT["test01_sampling_target"].items()}
+#: models without an official TEST01 directory that stand in for one that has it
+TEST01_STAND_IN: dict[str, str] = dict(_AUDIT["test01_stand_in"])
+#: ``compliance/TEST04/audit.config``: the same values for every scenario
+TEST04_PER_SCENARIO: dict[str, int] = {"mode": PERFORMANCE_ONLY,
+                                       **{k: int(v) for k, v in _AUDIT["test04"].items()}}
 
 
 @dataclass(frozen=True)

@@ -7,7 +7,6 @@ any other directory.
 
 from __future__ import annotations
 
-import dataclasses
 import tempfile
 from pathlib import Path
 from typing import Any, Callable
@@ -27,8 +26,8 @@ def loadgen_model_of(spec: RunSpec) -> str:
 
 def audit_spec(test: str, base_spec: RunSpec, output_dir: Path, audit_file: Path) -> RunSpec:
     """``base_spec`` as the audit run: performance mode, the audit.config, ``output_dir``."""
-    return dataclasses.replace(base_spec, mode="performance", audit_config=audit_file,
-                               output_dir=Path(output_dir), label=test)
+    return base_spec.replace(mode="performance", audit_config=audit_file,
+                             output_dir=Path(output_dir), label=test, purpose=None)
 
 
 def run_audit(test: str, base_spec: RunSpec, output_dir: Path,
@@ -45,7 +44,7 @@ def run_audit(test: str, base_spec: RunSpec, output_dir: Path,
         audit_file = config.write(Path(tmp) / "audit.config")
         record = execute(audit_spec(test, base_spec, output_dir, audit_file), progress)
     if record.status != "ok":
-        err = (record.data.get("error") or {}).get("message", record.status)
+        err = (record.record.error or {}).get("message", record.status)
         raise RunFailed(f"{test} audit run failed: {err}",
                            hint=f"partial logs kept in {record.run_dir}")
     return record
@@ -54,16 +53,19 @@ def run_audit(test: str, base_spec: RunSpec, output_dir: Path,
 def spec_of_run(run_dir: Path, **overrides: Any) -> RunSpec:
     """The RunSpec a finished run was made with (from its ``run.json``), as an audit's base."""
     from mlharness.compliance.accuracy_check import VerificationInputError
-
-    run_json = Path(run_dir) / "run.json"
-    if not run_json.is_file():
-        raise VerificationInputError(f"no run.json in {run_dir}",
-                                     hint="give a run directory made by mlharness run")
+    from mlharness.errors import ConfigError
+    from mlharness.record import RUN_FILE
     from mlharness.runner.record import read_record
 
-    data = dict(read_record(Path(run_dir))["spec"])
-    data.update(mode="performance", audit_config=None, **overrides)
-    return RunSpec.from_mapping(data)
+    if not (Path(run_dir) / RUN_FILE).is_file():
+        raise VerificationInputError(f"no {RUN_FILE} in {run_dir}",
+                                     hint="give a run directory made by mlharness run")
+
+    try:
+        spec = read_record(Path(run_dir)).spec
+    except ConfigError as exc:
+        raise VerificationInputError(exc.message, hint=exc.hint) from None
+    return spec.replace(mode="performance", audit_config=None, **overrides)
 
 
 def run_compliance(test: str, reference_perf_run_dir: Path,

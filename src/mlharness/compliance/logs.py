@@ -16,16 +16,13 @@ from pathlib import Path
 from typing import Any
 
 from mlharness.compliance.accuracy_check import VerificationInputError
+from mlharness.loadgen.mllog import METRICS
 
 MLLOG = ":::MLLOG"
 
-#: the score each scenario is judged by (``compliance/TEST01/verify_performance.py`` RESULT_FIELD)
-DETAIL_SCORE_KEY = {
-    "Offline": "result_samples_per_second",
-    "SingleStream": "early_stopping_latency_ss",
-    "MultiStream": "early_stopping_latency_ms",
-    "Server": "result_completed_samples_per_sec",
-}
+#: the score each scenario is judged by (``compliance/TEST01/verify_performance.py`` RESULT_FIELD;
+#: the one table is ``loadgen.mllog.METRICS``)
+DETAIL_SCORE_KEY = {scenario: metric.key for scenario, metric in METRICS.items()}
 
 
 @dataclass

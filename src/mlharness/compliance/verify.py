@@ -114,22 +114,30 @@ def _check_accuracy_mode(reference_accuracy: Path) -> None:
 
 
 def _run_data(run_dir: Path) -> dict[str, Any]:
-    run_json = run_dir / "run.json"
-    if not run_json.is_file():
-        raise VerificationInputError(f"no run.json in {run_dir}",
-                                     hint="pass the response dtype explicitly (--dtype)")
+    return _record(run_dir).to_dict()
+
+
+def _record(run_dir: Path) -> Any:
+    from mlharness.errors import ConfigError
+    from mlharness.record import RUN_FILE
     from mlharness.runner.record import read_record
 
-    return read_record(run_dir)
+    if not (run_dir / RUN_FILE).is_file():
+        raise VerificationInputError(f"no {RUN_FILE} in {run_dir}",
+                                     hint="pass the response dtype explicitly (--dtype)")
+
+    try:
+        return read_record(run_dir)
+    except ConfigError as exc:
+        raise VerificationInputError(exc.message, hint=exc.hint) from None
 
 
 def task_of_run(run_dir: Path) -> Any:
     """The benchmark's Task, rebuilt from the run's ``run.json`` spec."""
     from mlharness.runner.worker import task_options
-    from mlharness.spec import RunSpec
     from mlharness.tasks import create_task
 
-    spec = RunSpec.from_mapping(_run_data(run_dir)["spec"])
+    spec = _record(run_dir).spec
     return create_task(spec.benchmark, task_options(spec))
 
 
@@ -212,7 +220,7 @@ def verify(test: str, reference_perf_run_dir: Path, reference_accuracy_run_dir: 
         _score_fallback(verdict, audit_logs)
     verdict.notes += _run_notes(reference_perf_run_dir, "reference run")
     verdict.notes += _run_notes(audit_run_dir, "audit run")
-    if _run_record(audit_run_dir).get("spec", {}).get("short"):
+    if _run_record(audit_run_dir).get("spec", {}).get("valid") is False:
         verdict.notes.append("--test length audit: fine for checking; a submission needs "
                              "full-length (--valid) reference runs and audits")
     return verdict

@@ -9,7 +9,7 @@ from __future__ import annotations
 import json
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, NamedTuple
 
 from mlharness.errors import HarnessError
 
@@ -18,11 +18,21 @@ MLLOG_PREFIX = ":::MLLOG"
 #: metric per scenario: (detail-log key, unit, divisor). The submission checker reports
 #: SingleStream ``early_stopping_latency_ss`` and MultiStream ``early_stopping_latency_ms``
 #: in ms (``tools/submission/submission_checker/constants.py`` RESULT_FIELD_NEW).
+class Metric(NamedTuple):
+    key: str  # detail-log key
+    unit: str  # how mlharness shows it
+    divisor: float  # log value / divisor = shown value
+    summary_unit: str  # the checker's UNIT_DICT name
+
+
+#: the one scenario -> metric table (compliance and the submission summary derive theirs)
 METRICS = {
-    "Offline": ("result_samples_per_second", "samples/s", 1.0),
-    "Server": ("result_completed_samples_per_sec", "completed samples/s", 1.0),
-    "SingleStream": ("early_stopping_latency_ss", "latency p90 ms (early stopping)", 1e6),
-    "MultiStream": ("early_stopping_latency_ms", "latency p99 ms (early stopping)", 1e6),
+    "Offline": Metric("result_samples_per_second", "samples/s", 1.0, "Samples/s"),
+    "Server": Metric("result_completed_samples_per_sec", "completed samples/s", 1.0, "Queries/s"),
+    "SingleStream": Metric("early_stopping_latency_ss", "latency p90 ms (early stopping)", 1e6,
+                           "Latency (ms)"),
+    "MultiStream": Metric("early_stopping_latency_ms", "latency p99 ms (early stopping)", 1e6,
+                          "Latency (ms)"),
 }
 
 
@@ -102,7 +112,8 @@ def result_from_detail(log: DetailLog) -> LoadGenResult:
     scenario = str(v.get("effective_scenario", v.get("requested_scenario", "")))
     mode_raw = str(v.get("effective_test_mode", ""))
     mode = "accuracy" if "Accuracy" in mode_raw else "performance"
-    metric, unit, div = METRICS.get(scenario, (None, None, 1.0))
+    found = METRICS.get(scenario)
+    metric, unit, div = (found.key, found.unit, found.divisor) if found else (None, None, 1.0)
     value = v.get(metric) if metric else None
     result = LoadGenResult(
         scenario=scenario, mode=mode, valid=None, metric=metric, unit=unit,

@@ -16,7 +16,7 @@ import numpy as np
 import mlperf_loadgen as lg
 
 from mlharness.errors import ConfigError
-from mlharness.loadgen.settings import TestConfig
+from mlharness.loadgen.settings import EffectiveSettings
 
 _SCENARIOS = {
     "SingleStream": lg.TestScenario.SingleStream,
@@ -64,7 +64,7 @@ def complete(ids: Sequence[int], payloads: Sequence[bytes]) -> None:
 
 
 def run_test(
-    cfg: TestConfig,
+    cfg: EffectiveSettings,
     user_conf: Path,
     outdir: Path,
     qsl: SampleLibrary,
@@ -101,7 +101,7 @@ def run_test(
     log_output.copy_summary_to_stdout = False
     log_settings = lg.LogSettings()
     log_settings.log_output = log_output
-    log_settings.enable_trace = cfg.enable_trace
+    log_settings.enable_trace = cfg.trace
 
     if sut_name is None:
         # the "fast" SUT hands us plain id/index lists instead of QuerySample objects
@@ -121,5 +121,5 @@ def run_test(
         destroy(sut)
         trace = outdir / TRACE_FILE
         # LoadGen creates the file even with enable_trace off; keep it only when asked for
-        if not cfg.enable_trace and trace.is_file() and trace.stat().st_size == 0:
+        if not cfg.trace and trace.is_file() and trace.stat().st_size == 0:
             trace.unlink()

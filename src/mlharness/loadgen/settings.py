@@ -1,14 +1,29 @@
-"""What a test asks of LoadGen, and the ``user.conf`` that carries it.
+"""What a test asks of LoadGen, the one decision of its effective settings, and its ``user.conf``.
 
 Everything a user may change is written into ``user.conf`` (``model.scenario.key = value``;
 times in ms, per ``loadgen/test_settings_internal.cc`` FromConfig) so that the file kept in the
 run directory is exactly what was used. mlperf.conf is the copy compiled into LoadGen.
+
+Precedence of one key, highest first (:func:`effective_settings`):
+
+1. ``flag`` — a run flag (``--target-qps`` …) or ``--set KEY=VALUE`` (never both for one key:
+   ``--set`` of a key that has its own flag is refused);
+2. ``sut-config`` — a named SUT configuration (``TestConfig.sut``);
+3. ``test-run`` — the short-run values of ``--test``;
+4. ``mlperf.conf`` — the copy compiled into the installed LoadGen (``model.scenario.key``, then
+   ``*.scenario.key``, ``model.*.key``, ``*.*.key``, as LoadGen looks them up);
+5. ``loadgen-default`` — LoadGen's built-in default (``loadgen/test_settings.h``).
+
+Layers 1-3 go into ``user.conf``; 4-5 are what LoadGen uses when user.conf is silent.
 """
 
 from __future__ import annotations
 
+import math
 from dataclasses import asdict, dataclass, field
-from typing import Any
+from typing import Any, Mapping
+
+from mlharness.errors import ConfigError
 
 SCENARIOS = ("SingleStream", "MultiStream", "Server", "Offline")
 MODES = ("performance", "accuracy")
@@ -17,6 +32,68 @@ MODES = ("performance", "accuracy")
 #: (SingleStream >= 64 queries, MultiStream >= 662 queries; ``loadgen/early_stopping.cc``)
 TEST_MIN_DURATION_MS = 2000
 TEST_MIN_QUERY_COUNT = {"SingleStream": 64, "MultiStream": 662, "Server": 100, "Offline": 1}
+
+#: keys LoadGen reads from a user.conf (``TestSettings::FromConfig`` in
+#: ``loadgen/test_settings_internal.cc``; the seeds, ``accuracy_log_probability`` and ``test05*``
+#: are read from mlperf.conf only and are therefore not here)
+USER_CONF_KEYS = frozenset({
+    "mode", "use_token_latencies", "ttft_latency", "tpot_latency", "infer_token_latencies",
+    "token_latency_scaling_factor", "target_latency_percentile", "samples_per_query",
+    "target_latency", "performance_issue_unique", "performance_issue_same",
+    "performance_issue_same_index", "sample_concatenate_permutation", "coalesce_queries",
+    "max_async_queries", "min_duration", "max_duration", "min_query_count", "max_query_count",
+    "performance_sample_count_override", "accuracy_sample_count_override", "target_qps",
+    "print_timestamps", "accuracy_log_rng_seed", "accuracy_log_sampling_target",
+})
+
+#: user.conf keys that a run flag owns (``--set`` of these is refused: one name per setting)
+FLAG_KEYS = {
+    "mode": "--mode",
+    "target_qps": "--target-qps",
+    "target_latency": "--target-latency (SingleStream/MultiStream) or --server-latency (Server)",
+    "min_duration": "--min-duration",
+    "min_query_count": "--min-query-count",
+    "max_query_count": "--max-query-count",
+    "performance_sample_count_override": "--performance-sample-count",
+}
+
+#: LoadGen's built-in defaults (``loadgen/test_settings.h``), in user.conf units (ms, QPS)
+_LOADGEN_DEFAULTS: dict[str, dict[str, float]] = {
+    "*": {"min_duration": 10000, "max_duration": 0, "min_query_count": 100,
+          "max_query_count": 0, "performance_sample_count_override": 0,
+          "accuracy_sample_count_override": 0},
+    "SingleStream": {"target_latency": 1.0},
+    "MultiStream": {"target_latency": 8.0, "samples_per_query": 8},
+    "Server": {"target_latency": 100.0, "target_qps": 1.0},
+    "Offline": {"target_qps": 1.0},
+}
+
+#: ``kSlack`` of the Offline query size (``loadgen/test_settings_internal.cc``)
+OFFLINE_SLACK = 1.1
+
+
+def check_user_conf_key(key: str, value: Any) -> float | int:
+    """A ``--set KEY=VALUE`` pair as LoadGen would read it, or ConfigError."""
+    if key in FLAG_KEYS:
+        raise ConfigError(f"--set {key}: this setting has its own flag",
+                          hint=f"use {FLAG_KEYS[key]} instead")
+    if key not in USER_CONF_KEYS:
+        raise ConfigError(f"--set {key}: LoadGen does not read this key from user.conf",
+                          hint="known keys: " + ", ".join(sorted(USER_CONF_KEYS - set(FLAG_KEYS))))
+    if isinstance(value, str):
+        for cast in (int, float):
+            try:
+                value = cast(value)
+                break
+            except ValueError:
+                pass
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        raise ConfigError(f"--set {key}={value!r}: LoadGen reads only numbers",
+                          hint=f"give a number, e.g. --set {key}=1")
+    if not math.isfinite(value) or value < 0:
+        raise ConfigError(f"--set {key}={value}: must be a finite number >= 0",
+                          hint="give a non-negative number")
+    return value
 
 
 @dataclass
@@ -36,8 +113,10 @@ class TestConfig:
     min_query_count: int | None = None
     max_query_count: int | None = None
     performance_sample_count: int | None = None
-    extra: dict[str, Any] = field(default_factory=dict)  # raw user.conf keys
+    extra: dict[str, Any] = field(default_factory=dict)  # raw user.conf keys (--set)
     enable_trace: bool = False
+    #: hook for a named SUT configuration: user.conf keys below the flags, above --test
+    sut: dict[str, Any] = field(default_factory=dict)
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -52,19 +131,14 @@ def _fmt(value: Any) -> str:
     return str(value)
 
 
-def user_conf_entries(cfg: TestConfig) -> dict[str, Any]:
-    """Keys (without the ``model.scenario.`` prefix) that this test sets."""
+def _flag_entries(cfg: TestConfig) -> dict[str, Any]:
     entries: dict[str, Any] = {}
-    if cfg.target_qps is not None:
-        if cfg.scenario in ("Server", "Offline"):
-            entries["target_qps"] = cfg.target_qps
+    if cfg.target_qps is not None and cfg.scenario in ("Server", "Offline"):
+        entries["target_qps"] = cfg.target_qps
     if cfg.target_latency_ms is not None and cfg.scenario in ("SingleStream", "MultiStream"):
         entries["target_latency"] = cfg.target_latency_ms
     if cfg.server_latency_ms is not None and cfg.scenario == "Server":
         entries["target_latency"] = cfg.server_latency_ms
-    if cfg.short:
-        entries["min_duration"] = TEST_MIN_DURATION_MS
-        entries["min_query_count"] = TEST_MIN_QUERY_COUNT[cfg.scenario]
     if cfg.min_duration_ms is not None:
         entries["min_duration"] = cfg.min_duration_ms
     if cfg.min_query_count is not None:
@@ -73,16 +147,124 @@ def user_conf_entries(cfg: TestConfig) -> dict[str, Any]:
         entries["max_query_count"] = cfg.max_query_count
     if cfg.performance_sample_count is not None:
         entries["performance_sample_count_override"] = cfg.performance_sample_count
-    entries.update(cfg.extra)
-    return entries
+    clash = sorted(set(entries) & set(cfg.extra))
+    if clash:
+        raise ConfigError(f"--set {clash[0]} repeats a flag", hint=f"use {FLAG_KEYS[clash[0]]}")
+    return {**entries, **cfg.extra}
+
+
+def _mlperf_conf(conf: Mapping[str, str], model: str, scenario: str, key: str) -> str | None:
+    for name in (f"{model}.{scenario}.{key}", f"*.{scenario}.{key}", f"{model}.*.{key}",
+                 f"*.*.{key}"):
+        if name in conf:
+            return conf[name]
+    return None
+
+
+def _number(text: str) -> float | int:
+    try:
+        return int(text)
+    except ValueError:
+        return float(text)
+
+
+@dataclass(frozen=True)
+class EffectiveSettings:
+    """Every LoadGen setting a test uses, where each came from, and what user.conf must say."""
+
+    model: str
+    scenario: str
+    mode: str
+    short: bool
+    trace: bool
+    values: dict[str, float | int]  # key -> value LoadGen will use (user.conf units)
+    sources: dict[str, str]  # key -> flag | sut-config | test-run | mlperf.conf | loadgen-default
+    user_conf: dict[str, float | int]  # the keys user.conf sets (layers flag, sut, test)
+
+    def get(self, key: str) -> float | int | None:
+        return self.values.get(key)
+
+    def from_user(self, key: str) -> bool:
+        """Whether ``key`` was set by the user (flag or --set), not by a default."""
+        return self.sources.get(key) == "flag"
+
+    @property
+    def min_duration_ms(self) -> float:
+        return float(self.values["min_duration"])
+
+    @property
+    def samples_per_query(self) -> int:
+        """Samples in one query: MultiStream's query size, Offline's one big query, else 1."""
+        if self.scenario == "MultiStream":
+            return int(self.values.get("samples_per_query", 8))
+        if self.scenario == "Offline":
+            target = int(OFFLINE_SLACK * self.min_duration_ms / 1000.0
+                         * float(self.values.get("target_qps", 1.0)))
+            return max(int(self.values["min_query_count"]), target)
+        return 1
+
+    def expected_duration_s(self) -> float:
+        return self.min_duration_ms / 1000.0
+
+    def render_user_conf(self) -> str:
+        lines = [
+            "# user.conf written by mlharness; mlperf.conf is the copy compiled into LoadGen",
+            f"# run length: {'test (short, not valid for submission)' if self.short else 'valid'}",
+        ]
+        for key, value in self.user_conf.items():
+            lines.append(f"{self.model}.{self.scenario}.{key} = {_fmt(value)}")
+        return "\n".join(lines) + "\n"
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"values": dict(self.values), "sources": dict(self.sources),
+                "user_conf": dict(self.user_conf)}
+
+
+def effective_settings(cfg: TestConfig, conf: Mapping[str, str] | None = None) -> EffectiveSettings:
+    """THE decision of a test's LoadGen settings (precedence in the module docstring).
+
+    ``conf`` is the mlperf.conf as ``{"model.scenario.key": value}`` (default: the copy embedded
+    in the installed LoadGen, ``rules.installed.embedded_conf``).
+    """
+    if conf is None:
+        from mlharness.rules.installed import embedded_conf
+
+        conf = embedded_conf()
+    layers: list[tuple[str, dict[str, Any]]] = [("flag", _flag_entries(cfg))]
+    sut = {k: v for k, v in cfg.sut.items()}
+    layers.append(("sut-config", sut))
+    test: dict[str, Any] = {}
+    if cfg.short:
+        test = {"min_duration": TEST_MIN_DURATION_MS,
+                "min_query_count": TEST_MIN_QUERY_COUNT[cfg.scenario]}
+    layers.append(("test-run", test))
+    user_conf: dict[str, Any] = {}
+    values: dict[str, Any] = {}
+    sources: dict[str, str] = {}
+    for source, entries in layers:
+        for key, value in entries.items():
+            if key not in values:
+                values[key], sources[key] = value, source
+                user_conf[key] = value
+    known = set(_LOADGEN_DEFAULTS["*"]) | set(_LOADGEN_DEFAULTS.get(cfg.scenario, {}))
+    for key in sorted(known):
+        if key in values:
+            continue
+        found = _mlperf_conf(conf, cfg.model, cfg.scenario, key)
+        if found is not None:
+            values[key], sources[key] = _number(found), "mlperf.conf"
+        else:
+            default = _LOADGEN_DEFAULTS.get(cfg.scenario, {}).get(key, _LOADGEN_DEFAULTS["*"].get(key))
+            values[key], sources[key] = default, "loadgen-default"
+    return EffectiveSettings(cfg.model, cfg.scenario, cfg.mode, cfg.short, cfg.enable_trace,
+                             values, sources, user_conf)
+
+
+def user_conf_entries(cfg: TestConfig) -> dict[str, Any]:
+    """Keys (without the ``model.scenario.`` prefix) that this test sets in user.conf."""
+    return effective_settings(cfg, {}).user_conf
 
 
 def render_user_conf(cfg: TestConfig) -> str:
     """The user.conf text for this test."""
-    lines = [
-        "# user.conf written by mlharness; mlperf.conf is the copy compiled into LoadGen",
-        f"# run length: {'test (short, not valid for submission)' if cfg.short else 'valid'}",
-    ]
-    for key, value in user_conf_entries(cfg).items():
-        lines.append(f"{cfg.model}.{cfg.scenario}.{key} = {_fmt(value)}")
-    return "\n".join(lines) + "\n"
+    return effective_settings(cfg, {}).render_user_conf()

@@ -19,7 +19,6 @@ from pathlib import Path
 from typing import Any
 
 from mlharness.errors import ConfigError, HarnessError
-from mlharness.files import write_json_atomic
 
 POWERCAP = Path("/sys/class/powercap")
 ENV_ROOT = "MLHARNESS_POWERCAP_ROOT"  # another powercap tree (tests use a fake one)
@@ -173,14 +172,15 @@ class EnergyMeter:
                 "zones_joules": {k: round(v, 6) for k, v in joules.items()},
                 "counted": sorted(self.counted()), **metric.to_dict()}
 
-    def attach(self, run_dir: Path, data: dict[str, Any]) -> None:
-        """Add ``energy`` to ``data`` (run.json) from the run's detail log, and rewrite it."""
+    def attach(self, run_dir: Path, record: Any) -> None:
+        """Add ``energy`` to the run's record (``mlharness.record.RunRecord``) from its detail
+        log, and save it."""
         detail = run_dir / "mlperf_log_detail.txt"
         try:
-            data["energy"] = self.summary(detail, (data.get("spec") or {}).get("scenario"))
+            record.energy = self.summary(detail, record.spec.scenario)
         except HarnessError as exc:
-            data["energy"] = {"kind": "rapl-estimate", "note": NOTE, "error": exc.message}
-        write_json_atomic(run_dir / "run.json", data)
+            record.energy = {"kind": "rapl-estimate", "note": NOTE, "error": exc.message}
+        record.save(run_dir)
 
 
 def _at(samples: list[tuple[float, dict[str, float]]], t: float, name: str) -> float:

@@ -242,7 +242,8 @@ def run_power(spec: Any, opts: PowerOptions, progress: Progress | None = None) -
     run directory and its logs kept."""
     from mlharness.errors import RunFailed
     from mlharness.loadgen.mllog import parse_run_logs
-    from mlharness.runner.execute import RUN_FORMAT, RunRecord
+    from mlharness.record import RUN_FORMAT, RunRecord
+    from mlharness.runner.execute import RunOutcome
     from mlharness.runner.record import owner_fields
     from mlharness.store import record_run
     from mlharness.runner.rundir import new_run_dir, now_iso
@@ -264,7 +265,7 @@ def run_power(spec: Any, opts: PowerOptions, progress: Progress | None = None) -
                             **owner_fields()}
     write_json_atomic(run_dir / "run.json", data)
     started = time.monotonic()
-    silence = spec.stall_timeout_s + SILENCE_MARGIN_S + opts.settle_s
+    silence = spec.stall_timeout + SILENCE_MARGIN_S + opts.settle_s
     label = _label(opts.label or f"{spec.benchmark}-{spec.scenario}")
     say(f"power client → {opts.to_dict()['server']} (NTP {opts.to_dict()['ntp']}), "
         f"run directory {run_dir}")
@@ -304,12 +305,14 @@ def run_power(spec: Any, opts: PowerOptions, progress: Progress | None = None) -
     data.update(power=power, finished=now_iso(), duration_s=round(time.monotonic() - started, 3),
                 loadgen_runs={"ranging": str(next(iter(sorted((run_dir / "loadgen").glob(
                     "*/*-ranging-*"))), "")), "testing": str(testing)})
-    record = RunRecord(run_dir, str(inner.get("status")), data)
+    data["status"] = str(inner.get("status"))
+    result = None
     try:
-        record.result = parse_run_logs(run_dir)
-        data["result"] = record.result.to_dict()
+        result = parse_run_logs(run_dir)
+        data["result"] = result.to_dict()
     except HarnessError:
         pass
-    write_json_atomic(run_dir / "run.json", data)
+    record = RunOutcome(run_dir, RunRecord.from_dict(data, str(run_dir / "run.json")), result)
+    record.record.save(run_dir)
     record_run(run_dir)  # the result index (mlharness.store)
     return record

@@ -26,7 +26,6 @@ def phase_label(loadgen_dir: Path, benchmark: str) -> str:
 
 def main(argv: list[str] | None = None) -> int:
     from mlharness.errors import HarnessError
-    from mlharness.files import write_json_atomic
     from mlharness.runner import execute
     from mlharness.spec import RunSpec
 
@@ -56,8 +55,8 @@ def main(argv: list[str] | None = None) -> int:
         print(f"mlharness workload: error: {exc.message} ({exc.hint})", flush=True)
         return 2
     # one half of a power measurement, not a result by itself (runner/record.py probe_reason)
-    record.data["purpose"] = f"power-{label}"
-    write_json_atomic(record.run_dir / "run.json", record.data)
+    record.record.purpose = f"power-{label}"
+    record.record.save(record.run_dir)
     verdict = (record.data.get("result") or {}).get("valid")
     print(f"mlharness workload: {label} run {record.status} (valid={verdict}) in "
           f"{record.run_dir}", flush=True)

@@ -6,12 +6,12 @@
     rules.preflight(spec, r)                      # [Problem(...), ...] before a long run
 """
 
-from mlharness.rules.loader import DEFAULT_ROUND, ROUNDS, load
+from mlharness.rules.loader import DEFAULT_ROUND, ROUNDS, facts, load
 from mlharness.rules.model import BenchmarkRules, Rules, normalize_system_type
 from mlharness.rules.preflight import preflight, round_for_seeds, seed_problems
 from mlharness.rules.problems import Problem
 
 __all__ = [
-    "DEFAULT_ROUND", "ROUNDS", "BenchmarkRules", "Problem", "Rules", "load",
+    "DEFAULT_ROUND", "ROUNDS", "BenchmarkRules", "Problem", "Rules", "facts", "load",
     "normalize_system_type", "preflight", "round_for_seeds", "seed_problems",
 ]

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 import tomllib
 from functools import lru_cache
 from importlib import resources
@@ -10,13 +11,23 @@ from typing import Any
 from mlharness.errors import ConfigError
 from mlharness.rules.model import BenchmarkRules, Rules, normalize_system_type
 
-DEFAULT_ROUND = "v6.1"
-ROUNDS = ("v6.1", "v6.0", "v5.1")
-
-
 def _read(name: str) -> dict[str, Any]:
     text = resources.files("mlharness.rules").joinpath(name).read_text()
     return tomllib.loads(text)
+
+
+def _rounds() -> tuple[str, ...]:
+    """Every ``v<major>.<minor>.toml`` shipped in this package, newest first: adding a round is
+    adding its file."""
+    names = [p.name[:-5] for p in resources.files("mlharness.rules").iterdir()
+             if re.fullmatch(r"v\d+\.\d+\.toml", p.name)]
+    return tuple(sorted(names, key=lambda n: tuple(int(x) for x in n[1:].split(".")),
+                        reverse=True))
+
+
+#: the rounds mlharness knows (newest first) and the one used when none is named
+ROUNDS = _rounds()
+DEFAULT_ROUND: str = ROUNDS[0]
 
 
 def _merge(base: dict[str, Any], over: dict[str, Any]) -> dict[str, Any]:
@@ -59,6 +70,22 @@ def load(round: str = DEFAULT_ROUND) -> Rules:
     return _load(key)
 
 
+def task_factories() -> dict[str, tuple[str, str]]:
+    """``{benchmark: (module:factory, summary)}`` from ``[tasks]`` in common.toml."""
+    return {name: (str(t["factory"]), str(t.get("summary", "")))
+            for name, t in _read("common.toml").get("tasks", {}).items()}
+
+
+def facts(harness_name: str) -> BenchmarkRules | None:
+    """What the newest round describing ``harness_name`` (``resnet50``, ``retinanet``, …) says
+    of it: accuracy target, sample counts. Tasks read their round facts here."""
+    for name in ROUNDS:
+        bench = _load(name).find(harness_name)
+        if bench is not None:
+            return bench
+    return None
+
+
 @lru_cache(maxsize=None)
 def _load(key: str) -> Rules:
     data = _merge(_read("common.toml"), _read(f"{key}.toml"))
@@ -67,6 +94,8 @@ def _load(key: str) -> Rules:
     return Rules(
         round=data["round"],
         checker_version=data["checker_version"],
+        loadgen_version=str(data.get("loadgen_version", "")),
+        audit=data.get("audit", {}),
         layout=data["layout"],
         seeds={k: int(v) for k, v in data["seeds"].items()},
         benchmarks=benchmarks,

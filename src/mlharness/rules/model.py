@@ -64,6 +64,8 @@ class Rules:
 
     round: str
     checker_version: str
+    loadgen_version: str  # the mlcommons-loadgen release whose mlperf.conf has the round's seeds
+    audit: dict[str, Any]  # compliance audit.config values (``[audit]`` in common.toml)
     layout: str
     seeds: dict[str, int]
     benchmarks: dict[str, BenchmarkRules]

@@ -8,13 +8,11 @@ from __future__ import annotations
 from typing import Any, Callable
 
 from mlharness.errors import ConfigError
+from mlharness.loadgen.settings import EffectiveSettings
 from mlharness.rules import installed
 from mlharness.rules.loader import ROUNDS, load
 from mlharness.rules.model import BenchmarkRules, Rules
 from mlharness.rules.problems import Problem
-
-#: the short-run duration ``--test`` writes into user.conf (``loadgen/settings.py``)
-_TEST_MIN_DURATION_MS = 2000
 
 
 def round_for_seeds(seeds: dict[str, int]) -> str | None:
@@ -25,6 +23,13 @@ def round_for_seeds(seeds: dict[str, int]) -> str | None:
     return None
 
 
+def _install_hint(rules: Rules) -> str:
+    if rules.loadgen_version:
+        return (f"install the LoadGen release of {rules.round}: "
+                f"pip install mlcommons-loadgen=={rules.loadgen_version}")
+    return f"install the LoadGen release of {rules.round}"
+
+
 def seed_problems(rules: Rules, found: dict[str, int] | None) -> list[Problem]:
     """Do these LoadGen seeds (None: unreadable) equal the round's?"""
     version = installed.loadgen_version() or "unknown"
@@ -32,7 +37,7 @@ def seed_problems(rules: Rules, found: dict[str, int] | None) -> list[Problem]:
         return [Problem(
             "seeds-unknown", "cannot read the seeds compiled into the installed LoadGen",
             meaning="every run's seeds must equal the round's; without them we cannot tell",
-            fix="pip install mlcommons-loadgen==6.0.17   (the v6.1 LoadGen)")]
+            fix=_install_hint(rules))]
     if found == rules.seeds:
         return []
     other = round_for_seeds(found)
@@ -43,77 +48,63 @@ def seed_problems(rules: Rules, found: dict[str, int] | None) -> list[Problem]:
         meaning=f"the checker rejects every log whose qsl/sample-index/schedule seeds differ from "
         f"{rules.round}'s (seeds come only from the mlperf.conf compiled into LoadGen)",
         fix=(f"lay out and check with --round {other} (the installed LoadGen's round), or install the {rules.round} LoadGen" if other else
-             "install the LoadGen release of the round: pip install mlcommons-loadgen==6.0.17"))]
+             _install_hint(rules)))]
 
 
-def _extra(spec: Any, key: str) -> Any:
-    return (getattr(spec, "user_conf_extra", None) or {}).get(key)
-
-
-def _first(*values: Any) -> Any:
-    for value in values:
-        if value is not None:
-            return value
-    return None
-
-
-def _performance(spec: Any, bench: BenchmarkRules, rules: Rules, division: str) -> list[Problem]:
+def _performance(spec: Any, eff: EffectiveSettings, bench: BenchmarkRules, rules: Rules,
+                 division: str) -> list[Problem]:
     out: list[Problem] = []
-    duration = _first(spec.min_duration_ms, _extra(spec, "min_duration"))
-    if duration is None and getattr(spec, "short", False):
-        duration = _TEST_MIN_DURATION_MS
-    if getattr(spec, "short", False):
+    duration = eff.min_duration_ms
+    if spec.short:
         out.append(Problem(
             "test-duration",
             f"--test run: min_duration {int(duration)} ms, {rules.round} needs {rules.min_duration_ms} ms",
             meaning="test runs are for practice; the checker refuses results shorter than 600 s",
             fix="re-run with --valid (600 s per performance run)"))
-    elif duration is not None and float(duration) < rules.min_duration_ms:
+    elif duration < rules.min_duration_ms:
         out.append(Problem(
             "min-duration",
-            f"min_duration {int(float(duration))} ms is below the rule ({rules.min_duration_ms} ms)",
+            f"min_duration {int(duration)} ms is below the rule ({rules.min_duration_ms} ms)",
             meaning="the checker requires effective_min_duration_ms >= 600000",
             fix="drop --min-duration (or set it to 600000) and run with --valid"))
-    psc = _first(spec.performance_sample_count, _extra(spec, "performance_sample_count_override"))
-    if psc is not None and int(psc) < bench.performance_sample_count:
+    psc = int(eff.values.get("performance_sample_count_override") or 0)
+    if psc and psc < bench.performance_sample_count:
         out.append(Problem(
             "performance-sample-count",
-            f"performance_sample_count {int(psc)} < {bench.performance_sample_count} required for {bench.name}",
+            f"performance_sample_count {psc} < {bench.performance_sample_count} required for {bench.name}",
             meaning="LoadGen must be able to pick from at least that many samples held in memory",
             fix="drop --performance-sample-count (mlperf.conf sets the right value)"))
-    max_q = _first(spec.max_query_count, _extra(spec, "max_query_count"))
-    if max_q is not None:
+    max_q = int(eff.values.get("max_query_count") or 0)
+    if max_q:
         out.append(Problem(
             "max-query-count", f"max_query_count {max_q} caps the run",
             meaning="a capped run can stop before the minimum duration or query count",
             fix="drop --max-query-count"))
-    if spec.scenario == "Offline" and division == "closed":
-        min_q = _first(spec.min_query_count, _extra(spec, "min_query_count"))
-        if min_q is not None:
-            qps = _first(spec.target_qps, _extra(spec, "target_qps")) or 1.0
-            dur = float(duration) if duration is not None else float(rules.min_duration_ms)
-            spq = max(int(min_q), int(1.1 * dur / 1000.0 * float(qps)))
-            if spq < bench.offline_min_samples_per_query:
-                out.append(Problem(
-                    "offline-samples-per-query",
-                    f"Offline would issue about {spq} samples, closed {bench.name} needs "
-                    f">= {bench.offline_min_samples_per_query}",
-                    meaning="closed Offline runs must issue at least the round's minimum in their query",
-                    fix="drop --min-query-count (mlperf.conf sets it)"))
+    if spec.scenario == "Offline" and division == "closed" and not spec.short:
+        spq = eff.samples_per_query  # a --test run is refused above already
+        if spq < bench.offline_min_samples_per_query:
+            out.append(Problem(
+                "offline-samples-per-query",
+                f"Offline would issue about {spq} samples, closed {bench.name} needs "
+                f">= {bench.offline_min_samples_per_query}",
+                meaning="closed Offline runs must issue at least the round's minimum in their query",
+                fix="drop --min-query-count (mlperf.conf sets it)"))
     if spec.scenario == "Server" and division == "closed" and bench.server_latency_ns:
-        latency = _first(spec.server_latency_ms, _extra(spec, "target_latency"))
+        latency = eff.values.get("target_latency")
         if latency is not None and float(latency) * 1e6 > bench.server_latency_ns:
             out.append(Problem(
                 "server-latency",
-                f"Server latency bound {latency} ms exceeds {bench.name}'s "
+                f"Server latency bound {latency:g} ms exceeds {bench.name}'s "
                 f"{bench.server_latency_ns / 1e6:g} ms",
                 meaning="closed Server results must meet the round's latency constraint",
                 fix="drop --server-latency (or use the open division)"))
     return out
 
 
-def _accuracy(spec: Any, bench: BenchmarkRules, dataset_size: int | None) -> list[Problem]:
-    covered = _first(_extra(spec, "accuracy_sample_count_override"), spec.max_samples, dataset_size)
+def _accuracy(spec: Any, eff: EffectiveSettings, bench: BenchmarkRules,
+              dataset_size: int | None) -> list[Problem]:
+    override = int(eff.values.get("accuracy_sample_count_override") or 0)
+    covered = override or spec.max_samples or dataset_size
     if covered is not None and int(covered) != bench.dataset_size:
         return [Problem(
             "accuracy-coverage",
@@ -131,7 +122,8 @@ def preflight(
     dataset_size: int | None = None,
     seeds: Callable[[], dict[str, int] | None] | None = None,
 ) -> list[Problem]:
-    """Problems that would keep a run of ``spec`` from counting for ``rules`` (default v6.1).
+    """Problems that would keep a run of ``spec`` from counting for ``rules`` (default: the
+    newest round, ``rules.DEFAULT_ROUND``).
 
     ``dataset_size`` is the QSL total count when the caller knows it (accuracy runs must cover the
     round's full dataset). ``seeds`` overrides reading the installed LoadGen (for tests).
@@ -143,8 +135,9 @@ def preflight(
     except ConfigError as exc:
         return [Problem("not-a-round-benchmark", exc.message, meaning="", fix=exc.hint)]
     problems = seed_problems(rules, seeds() if seeds else installed.installed_seeds())
+    eff = spec.settings(bench.loadgen_model)  # the same decision user.conf is written from
     if spec.mode == "accuracy":
-        problems += _accuracy(spec, bench, dataset_size)
+        problems += _accuracy(spec, eff, bench, dataset_size)
     else:
-        problems += _performance(spec, bench, rules, division)
+        problems += _performance(spec, eff, bench, rules, division)
     return problems

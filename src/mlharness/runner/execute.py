@@ -2,7 +2,7 @@
 
 The parent never imports LoadGen. It watches the child through a message queue and two shared
 counters, so it can show progress and end the run when the backend fails (``FAILURE_GRACE_S``),
-the child dies, or nothing moves for ``spec.stall_timeout_s``. The stall clock runs from the
+the child dies, or nothing moves for ``spec.stall_timeout``. The stall clock runs from the
 moment the child starts: starting, dataset loading, model loading and the LoadGen test are
 phases the child announces, and each must show progress within the stall timeout. The child
 watches its parent and exits when the parent is gone. Partial logs are always kept; an
@@ -16,16 +16,17 @@ import os
 import queue
 import shutil
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable
 
 from mlharness.errors import HarnessError, RunFailed
 from mlharness.loadgen.mllog import LoadGenResult, parse_run_logs, read_accuracy_log
-from mlharness.loadgen.settings import TEST_MIN_DURATION_MS, TestConfig, render_user_conf
-from mlharness.files import write_json_atomic, write_text_atomic
+from mlharness.loadgen.settings import EffectiveSettings
+from mlharness.files import write_text_atomic
 from mlharness.hostinfo import describe_system, package_versions
-from mlharness.runner.record import RUN_FORMAT, owner_fields
+from mlharness.record import RunRecord
+from mlharness.runner.record import owner_fields
 from mlharness.runner.rundir import new_run_dir, now_iso
 from mlharness.runner.worker import child_main, task_options
 from mlharness.spec import RunSpec
@@ -33,7 +34,6 @@ from mlharness.store import git_commit_of, record_run
 from mlharness.tasks import AccuracyResult, Task, create_task
 
 FAILURE_GRACE_S = 10.0  # after a backend failure, LoadGen gets this long to finish by itself
-VALID_MIN_DURATION_MS = 600_000  # loadgen/mlperf.conf: *.<scenario>.min_duration
 
 
 @dataclass
@@ -52,43 +52,36 @@ ProgressSink = Callable[[RunProgress], None]
 
 
 @dataclass
-class RunRecord:
+class RunOutcome:
+    """What :func:`execute` returns: the run directory, its typed record and parsed results."""
+
     run_dir: Path
-    status: str  # ok | failed | error | interrupted
-    data: dict[str, Any] = field(default_factory=dict)
+    record: RunRecord
     result: LoadGenResult | None = None
     accuracy: AccuracyResult | None = None
 
     @property
+    def status(self) -> str:
+        return self.record.status
+
+    @property
+    def data(self) -> dict[str, Any]:
+        """``run.json`` as a dict."""
+        return self.record.to_dict()
+
+    @property
     def exit_code(self) -> int:
         """0 ok, 1 INVALID or accuracy below target, 3 the run failed."""
-        if self.status != "ok":
-            return 3
-        if self.result is not None and self.result.mode == "performance" and not self.result.valid:
-            return 1
-        if self.result is not None and self.result.errors:
-            return 1
-        if self.accuracy is not None and self.accuracy.passed is False:
-            return 1
-        return 0
+        return self.record.exit_code
 
 
-def expected_duration_s(cfg: TestConfig) -> float:
-    ms = cfg.min_duration_ms
-    if ms is None:
-        ms = TEST_MIN_DURATION_MS if cfg.short else VALID_MIN_DURATION_MS
-    return ms / 1000.0
-
-
-def expected_samples(cfg: TestConfig, task: Task) -> int | None:
+def expected_samples(settings: EffectiveSettings, task: Task) -> int | None:
     """Samples the test will issue when that is known up front (accuracy, Offline)."""
-    if cfg.mode == "accuracy":
-        return task.total_count()
-    if cfg.scenario == "Offline":
-        qps = cfg.target_qps or 1.0
-        floor = cfg.min_query_count or 1  # mlperf.conf's count is not known out here
-        # loadgen/test_settings_internal.cc: samples_per_query = max(min_query_count, 1.1*dur*qps)
-        return max(floor, int(1.1 * expected_duration_s(cfg) * qps))
+    if settings.mode == "accuracy":
+        override = int(settings.values.get("accuracy_sample_count_override") or 0)
+        return override or task.total_count()
+    if settings.scenario == "Offline":
+        return settings.samples_per_query
     return None
 
 
@@ -117,56 +110,57 @@ class _Watch:
             self.failure_at = time.monotonic()
 
 
-def execute(spec: RunSpec, progress: ProgressSink | None = None) -> RunRecord:
+def execute(spec: RunSpec, progress: ProgressSink | None = None) -> RunOutcome:
     """Run ``spec`` end to end and return its record (also written to ``run.json``).
 
     Raises HarnessError for problems the user must fix before anything runs (unknown benchmark,
     missing dataset, model that does not fit the task).
     """
+    from mlharness.backends import check_backend_options
+
     emit = progress or (lambda p: None)
+    check_backend_options(spec.backend, spec.backend_option)
     task = create_task(spec.benchmark, task_options(spec))
     task.prepare(lambda done, total, label: emit(RunProgress("prepare", done, total, label=label)))
-    cfg = spec.test_config(task.loadgen_model)
+    settings = spec.settings(task.loadgen_model)
     run_dir = new_run_dir(spec.output_dir, spec.benchmark, spec.scenario,
                           spec.label or spec.mode)
-    write_text_atomic(run_dir / "user.conf", render_user_conf(cfg))
+    write_text_atomic(run_dir / "user.conf", settings.render_user_conf())
     if spec.audit_config is not None:
         if not spec.audit_config.is_file():
             raise HarnessError(f"audit config not found: {spec.audit_config}",
                                hint="pass the path of an audit.config file")
         shutil.copyfile(spec.audit_config, run_dir / "audit.config")
 
-    data: dict[str, Any] = {
-        "format": RUN_FORMAT, "status": "running", "error": None,
-        "benchmark": spec.benchmark, "loadgen_model": task.loadgen_model,
-        "spec": spec.to_dict(), "test_config": cfg.to_dict(), "task": task.describe(),
-        "backend": None, "system": describe_system(), "versions": package_versions(),
-        "result": None, "accuracy": None, "started": now_iso(), "finished": None,
-        "duration_s": None, **owner_fields(), "model_git_commit": git_commit_of(spec.model),
-    }
-    write_json_atomic(run_dir / "run.json", data)
+    data = RunRecord(
+        benchmark=spec.benchmark, loadgen_model=task.loadgen_model, purpose=spec.purpose,
+        spec=spec, settings=settings.to_dict(),
+        test_config=spec.test_config(task.loadgen_model).to_dict(), task=task.describe(),
+        system=describe_system(), versions=package_versions(), started=now_iso(), **owner_fields(),
+        model_git_commit=git_commit_of(spec.model))
+    data.save(run_dir)
     record_run(run_dir)  # the result index (mlharness.store)
     started = time.monotonic()
-    record = RunRecord(run_dir, "running", data)
+    record = RunOutcome(run_dir, data)
     try:
-        watch = _supervise(spec, cfg, task, run_dir, emit)
+        watch = _supervise(spec, settings, task, run_dir, emit)
     except KeyboardInterrupt as exc:
         how = getattr(exc, "signal_name", "SIGINT")
         _finish(record, "interrupted", started, {"message": f"interrupted by {how}"})
         exc.run_dir = run_dir  # type: ignore[attr-defined]
         raise
     if watch.ready:
-        data["backend"] = watch.ready.get("backend")
-        data["sut"] = watch.ready.get("policy")
-        data["task"] = watch.ready.get("task", data["task"])
+        data.backend = watch.ready.get("backend")
+        data.sut = watch.ready.get("policy")
+        data.task = watch.ready.get("task", data.task)
     report = (watch.done or watch.failure or {}).get("backend_report")
     if report:  # several nodes / replicas: who served what, who was lost, failovers
-        data["distributed"] = report
+        data.distributed = report
 
     if (run_dir / "mlperf_log_detail.txt").is_file():
         try:
             record.result = parse_run_logs(run_dir)
-            data["result"] = record.result.to_dict()
+            data.result = record.result.to_dict()
         except HarnessError:
             pass
 
@@ -183,20 +177,20 @@ def execute(spec: RunSpec, progress: ProgressSink | None = None) -> RunRecord:
         entries = read_accuracy_log(run_dir / "mlperf_log_accuracy.json")
         record.accuracy = task.score(entries)
         write_text_atomic(run_dir / "accuracy.txt", record.accuracy.text + "\n")
-        data["accuracy"] = record.accuracy.to_dict()
+        data.accuracy = record.accuracy.to_dict()
     _finish(record, "ok", started, None)
     return record
 
 
-def _finish(record: RunRecord, status: str, started: float, error: dict | None) -> None:
-    record.status = status
-    record.data.update(status=status, error=error, finished=now_iso(),
-                       duration_s=round(time.monotonic() - started, 3))
-    write_json_atomic(record.run_dir / "run.json", record.data)
-    record_run(record.run_dir)
+def _finish(outcome: RunOutcome, status: str, started: float, error: dict | None) -> None:
+    rec = outcome.record
+    rec.status, rec.error, rec.finished = status, error, now_iso()  # type: ignore[assignment]
+    rec.duration_s = round(time.monotonic() - started, 3)
+    rec.save(outcome.run_dir)
+    record_run(outcome.run_dir)
 
 
-def _supervise(spec: RunSpec, cfg: TestConfig, task: Task, run_dir: Path,
+def _supervise(spec: RunSpec, settings: EffectiveSettings, task: Task, run_dir: Path,
                emit: ProgressSink) -> _Watch:
     ctx = mp.get_context("spawn")
     channel = ctx.Queue()
@@ -210,8 +204,8 @@ def _supervise(spec: RunSpec, cfg: TestConfig, task: Task, run_dir: Path,
     run_t0: float | None = None
     last_activity, last_change = -1, time.monotonic()
     last_phase = watch.phase
-    total = expected_samples(cfg, task)
-    duration = expected_duration_s(cfg) if cfg.mode == "performance" else None
+    total = expected_samples(settings, task)
+    duration = settings.expected_duration_s() if settings.mode == "performance" else None
     emit(RunProgress("start", label="starting LoadGen"))
     try:
         while True:
@@ -235,8 +229,8 @@ def _supervise(spec: RunSpec, cfg: TestConfig, task: Task, run_dir: Path,
                 break
             if watch.failure and now - (watch.failure_at or now) > FAILURE_GRACE_S:
                 break  # LoadGen did not wind down by itself: end it
-            if now - last_change > spec.stall_timeout_s:
-                watch.take("failed", {"message": stall_message(watch.phase, spec.stall_timeout_s),
+            if now - last_change > spec.stall_timeout:
+                watch.take("failed", {"message": stall_message(watch.phase, spec.stall_timeout),
                                       "phase": watch.phase})
                 break
     finally:
@@ -263,9 +257,9 @@ def stall_message(phase: str, timeout_s: float) -> str:
             f"(raise --stall-timeout if this phase is legitimately slow)")
 
 
-def raise_if_failed(record: RunRecord) -> None:
+def raise_if_failed(record: RunOutcome) -> None:
     """Turn a failed record into RunFailed (for callers that want an exception)."""
     if record.status == "failed":
-        err = record.data.get("error") or {}
+        err = record.record.error or {}
         raise RunFailed(f"run failed: {err.get('message', 'unknown error')}",
                         hint=f"partial logs kept in {record.run_dir}")

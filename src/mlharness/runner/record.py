@@ -7,41 +7,23 @@ run or an unreadable file is treated the same way everywhere.
 
 from __future__ import annotations
 
-import json
 import os
 import socket
 from pathlib import Path
 from typing import Any
 
-from mlharness.errors import ConfigError
+from mlharness.record import RunRecord
 
-RUN_FORMAT = "mlharness-run/1"
 #: path components that hold runs made for another purpose than a result
 PROBE_DIRS = ("_tune",)
 #: ``purpose`` values of a run meant as a result (absent in records written before the field)
 RESULT_PURPOSES = (None, "", "result", "run")
 
 
-def read_record(path: Path) -> dict[str, Any]:
-    """``path/run.json`` as a dict; ConfigError when it is missing, unreadable or not ours."""
-    try:
-        record = json.loads((Path(path) / "run.json").read_text(encoding="utf-8"))
-    except FileNotFoundError as exc:
-        raise ConfigError(f"{path}: no run.json",
-                          hint="point at a directory written by `mlharness run`") from exc
-    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as exc:
-        raise ConfigError(f"{path}: unreadable run.json ({exc})",
-                          hint="the file is damaged; re-run the test") from exc
-    if not isinstance(record, dict):
-        raise ConfigError(f"{path}/run.json holds a JSON {type(record).__name__}, not an object",
-                          hint="the file is damaged; re-run the test")
-    if record.get("format") != RUN_FORMAT:
-        raise ConfigError(f"{path}/run.json has format {record.get('format')!r}",
-                          hint=f"expected {RUN_FORMAT}; re-run with this mlharness version")
-    if not isinstance(record.get("spec"), dict):
-        raise ConfigError(f"{path}/run.json has no run settings ('spec')",
-                          hint="the file is damaged; re-run the test")
-    return record
+def read_record(path: Path) -> RunRecord:
+    """``path/run.json`` as the typed record; ConfigError when it is missing, unreadable, not
+    ours or of an unknown format (``RunRecord.load``)."""
+    return RunRecord.load(Path(path))
 
 
 def owner_fields() -> dict[str, Any]:
@@ -59,17 +41,17 @@ def _alive(pid: int) -> bool:
     return True
 
 
-def running_state(record: dict[str, Any]) -> str:
+def running_state(record: RunRecord) -> str:
     """For a record at ``"running"``: ``"live"`` (its process still runs here) or ``"dead"``."""
-    pid, host = record.get("pid"), record.get("host")
+    pid, host = record.pid, record.host
     if isinstance(pid, int) and host == socket.gethostname() and _alive(pid):
         return "live"
     return "dead"
 
 
-def probe_reason(path: Path, record: dict[str, Any]) -> str | None:
+def probe_reason(path: Path, record: RunRecord) -> str | None:
     """Why this run is a probe (tuning or measuring a target), or None for a result run."""
-    purpose = record.get("purpose")
+    purpose = record.purpose
     if purpose not in RESULT_PURPOSES:
         return f"a {purpose} run, not a result"
     parts = set(Path(path).parts)
@@ -79,27 +61,27 @@ def probe_reason(path: Path, record: dict[str, Any]) -> str | None:
     return None
 
 
-def untrusted_reason(path: Path, record: dict[str, Any]) -> str | None:
+def untrusted_reason(path: Path, record: RunRecord) -> str | None:
     """Why this run cannot be used as a result, or None when it can.
 
     Not trusted: a run still at ``"running"`` (live, or left there by a crash or SIGKILL), any
     status other than ``"ok"``, a probe run, and an ok record without its result.
     """
-    status = record.get("status")
+    status = record.status
     if status == "running":
         if running_state(record) == "live":
-            return f"still running (pid {record.get('pid')})"
+            return f"still running (pid {record.pid})"
         return "left at 'running' by a process that died (crash or SIGKILL): never finished"
     if status != "ok":
-        err = record.get("error") or {}
+        err = record.error or {}
         why = err.get("message") if isinstance(err, dict) else None
         return f"status {status!r}" + (f": {why}" if why else "")
     probe = probe_reason(path, record)
     if probe:
         return probe
-    mode = (record.get("spec") or {}).get("mode")
-    if mode == "performance" and not record.get("result"):
+    mode = record.spec.mode
+    if mode == "performance" and not record.result:
         return "no LoadGen result recorded"
-    if mode == "accuracy" and not record.get("accuracy"):
+    if mode == "accuracy" and not record.accuracy:
         return "no accuracy score recorded"
     return None

@@ -56,7 +56,8 @@ def build_local(spec: Any, phase: Any = None, cpus: list[int] | None = None,
     """The task and the loaded, signature-checked backend a RunSpec names (used by a run's child
     process, by ``mlharness serve`` nodes and by Ray replicas); ``phase(name)`` hears the steps.
     ``cpus``/``threads``: one instance of several (``--instances``), on that block of cores."""
-    from mlharness.backends import BackendOptions, check_signature, create_backend
+    from mlharness.backends import (BackendOptions, backend_options, check_signature,
+                                    create_backend)
     from mlharness.tasks import create_task
 
     phase = phase or (lambda name: None)
@@ -66,15 +67,15 @@ def build_local(spec: Any, phase: Any = None, cpus: list[int] | None = None,
     backend = create_backend(spec.backend)
     model = spec.model or task.default_model
     options = BackendOptions(threads=threads or spec.threads, precision=spec.precision,
-                             device=spec.device,
-                             extra={**({"cache_dir": str(spec.cache_dir)} if spec.cache_dir
-                                       else {}),
+                             device=spec.device, cache_dir=spec.cache_dir, run_spec=spec.to_dict(),
+                             # the user's --backend-option table, checked by the backend's model,
+                             # then what the harness tells every backend about this run
+                             extra={**backend_options(backend, spec.backend_option),
                                     "scenario": spec.scenario, "workers": spec.workers,
                                     **({"cpus": cpus} if cpus else {}),
-                                    **spec.backend_options, "task_inputs": task.model_inputs,
-                                    "run_spec": spec.to_dict()})
+                                    "task_inputs": task.model_inputs})
     backend.load(model, options)
-    check_signature(task.model_inputs, backend.inputs, str(model))
+    check_signature(task.model_inputs, backend.inputs, str(model), spec.batch_size)
     return task, backend
 
 
@@ -100,6 +101,7 @@ def child_main(spec_data: dict[str, Any], run_dir: str, channel: Any, loaded: An
     if parent_pid is not None:
         watch_parent(parent_pid)
     from mlharness.backends import SampleBackend
+    from mlharness.backends.base import fixed_batch
     from mlharness.loadgen.session import SampleLibrary, complete, run_test
     from mlharness.spec import RunSpec
     from mlharness.sut import Engine, policy_for
@@ -108,16 +110,14 @@ def child_main(spec_data: dict[str, Any], run_dir: str, channel: Any, loaded: An
         channel.put(("phase", {"name": name}))
 
     try:
-        spec = RunSpec(**spec_data)
+        spec = RunSpec.model_validate(spec_data)
         task, instances, placement = build_instances(spec, phase)
         backend = instances[0]
-        cfg = spec.test_config(task.loadgen_model)
+        settings = spec.settings(task.loadgen_model)
         # a model exported with a fixed batch (e.g. the official RetinaNet ONNX: 1) caps the
-        # default batch size; an explicit --batch-size is left to fail loudly
-        fixed = {t.shape[0] for t in backend.inputs if t.shape and t.shape[0] is not None}
-        default_batch = fixed.pop() if len(fixed) == 1 else None
-        policy = policy_for(spec.scenario, spec.batch_size or default_batch, spec.length_sort,
-                            cfg.samples_per_query())
+        # default batch size; a larger explicit --batch-size was refused by check_signature
+        policy = policy_for(spec.scenario, spec.batch_size or fixed_batch(backend.inputs),
+                            spec.length_sort, settings.samples_per_query)
         # a backend that holds the samples itself (remote nodes, Ray replicas) loads them and
         # runs indices; it also suggests how many batches to keep in flight
         holds = isinstance(backend, SampleBackend)
@@ -162,7 +162,7 @@ def child_main(spec_data: dict[str, Any], run_dir: str, channel: Any, loaded: An
         engine.start()
         phase("running the LoadGen test")
         try:
-            run_test(cfg, Path(run_dir) / "user.conf", Path(run_dir), qsl, engine.issue,
+            run_test(settings, Path(run_dir) / "user.conf", Path(run_dir), qsl, engine.issue,
                      engine.flush, audit=spec.audit_config is not None,
                      sut_name=backend.sut_name if holds else None)
         finally:
@@ -182,6 +182,7 @@ def child_main(spec_data: dict[str, Any], run_dir: str, channel: Any, loaded: An
 
 
 def task_options(spec: Any) -> Any:
+    from mlharness.backends import declared_inputs
     from mlharness.files import cache_root
     from mlharness.tasks import TaskOptions
 
@@ -190,4 +191,5 @@ def task_options(spec: Any) -> Any:
 
     return TaskOptions(dataset=spec.dataset, model=spec.model, vocab=spec.vocab,
                        cache_dir=spec.cache_dir, max_samples=spec.max_samples,
-                       extra=dict(spec.backend_options))
+                       extra=dict(spec.task_option),
+                       model_inputs=declared_inputs(spec.backend, spec.model))

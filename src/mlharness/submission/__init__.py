@@ -9,7 +9,7 @@ from pathlib import Path
 
 from mlharness.errors import ConfigError
 from mlharness.files import read_text_file
-from mlharness.rules import Rules, load
+from mlharness.rules import DEFAULT_ROUND, Rules, load
 from mlharness.rules.problems import Problem
 from mlharness.submission import summary
 from mlharness.submission.check import check_tree
@@ -65,8 +65,6 @@ def run_missing_audits(inventory: Inventory, rules: Rules, runs: Path) -> list[P
     """Run each compliance audit a closed result lacks, with the settings of its performance run
     (audits take the reference run's length); returns the new audit run directories."""
     from mlharness.compliance import run_audit
-    from mlharness.spec import RunSpec
-
     made = []
     for benchmark, scenario in inventory.keys():
         bench = rules.find(benchmark)
@@ -75,13 +73,13 @@ def run_missing_audits(inventory: Inventory, rules: Rules, runs: Path) -> list[P
             continue
         for test in bench.compliance_tests:
             if inventory.audit(test, benchmark, scenario) is None:
-                spec = RunSpec.from_mapping(dict(perf.spec))
+                spec = perf.spec
                 made.append(run_audit(test, spec, runs / "compliance" / test).run_dir)
     return made
 
 
 def submit(runs: Path, output: Path, submitter: str, division: str, system: str,
-           round: str = "v6.1", system_json: Path | None = None,
+           round: str = DEFAULT_ROUND, system_json: Path | None = None,
            system_toml: Path | None = None, force: bool = False,
            compliance: list[Path] | None = None, run_audits: bool = False,
            pinned: list[Path] | None = None) -> SubmitResult:

@@ -13,6 +13,7 @@ from pathlib import Path
 from typing import Any
 
 from mlharness.loadgen.mllog import MLLOG_PREFIX, DetailLog, parse_detail_log
+from mlharness.rules.loader import DEFAULT_ROUND
 from mlharness.rules.model import BenchmarkRules, Rules
 from mlharness.rules.problems import Problem
 from mlharness.submission import system as system_desc
@@ -304,7 +305,7 @@ def check_tree(root: Path, rules: Rules) -> list[Problem]:
         return [Problem("layout-unsupported", f"{rules.round} trees use the older measurements/, "
                         "compliance/, code/ layout, which mlharness does not check",
                         meaning="mlharness lays out and checks v6.x trees",
-                        fix="check with --round v6.1 (or v6.0)", where=str(root))]
+                        fix=f"check with --round {DEFAULT_ROUND}", where=str(root))]
     divisions = [d for d in _dirs(root) if d.name in rules.divisions]
     if not divisions:
         return [Problem("tree-empty", f"no {'/'.join(rules.divisions)} directory in {root}",

@@ -10,13 +10,13 @@ from mlharness import __version__
 from mlharness.submission.runs import Run
 
 _FLAG_KEYS = ("benchmark", "scenario", "mode", "backend", "model", "dataset", "vocab",
-              "target_qps", "target_latency_ms", "server_latency_ms", "batch_size", "workers",
+              "target_qps", "target_latency", "server_latency", "batch_size", "workers",
               "threads", "precision", "device")
 
 
 def run_command(run: Run) -> str:
     """The ``mlharness run`` command line that reproduces ``run`` (best effort from its spec)."""
-    spec = run.spec
+    spec = run.spec.to_dict()
     parts = ["mlharness run"]
     for key in _FLAG_KEYS:
         value = spec.get(key)
@@ -24,7 +24,7 @@ def run_command(run: Run) -> str:
             value = value or run.benchmark
         if value in (None, "", False):
             continue
-        flag = "--" + key.replace("_ms", "").replace("_", "-")
+        flag = "--" + key.replace("_", "-")
         parts.append(f"{flag} {value}")
     parts.append("--test" if run.short else "--valid")
     return " ".join(parts)
@@ -33,9 +33,9 @@ def run_command(run: Run) -> str:
 def measurements(run: Run, accuracy: Run | None) -> dict[str, Any]:
     """``measurements.json``: the fields the checker requires (``SYSTEM_IMP_REQUIRED_FILES``)
     as non-empty strings, plus what produced the result."""
-    spec = run.spec
+    spec = run.spec.to_dict()
     precision = str(spec.get("precision") or "fp32")
-    model = spec.get("model") or (run.record.get("backend") or {}).get("model") or "unknown"
+    model = spec.get("model") or (run.record.backend or {}).get("model") or "unknown"
     return {
         "input_data_types": precision,
         "retraining": "No",
@@ -50,7 +50,7 @@ def measurements(run: Run, accuracy: Run | None) -> dict[str, Any]:
 
 
 def _versions(run: Run) -> str:
-    versions = run.record.get("versions") or {}
+    versions = run.record.versions or {}
     return ", ".join(f"{k} {v}" for k, v in sorted(versions.items())) or "unknown"
 
 
@@ -71,9 +71,9 @@ def result_readme(bench_dir: str, run: Run, accuracy: Run | None, tests: list[st
     lines += ["```", ""]
     if run.short:
         lines += ["**Test-length run (`--test`): not valid for submission (under 600 s).**", ""]
-    lines += [f"- performance run: `{run.path.name}` (status {run.record.get('status')})"]
+    lines += [f"- performance run: `{run.path.name}` (status {run.record.status})"]
     if accuracy is not None:
-        acc = accuracy.record.get("accuracy") or {}
+        acc = accuracy.record.accuracy or {}
         lines.append(f"- accuracy run: `{accuracy.path.name}`: {acc.get('text', 'n/a')}")
     for test in tests:
         lines.append(f"- compliance {test}: see `{test}/verify_*.txt`")
@@ -104,10 +104,11 @@ def src_settings(runs: list[Run]) -> str:
     for run in runs:
         data.append({
             "run": run.path.name,
-            "spec": run.spec,
-            "backend": run.record.get("backend"),
-            "task": run.record.get("task"),
-            "test_config": run.record.get("test_config"),
-            "versions": run.record.get("versions"),
+            "spec": run.spec.to_dict(),
+            "settings": run.record.settings.model_dump(),
+            "backend": run.record.backend,
+            "task": run.record.task,
+            "test_config": run.record.test_config,
+            "versions": run.record.versions,
         })
     return json.dumps(data, indent=2, default=str) + "\n"

@@ -19,6 +19,7 @@ from pathlib import Path
 from typing import Any
 
 from mlharness.errors import ConfigError
+from mlharness.rules.loader import DEFAULT_ROUND
 from mlharness.rules.model import Rules
 from mlharness.submission import documents
 from mlharness.files import write_json_atomic, write_text_atomic
@@ -128,7 +129,8 @@ def lay_out(
     if rules.layout != "v6":
         raise ConfigError(f"mlharness lays out v6.x trees; {rules.round} used the older "
                           "measurements/ + compliance/ + code/ layout",
-                          hint="use --round v6.1 (the official preprocess_submission.py converts old trees)")
+                          hint=f"use --round {DEFAULT_ROUND} (the official "
+                               "preprocess_submission.py converts old trees)")
     if division not in rules.divisions:
         raise ConfigError(f"unknown division {division!r}", hint="use open, closed or network")
     out = Layout(root, division, submitter, system)
@@ -156,7 +158,7 @@ def lay_out(
             out.notes.append(f"skipped {benchmark} {scenario}: {acc.path} has no accuracy.txt")
             continue
         scen_dir = out.base / "results" / system / bench.name / scenario
-        if (perf.record.get("power") or {}).get("metric") is not None:
+        if (perf.record.power or {}).get("metric") is not None:
             from mlharness.power.session import SESSION_FILES
 
             missing = [f"{d}/{n}" for d, names in SESSION_FILES.items()
@@ -207,8 +209,8 @@ def lay_out(
                           documents.src_settings(runs))
         for run in runs:
             src_rows.append({"benchmark": bench_dir, "scenario": run.scenario, "mode": run.mode,
-                             "backend": run.spec.get("backend", ""),
-                             "model": Path(str(run.spec.get("model") or "")).name})
+                             "backend": run.spec.backend,
+                             "model": Path(str(run.spec.model or "")).name})
     write_text_atomic(out.base / "src" / "README.md", documents.src_readme(src_rows))
     truncate_tree(out)
     return out

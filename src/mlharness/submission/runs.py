@@ -10,11 +10,12 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
 
 from mlharness.errors import ConfigError
 from mlharness.files import sha256_file
+from mlharness.record import RunRecord
 from mlharness.runner.record import read_record, untrusted_reason
+from mlharness.spec import RunSpec
 
 COMPLIANCE_TESTS = ("TEST01", "TEST04")
 
@@ -24,23 +25,23 @@ class Run:
     """One run directory as the runner wrote it."""
 
     path: Path
-    record: dict[str, Any]
+    record: RunRecord
 
     @property
     def benchmark(self) -> str:
-        return str(self.record.get("benchmark", ""))
+        return self.record.benchmark
 
     @property
-    def spec(self) -> dict[str, Any]:
-        return self.record.get("spec") or {}
+    def spec(self) -> RunSpec:
+        return self.record.spec
 
     @property
     def scenario(self) -> str:
-        return str(self.spec.get("scenario") or (self.record.get("result") or {}).get("scenario", ""))
+        return self.spec.scenario
 
     @property
     def mode(self) -> str:
-        return str(self.spec.get("mode", ""))
+        return self.spec.mode
 
     @property
     def problem(self) -> str | None:
@@ -57,11 +58,11 @@ class Run:
 
     @property
     def short(self) -> bool:
-        return bool(self.spec.get("short", False))
+        return self.spec.short
 
     @property
     def is_audit(self) -> bool:
-        return bool(self.spec.get("audit_config"))
+        return self.spec.audit_config is not None
 
     @property
     def audit_test(self) -> str | None:
@@ -69,7 +70,7 @@ class Run:
         if not self.is_audit:
             return None
         for test in COMPLIANCE_TESTS:
-            if test in str(self.spec.get("audit_config")):
+            if test in str(self.spec.audit_config):
                 return test
         conf = self.path / "audit.config"
         text = conf.read_text(errors="replace") if conf.is_file() else ""
@@ -81,7 +82,7 @@ class Run:
 
     @property
     def stamp(self) -> str:
-        return str(self.record.get("finished") or self.record.get("started") or self.path.name)
+        return str(self.record.finished or self.record.started or self.path.name)
 
 
 @dataclass

@@ -9,7 +9,7 @@ import json
 from pathlib import Path
 from typing import Any
 
-from mlharness.loadgen.mllog import parse_detail_log
+from mlharness.loadgen.mllog import METRICS, parse_detail_log
 from mlharness.rules.model import Rules
 from mlharness.files import write_bytes_atomic, write_json_atomic, write_text_atomic
 from mlharness.submission.layout import Layout
@@ -23,12 +23,7 @@ COLUMNS = [
     "weight_data_types", "design_power_watts", "PrivateID",
 ]
 #: RESULT_FIELD_NEW and UNIT_DICT (constants.py); latencies are ns in the log, ms in the summary
-RESULT = {
-    "Offline": ("result_samples_per_second", 1.0, "Samples/s"),
-    "Server": ("result_completed_samples_per_sec", 1.0, "Queries/s"),
-    "SingleStream": ("early_stopping_latency_ss", 1e6, "Latency (ms)"),
-    "MultiStream": ("early_stopping_latency_ms", 1e6, "Latency (ms)"),
-}
+RESULT = {s: (m.key, m.divisor, m.summary_unit) for s, m in METRICS.items()}
 
 
 def rows(layout: Layout, rules: Rules) -> list[dict[str, Any]]:
@@ -38,12 +33,12 @@ def rows(layout: Layout, rules: Rules) -> list[dict[str, Any]]:
         log = parse_detail_log(e.path / "performance" / "run_1" / "mlperf_log_detail.txt").values
         key, div, unit = RESULT[e.scenario]
         value = log.get(key)
-        acc = e.accuracy.record.get("accuracy") or {}
+        acc = e.accuracy.record.accuracy or {}
         bench = rules.find(e.bench_dir)
         acc_text = (e.path / "accuracy" / "accuracy.txt").read_text()
         acc_value = _raw_accuracy(acc_text, bench.accuracy_regex) if bench else None
         measurements = json.loads((e.path / "measurements.json").read_text())
-        power = e.performance.record.get("power") if (e.path / "performance" / "power").is_dir() else None
+        power = e.performance.record.power if (e.path / "performance" / "power").is_dir() else None
         notes = desc.get("hw_notes", "")
         if desc.get("sw_notes"):
             notes = (notes + ". " if notes else "") + desc["sw_notes"]

@@ -56,8 +56,10 @@ def check_name(kind: str, value: str) -> str:
     return value
 
 
-def detect() -> dict[str, str]:
-    """Everything this machine tells us, as strings."""
+def detect(backend: str = "onnxruntime") -> dict[str, str]:
+    """Everything this machine tells us, as strings; the framework is ``backend``'s."""
+    from mlharness.backends import framework_of
+
     cpu = hostinfo.cpu_info()
     storage, storage_type = hostinfo.storage()
     return {
@@ -72,7 +74,7 @@ def detect() -> dict[str, str]:
         "host_network_card_count": hostinfo.nic_count(),
         "operating_system": hostinfo.os_name(),
         **hostinfo.nvidia_accelerators(),
-        **hostinfo.software(),
+        **hostinfo.software(framework_of(backend)),
     }
 
 

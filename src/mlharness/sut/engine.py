@@ -70,8 +70,9 @@ class Engine:
         self.failure: str | None = None
         # remote nodes / Ray replicas hold the samples: they take indices, not tensors
         self._holds_samples = isinstance(backend, SampleBackend)
-        self.completed = 0  # samples answered (including failed ones)
+        self.completed = 0  # samples answered (including failed ones); under _count_lock
         self.batches = 0
+        self._count_lock = threading.Lock()  # worker threads add, progress/stall watch reads
 
     # ---- lifecycle -------------------------------------------------------------------------
     def start(self) -> None:
@@ -162,12 +163,14 @@ class Engine:
             self._answer_empty(ids)
             return
         self._complete(ids, payloads)
-        self.completed += len(ids)
-        self.batches += 1
+        with self._count_lock:
+            self.completed += len(ids)
+            self.batches += 1
 
     def _answer_empty(self, ids: list[int]) -> None:
         self._complete(ids, [b""] * len(ids))
-        self.completed += len(ids)
+        with self._count_lock:
+            self.completed += len(ids)
 
     def _fail(self, exc: BaseException) -> None:
         with self._cond:

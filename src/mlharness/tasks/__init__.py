@@ -1,6 +1,8 @@
 """Task registry: benchmark name -> the factory that builds its Task.
 
-Adding a benchmark is adding one module and one line here; the runner never changes.
+The demo is built in; every MLPerf benchmark is listed with its factory in the rules data
+(``[tasks]`` in ``rules/common.toml``), so adding a benchmark is its task module plus the rules
+TOML; the runner never changes.
 """
 
 from __future__ import annotations
@@ -9,6 +11,7 @@ import importlib
 from dataclasses import dataclass
 
 from mlharness.errors import ConfigError, HarnessError
+from mlharness.rules.loader import task_factories
 from mlharness.tasks.base import AccuracyResult, Task, TaskOptions, TensorSpec
 
 __all__ = ["AccuracyResult", "Task", "TaskOptions", "TensorSpec", "BENCHMARKS", "create_task"]
@@ -24,18 +27,8 @@ BENCHMARKS: dict[str, BenchmarkEntry] = {
     "demo": BenchmarkEntry(
         "mlharness.tasks.demo:create", "UCI digits 8x8 classifier shipped with the package"
     ),
-    "resnet50": BenchmarkEntry(
-        "mlharness.tasks.image_classification:create_resnet50", "ResNet50 v1.5 on ImageNet 2012 val"
-    ),
-    "retinanet": BenchmarkEntry(
-        "mlharness.tasks.object_detection:create_retinanet", "RetinaNet 800x800 on OpenImages MLPerf"
-    ),
-    "bert-99": BenchmarkEntry(
-        "mlharness.tasks.question_answering:create_bert", "BERT-large on SQuAD v1.1, 99% of FP32 F1"
-    ),
-    "bert-99.9": BenchmarkEntry(
-        "mlharness.tasks.question_answering:create_bert", "BERT-large on SQuAD v1.1, 99.9% of FP32 F1"
-    ),
+    **{name: BenchmarkEntry(factory, summary)
+       for name, (factory, summary) in task_factories().items()},
 }
 
 

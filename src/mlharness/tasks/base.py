@@ -10,21 +10,19 @@ from __future__ import annotations
 from abc import ABC, abstractmethod
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Callable, Sequence
+from typing import Any, Callable, Sequence, TypeVar
 
 import numpy as np
 
+from mlharness.options import Options, parse_options
+from mlharness.tensors import TensorSpec
+
+__all__ = ["AccuracyResult", "Progress", "Task", "TaskOptions", "TensorSpec"]
+
+O = TypeVar("O", bound=Options)
+
 #: progress callback: (done, total, label)
 Progress = Callable[[int, int, str], None]
-
-
-@dataclass(frozen=True)
-class TensorSpec:
-    """A named tensor: dtype as a numpy name, shape with ``None`` for free dimensions."""
-
-    name: str
-    dtype: str
-    shape: tuple[int | None, ...]
 
 
 @dataclass
@@ -58,7 +56,9 @@ class AccuracyResult:
 
 @dataclass
 class TaskOptions:
-    """What a user may give a task: file locations and limits. Tasks ignore what they do not use."""
+    """What a user may give a task: file locations and limits (tasks ignore what they do not
+    use) and the ``--task-option`` table, which each task checks with its own :class:`Options`
+    model (:meth:`parsed`)."""
 
     dataset: Path | None = None
     model: Path | None = None
@@ -66,6 +66,12 @@ class TaskOptions:
     cache_dir: Path | None = None
     max_samples: int | None = None
     extra: dict[str, Any] = field(default_factory=dict)
+    #: the inputs the model file declares, as its backend reads them (None: unknown)
+    model_inputs: list[TensorSpec] | None = None
+
+    def parsed(self, model: type[O]) -> O:
+        """``extra`` as the task's option model; unknown keys or bad values: ConfigError."""
+        return parse_options(model, self.extra, "task option", "--task-option")
 
 
 class Task(ABC):

@@ -11,6 +11,7 @@ from pathlib import Path
 import numpy as np
 from PIL import Image
 
+from mlharness.options import NoOptions
 from mlharness.tasks.base import TaskOptions, TensorSpec
 from mlharness.tasks.image_classification import ClassifierOutput, ImageClassificationTask
 
@@ -27,6 +28,7 @@ def digits_preprocess(path: Path) -> np.ndarray:
 
 
 def create(name: str, options: TaskOptions) -> ImageClassificationTask:
+    options.parsed(NoOptions)  # the demo takes no --task-option
     task = ImageClassificationTask(
         name=name,
         loadgen_model="demo",

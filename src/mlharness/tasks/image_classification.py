@@ -10,20 +10,18 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Sequence
+from typing import Annotated, Any, Sequence
 
 import numpy as np
+from pydantic import Field
 
 from mlharness.errors import DatasetError, ModelError
 from mlharness.files import read_text_file
+from mlharness.options import Options
 from mlharness.tasks.base import AccuracyResult, TaskOptions, TensorSpec
 from mlharness.tasks.vision.cache import SampleCache
 from mlharness.tasks.vision.image_set import ImageSetTask, Preprocess, confined
 
-#: ``tools/submission/submission_checker/constants.py``: "resnet": ("acc", 76.46 * 0.99)
-RESNET50_TARGET = 76.46 * 0.99
-#: ``loadgen/mlperf.conf``: resnet50.*.performance_sample_count_override = 1024
-RESNET50_PERFORMANCE_COUNT = 1024
 
 
 def read_val_map(dataset_dir: Path, val_map: Path | None = None) -> list[tuple[str, int]]:
@@ -144,23 +142,36 @@ class ImageClassificationTask(ImageSetTask):
                                               "dataset_size": len(self.entries)}
         )
 
+class ResNet50Options(Options):
+    """``--task-option`` keys of resnet50 (for other exports of the model)."""
+
+    preprocessing: str | dict[str, Any] | None = None  # preset name, table or .toml/.json file
+    input_name: str = "input_tensor:0"
+    output_name: str = "ArgMax:0"
+    label_offset: int = -1
+    val_map: str | None = None  # an image list elsewhere
+    prepare_workers: Annotated[int, Field(ge=1)] | None = None
+
+
 def create_resnet50(name: str, options: TaskOptions) -> ImageClassificationTask:
     """ResNet50 v1.5 (official ONNX: input float32 [N,3,224,224], ArgMax output with background).
 
-    ``options.extra`` may override, for other exports of the model: ``preprocessing`` (a preset
-    name, a table of keys, or a .toml/.json file), ``input_name``, ``output_name``,
-    ``label_offset``, ``val_map`` (an image list elsewhere) and ``prepare_workers``.
+    ``--task-option`` keys: :class:`ResNet50Options`.
     """
     from mlharness.tasks.imagenet_preprocessing import RESNET50
     from mlharness.tasks.vision.cache import default_root
     from mlharness.tasks.vision.preprocessing import ImagePreprocessor, resolve
 
+    from mlharness.rules import facts as round_facts
+
+    opts = options.parsed(ResNet50Options)
+    facts = round_facts(name)  # accuracy target and performance sample count: rules/*.toml
+    assert facts is not None, f"no round describes {name}"
     if options.dataset is None:
         raise DatasetError(
             "resnet50 needs --dataset", hint="pass the ImageNet val folder holding val_map.txt"
         )
-    extra = options.extra
-    preprocess = ImagePreprocessor(resolve(extra.get("preprocessing"), RESNET50))
+    preprocess = ImagePreprocessor(resolve(opts.preprocessing, RESNET50))
     config = preprocess.config
     # python/main.py profile resnet50-onnxruntime: outputs "ArgMax:0", dataset "imagenet" whose
     # post-processor uses offset=-1 (class 0 of the TF/ONNX model is "background").
@@ -169,15 +180,13 @@ def create_resnet50(name: str, options: TaskOptions) -> ImageClassificationTask:
         loadgen_model="resnet50",
         dataset_dir=Path(options.dataset),
         preprocess=preprocess,
-        input_spec=TensorSpec(str(extra.get("input_name", "input_tensor:0")), "float32",
-                              (None, *config.output_shape)),
-        output=ClassifierOutput(name=extra.get("output_name", "ArgMax:0"),
-                                offset=int(extra.get("label_offset", -1))),
-        target=RESNET50_TARGET,
-        performance_count=RESNET50_PERFORMANCE_COUNT,
+        input_spec=TensorSpec(opts.input_name, "float32", (None, *config.output_shape)),
+        output=ClassifierOutput(name=opts.output_name, offset=opts.label_offset),
+        target=facts.accuracy_target,
+        performance_count=facts.performance_sample_count,
         max_samples=options.max_samples,
         cache=SampleCache(default_root(options.cache_dir), preprocess,
                           describe={"preprocessing": config.to_dict()}),
-        prepare_workers=extra.get("prepare_workers"),
-        val_map=extra.get("val_map"),
+        prepare_workers=opts.prepare_workers,
+        val_map=opts.val_map,
     )

@@ -14,11 +14,13 @@ from __future__ import annotations
 
 from dataclasses import asdict, dataclass
 from pathlib import Path
-from typing import Any, Sequence
+from typing import Annotated, Any, Sequence
 
 import numpy as np
+from pydantic import Field
 
 from mlharness.errors import DatasetError, ModelError
+from mlharness.options import Options
 from mlharness.tasks.base import AccuracyResult, TaskOptions, TensorSpec
 from mlharness.tasks.vision.cache import SampleCache, default_root
 from mlharness.tasks.vision.coco_map import coco_map
@@ -27,10 +29,6 @@ from mlharness.tasks.vision.openimages import (ImageRecord, annotations_path, im
                                                read_images)
 from mlharness.tasks.vision.preprocessing import RETINANET_800, ImagePreprocessor, resolve
 
-#: ``tools/submission/submission_checker/constants.py``: "retinanet": ("mAP", 37.55 * 0.99)
-RETINANET_TARGET = 37.55 * 0.99
-#: ``loadgen/mlperf.conf``: retinanet.*.performance_sample_count_override = 64
-RETINANET_PERFORMANCE_COUNT = 64
 
 
 @dataclass(frozen=True)
@@ -142,20 +140,32 @@ class ObjectDetectionTask(ImageSetTask):
                 "outputs": asdict(self.outputs)}
 
 
+class RetinaNetOptions(Options):
+    """``--task-option`` keys of retinanet (for other exports of the model)."""
+
+    preprocessing: str | dict[str, Any] | None = None  # preset name, table or .toml/.json file
+    input_name: str = "images"
+    outputs: dict[str, Any] | None = None  # a table of DetectionOutputs keys
+    annotations: str | None = None
+    prepare_workers: Annotated[int, Field(ge=1)] | None = None
+
+
 def create_retinanet(name: str, options: TaskOptions) -> ObjectDetectionTask:
     """RetinaNet 800x800 (official ONNX: input ``images`` float32 [1, 3, 800, 800]).
 
-    ``options.extra`` may override: ``preprocessing`` (preset, table or .toml/.json file),
-    ``input_name``, ``outputs`` (a table of :class:`DetectionOutputs` keys), ``annotations``
-    and ``prepare_workers``.
+    ``--task-option`` keys: :class:`RetinaNetOptions`.
     """
+    from mlharness.rules import facts as round_facts
+
+    opts = options.parsed(RetinaNetOptions)
+    facts = round_facts(name)  # accuracy target and performance sample count: rules/*.toml
+    assert facts is not None, f"no round describes {name}"
     if options.dataset is None:
         raise DatasetError("retinanet needs --dataset",
                            hint="pass the OpenImages MLPerf folder holding annotations/")
-    extra = options.extra
-    preprocess = ImagePreprocessor(resolve(extra.get("preprocessing"), RETINANET_800))
+    preprocess = ImagePreprocessor(resolve(opts.preprocessing, RETINANET_800))
     config = preprocess.config
-    table = dict(extra.get("outputs") or {})
+    table = dict(opts.outputs or {})
     table.setdefault("input_height", config.height)
     table.setdefault("input_width", config.width)
     try:
@@ -171,14 +181,13 @@ def create_retinanet(name: str, options: TaskOptions) -> ObjectDetectionTask:
         loadgen_model="retinanet",
         dataset_dir=Path(options.dataset),
         preprocess=preprocess,
-        input_spec=TensorSpec(str(extra.get("input_name", "images")), "float32",
-                              (None, *config.output_shape)),
+        input_spec=TensorSpec(opts.input_name, "float32", (None, *config.output_shape)),
         outputs=outputs,
-        target=RETINANET_TARGET,
-        annotations=extra.get("annotations"),
-        performance_count=RETINANET_PERFORMANCE_COUNT,
+        target=facts.accuracy_target,
+        annotations=opts.annotations,
+        performance_count=facts.performance_sample_count,
         max_samples=options.max_samples,
         cache=SampleCache(default_root(options.cache_dir), preprocess,
                           describe={"preprocessing": config.to_dict()}),
-        prepare_workers=extra.get("prepare_workers"),
+        prepare_workers=opts.prepare_workers,
     )

@@ -9,7 +9,6 @@ enough to be VALID, and return the measured throughput with a safety margin.
 
 from __future__ import annotations
 
-from dataclasses import replace
 from pathlib import Path
 from typing import Callable
 
@@ -28,14 +27,15 @@ def probe_offline_qps(spec: RunSpec, start_qps: float = 1000.0, attempts: int = 
     root = Path(spec.output_dir) / "_tune"
     measured = 0.0
     for _ in range(attempts):
-        probe = replace(spec, scenario="Offline", mode="performance", short=True,
-                        min_duration_ms=PROBE_MS, min_query_count=None, max_query_count=None,
-                        target_qps=target, target_latency_ms=None, server_latency_ms=None,
-                        audit_config=None, output_dir=root)
+        probe = spec.replace(scenario="Offline", mode="performance", valid=False,
+                             min_duration=PROBE_MS, min_query_count=None, max_query_count=None,
+                             target_qps=target, target_latency=None, server_latency=None,
+                             audit_config=None, output_dir=root,
+                             purpose="probe")
         record = execute(probe, progress)
         result = record.result
         if record.status != "ok" or result is None or not result.value:
-            err = (record.data.get("error") or {}).get("message", "no result")
+            err = (record.record.error or {}).get("message", "no result")
             raise RunFailed(f"Offline probe failed: {err}", hint=f"see {record.run_dir}")
         measured = result.value
         if result.valid:

@@ -1,5 +1,5 @@
 """Question answering: BERT on SQuAD v1.1 (MLPerf bert-99 / bert-99.9)."""
 
-from mlharness.tasks.question_answering.task import TARGETS, BertSquadTask, create_bert
+from mlharness.tasks.question_answering.task import BertSquadTask, create_bert
 
-__all__ = ["BertSquadTask", "TARGETS", "create_bert"]
+__all__ = ["BertSquadTask", "create_bert"]

@@ -6,8 +6,8 @@ Facts: ``language/bert/onnxruntime_SUT.py`` (inputs ``input_ids``, ``input_mask`
 -10000 to 384); ``tools/submission/submission_checker/constants.py`` (F1 targets).
 
 Two ways to feed the model, chosen with the task option ``sequence_length``
-(``--backend-option sequence_length=...``; ``auto``, the default, picks ``fixed`` when the ONNX
-model declares a fixed sequence length and ``dynamic`` otherwise):
+(``--task-option sequence_length=...``; ``auto``, the default, picks ``fixed`` when the model
+declares a fixed sequence length — as its backend reads it — and ``dynamic`` otherwise):
 
 * ``fixed``: every batch padded to 384 like the reference; the full (384, 2) model output is sent.
 * ``dynamic`` (default, the fast path): a batch is cut to its longest real sequence, so short
@@ -20,11 +20,13 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
-from typing import Any, Sequence
+from typing import Any, Literal, Sequence
 
 import numpy as np
 
 from mlharness.files import cache_root
+from mlharness.options import Options
+from mlharness.rules import facts as round_facts
 from mlharness.errors import ConfigError, DatasetError, ModelError
 from mlharness.tasks.base import AccuracyResult, Progress, Task, TaskOptions, TensorSpec
 from mlharness.tasks.question_answering import cache
@@ -35,9 +37,6 @@ from mlharness.tasks.question_answering.postprocess import PAD_LOGIT, predict_ex
 from mlharness.tasks.question_answering.squad import check_squad, load_squad, read_examples
 from mlharness.tasks.question_answering.tokenization import WordPieceTokenizer, load_vocab
 
-#: ``tools/submission/submission_checker/constants.py``: "bert-99": ("F1", 90.874 * 0.99) etc.
-FP32_F1 = 90.874
-TARGETS = {"bert-99": FP32_F1 * 0.99, "bert-99.9": FP32_F1 * 0.999}
 INPUT_NAMES = ("input_ids", "input_mask", "segment_ids")
 SEQUENCE_MODES = ("auto", "dynamic", "fixed")
 
@@ -50,18 +49,19 @@ class BertSquadTask(Task):
 
     def __init__(self, name: str, dataset: Path, vocab: Path, cache_dir: Path | None = None,
                  max_samples: int | None = None, sequence_length: str = "auto",
-                 model: Path | None = None) -> None:
+                 model_inputs: list[TensorSpec] | None = None) -> None:
         if sequence_length not in SEQUENCE_MODES:
             raise ConfigError(f"unknown sequence_length {sequence_length!r}",
                               hint="use sequence_length=dynamic (fast) or fixed (384, as the reference)")
-        sequence_length = _resolve_sequence_mode(sequence_length, model)
+        sequence_length = _resolve_sequence_mode(sequence_length, model_inputs)
         self.name = name
         self.dataset = Path(dataset)
         self.vocab_path = Path(vocab)
         self.cache_dir = cache_root(cache_dir)
         self.max_samples = max_samples
         self.dynamic = sequence_length == "dynamic"
-        self.target = TARGETS.get(name)
+        facts = round_facts(name)  # the F1 target: rules/*.toml
+        self.target = facts.accuracy_target if facts is not None else None
         self._features: FeatureSet | None = None
         self._all_count: int | None = None
         for path, what in ((self.dataset, "--dataset dev-v1.1.json"), (self.vocab_path, "--vocab vocab.txt")):
@@ -234,23 +234,18 @@ class BertSquadTask(Task):
                 **self.params}
 
 
-def _resolve_sequence_mode(mode: str, model: Path | None) -> str:
+def _resolve_sequence_mode(mode: str, model_inputs: list[TensorSpec] | None) -> str:
     """``auto`` -> fixed/dynamic from the model's declared input shape; refuse impossible asks."""
-    from mlharness.tasks.question_answering.model_probe import onnx_input_shapes
-
-    shapes = None
-    if model is not None and Path(model).suffix == ".onnx" and Path(model).is_file():
-        shapes = onnx_input_shapes(Path(model))
-    dims = (shapes or {}).get("input_ids")
+    dims = next((t.shape for t in model_inputs or [] if t.name == "input_ids"), None)
     fixed_len = dims[1] if dims and len(dims) == 2 else None
     if fixed_len is not None and fixed_len != MAX_SEQ_LENGTH:
-        raise ModelError(f"model {model} takes sequences of {fixed_len} tokens; BERT on SQuAD "
+        raise ModelError(f"the model takes sequences of {fixed_len} tokens; BERT on SQuAD "
                          f"uses {MAX_SEQ_LENGTH}", hint="export the model for 384 tokens or with a "
                          "dynamic sequence axis")
     if mode == "auto":
         return "fixed" if fixed_len else "dynamic"
     if mode == "dynamic" and fixed_len:
-        raise ConfigError(f"model {model} declares a fixed sequence length of {fixed_len}, so "
+        raise ConfigError(f"the model declares a fixed sequence length of {fixed_len}, so "
                           "batches cannot be cut to their longest sequence",
                           hint="drop sequence_length=dynamic, or export the model with a dynamic "
                           "sequence axis")
@@ -264,12 +259,19 @@ def _dataset_questions(dataset: Path) -> list[tuple[str, list[str]]]:
             for article in data["data"] for p in article["paragraphs"] for qa in p["qas"]]
 
 
+class BertOptions(Options):
+    """``--task-option`` keys of bert-99 / bert-99.9."""
+
+    sequence_length: Literal["auto", "dynamic", "fixed"] = "auto"
+
+
 def create_bert(name: str, options: TaskOptions) -> BertSquadTask:
     """``bert-99`` / ``bert-99.9``: needs --dataset dev-v1.1.json and --vocab vocab.txt."""
+    opts = options.parsed(BertOptions)
     if options.dataset is None:
         raise DatasetError(f"{name} needs --dataset", hint="pass --dataset path/to/dev-v1.1.json")
     if options.vocab is None:
         raise DatasetError(f"{name} needs --vocab", hint="pass --vocab path/to/vocab.txt")
     return BertSquadTask(name, Path(options.dataset), Path(options.vocab), options.cache_dir,
                          options.max_samples,
-                         str(options.extra.get("sequence_length", "auto")), options.model)
+                         opts.sequence_length, options.model_inputs)

@@ -6,7 +6,7 @@ renames the sequence dimension of the inputs and outputs to a symbol, then check
 onnxruntime that a feature cut to its real length gives the same logits on its real tokens as the
 384-padded original. Only the declared shapes change: weights and nodes are untouched.
 
-    python -m mlharness.tasks.question_answering.dynamic_model model.onnx model_dynamic.onnx
+    python -m mlharness.backends.onnx_dynamic model.onnx model_dynamic.onnx
 """
 
 from __future__ import annotations

@@ -11,6 +11,8 @@ from __future__ import annotations
 from pathlib import Path
 from typing import BinaryIO
 
+from mlharness.tensors import TensorSpec
+
 _GRAPH_FIELD = 7
 _INPUT_FIELD = 11
 
@@ -42,11 +44,17 @@ def _skip(fh: BinaryIO, wire: int) -> None:
 
 def onnx_input_shapes(path: Path) -> dict[str, list[int | None]] | None:
     """``{input name: dims}`` (None for symbolic dims), or None if the file cannot be read."""
+    inputs = onnx_declared_inputs(path)
+    return None if inputs is None else {t.name: list(t.shape) for t in inputs}
+
+
+def onnx_declared_inputs(path: Path) -> list[TensorSpec] | None:
+    """The inputs an ONNX file declares (None for symbolic dims), or None if it cannot be read."""
     try:
-        from onnx import ValueInfoProto
+        from onnx import ValueInfoProto, helper
     except ImportError:
         return None
-    shapes: dict[str, list[int | None]] = {}
+    shapes: list[TensorSpec] = []
     try:
         with Path(path).open("rb") as fh:
             while (key := _varint(fh)) is not None:
@@ -61,9 +69,14 @@ def onnx_input_shapes(path: Path) -> dict[str, list[int | None]] | None:
                         break
                     if key >> 3 == _INPUT_FIELD and key & 7 == 2:
                         info = ValueInfoProto.FromString(fh.read(_varint(fh) or 0))
-                        dims = info.type.tensor_type.shape.dim
-                        shapes[info.name] = [d.dim_value if d.HasField("dim_value") else None
-                                             for d in dims]
+                        tensor = info.type.tensor_type
+                        try:
+                            dtype = helper.tensor_dtype_to_np_dtype(tensor.elem_type).name
+                        except (KeyError, ValueError):
+                            dtype = "unknown"
+                        dims = tuple(d.dim_value if d.HasField("dim_value") else None
+                                     for d in tensor.shape.dim)
+                        shapes.append(TensorSpec(info.name, dtype, dims))
                     else:
                         _skip(fh, key & 7)
                 return shapes

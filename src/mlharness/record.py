@@ -1,0 +1,170 @@
+"""The run record: the typed ``run.json`` every run directory holds, and the one verdict of a run.
+
+Written by the runner, read by everything that looks at a run directory (``submit``,
+``compliance``, the CLI tables, tuning). ``format`` names the version; records of the previous
+version (``mlharness-run/1``: old setting names) are migrated on load. Fields another part of
+mlharness adds later are kept as they are (``extra="allow"``).
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
+
+from mlharness.errors import ConfigError, HarnessError
+from mlharness.files import write_json_atomic
+from mlharness.spec import RENAMED, RunSpec
+
+RUN_FORMAT = "mlharness-run/2"
+_OLD_FORMATS = ("mlharness-run/1",)
+RUN_FILE = "run.json"
+Status = Literal["running", "ok", "failed", "error", "interrupted"]
+
+
+class Settings(BaseModel):
+    """The effective LoadGen settings of the run (``loadgen.settings.effective_settings``)."""
+
+    values: dict[str, float | int] = Field(default_factory=dict)
+    sources: dict[str, str] = Field(default_factory=dict)
+    user_conf: dict[str, float | int] = Field(default_factory=dict)
+
+
+class RunRecord(BaseModel):
+    """``run.json``."""
+
+    model_config = ConfigDict(extra="allow")
+
+    format: str = RUN_FORMAT
+    status: Status = "running"
+    error: dict[str, Any] | None = None
+    benchmark: str
+    loadgen_model: str = ""
+    purpose: str | None = None  # None: a real run; e.g. "probe" for tuning runs
+    spec: RunSpec
+    settings: Settings = Field(default_factory=Settings)
+    test_config: dict[str, Any] = Field(default_factory=dict)
+    task: dict[str, Any] = Field(default_factory=dict)
+    backend: dict[str, Any] | None = None
+    sut: dict[str, Any] | None = None
+    system: dict[str, Any] = Field(default_factory=dict)
+    versions: dict[str, Any] = Field(default_factory=dict)
+    result: dict[str, Any] | None = None
+    accuracy: dict[str, Any] | None = None
+    started: str | None = None
+    finished: str | None = None
+    duration_s: float | None = None
+    pid: int | None = None  # the process that writes the record while it runs, and its host:
+    host: str | None = None  # readers tell a live run from one left at "running" by a crash
+    model_git_commit: str | None = None  # the commit of a model file kept in git, if any
+    distributed: dict[str, Any] | None = None  # remote nodes / Ray replicas: who served what
+    power: dict[str, Any] | None = None  # --power: the official measurement (docs/power.md)
+    energy: dict[str, Any] | None = None  # --energy: a RAPL estimate, not an MLPerf result
+
+    @field_validator("format")
+    @classmethod
+    def _format(cls, value: str) -> str:
+        if value != RUN_FORMAT:
+            raise ValueError(f"format {value!r}, expected {RUN_FORMAT}")
+        return value
+
+    # ---- files ------------------------------------------------------------------------------
+
+    def save(self, run_dir: Path) -> Path:
+        path = Path(run_dir) / RUN_FILE
+        write_json_atomic(path, self.to_dict())
+        return path
+
+    @classmethod
+    def load(cls, run_dir: Path) -> RunRecord:
+        """Read ``run_dir/run.json``; ConfigError (one line + hint) when it is missing,
+        unreadable, not an object, of an unknown format or without valid run settings."""
+        path = Path(run_dir) / RUN_FILE
+        try:
+            data = json.loads(path.read_text(encoding="utf-8"))
+        except FileNotFoundError:
+            raise ConfigError(f"{run_dir}: no {RUN_FILE}",
+                              hint="point at a directory written by `mlharness run`") from None
+        except (OSError, UnicodeDecodeError, json.JSONDecodeError) as exc:
+            raise ConfigError(f"{run_dir}: unreadable {RUN_FILE} ({exc})",
+                              hint="the file is damaged; re-run the test") from None
+        return cls.from_dict(data, str(path))
+
+    @classmethod
+    def from_dict(cls, data: Any, where: str = RUN_FILE) -> RunRecord:
+        damaged = "the file is damaged; re-run the test"
+        if not isinstance(data, dict):
+            raise ConfigError(f"{where} holds a JSON {type(data).__name__}, not an object",
+                              hint=damaged)
+        if data.get("format") not in (RUN_FORMAT, *_OLD_FORMATS):
+            raise ConfigError(f"{where} has format {data.get('format')!r}",
+                              hint=f"expected {RUN_FORMAT}; re-run with this mlharness version")
+        if not isinstance(data.get("spec"), dict):
+            raise ConfigError(f"{where} has no run settings ('spec')", hint=damaged)
+        data = migrate(data)
+        try:
+            return cls.model_validate(data)
+        except HarnessError as exc:
+            raise ConfigError(f"{where}: {exc.message}", hint=exc.hint) from None
+        except ValidationError as exc:
+            err = exc.errors(include_url=False)[0]
+            loc = ".".join(str(p) for p in err["loc"])
+            raise ConfigError(f"{where}: {loc}: {err['msg'].removeprefix('Value error, ')}",
+                              hint=f"expected an {RUN_FORMAT} record written by `mlharness run`"
+                              ) from None
+
+    def to_dict(self) -> dict[str, Any]:
+        return self.model_dump(mode="json")
+
+    # ---- meaning ----------------------------------------------------------------------------
+
+    def verdict(self) -> tuple[str, str]:
+        """(verdict, why): VALID/INVALID for performance, PASS/FAIL/DONE for accuracy, FAILED
+        when the run did not finish. The only place a run's verdict is decided."""
+        return verdict_of(self.status, self.error, self.result, self.accuracy)
+
+    @property
+    def exit_code(self) -> int:
+        """0 VALID / PASS / DONE, 1 INVALID / FAIL / LoadGen errors, 3 the run failed."""
+        verdict, _ = self.verdict()
+        if verdict == "FAILED":
+            return 3
+        if (self.result or {}).get("errors"):
+            return 1
+        return 0 if verdict in ("VALID", "PASS", "DONE") else 1
+
+
+def verdict_of(status: str | None, error: dict[str, Any] | None, result: dict[str, Any] | None,
+               accuracy: dict[str, Any] | None) -> tuple[str, str]:
+    """The verdict of a run from the parts of its record (see :meth:`RunRecord.verdict`)."""
+    if status != "ok":
+        return "FAILED", (error or {}).get("message", status or "")
+    if accuracy is not None:
+        passed = accuracy.get("passed")
+        verdict = {True: "PASS", False: "FAIL", None: "DONE"}[passed]
+        why = "" if passed is not False else (
+            f"{accuracy['metric']} {accuracy['value']:.3f} is below the target "
+            f"{accuracy['target']:.3f}")
+        return verdict, why
+    result = result or {}
+    if result.get("valid"):
+        return "VALID", ""
+    return "INVALID", "; ".join(result.get("reasons") or []) or "LoadGen marked it INVALID"
+
+
+def migrate(data: dict[str, Any]) -> dict[str, Any]:
+    """A record of an earlier format as the current one (renamed settings)."""
+    if data.get("format") not in _OLD_FORMATS:
+        return data
+    data = dict(data)
+    spec = dict(data.get("spec") or {})
+    for old, new in RENAMED.items():
+        if old in spec:
+            value = spec.pop(old)
+            spec[new] = (not value) if old == "short" else value
+    spec.setdefault("task_option", {})
+    data["spec"] = spec
+    data["format"] = RUN_FORMAT
+    return data
