@@ -49,7 +49,9 @@ def register(sub: argparse._SubParsersAction) -> None:
     how.add_argument("--threads", type=int, metavar="N", help="runtime intra-op threads")
     how.add_argument("--device", default="cpu", metavar="D", help="cpu (default) or cuda")
     how.add_argument("--workers", type=int, default=1, metavar="N",
-                     help="batches run at once on this node (default 1)")
+                     help="batches run at once on this node (default 1: batches under 5 ms "
+                          "run on the server's event loop, longer ones on a thread); 0 runs "
+                          "every batch on the event loop")
     how.add_argument("--task-option", dest="task_option", action="append", default=[],
                      metavar="KEY=VALUE", help="benchmark setting, e.g. label_offset=0")
     how.add_argument("--backend-option", dest="backend_option", action="append", default=[],
@@ -72,6 +74,8 @@ def serve_command(args: argparse.Namespace) -> int:
     if args.backend in ("remote", "ray"):
         raise ConfigError(f"a node cannot use --backend {args.backend}",
                           hint="a node runs the model itself: onnxruntime, noop, ...")
+    if args.workers < 0:
+        raise ConfigError("--workers must be >= 0", hint="1 (default), or 0 for inline batches")
     if not 0 < args.port < 65536:
         raise ConfigError(f"port {args.port} is out of range", hint="use 1024-65535")
     tables: dict[str, dict[str, object]] = {"task_option": {}, "backend_option": {}}

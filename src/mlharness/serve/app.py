@@ -1,10 +1,11 @@
-"""The node's HTTP server: FastAPI routes on uvicorn (httptools parser, uvloop when installed).
+"""The node's HTTP server: uvicorn (httptools parser, uvloop when installed) with FastAPI for
+the probes and a raw ASGI fast path for the work routes.
 
 Why this stack: the LoadGen side keeps one HTTP/1.1 keep-alive connection per engine thread and
-sends small binary bodies; uvicorn with httptools answers such requests in tens of microseconds,
-and the routes take the raw body (no JSON, no validation per request), so the cost per batch is
-one round trip plus a memcpy. gRPC would add protobuf stubs and an HTTP/2 stack for no gain at
-these message sizes, and plain ``curl`` could no longer probe a node.
+sends small binary bodies; uvicorn with httptools parses such a request in microseconds, and the
+work routes read the raw body (no JSON, no per-request validation) and answer with the response
+bytes, so a batch costs one round trip plus a copy. gRPC would add protobuf stubs and an HTTP/2
+stack for no gain at these message sizes, and ``curl`` could no longer probe a node.
 
 Routes: ``GET /health`` (alive), ``GET /ready`` (model loaded and not draining: 200 with what
 the node serves, else 503), ``POST /load`` / ``/unload`` / ``/predict`` (int64 indices, see
@@ -17,6 +18,7 @@ from __future__ import annotations
 import asyncio
 import signal
 import threading
+import time
 import traceback
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any, Callable
@@ -26,6 +28,10 @@ from fastapi.responses import JSONResponse
 
 from mlharness.serve import wire
 from mlharness.serve.node import Node
+
+
+#: batches shorter than this run on the event loop when the node has one worker
+INLINE_BELOW_S = 0.005
 
 
 class NodeState:
@@ -38,6 +44,18 @@ class NodeState:
         self.failure: BaseException | None = None
         self.pool = ThreadPoolExecutor(max_workers=max(1, workers), thread_name_prefix="node")
         self.in_flight = 0
+        self.workers = workers
+        self.inline = workers == 0  # run batches on the event loop: no thread hop per batch
+        self.batch_s = 1.0  # moving average of a batch's duration (unknown: assume long)
+
+    @property
+    def short_batches(self) -> bool:
+        """With one worker, batches shorter than INLINE_BELOW_S run on the event loop: the hop
+        to a thread would cost more than the batch, and a probe waits at most that long."""
+        return self.workers == 1 and self.batch_s < INLINE_BELOW_S
+
+    def timed(self, seconds: float) -> None:
+        self.batch_s = 0.8 * self.batch_s + 0.2 * seconds
         self.on_failure: Callable[[], None] = lambda: None
 
     def start_loading(self) -> None:
@@ -60,29 +78,70 @@ class NodeState:
             self.status = "draining"
 
 
-def create_app(state: NodeState) -> FastAPI:
+async def handle(state: NodeState, action: str, body: bytes) -> tuple[int, str, bytes]:
+    """One POST to /predict, /load or /unload: (status, content type, body)."""
+    node = state.node
+    if state.status != "ready" or node is None:
+        return 503, "text/plain", state.status.encode()
+    try:
+        indices = wire.decode_indices(body, node.total)
+    except wire.WireError as exc:
+        return 400, "text/plain", str(exc).encode()
+    fn = getattr(node, action)
+    state.in_flight += 1
+    t0 = time.perf_counter()
+    try:
+        if state.inline or (action == "predict" and state.short_batches):
+            out = fn(indices)
+        else:
+            out = await asyncio.get_running_loop().run_in_executor(state.pool, fn, indices)
+        if action == "predict":
+            state.timed(time.perf_counter() - t0)
+    except Exception as exc:  # noqa: BLE001 - the client gets the backend's error
+        last = traceback.format_exception_only(type(exc), exc)[-1].strip()
+        return 500, "text/plain", f"backend failed: {last}".encode()
+    finally:
+        state.in_flight -= 1
+    if action == "predict":
+        return 200, wire.CONTENT_TYPE, wire.encode_responses(out)
+    return 204, "text/plain", b""
+
+
+#: the routes that carry work; served without the framework (see FastPath)
+WORK_ROUTES = {"/predict": "predict", "/load": "load", "/unload": "unload"}
+
+
+class FastPath:
+    """ASGI in front of FastAPI: ``POST`` to a work route is answered straight from the raw
+    body (no routing, no Request object: about 0.15 ms less per batch on a loaded 2-core
+    machine); everything else goes to the FastAPI app."""
+
+    def __init__(self, state: NodeState, app: Any) -> None:
+        self.state = state
+        self.app = app
+
+    async def __call__(self, scope: dict, receive: Callable, send: Callable) -> None:
+        action = WORK_ROUTES.get(scope.get("path", "")) if scope["type"] == "http" else None
+        if action is None or scope.get("method") != "POST":
+            await self.app(scope, receive, send)
+            return
+        chunks = []
+        while True:
+            message = await receive()
+            if message["type"] == "http.disconnect":
+                return
+            chunks.append(message.get("body", b""))
+            if not message.get("more_body"):
+                break
+        status, content_type, body = await handle(self.state, action, b"".join(chunks))
+        await send({"type": "http.response.start", "status": status,
+                    "headers": [(b"content-type", content_type.encode()),
+                                (b"content-length", str(len(body)).encode())]})
+        await send({"type": "http.response.body", "body": body})
+
+
+def create_app(state: NodeState) -> FastPath:
     app = FastAPI(title="mlharness SUT node", docs_url=None, redoc_url=None, openapi_url=None)
-
-    def refuse() -> Response | None:
-        if state.status != "ready" or state.node is None:
-            return Response(state.status, status_code=503, media_type="text/plain")
-        return None
-
-    async def run(fn: Callable[[list[int]], Any], request: Request) -> Any:
-        node = state.node
-        assert node is not None
-        try:
-            indices = wire.decode_indices(await request.body(), node.total)
-        except wire.WireError as exc:
-            return Response(str(exc), status_code=400, media_type="text/plain")
-        state.in_flight += 1
-        try:
-            return await asyncio.get_running_loop().run_in_executor(state.pool, fn, indices)
-        except Exception as exc:  # noqa: BLE001 - the client gets the backend's error
-            last = traceback.format_exception_only(type(exc), exc)[-1].strip()
-            return Response(f"backend failed: {last}", status_code=500, media_type="text/plain")
-        finally:
-            state.in_flight -= 1
 
     @app.get("/health")
     async def health() -> dict[str, Any]:
@@ -90,44 +149,21 @@ def create_app(state: NodeState) -> FastAPI:
 
     @app.get("/ready")
     async def ready() -> Response:
-        refused = refuse()
-        if refused is not None:
-            return refused
-        assert state.node is not None
+        if state.status != "ready" or state.node is None:
+            return Response(state.status, status_code=503, media_type="text/plain")
         return JSONResponse(state.node.describe())
 
     @app.get("/stats")
     async def stats() -> dict[str, Any]:
         return {"status": state.status, **(state.node.stats() if state.node else {})}
 
-    @app.post("/predict")
-    async def predict(request: Request) -> Response:
-        refused = refuse()
-        if refused is not None:
-            return refused
-        assert state.node is not None
-        out = await run(state.node.predict, request)
-        if isinstance(out, Response):
-            return out
-        return Response(wire.encode_responses(out), media_type=wire.CONTENT_TYPE)
+    for path, action in WORK_ROUTES.items():  # reached only by other methods: 405
+        app.add_api_route(path, _unreachable, methods=["POST"], name=action)
+    return FastPath(state, app)
 
-    async def samples(request: Request, action: str) -> Response:
-        refused = refuse()
-        if refused is not None:
-            return refused
-        assert state.node is not None
-        out = await run(getattr(state.node, action), request)
-        return out if isinstance(out, Response) else Response(status_code=204)
 
-    @app.post("/load")
-    async def load(request: Request) -> Response:
-        return await samples(request, "load")
-
-    @app.post("/unload")
-    async def unload(request: Request) -> Response:
-        return await samples(request, "unload")
-
-    return app
+async def _unreachable(request: Request) -> Response:
+    return Response("handled by FastPath", status_code=500)
 
 
 def serve(state: NodeState, host: str, port: int, on_listening: Callable[[], None]) -> None:
