@@ -81,8 +81,16 @@ def run(spec: RunSpec) -> tuple[object, float, float]:
 
 
 def max_valid_server_qps(make: callable, start: float, duration_ms: int) -> float:
-    """Double the target until INVALID, then bisect three times; the highest VALID target."""
-    good, bad, qps = 0.0, None, start
+    """Halve the target until VALID (or double it until INVALID), then bisect three times; the
+    highest VALID target (0 if even start/64 is INVALID)."""
+    qps = start
+    for _ in range(6):
+        if run(make(qps, duration_ms))[0].valid:
+            break
+        qps /= 2
+    else:
+        return 0.0
+    good, bad, qps = qps, None, qps * 2
     for _ in range(14):
         result, _, _ = run(make(qps, duration_ms))
         if result.valid:
@@ -182,6 +190,7 @@ def main() -> None:
     parser.add_argument("--skip-ray", action="store_true")
     parser.add_argument("--skip-resnet", action="store_true")
     parser.add_argument("--skip-overhead", action="store_true")
+    parser.add_argument("--skip-scaling", action="store_true")
     parser.add_argument("--server-latency-ms", type=float, default=15.0,
                         help="Server p99 bound for the max-QPS search (ResNet50's is 15 ms)")
     args = parser.parse_args()
@@ -190,6 +199,8 @@ def main() -> None:
         root = Path(tmp)
         if not args.skip_overhead:
             overhead(root, args.duration_ms, args.server_latency_ms)
+        if args.skip_scaling:
+            return
         head = None
         if not args.skip_ray:
             head = RayHead(root, num_cpus=2)

@@ -110,3 +110,11 @@ def test_resnet50_shaped_through_two_actors_matches_in_process(head: RayHead,
                        .read_text()) for d in ("local", "ray")]
     local, remote = ({e["qsl_idx"]: e["data"] for e in log} for log in logs)
     assert remote == local and len(local) == 8
+
+
+def test_more_replicas_than_the_cluster_holds_is_refused_before_loadgen(head: RayHead,
+                                                                        runs_dir: Path) -> None:
+    code = main(["run", "-b", "demo", "--no-progress", "--output-dir", str(runs_dir),
+                 *ray_flags(head, replicas=5)])
+    assert code == 2  # a bad input, told at once: the head has 2 CPUs
+    assert not head.processes(ACTOR_TITLE)

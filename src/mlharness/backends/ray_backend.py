@@ -158,6 +158,12 @@ class RayBackend:
                                   f"{str(exc).splitlines()[0] if str(exc) else type(exc).__name__}",
                                   hint="start it with `ray start --head` or drop --ray-address "
                                        "for a local one") from exc
+        have = float(ray.cluster_resources().get("CPU", 0))
+        if have < replicas * cpus:
+            raise ConfigError(f"{replicas} replicas x {cpus:g} CPU need {replicas * cpus:g} CPUs; "
+                              f"the Ray cluster has {have:g}",
+                              hint="use fewer --replicas, a smaller replica_cpus "
+                                   "(--backend-option replica_cpus=0.5), or add Ray nodes")
         actor_cls = _actor_class(ray).options(num_cpus=cpus, max_restarts=restarts,
                                               max_task_retries=restarts)
         self.pool = None
