@@ -6,7 +6,8 @@ sample loads go to every actor. An actor that dies is reported and fails the run
 on first use) and retries the batch; each restart is recorded in run.json. Options
 (``BackendOptions.extra``): ``ray_address`` (None: a local Ray in this process), ``replicas``,
 ``max_restarts``, ``replica_backend`` (default onnxruntime), ``replica_cpus`` (default 1),
-``failover``, ``request_timeout_s``.
+``replica_gpus`` (default 0; 1 gives each actor its own device), ``failover``,
+``request_timeout_s``.
 """
 
 from __future__ import annotations
@@ -129,6 +130,7 @@ class RayBackend:
         restarts = int(extra.get("max_restarts") or 0)
         inner = str(extra.get("replica_backend") or "onnxruntime")
         cpus = float(extra.get("replica_cpus") or 1)
+        gpus = float(extra.get("replica_gpus") or 0)  # one device per actor: replica_gpus=1
         timeout = float(extra.get("request_timeout_s") or DEFAULT_REQUEST_TIMEOUT_S)
         address = extra.get("ray_address")
         if replicas < 1 or restarts < 0:
@@ -164,8 +166,8 @@ class RayBackend:
                               f"the Ray cluster has {have:g}",
                               hint="use fewer --replicas, a smaller replica_cpus "
                                    "(--backend-option replica_cpus=0.5), or add Ray nodes")
-        actor_cls = _actor_class(ray).options(num_cpus=cpus, max_restarts=restarts,
-                                              max_task_retries=restarts)
+        actor_cls = _actor_class(ray).options(num_cpus=cpus, num_gpus=gpus,
+                                              max_restarts=restarts, max_task_retries=restarts)
         self.pool = None
         self.replicas = [RayReplica(ray, actor_cls.remote(spec_data, f"replica-{k}"),
                                     f"replica-{k}", timeout) for k in range(replicas)]
@@ -184,7 +186,7 @@ class RayBackend:
                         for i in info.get("inputs", [])]
         self.concurrency = 2 * replicas
         self.settings = {"ray_address": address, "replicas": replicas, "max_restarts": restarts,
-                         "replica_backend": inner, "replica_cpus": cpus,
+                         "replica_backend": inner, "replica_cpus": cpus, "replica_gpus": gpus,
                          "request_timeout_s": timeout, "failover": bool(extra.get("failover")),
                          "ray": ray.__version__}
         self.options = options
@@ -222,4 +224,4 @@ class RayBackend:
 
 #: options that configure this backend, not the backend each actor runs
 _OWN_OPTIONS = ("endpoints", "failover", "request_timeout_s", "ray_address", "replicas",
-                "max_restarts", "replica_backend", "replica_cpus")
+                "max_restarts", "replica_backend", "replica_cpus", "replica_gpus")
