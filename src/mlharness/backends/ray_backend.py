@@ -160,12 +160,14 @@ class RayBackend:
                                   f"{str(exc).splitlines()[0] if str(exc) else type(exc).__name__}",
                                   hint="start it with `ray start --head` or drop --ray-address "
                                        "for a local one") from exc
-        have = float(ray.cluster_resources().get("CPU", 0))
-        if have < replicas * cpus:
-            raise ConfigError(f"{replicas} replicas x {cpus:g} CPU need {replicas * cpus:g} CPUs; "
-                              f"the Ray cluster has {have:g}",
-                              hint="use fewer --replicas, a smaller replica_cpus "
-                                   "(--backend-option replica_cpus=0.5), or add Ray nodes")
+        resources = ray.cluster_resources()
+        for kind, each in (("CPU", cpus), ("GPU", gpus)):
+            have = float(resources.get(kind, 0))
+            if have < replicas * each:
+                raise ConfigError(f"{replicas} replicas x {each:g} {kind} need "
+                                  f"{replicas * each:g} {kind}s; the Ray cluster has {have:g}",
+                                  hint=f"use fewer --replicas, a smaller replica_{kind.lower()}s "
+                                       "(--backend-option), or add Ray nodes")
         actor_cls = _actor_class(ray).options(num_cpus=cpus, num_gpus=gpus,
                                               max_restarts=restarts, max_task_retries=restarts)
         self.pool = None
