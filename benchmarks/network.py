@@ -81,20 +81,29 @@ def run(spec: RunSpec) -> tuple[object, float, float]:
     return record.result, wall, cpu
 
 
+def probe(spec: RunSpec) -> bool:
+    """One Server probe; prints its outcome to stderr."""
+    result, _, _ = run(spec)
+    print(f"  {spec.backend:6} {spec.target_qps:8,.0f} QPS: p99 "
+          f"{result.latencies_ms.get('p99.00', float('nan')):.2f} ms, "
+          f"{'VALID' if result.valid else 'INVALID ' + '; '.join(result.reasons)[:120]}",
+          file=sys.stderr)
+    return result.valid
+
+
 def max_valid_server_qps(make: callable, start: float, duration_ms: int) -> float:
     """Halve the target until VALID (or double it until INVALID), then bisect three times; the
     highest VALID target (0 if even start/16 is INVALID)."""
     qps = start
     for _ in range(4):
-        if run(make(qps, duration_ms))[0].valid:
+        if probe(make(qps, duration_ms)):
             break
         qps /= 2
     else:
         return 0.0
     good, bad, qps = qps, None, qps * 2
     for _ in range(14):
-        result, _, _ = run(make(qps, duration_ms))
-        if result.valid:
+        if probe(make(qps, duration_ms)):
             good, qps = qps, qps * 2
         else:
             bad = qps
@@ -103,7 +112,7 @@ def max_valid_server_qps(make: callable, start: float, duration_ms: int) -> floa
         return good
     for _ in range(3):
         mid = (good + bad) / 2
-        if run(make(mid, duration_ms))[0].valid:
+        if probe(make(mid, duration_ms)):
             good = mid
         else:
             bad = mid
