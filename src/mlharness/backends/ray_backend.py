@@ -13,6 +13,7 @@ on first use) and retries the batch; each restart is recorded in run.json. Optio
 from __future__ import annotations
 
 import os
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -148,6 +149,10 @@ class RayBackend:
         if model is not None:
             spec_data["model"] = str(model)
         self._ray = ray
+        # Ray's driver prints worker deaths to stdout; in a run's child stdout must stay clean
+        # (the parent prints --json there), so this process's stdout goes to stderr
+        sys.stdout.flush()
+        os.dup2(2, 1)
         if not ray.is_initialized():
             try:
                 if address:
@@ -218,6 +223,10 @@ class RayBackend:
     def close(self) -> None:
         if self.pool:
             self.pool.close()
+        if self._ray is not None and self._ray.is_initialized():
+            # disconnect before the interpreter exits: exiting with Ray's threads still
+            # attached to a cluster that just lost a worker can crash the process
+            self._ray.shutdown()
 
     def describe(self) -> dict[str, Any]:
         return {"name": self.name, **self.settings,
