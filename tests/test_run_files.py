@@ -13,7 +13,7 @@ from mlharness.spec import RunSpec
 @pytest.mark.parametrize("trace", [False, True])
 def test_trace_file_only_with_trace(tmp_path: Path, trace: bool) -> None:
     record = execute(RunSpec(benchmark="demo", scenario="SingleStream", mode="performance",
-                             target_latency_ms=0.05, min_duration_ms=200, enable_trace=trace,
+                             target_latency=0.05, min_duration=200, trace=trace,
                              output_dir=tmp_path))
     assert record.status == "ok"
     files = {p.name for p in record.run_dir.iterdir()}
