@@ -36,7 +36,7 @@ class CalibrationRequest:
     calibration_list: str | None = None  # an official option name, or a file of your own
     method: str = "minmax"
     batch_size: int = 1
-    backend_options: dict[str, Any] | None = None
+    task_option: dict[str, Any] | None = None
 
 
 def select(task: Any, benchmark: str, choice: str | None) -> tuple[list[int], dict[str, Any]]:
@@ -87,7 +87,7 @@ def calibrate(req: CalibrationRequest, progress: Any = None) -> dict[str, Any]:
                          hint="pass --model path/to/model.onnx")
     spec = RunSpec(benchmark=req.benchmark, model=req.model, dataset=req.dataset,
                    vocab=req.vocab, cache_dir=req.cache_dir,
-                   task_option=dict(req.backend_options or {}))  # read by the task (input names)
+                   task_option=dict(req.task_option or {}))  # read by the task (input names)
     task = create_task(req.benchmark, task_options(spec))
     task.prepare(progress)
     indices, about = select(task, req.benchmark, req.calibration_list)

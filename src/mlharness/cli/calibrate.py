@@ -42,7 +42,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--method", default="minmax", choices=("minmax", "entropy", "percentile"),
                    help="how activation ranges are taken (default minmax)")
     p.add_argument("--cache-dir", type=Path, metavar="DIR")
-    p.add_argument("--backend-option", dest="backend_options", action="append", default=[],
+    p.add_argument("--task-option", dest="task_option", action="append", default=[],
                    metavar="KEY=VALUE", help="task options, as for run (e.g. sequence_length)")
     p.set_defaults(func=calibrate_command)
 
@@ -52,12 +52,12 @@ def calibrate_command(args: argparse.Namespace) -> int:
     from mlharness.cli.render import console
     from mlharness.cli.run import _coerce, _key_value
 
-    options = dict(_key_value(kv) for kv in args.backend_options)
+    options = dict(_key_value(kv) for kv in args.task_option)
     req = CalibrationRequest(
         benchmark=args.benchmark, model=args.model, dataset=args.dataset, backend=args.backend,
         vocab=args.vocab, cache_dir=args.cache_dir, output=args.output,
         calibration_list=args.calibration_list, method=args.method,
-        backend_options={k: _coerce(v) for k, v in options.items()})
+        task_option={k: _coerce(v) for k, v in options.items()})
     console.print(f"calibrating {args.model} for {args.benchmark} ({args.backend}) …")
     record = calibrate(req)
     samples = record["samples"]
