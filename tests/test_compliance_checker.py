@@ -41,7 +41,7 @@ def test_official_checker_accepts_our_compliance_outputs(
     runs = tmp_path / "runs"
     common = ["-b", "resnet50", "-m", str(model), "-d", str(tmp_path / "imagenet"), "-s",
               "Offline", "--output-dir", str(runs), "--no-progress", *BACKEND]
-    assert main(["run", *common, "--target-qps", "60"]) == 0
+    assert main(["run", *common, "--target-qps", "auto"]) == 0  # measured: VALID on any machine
     assert main(["run", *common, "--mode", "accuracy"]) in (0, 1)  # random weights: low top-1
     perf = next((runs / "resnet50").glob("Offline-performance-*"))
     acc = next((runs / "resnet50").glob("Offline-accuracy-*"))

@@ -98,7 +98,7 @@ def test_retinanet_accuracy(data: Path, tmp_path: Path) -> None:
 
 def test_retinanet_performance_offline(data: Path, tmp_path: Path) -> None:
     code, run_dir = run(data, tmp_path, "retinanet", "resnext50_32x4d_fpn.onnx", "openimages",
-                        # a target well above the model's speed is safe: the run just lasts longer
-                        "--scenario", "Offline", "--target-qps", "1000", "--min-duration", "500")
+                        # measured first: a fixed target is too low for a machine faster than this one
+                        "--scenario", "Offline", "--target-qps", "auto", "--min-duration", "500")
     result = json.loads((run_dir / "run.json").read_text())["result"]
     assert code == 0 and result["valid"] is True and result["value"] > 0
