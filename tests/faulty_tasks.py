@@ -32,3 +32,29 @@ def hanging_samples(name: str, options: Any) -> Any:
 def raising_factory(name: str, options: Any) -> Any:
     """A task of the user's own whose constructor raises."""
     raise ValueError("injected failure in the task factory")
+
+
+def raising_score(name: str, options: Any) -> Any:
+    """Scoring raises a plain exception (a bug in a task of the user's own)."""
+    task = create_demo("demo", options)
+
+    def score(entries: Any) -> Any:
+        raise ZeroDivisionError("injected failure while scoring")
+
+    task.score = score  # type: ignore[method-assign]
+    return task
+
+
+def slow_score(name: str, options: Any) -> Any:
+    """Scoring takes a minute and says when it starts (``scoring.started`` in the cwd)."""
+    task = create_demo("demo", options)
+
+    def score(entries: Any) -> Any:
+        from pathlib import Path
+
+        Path("scoring.started").write_text("")
+        time.sleep(60)
+        raise AssertionError("never reached in the test")
+
+    task.score = score  # type: ignore[method-assign]
+    return task

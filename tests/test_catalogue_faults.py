@@ -48,6 +48,8 @@ TASK_FAULTS = [
      "no progress while loading the dataset for 4 s"),
     ("sample-loading-hangs", "faulty_tasks:hanging_samples", 3,
      "no sample loaded or completed for 4 s"),
+    ("scoring-raises", "faulty_tasks:raising_score", 3,
+     "scoring failed: ZeroDivisionError: injected failure while scoring"),
 ]
 CASES = [(*c, "demo") for c in FAULTS] + \
         [(c[0], "onnxruntime", {}, c[2], c[3], c[1]) for c in TASK_FAULTS]
@@ -63,8 +65,10 @@ def test_faulty_backend_ends_the_run_cleanly(case, tmp_path: Path, capsys, monke
     before = snapshot(tmp_path)
     started = time.monotonic()
     # SingleStream issues one sample at a time: a predict that hangs on the 2nd batch is seen
+    mode = (["--mode", "accuracy", "--max-samples", "20"] if "score" in benchmark
+            else ["--min-duration", "500"])
     result = run_cli(["run", "-b", benchmark, "-s", "SingleStream", "--backend", backend,
-                      "--stall-timeout", STALL, "--output-dir", "runs", "--min-duration", "500",
+                      "--stall-timeout", STALL, "--output-dir", "runs", *mode,
                       "--no-progress"], capsys)
     took = time.monotonic() - started
     text = result.out + result.err
@@ -92,13 +96,12 @@ def _wait_for(predicate, timeout: float, what: str) -> None:
     raise AssertionError(f"timed out waiting for {what}")
 
 
-def _start_long_run(root: Path):
+def _start_long_run(root: Path, *argv: str):
     root.mkdir()
     (root / "keep.txt").write_text("untouched")
-    proc = cli_subprocess(["run", "-b", "demo", "--backend", "faulty_backends:SlowNoopBackend",
-                           "--target-qps", "100", "--min-duration", "60000",
-                           "--output-dir", "runs", "--no-progress"], cwd=root)
-    return proc
+    run = argv or ("-b", "demo", "--backend", "faulty_backends:SlowNoopBackend",
+                   "--target-qps", "100", "--min-duration", "60000")
+    return cli_subprocess(["run", *run, "--output-dir", "runs", "--no-progress"], cwd=root)
 
 
 def _logging(root: Path) -> bool:
@@ -111,10 +114,20 @@ def test_signals_end_the_worker_record_interrupted_and_exit_128_plus_n(tmp_path:
     cases = {name: (sig, _start_long_run(tmp_path / name)) for name, sig in SIGNALS}
     killed_root = tmp_path / "SIGKILL"
     killed = _start_long_run(killed_root)
+    scoring_root = tmp_path / "scoring"  # SIGTERM while the parent scores the accuracy log
+    scoring = _start_long_run(scoring_root, "-b", "faulty_tasks:slow_score", "--mode",
+                              "accuracy", "--max-samples", "20")
     try:
         for name, (sig, proc) in cases.items():
             _wait_for(lambda: _logging(tmp_path / name), 120, f"{name} run to start LoadGen")
         _wait_for(lambda: _logging(killed_root), 120, "SIGKILL run to start LoadGen")
+        _wait_for(lambda: (scoring_root / "scoring.started").exists(), 120, "scoring to start")
+        scoring.send_signal(signal.SIGTERM)
+        out, err = scoring.communicate(timeout=60)
+        assert scoring.returncode == 143 and "Traceback" not in out + err, err
+        record = json.loads((_only_run(scoring_root / "runs") / "run.json").read_text())
+        assert (record["status"], record["error"]["message"]) == ("interrupted",
+                                                                  "interrupted by SIGTERM")
         workers = {name: children(proc.pid) for name, (_, proc) in cases.items()}
         orphans = children(killed.pid)
         assert all(workers.values()) and orphans
@@ -145,7 +158,7 @@ def test_signals_end_the_worker_record_interrupted_and_exit_128_plus_n(tmp_path:
         assert record.status == "running"
         assert "process that died" in untrusted_reason(run_dir, record)
     finally:
-        for _, proc in [*cases.values(), (None, killed)]:
+        for _, proc in [*cases.values(), (None, killed), (None, scoring)]:
             if proc.poll() is None:
                 proc.kill()
                 proc.communicate()

@@ -114,8 +114,27 @@ def execute(spec: RunSpec, progress: ProgressSink | None = None) -> RunOutcome:
     """Run ``spec`` end to end and return its record (also written to ``run.json``).
 
     Raises HarnessError for problems the user must fix before anything runs (unknown benchmark,
-    missing dataset, model that does not fit the task).
+    missing dataset, model that does not fit the task). Whatever ends it (a signal while the
+    logs are parsed or scored, a bug), a started run's record never stays at ``"running"``.
     """
+    started: list[tuple[RunOutcome, float]] = []  # the run once its run.json exists
+    try:
+        return _execute(spec, progress, started)
+    except BaseException as exc:
+        if started and started[0][0].record.status == "running":
+            outcome, t0 = started[0]
+            name = getattr(exc, "signal_name", "SIGINT")
+            status, message = (("interrupted", f"interrupted by {name}")
+                               if isinstance(exc, KeyboardInterrupt)
+                               else ("error", f"{type(exc).__name__}: {exc}"))
+            _finish(outcome, status, t0, {"message": message})
+            if isinstance(exc, KeyboardInterrupt):
+                exc.run_dir = outcome.run_dir  # type: ignore[attr-defined]
+        raise
+
+
+def _execute(spec: RunSpec, progress: ProgressSink | None,
+             started_runs: list[tuple[RunOutcome, float]]) -> RunOutcome:
     from mlharness.backends import check_backend_options
 
     emit = progress or (lambda p: None)
@@ -142,13 +161,8 @@ def execute(spec: RunSpec, progress: ProgressSink | None = None) -> RunOutcome:
     record_run(run_dir)  # the result index (mlharness.store)
     started = time.monotonic()
     record = RunOutcome(run_dir, data)
-    try:
-        watch = _supervise(spec, settings, task, run_dir, emit)
-    except KeyboardInterrupt as exc:
-        how = getattr(exc, "signal_name", "SIGINT")
-        _finish(record, "interrupted", started, {"message": f"interrupted by {how}"})
-        exc.run_dir = run_dir  # type: ignore[attr-defined]
-        raise
+    started_runs.append((record, started))  # execute() records the end if anything below raises
+    watch = _supervise(spec, settings, task, run_dir, emit)
     if watch.ready:
         data.backend = watch.ready.get("backend")
         data.sut = watch.ready.get("policy")
@@ -175,7 +189,14 @@ def execute(spec: RunSpec, progress: ProgressSink | None = None) -> RunOutcome:
     if spec.mode == "accuracy":
         emit(RunProgress("score", label="scoring accuracy"))
         entries = read_accuracy_log(run_dir / "mlperf_log_accuracy.json")
-        record.accuracy = task.score(entries)
+        try:
+            record.accuracy = task.score(entries)
+        except HarnessError:
+            raise
+        except Exception as exc:  # noqa: BLE001 - a task's scoring bug fails the run, not the CLI
+            _finish(record, "failed", started,
+                    {"message": f"scoring failed: {type(exc).__name__}: {exc}"})
+            return record
         write_text_atomic(run_dir / "accuracy.txt", record.accuracy.text + "\n")
         data.accuracy = record.accuracy.to_dict()
     _finish(record, "ok", started, None)
