@@ -202,4 +202,7 @@ def load_toml(path: Path) -> dict[str, Any]:
     """Read a run TOML file (keys as in RunSpec; ``[run]`` table or top level)."""
     data = read_toml(path, "config file", hint_missing="check the --config path")
     data = data.get("run", data)
+    if not isinstance(data, dict):
+        raise ConfigError(f"{path}: 'run' must be a table of settings",
+                          hint="write [run] on its own line, then one 'key = value' per line")
     return {k.replace("-", "_"): v for k, v in data.items()}
