@@ -113,8 +113,8 @@ def test_resnet50_torchvision_state_dict(tmp_path: Path) -> None:
     entries = make_imagenet(tmp_path / "imagenet", count=6)
     common = ["-b", "resnet50", "--model", str(tmp_path / "resnet50.pth"), "--dataset",
               str(tmp_path / "imagenet"), "--cache-dir", str(tmp_path / "cache"),
-              "--backend", "pytorch", "--backend-option", "label_offset=0",
-              "--backend-option", "preprocessing=torchvision"]
+              "--backend", "pytorch", "--task-option", "label_offset=0",
+              "--task-option", "preprocessing=torchvision"]
     _, rec, run_dir = run(tmp_path, *common, "--mode", "accuracy", "--batch-size", "4")
     assert rec["status"] == "ok", rec.get("error")
     assert rec["backend"]["arch"] == "resnet50"

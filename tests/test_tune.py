@@ -30,3 +30,19 @@ def test_auto_target_is_offline_only(capsys) -> None:
 
     assert main(["run", "-b", "demo", "-s", "Server", "--target-qps", "auto"]) == 2
     assert "Offline" in capsys.readouterr().err
+
+
+def test_measured_latency_hint_does_not_run_out_of_queries(runs_dir: Path) -> None:
+    """The SingleStream hint is measured (half the probed latency), so LoadGen generates enough
+    queries for the min duration on a fast machine and a slow one."""
+    from mlharness.loadgen.settings import TEST_MIN_DURATION_MS
+    from mlharness.tune import latency_target_ms
+
+    spec = RunSpec(benchmark="demo", scenario="SingleStream", output_dir=runs_dir)
+    hint = latency_target_ms(spec, TEST_MIN_DURATION_MS)
+    assert 0 < hint < 1000  # well below the probe's own 1000 ms hint
+    probes = list((runs_dir / "_tune" / "demo").iterdir())
+    assert probes and all('"purpose": "probe"' in (p / "run.json").read_text() for p in probes)
+    record = execute(spec.replace(target_latency=hint))
+    assert record.result is not None
+    assert record.result.conditions.get("result_min_duration_met"), record.result.reasons
