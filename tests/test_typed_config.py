@@ -134,6 +134,22 @@ def test_backend_options_are_checked_by_the_backend() -> None:
     assert backend_options(Own, {"x": 1}) == {"x": 1}
 
 
+def test_openvino_and_pytorch_options_are_typed() -> None:
+    from mlharness.backends.openvino import OpenVinoBackend
+    from mlharness.backends.pytorch import PyTorchBackend
+
+    assert backend_options(OpenVinoBackend, {"performance_hint": "latency", "num_streams": 2}) == {
+        "performance_hint": "LATENCY", "num_streams": "2", "pin_threads": None}
+    with pytest.raises(ConfigError, match="unknown performance_hint 'FAST'"):
+        backend_options(OpenVinoBackend, {"performance_hint": "fast"})
+    with pytest.raises(ConfigError, match="unknown openvino backend option: scenario"):
+        backend_options(OpenVinoBackend, {"scenario": "Offline"})  # the harness's, not the user's
+    with pytest.raises(ConfigError, match="unknown arch 'gpt'"):
+        backend_options(PyTorchBackend, {"arch": "gpt"})
+    with pytest.raises(ConfigError, match="valid keys: arch, config"):
+        backend_options(PyTorchBackend, {"label_offset": 0})  # a task option
+
+
 # ---- effective settings ---------------------------------------------------------------------
 
 def test_effective_settings_precedence_and_sources() -> None:

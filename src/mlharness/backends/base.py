@@ -17,8 +17,9 @@ from mlharness.tensors import TensorSpec
 
 @dataclass
 class BackendOptions:
-    """Runtime settings a user may give. ``extra`` is the ``--backend-option`` table, already
-    checked by the backend's ``options_model`` when it declares one (defaults filled in)."""
+    """Runtime settings a user may give, and what the harness tells every backend about the run.
+    ``extra`` is the user's ``--backend-option`` table only, already checked by the backend's
+    ``options_model`` when it declares one (defaults filled in)."""
 
     threads: int | None = None  # intra-op threads; None = runtime default
     precision: str = "fp32"  # fp32 | bf16 | int8 — never changed silently
@@ -28,6 +29,11 @@ class BackendOptions:
     #: the whole run's settings (``RunSpec.to_dict()``), for backends that start runs elsewhere
     #: (remote nodes, Ray replicas)
     run_spec: dict[str, Any] | None = None
+    scenario: str | None = None  # the LoadGen scenario (e.g. OpenVINO's performance hint)
+    #: one instance of several (``--instances``): the block of cores it runs on
+    cpus: list[int] | None = None
+    #: what the task feeds the model (e.g. a backend that builds its model names the input)
+    task_inputs: list[TensorSpec] = field(default_factory=list)
 
 
 @runtime_checkable

@@ -81,7 +81,7 @@ class OnnxRuntimeBackend:
         if options.threads:
             so.intra_op_num_threads = options.threads
         so.inter_op_num_threads = 1
-        cpus = options.extra.get("cpus")
+        cpus = options.cpus
         if cpus and options.threads and options.threads > 1:
             # one instance of several: its pool threads (threads - 1; the caller is the first)
             # on its own cores, numbered from 1 as onnxruntime counts them
@@ -138,7 +138,7 @@ class OnnxRuntimeBackend:
             "onnxruntime": ort.__version__,
             "providers": self.session.get_providers() if self.session else [],
             "threads": self.options.threads,
-            "cpus": self.options.extra.get("cpus"),
+            "cpus": self.options.cpus,
             "precision": self.options.precision,
             "model": str(self.source_model),
             "model_run": str(self.model),

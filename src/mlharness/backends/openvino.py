@@ -2,7 +2,7 @@
 
 * Performance hint: ``THROUGHPUT`` (several streams) for Offline and Server, ``LATENCY`` (one
   stream, every core) for SingleStream and MultiStream; ``--backend-option performance_hint=...``
-  and ``num_streams=N`` override it.
+  and ``num_streams=N`` override it (:class:`OpenVinoOptions`).
 * Precision: ``fp32`` pins ``INFERENCE_PRECISION_HINT=f32`` (OpenVINO would otherwise pick bf16
   by itself on AMX CPUs); ``bf16`` asks for bf16 and is refused where the CPU plugin has no bf16
   (``OPTIMIZATION_CAPABILITIES``); ``int8`` runs a calibrated QDQ model (``mlharness calibrate``)
@@ -15,18 +15,21 @@ from __future__ import annotations
 
 import queue
 from pathlib import Path
-from typing import Any
+from typing import Annotated, Any, Literal, get_args
 
 import numpy as np
+from pydantic import BeforeValidator
 
 from mlharness.backends.base import BackendOptions
 from mlharness.errors import ConfigError, ModelError
+from mlharness.options import Options
 from mlharness.tensors import TensorSpec
 
 #: LoadGen scenario -> OpenVINO performance hint
 SCENARIO_HINTS = {"Offline": "THROUGHPUT", "Server": "THROUGHPUT",
                   "SingleStream": "LATENCY", "MultiStream": "LATENCY"}
-HINTS = ("THROUGHPUT", "LATENCY", "CUMULATIVE_THROUGHPUT")
+Hint = Literal["THROUGHPUT", "LATENCY", "CUMULATIVE_THROUGHPUT"]
+HINTS = get_args(Hint)
 #: --precision -> INFERENCE_PRECISION_HINT (int8 models keep fp32 for what is not quantised)
 PRECISION_HINTS = {"fp32": "f32", "bf16": "bf16", "int8": "f32"}
 
@@ -40,8 +43,19 @@ def _dim(d: Any) -> int | None:
     return d.get_length() if d.is_static else None
 
 
+class OpenVinoOptions(Options):
+    """``--backend-option`` keys of the openvino backend."""
+
+    #: None: from the scenario (SCENARIO_HINTS); any letter case
+    performance_hint: Annotated[Hint | None,
+                                BeforeValidator(lambda v: v if v is None else str(v).upper())] = None
+    num_streams: str | None = None  # a number or AUTO; None: the hint decides
+    pin_threads: bool | None = None  # ENABLE_CPU_PINNING; None: OpenVINO's default
+
+
 class OpenVinoBackend:
     name = "openvino"
+    options_model = OpenVinoOptions
 
     def __init__(self) -> None:
         self.compiled: Any = None
@@ -97,7 +111,7 @@ class OpenVinoBackend:
     def _config(options: BackendOptions) -> dict[str, Any]:
         extra = options.extra
         hint = str(extra.get("performance_hint")
-                   or SCENARIO_HINTS.get(str(extra.get("scenario")), "LATENCY")).upper()
+                   or SCENARIO_HINTS.get(str(options.scenario), "LATENCY")).upper()
         if hint not in HINTS:
             raise ConfigError(f"unknown performance_hint {hint!r}",
                               hint="use one of: " + ", ".join(HINTS))
@@ -105,9 +119,9 @@ class OpenVinoBackend:
                                   "INFERENCE_PRECISION_HINT": PRECISION_HINTS[options.precision]}
         if options.threads:
             config["INFERENCE_NUM_THREADS"] = int(options.threads)
-        if "num_streams" in extra:
+        if extra.get("num_streams") is not None:
             config["NUM_STREAMS"] = str(extra["num_streams"])
-        elif extra.get("cpus"):  # one of several instances (--instances): one stream each
+        elif options.cpus:  # one of several instances (--instances): one stream each
             config["NUM_STREAMS"] = "1"
         if extra.get("pin_threads") is not None:
             config["ENABLE_CPU_PINNING"] = bool(extra["pin_threads"])
@@ -157,7 +171,7 @@ class OpenVinoBackend:
 
         out: dict[str, Any] = {"name": self.name, "openvino": ov.get_version(),
                                "threads": self.options.threads,
-                               "cpus": self.options.extra.get("cpus"),
+                               "cpus": self.options.cpus,
                                "precision": self.options.precision, "model": str(self.model),
                                "config": self.config,
                                "calibration": getattr(self, "calibration", None)}

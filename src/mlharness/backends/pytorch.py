@@ -6,10 +6,11 @@
   ``output_start_logits``/``output_end_logits``.
 * ResNet-50: torchvision's weights file (a state dict); the input is the task's image input,
   outputs ``ArgMax:0`` and ``softmax_tensor:0`` over the model's own classes (torchvision's 1000,
-  no background class: run with ``--backend-option label_offset=0`` and the ``torchvision``
-  pre-processing preset).
+  no background class: run with ``--task-option label_offset=0`` and the ``torchvision``
+  pre-processing preset, ``--task-option preprocessing=torchvision``).
 
-``--backend-option arch=bert|resnet50`` overrides the detection from the state dict's keys.
+``--backend-option arch=bert|resnet50`` overrides the detection from the state dict's keys
+(:class:`PyTorchOptions`).
 ``--precision bf16`` runs under ``torch.autocast`` (bf16 matmuls/convolutions through oneDNN:
 AMX or AVX512_BF16) and is refused where oneDNN has no bf16 path. ONNX files are not read: the
 one converter (onnx2torch) needs torchvision, which does not import beside torch 2.13.
@@ -19,12 +20,13 @@ from __future__ import annotations
 
 import contextlib
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 import numpy as np
 
 from mlharness.backends.base import BackendOptions
 from mlharness.errors import ConfigError, ModelError
+from mlharness.options import Options
 from mlharness.tensors import TensorSpec
 
 BERT_INPUTS = ("input_ids", "input_mask", "segment_ids")
@@ -59,8 +61,16 @@ def _state_dict(path: Path) -> dict[str, Any]:
             .replace("LayerNorm.beta", "LayerNorm.bias"): v for k, v in obj.items()}
 
 
+class PyTorchOptions(Options):
+    """``--backend-option`` keys of the pytorch backend."""
+
+    arch: Literal["bert", "resnet50"] | None = None  # None: told from the state dict's keys
+    config: Path | None = None  # BERT's bert_config.json; None: the one beside the checkpoint
+
+
 class PyTorchBackend:
     name = "pytorch"
+    options_model = PyTorchOptions
 
     def __init__(self) -> None:
         self.net: Any = None
@@ -130,9 +140,8 @@ class PyTorchBackend:
     def _resnet(self, state: dict[str, Any], options: BackendOptions) -> Any:
         from mlharness.backends.torch_models import resnet_from_state
 
-        task_inputs = options.extra.get("task_inputs") or [
-            TensorSpec("input_tensor:0", "float32", (None, 3, 224, 224))]
-        self._inputs = [TensorSpec(task_inputs[0].name, "float32", (None, 3, None, None))]
+        name = options.task_inputs[0].name if options.task_inputs else "input_tensor:0"
+        self._inputs = [TensorSpec(name, "float32", (None, 3, None, None))]
         return self._load_state(resnet_from_state(state), state, self.model or Path("model"))
 
     @property

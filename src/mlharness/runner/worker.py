@@ -68,12 +68,9 @@ def build_local(spec: Any, phase: Any = None, cpus: list[int] | None = None,
     model = spec.model or task.default_model
     options = BackendOptions(threads=threads or spec.threads, precision=spec.precision,
                              device=spec.device, cache_dir=spec.cache_dir, run_spec=spec.to_dict(),
-                             # the user's --backend-option table, checked by the backend's model,
-                             # then what the harness tells every backend about this run
-                             extra={**backend_options(backend, spec.backend_option),
-                                    "scenario": spec.scenario, "workers": spec.workers,
-                                    **({"cpus": cpus} if cpus else {}),
-                                    "task_inputs": task.model_inputs})
+                             extra=backend_options(backend, spec.backend_option),
+                             scenario=spec.scenario, cpus=cpus or None,
+                             task_inputs=list(task.model_inputs))
     backend.load(model, options)
     check_signature(task.model_inputs, backend.inputs, str(model), spec.batch_size)
     return task, backend
