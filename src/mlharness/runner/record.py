@@ -41,12 +41,14 @@ def _alive(pid: int) -> bool:
     return True
 
 
+def process_alive(pid: Any, host: Any) -> bool:
+    """The process a running record names (``owner_fields``) still runs, here."""
+    return isinstance(pid, int) and host == socket.gethostname() and _alive(pid)
+
+
 def running_state(record: RunRecord) -> str:
     """For a record at ``"running"``: ``"live"`` (its process still runs here) or ``"dead"``."""
-    pid, host = record.pid, record.host
-    if isinstance(pid, int) and host == socket.gethostname() and _alive(pid):
-        return "live"
-    return "dead"
+    return "live" if process_alive(record.pid, record.host) else "dead"
 
 
 def probe_reason(path: Path, record: RunRecord) -> str | None:

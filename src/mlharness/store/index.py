@@ -267,13 +267,11 @@ def open_store(root: Path, sync: bool = True) -> Store:
 def run_state(row: dict[str, Any]) -> str:
     """``status`` for finished runs; an unfinished one is ``running`` only while the process
     named in its run.json is alive on this host, else ``crashed``."""
-    from mlharness.runner.record import running_state
+    from mlharness.runner.record import process_alive
 
     if row["status"] != "running":
         return row["status"]
-    from mlharness.store.record import RecordView
-
-    return "running" if running_state(RecordView(row)) == "live" else "crashed"
+    return "running" if process_alive(row.get("pid"), row.get("host")) else "crashed"
 
 
 class _transaction:

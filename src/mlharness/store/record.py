@@ -10,7 +10,10 @@ import hashlib
 import json
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from mlharness.record import RunRecord
 
 #: spec fields that say where or how a run is kept, not what was measured
 _NOT_SETTINGS = ("output_dir", "label", "stall_timeout_s", "stall_timeout", "cache_dir",
@@ -65,27 +68,21 @@ class RunRow:
         return self.status == "ok"
 
 
-def load_run_json(run_dir: Path) -> dict[str, Any]:
-    """The ``run.json`` of ``run_dir`` through the runner's one reader (ValueError if missing,
+def _read(run_dir: Path) -> RunRecord:
+    """The typed record of ``run_dir`` through the runner's one reader (ValueError if missing,
     unreadable or not ours)."""
     from mlharness.errors import ConfigError
     from mlharness.runner.record import read_record
 
     try:
-        record = read_record(Path(run_dir))
+        return read_record(Path(run_dir))
     except ConfigError as exc:
         raise ValueError(exc.message) from exc
-    if isinstance(record, dict):
-        return record
-    return record.model_dump(mode="json")  # a typed record: its run.json form
 
 
-class RecordView(dict):
-    """A run.json dict readable both as ``view.get("pid")`` and ``view.pid``, for the runner's
-    trust checks whichever form of record they take."""
-
-    def __getattr__(self, name: str) -> Any:
-        return self.get(name)
+def load_run_json(run_dir: Path) -> dict[str, Any]:
+    """The ``run.json`` of ``run_dir`` in its file form (ValueError as in :func:`_read`)."""
+    return _read(run_dir).to_dict()
 
 
 def effective_settings(data: dict[str, Any]) -> dict[str, Any]:
@@ -119,20 +116,20 @@ def run_round(data: dict[str, Any]) -> str | None:
     return round_for_seeds(seeds)
 
 
-def kind_of(rel: Path, data: dict[str, Any]) -> str:
+def kind_of(rel: Path, record: RunRecord) -> str:
     from mlharness.runner.record import probe_reason
 
-    if probe_reason(rel, RecordView(data)):
+    if probe_reason(rel, record):
         return "probe"
-    spec = data.get("spec") or {}
-    if spec.get("audit_config") or str(spec.get("label") or "").startswith("TEST"):
+    if record.spec.audit_config or str(record.spec.label or "").startswith("TEST"):
         return "audit"
     return "run"
 
 
 def row_from_run_dir(run_dir: Path, root: Path) -> RunRow:
     """The index row of ``run_dir`` (ValueError when its run.json is missing or not ours)."""
-    data = load_run_json(run_dir)
+    record = _read(run_dir)
+    data = record.to_dict()
     spec = data.get("spec") or {}
     result = data.get("result") or {}
     acc = data.get("accuracy") or {}
@@ -140,7 +137,7 @@ def row_from_run_dir(run_dir: Path, root: Path) -> RunRow:
     settings = effective_settings(data)
     backend = data.get("backend") or {}
     return RunRow(
-        path=rel.as_posix(), kind=kind_of(rel, data), status=str(data.get("status") or "running"),
+        path=rel.as_posix(), kind=kind_of(rel, record), status=str(data.get("status") or "running"),
         benchmark=str(data.get("benchmark") or spec.get("benchmark")),
         scenario=str(spec.get("scenario")), mode=str(spec.get("mode")), label=spec.get("label"),
         system=(data.get("system") or {}).get("hostname"),
