@@ -12,6 +12,8 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from mlharness.loadgen.mllog import loadgen_verdict
+
 if TYPE_CHECKING:
     from mlharness.record import RunRecord
 
@@ -146,7 +148,9 @@ def row_from_run_dir(run_dir: Path, root: Path) -> RunRow:
         precision=spec.get("precision"), batch_size=_batch_size(data),
         round=run_round(data), settings=settings, settings_hash=settings_hash(settings),
         metric=result.get("metric"), unit=result.get("unit"), value=result.get("value"),
-        valid=result.get("valid"), verdict=_verdict(result) if result else None,
+        valid=result.get("valid"),
+        verdict=loadgen_verdict(result.get("mode"), result.get("valid"), result.get("errors"))
+        if result else None,
         reasons=_reasons(data),
         accuracy_metric=acc.get("metric"), accuracy=acc.get("value"),
         accuracy_target=acc.get("target"), accuracy_passed=acc.get("passed"),
@@ -161,12 +165,6 @@ def _reasons(data: dict[str, Any]) -> list[str]:
     error = data.get("error") or {}
     out = [str(error["message"])] if isinstance(error, dict) and error.get("message") else []
     return out + [str(r) for r in ((data.get("result") or {}).get("reasons") or [])]
-
-
-def _verdict(result: dict[str, Any]) -> str:
-    if result.get("mode") == "accuracy":
-        return "ERRORS" if result.get("errors") else "DONE"
-    return "VALID" if result.get("valid") else "INVALID"
 
 
 def _batch_size(data: dict[str, Any]) -> int | None:
