@@ -190,8 +190,8 @@ CASES = [
     ("system-no-action", ["system"], None, 2, "usage:"),
     ("system-name-escapes", ["system", "detect", "--name", "../../x", "--output", "out"], None,
      2, "bad system name"),
-    ("system-name-absolute", ["system", "detect", "--name", "/tmp/x", "--output", "out"], None,
-     2, "bad system name"),
+    ("system-name-absolute", ["system", "detect", "--name", "{ws}/x", "--output", "out"], None,
+     2, "bad system name"),  # {ws}: the workspace, so the name is an absolute path
     ("system-from-missing", ["system", "detect", "--name", "s", "--from", "none.toml",
                              "--output", "out"], None, 2, "none.toml"),
     ("system-from-bad-toml", ["system", "detect", "--name", "s", "--from", "b.toml",
@@ -227,6 +227,7 @@ def test_bad_input_is_one_clear_line(case, tmp_path: Path, capsys, monkeypatch):
     _, argv, setup, code, fragment = case
     ws = tmp_path / "ws"
     ws.mkdir()
+    argv = [a.replace("{ws}", str(ws)) if isinstance(a, str) else a for a in argv]
     (ws / "keep.txt").write_text("untouched")
     if setup:
         setup(ws)
