@@ -13,6 +13,8 @@ import time
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any, Protocol, Sequence
 
+from mlharness.tensors import TensorSpec
+
 
 class ReplicaDown(Exception):
     """The replica is gone or stalled; the message says how."""
@@ -123,3 +125,50 @@ class ReplicaPool:
                 r.close()
             except Exception:  # noqa: BLE001 - closing a lost replica may fail; nothing to do
                 pass
+
+
+class PoolBackend:
+    """The ``SampleBackend`` half that the ``remote`` and ``ray`` backends share: the dataset
+    lives on the replicas, so the engine's batches of indices and LoadGen's sample loads go to
+    the pool. A subclass's ``load`` calls :meth:`_start` once its replicas are ready."""
+
+    name = "pool"
+    concurrency = 2  # batches in flight per replica: one running, one on the wire
+
+    def __init__(self) -> None:
+        self.pool: ReplicaPool | None = None
+        self._inputs: list[TensorSpec] = []
+
+    def _start(self, pool: ReplicaPool, info: dict[str, Any]) -> None:
+        """Serve through ``pool``, whose replicas are ready; ``info`` is what one of them said
+        about the model's inputs."""
+        self._inputs = [TensorSpec(i["name"], i["dtype"], tuple(i["shape"]))
+                        for i in info.get("inputs", [])]
+        self.concurrency = 2 * len(pool.replicas)
+        self.pool = pool
+
+    @property
+    def inputs(self) -> list[TensorSpec]:
+        return self._inputs
+
+    def predict(self, inputs: dict[str, Any]) -> dict[str, Any]:
+        raise NotImplementedError(f"the {self.name} backend runs sample indices (run_indices)")
+
+    def run_indices(self, indices: list[int]) -> list[bytes]:
+        assert self.pool is not None
+        return self.pool.run(indices)
+
+    def load_samples(self, indices: list[int]) -> None:
+        assert self.pool is not None
+        self.pool.broadcast("load", list(indices))
+
+    def unload_samples(self, indices: list[int]) -> None:
+        assert self.pool is not None
+        self.pool.broadcast("unload", list(indices))
+
+    def report(self) -> dict[str, Any]:
+        return self.pool.report() if self.pool else {}
+
+    def close(self) -> None:
+        if self.pool:
+            self.pool.close()

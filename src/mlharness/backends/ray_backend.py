@@ -18,9 +18,8 @@ from pathlib import Path
 from typing import Any
 
 from mlharness.backends.base import BackendOptions
-from mlharness.backends.pool import ReplicaDown, ReplicaPool
+from mlharness.backends.pool import PoolBackend, ReplicaDown, ReplicaPool
 from mlharness.errors import ConfigError
-from mlharness.tensors import TensorSpec
 
 DEFAULT_REQUEST_TIMEOUT_S = 15.0
 READY_TIMEOUT_S = 300.0  # actors load their model; a cluster without room never gets there
@@ -106,19 +105,17 @@ class RayReplica:
         self.ray.kill(self.actor, no_restart=True)
 
 
-class RayBackend:
+class RayBackend(PoolBackend):
     """``--backend ray [--ray-address ADDR] --replicas N [--max-restarts K]``."""
 
     name = "ray"
-    concurrency = 2
     sut_name = None  # LoadGen and the engine stay in this process: not the network division
 
     def __init__(self) -> None:
+        super().__init__()
         self.replicas: list[RayReplica] = []
-        self.pool: ReplicaPool | None = None
         self.options = BackendOptions()
         self.settings: dict[str, Any] = {}
-        self._inputs: list[TensorSpec] = []
         self._ray: Any = None
 
     def load(self, model: Path | None, options: BackendOptions) -> None:
@@ -188,41 +185,15 @@ class RayBackend:
                 raise ConfigError(f"Ray {r.name} did not start: {exc}",
                                   hint=f"each replica needs {cpus:g} CPU(s); check `ray status` "
                                        "and the model/dataset paths on every Ray node") from exc
-        info = self.replicas[0].info
-        self._inputs = [TensorSpec(i["name"], i["dtype"], tuple(i["shape"]))
-                        for i in info.get("inputs", [])]
-        self.concurrency = 2 * replicas
+        self._start(self.pool, self.replicas[0].info)
         self.settings = {"ray_address": address, "replicas": replicas, "max_restarts": restarts,
                          "replica_backend": inner, "replica_cpus": cpus, "replica_gpus": gpus,
                          "request_timeout_s": timeout, "failover": bool(extra.get("failover")),
                          "ray": ray.__version__}
         self.options = options
 
-    @property
-    def inputs(self) -> list[TensorSpec]:
-        return self._inputs
-
-    def predict(self, inputs: dict[str, Any]) -> dict[str, Any]:
-        raise NotImplementedError("the ray backend runs sample indices (run_indices)")
-
-    def run_indices(self, indices: list[int]) -> list[bytes]:
-        assert self.pool is not None
-        return self.pool.run(indices)
-
-    def load_samples(self, indices: list[int]) -> None:
-        assert self.pool is not None
-        self.pool.broadcast("load", list(indices))
-
-    def unload_samples(self, indices: list[int]) -> None:
-        assert self.pool is not None
-        self.pool.broadcast("unload", list(indices))
-
-    def report(self) -> dict[str, Any]:
-        return self.pool.report() if self.pool else {}
-
     def close(self) -> None:
-        if self.pool:
-            self.pool.close()
+        super().close()
         if self._ray is not None and self._ray.is_initialized():
             # disconnect before the interpreter exits: exiting with Ray's threads still
             # attached to a cluster that just lost a worker can crash the process

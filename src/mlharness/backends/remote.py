@@ -17,10 +17,9 @@ from typing import Any
 from urllib.parse import urlsplit
 
 from mlharness.backends.base import BackendOptions
-from mlharness.backends.pool import ReplicaDown, ReplicaPool
+from mlharness.backends.pool import PoolBackend, ReplicaDown, ReplicaPool
 from mlharness.errors import ConfigError
 from mlharness.serve import wire
-from mlharness.tensors import TensorSpec
 
 DEFAULT_REQUEST_TIMEOUT_S = 15.0  # + the runner's 10 s failure grace: a stall ends within 30 s
 CONNECT_TIMEOUT_S = 5.0
@@ -123,17 +122,15 @@ class NodeClient:
         return self.info
 
 
-class RemoteBackend:
+class RemoteBackend(PoolBackend):
     """``--backend remote --endpoint URL [--endpoint URL ...] [--failover]``."""
 
     name = "remote"
-    concurrency = 2
 
     def __init__(self) -> None:
+        super().__init__()
         self.nodes: list[NodeClient] = []
-        self.pool: ReplicaPool | None = None
         self.options = BackendOptions()
-        self._inputs: list[TensorSpec] = []
 
     def load(self, model: Path | None, options: BackendOptions) -> None:
         extra = options.extra
@@ -158,43 +155,15 @@ class RemoteBackend:
         if len(totals) != 1:
             raise ConfigError(f"the nodes hold datasets of different sizes {sorted(totals)}",
                               hint="give every node the same --dataset and --max-samples")
-        self._inputs = [TensorSpec(i["name"], i["dtype"], tuple(i["shape"]))
-                        for i in self.nodes[0].info.get("inputs", [])]
-        self.concurrency = 2 * len(self.nodes)
-        self.pool = ReplicaPool(self.nodes, bool(extra.get("failover")), "node")
+        self._start(ReplicaPool(self.nodes, bool(extra.get("failover")), "node"),
+                    self.nodes[0].info)
         self.options = options
-
-    @property
-    def inputs(self) -> list[TensorSpec]:
-        return self._inputs
 
     @property
     def sut_name(self) -> str:
         # the network division's checker wants "Network SUT" in the logged sut_name
         return "mlharness Network SUT: " + ", ".join(
             n.info.get("node", n.name) for n in self.nodes)
-
-    def predict(self, inputs: dict[str, Any]) -> dict[str, Any]:
-        raise NotImplementedError("the remote backend runs sample indices (run_indices)")
-
-    def run_indices(self, indices: list[int]) -> list[bytes]:
-        assert self.pool is not None
-        return self.pool.run(indices)
-
-    def load_samples(self, indices: list[int]) -> None:
-        assert self.pool is not None
-        self.pool.broadcast("load", list(indices))
-
-    def unload_samples(self, indices: list[int]) -> None:
-        assert self.pool is not None
-        self.pool.broadcast("unload", list(indices))
-
-    def report(self) -> dict[str, Any]:
-        return self.pool.report() if self.pool else {}
-
-    def close(self) -> None:
-        if self.pool:
-            self.pool.close()
 
     def describe(self) -> dict[str, Any]:
         return {"name": self.name, "sut_name": self.sut_name,
