@@ -5,6 +5,8 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
+from mlharness.cli.run import _key_value
+
 EXAMPLES = """\
 examples:
   mlharness calibrate -b resnet50 --model resnet50_v1.onnx --dataset imagenet-val
@@ -43,21 +45,21 @@ def register(sub: argparse._SubParsersAction) -> None:
                    help="how activation ranges are taken (default minmax)")
     p.add_argument("--cache-dir", type=Path, metavar="DIR")
     p.add_argument("--task-option", dest="task_option", action="append", default=[],
-                   metavar="KEY=VALUE", help="task options, as for run (e.g. sequence_length)")
+                   type=_key_value, metavar="KEY=VALUE",
+                   help="task options, as for run (e.g. sequence_length)")
     p.set_defaults(func=calibrate_command)
 
 
 def calibrate_command(args: argparse.Namespace) -> int:
     from mlharness.calibration import CalibrationRequest, calibrate
     from mlharness.cli.render import console
-    from mlharness.cli.run import _coerce, _key_value
+    from mlharness.cli.run import _coerce
 
-    options = dict(_key_value(kv) for kv in args.task_option)
     req = CalibrationRequest(
         benchmark=args.benchmark, model=args.model, dataset=args.dataset, backend=args.backend,
         vocab=args.vocab, cache_dir=args.cache_dir, output=args.output,
         calibration_list=args.calibration_list, method=args.method,
-        task_option={k: _coerce(v) for k, v in options.items()})
+        task_option={k: _coerce(v) for k, v in args.task_option})
     console.print(f"calibrating {args.model} for {args.benchmark} ({args.backend}) …")
     record = calibrate(req)
     samples = record["samples"]

@@ -8,6 +8,7 @@ import threading
 import time
 from pathlib import Path
 
+from mlharness.cli.run import _key_value
 from mlharness.errors import ConfigError, HarnessError
 
 EXAMPLES = """\
@@ -53,9 +54,11 @@ def register(sub: argparse._SubParsersAction) -> None:
                           "run on the server's event loop, longer ones on a thread); 0 runs "
                           "every batch on the event loop")
     how.add_argument("--task-option", dest="task_option", action="append", default=[],
-                     metavar="KEY=VALUE", help="benchmark setting, e.g. label_offset=0")
+                     type=_key_value, metavar="KEY=VALUE",
+                     help="benchmark setting, e.g. label_offset=0")
     how.add_argument("--backend-option", dest="backend_option", action="append", default=[],
-                     metavar="KEY=VALUE", help="backend setting, e.g. graph_optimization=basic")
+                     type=_key_value, metavar="KEY=VALUE",
+                     help="backend setting, e.g. graph_optimization=basic")
     net = p.add_argument_group("network")
     net.add_argument("--host", default="127.0.0.1",
                      help="address to listen on (default 127.0.0.1; 0.0.0.0 for other machines)")
@@ -78,14 +81,8 @@ def serve_command(args: argparse.Namespace) -> int:
         raise ConfigError("--workers must be >= 0", hint="1 (default), or 0 for inline batches")
     if not 0 < args.port < 65536:
         raise ConfigError(f"port {args.port} is out of range", hint="use 1024-65535")
-    tables: dict[str, dict[str, object]] = {"task_option": {}, "backend_option": {}}
-    for flag, table in tables.items():
-        for pair in getattr(args, flag):
-            if "=" not in pair:
-                raise ConfigError(f"expected KEY=VALUE, got {pair!r}",
-                                  hint=f"e.g. --{flag.replace('_', '-')} key=value")
-            key, value = pair.split("=", 1)
-            table[key.strip()] = _coerce(value.strip())
+    tables = {flag: {k: _coerce(v) for k, v in getattr(args, flag)}
+              for flag in ("task_option", "backend_option")}
     spec = RunSpec(benchmark=args.benchmark, backend=args.backend, model=args.model,
                    dataset=args.dataset, vocab=args.vocab, cache_dir=args.cache_dir,
                    max_samples=args.max_samples, threads=args.threads, precision=args.precision,
