@@ -6,7 +6,10 @@ from __future__ import annotations
 import csv
 import io
 import json
+import os
 import shutil
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -49,6 +52,19 @@ def test_by_batch_size_prints_seed_table_with_deltas(runs: Path) -> None:
     assert d["percent"] == pytest.approx((v32 - v8) / v8 * 100)
     assert d["better"] is (v32 > v8)
     assert data["cells"]["batch_size=8"]["demo/Offline"]["accuracy_ok"] is True  # its acc run
+
+
+def test_a_reader_that_goes_away_ends_it_quietly(runs: Path) -> None:
+    """`mlharness compare | head`: no BrokenPipeError traceback, 128 + SIGPIPE."""
+    read, write = os.pipe()
+    os.close(read)  # the reader is gone before the first line is written
+    try:
+        proc = subprocess.run([sys.executable, "-m", "mlharness.cli.main", "compare", "--by",
+                               "batch_size", "--runs-dir", str(runs)], stdout=write,
+                              stderr=subprocess.PIPE, text=True, timeout=300)
+    finally:
+        os.close(write)
+    assert proc.returncode == 141 and proc.stderr == "", proc.stderr
 
 
 def test_csv_format_and_two_run_directories(runs: Path) -> None:

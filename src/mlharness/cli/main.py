@@ -4,7 +4,8 @@ Each command module exposes ``register(subparsers)``; the parser it adds sets ``
 callable ``(args) -> int`` returning the exit code. Exit codes: 0 ok, 1 the result failed a rule
 (INVALID, accuracy below target, checker errors), 2 user error (bad flag, missing file), 3 the
 run itself failed (backend raised, worker died, stall), 128+n ended by signal n (130 SIGINT,
-143 SIGTERM, 129 SIGHUP). ``--debug`` (tracebacks) goes before or after the command.
+143 SIGTERM, 129 SIGHUP; 141 when the reader of stdout went away, as in ``| head``). ``--debug``
+(tracebacks) goes before or after the command.
 """
 
 from __future__ import annotations
@@ -12,6 +13,7 @@ from __future__ import annotations
 import argparse
 import contextlib
 import importlib
+import os
 import signal
 import sys
 from typing import Iterator
@@ -99,6 +101,11 @@ def main(argv: list[str] | None = None) -> int:
         if exc.hint:
             console_err.print(f"  [yellow]hint:[/] {exc.hint}", highlight=False, soft_wrap=True)
         return exc.exit_code
+    except BrokenPipeError:
+        # the reader of stdout went away (`mlharness compare | head`): stop quietly, as Unix
+        # tools do, and keep the interpreter's final flush of stdout from raising again
+        _silence_stdout()
+        return 128 + int(signal.SIGPIPE)
     except KeyboardInterrupt as exc:
         signum = exc.signum if isinstance(exc, Interrupted) else int(signal.SIGINT)
         name = exc.signal_name if isinstance(exc, Interrupted) else "SIGINT"
@@ -106,6 +113,14 @@ def main(argv: list[str] | None = None) -> int:
         kept = f"; partial logs kept in {run_dir}" if run_dir else ""
         console_err.print(f"interrupted by {name}{kept}", highlight=False, soft_wrap=True)
         return 128 + signum
+
+
+def _silence_stdout() -> None:
+    try:
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+    except (OSError, ValueError):  # stdout without a file descriptor (e.g. captured in tests)
+        pass
 
 
 if __name__ == "__main__":
