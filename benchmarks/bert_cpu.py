@@ -85,9 +85,9 @@ def build_inputs(workdir: Path, args: argparse.Namespace) -> dict[str, Path]:
 def spec_for(files: dict[str, Path], n: int, workdir: Path, **kw: Any) -> RunSpec:
     return RunSpec(benchmark="bert-99", scenario="Offline", mode="performance",
                    dataset=files["squad"], vocab=files["vocab"], cache_dir=workdir / "cache",
-                   max_samples=n, target_qps=0.001, min_duration_ms=0, min_query_count=n,
+                   max_samples=n, target_qps=0.001, min_duration=0, min_query_count=n,
                    performance_sample_count=n, output_dir=workdir / "runs",
-                   stall_timeout_s=1800.0, **kw)
+                   stall_timeout=1800.0, **kw)
 
 
 def reference_python(workdir: Path, given: str | None) -> str:
@@ -143,7 +143,7 @@ def configs(bf16: dict[str, bool], files: dict[str, Path]) -> list[tuple[str, st
 def harness(files: dict[str, Path], runtime: str, precision: str, model: Path, n: int,
             workdir: Path, batch: int) -> dict[str, Any]:
     spec = spec_for(files, n, workdir, model=model, backend=runtime, precision=precision,
-                    batch_size=batch, backend_options={"sequence_length": "dynamic"})
+                    batch_size=batch, task_option={"sequence_length": "dynamic"})
     record = execute(spec)
     if record.status != "ok" or record.result is None:
         raise SystemExit(f"{runtime} {precision} failed: {record.data.get('error')}")

@@ -130,21 +130,21 @@ def overhead(root: Path, duration_ms: int, bound_ms: float) -> None:
             return RunSpec(benchmark="null_task:create", output_dir=root / "runs", **backend, **kw)
 
         local = {"backend": "noop"}
-        remote = {"backend": "remote", "backend_options": {"endpoints": [node.url]}}
+        remote = {"backend": "remote", "backend_option": {"endpoints": [node.url]}}
 
         def server(backend: dict) -> callable:
             # early stopping at p99 needs a few thousand queries whatever the rate
             return lambda qps, ms: spec(backend, scenario="Server", target_qps=qps,
-                                        server_latency_ms=bound_ms,
-                                        min_duration_ms=max(ms, int(MIN_QUERIES / qps * 1000)),
+                                        server_latency=bound_ms,
+                                        min_duration=max(ms, int(MIN_QUERIES / qps * 1000)),
                                         min_query_count=MIN_QUERIES)
 
         q_local = max_valid_server_qps(server(local), 1000, duration_ms)
         q_remote = max_valid_server_qps(server(remote), 1000, duration_ms)
         ss = {}
         for name, backend in (("local", local), ("remote", remote)):
-            result, _, _ = run(spec(backend, scenario="SingleStream", target_latency_ms=0.05,
-                                    min_duration_ms=duration_ms))
+            result, _, _ = run(spec(backend, scenario="SingleStream", target_latency=0.05,
+                                    min_duration=duration_ms))
             ss[name] = result.latencies_ms["mean"]
     finally:
         node.stop()
@@ -160,7 +160,7 @@ def overhead(root: Path, duration_ms: int, bound_ms: float) -> None:
 def scaling(root: Path, name: str, common: dict, node_args: list[str], qps: float,
             duration_ms: int, ray_head: RayHead | None) -> None:
     rows = []
-    spec_kw = dict(scenario="Offline", target_qps=qps, min_duration_ms=duration_ms,
+    spec_kw = dict(scenario="Offline", target_qps=qps, min_duration=duration_ms,
                    output_dir=root / "runs", **common)
     result, wall, cpu = run(RunSpec(**spec_kw))
     rows.append(("in-process", result.value, wall, cpu, []))
@@ -172,7 +172,7 @@ def scaling(root: Path, name: str, common: dict, node_args: list[str], qps: floa
             watch = CpuWatch(lambda: [n.proc.pid for n in nodes])
             result, wall, cpu = run(RunSpec(
                 **spec_kw, backend="remote",
-                backend_options={"endpoints": [n.url for n in nodes]}))
+                backend_option={"endpoints": [n.url for n in nodes]}))
             rows.append((f"remote, {count} node(s)", result.value, wall, cpu, watch.stop()))
         finally:
             for node in nodes:
@@ -182,7 +182,7 @@ def scaling(root: Path, name: str, common: dict, node_args: list[str], qps: floa
             watch = CpuWatch(lambda: ray_head.processes("ray::MlharnessReplica"))
             result, wall, cpu = run(RunSpec(
                 **spec_kw, backend="ray",
-                backend_options={"ray_address": ray_head.address, "replicas": count,
+                backend_option={"ray_address": ray_head.address, "replicas": count,
                                  "replica_backend": "onnxruntime"}))
             rows.append((f"ray, {count} replica(s)", result.value, wall, cpu, watch.stop()))
     print(f"\n2. scaling, Offline, {name}")

@@ -71,8 +71,9 @@ def run_bare(scenario: str, duration_ms: int, root: Path) -> dict:
 
 def run_harness(scenario: str, duration_ms: int, root: Path, batch: int | None) -> dict:
     spec = RunSpec(benchmark="null_task:create", backend="noop", scenario=scenario,
-                   min_duration_ms=duration_ms, output_dir=root, batch_size=batch,
-                   **SETTINGS[scenario])
+                   min_duration=duration_ms, output_dir=root, batch_size=batch,
+                   # RunSpec names the same settings without the unit suffix
+                   **{k.removesuffix("_ms"): v for k, v in SETTINGS[scenario].items()})
     record = execute(spec)
     assert record.result is not None, record.data.get("error")
     return _numbers(record.result)

@@ -157,9 +157,9 @@ def harness(files: dict[str, Path], runtime: str, precision: str, images: int,
         options = {"label_offset": 0, "preprocessing": "torchvision"}
     spec = RunSpec(benchmark="resnet50", scenario="Offline", mode="performance", backend=runtime,
                    model=model, dataset=files["dataset"], cache_dir=workdir / "cache",
-                   precision=precision, batch_size=batch, target_qps=0.001, min_duration_ms=0,
+                   precision=precision, batch_size=batch, target_qps=0.001, min_duration=0,
                    min_query_count=images, performance_sample_count=images,
-                   output_dir=workdir / "runs", stall_timeout_s=600.0, backend_options=options)
+                   output_dir=workdir / "runs", stall_timeout=600.0, task_option=options)
     record = execute(spec)
     if record.status != "ok" or record.result is None:
         raise SystemExit(f"{runtime} {precision} failed: {record.data.get('error')}")
