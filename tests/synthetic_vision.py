@@ -84,7 +84,7 @@ def make_openimages(root: Path, count: int = 8, seed: int = 0,
     return data
 
 
-def _save(graph: onnx.GraphProto, path: Path, opset: int = 13) -> Path:
+def save_model(graph: onnx.GraphProto, path: Path, opset: int = 13) -> Path:
     model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", opset)])
     model.ir_version = 8
     onnx.checker.check_model(model)
@@ -114,7 +114,7 @@ def resnet50_onnx(path: Path, seed: int = 0) -> Path:
          helper.make_tensor_value_info("softmax_tensor:0", TensorProto.FLOAT, ["unk__N", 1001])],
         initializer=[weight, bias],
     )
-    return _save(graph, path)
+    return save_model(graph, path)
 
 
 def retinanet_onnx(path: Path, seed: int = 0) -> Path:
@@ -154,4 +154,4 @@ def retinanet_onnx(path: Path, seed: int = 0) -> Path:
          helper.make_tensor_value_info("labels", TensorProto.INT64, [k])],
         initializer=inits,
     )
-    return _save(graph, path)
+    return save_model(graph, path)

@@ -89,8 +89,9 @@ def train(x: np.ndarray, y: np.ndarray, epochs: int = 12, seed: int = 0) -> dict
 
 def export_onnx(state: dict[str, np.ndarray], path: Path) -> Path:
     """The trained CNN as an ONNX model with the official ResNet50 signature (1001 classes)."""
-    import onnx
     from onnx import TensorProto, helper, numpy_helper
+
+    from synthetic_vision import save_model
 
     inits, nodes, x = [], [], "input_tensor:0"
     for i, (_, _, k, s) in enumerate(CONVS):
@@ -117,12 +118,7 @@ def export_onnx(state: dict[str, np.ndarray], path: Path) -> Path:
         [helper.make_tensor_value_info("ArgMax:0", TensorProto.INT64, ["N"]),
          helper.make_tensor_value_info("softmax_tensor:0", TensorProto.FLOAT, ["N", 1001])],
         initializer=inits)
-    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 13)])
-    model.ir_version = 8
-    onnx.checker.check_model(model)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    onnx.save(model, str(path))
-    return path
+    return save_model(graph, path)
 
 
 def make_trained_cnn(root: Path, train_count: int = 300, eval_count: int = 100) -> tuple[Path, Path]:
