@@ -18,7 +18,7 @@ if TYPE_CHECKING:
     from mlharness.record import RunRecord
 
 #: spec fields that say where or how a run is kept, not what was measured
-_NOT_SETTINGS = ("output_dir", "label", "stall_timeout_s", "stall_timeout", "cache_dir",
+_NOT_SETTINGS = ("output_dir", "label", "stall_timeout", "cache_dir",
                  "audit_config", "purpose")
 #: statuses of a run that ended; anything else is unfinished (crashed, killed, or still running)
 FINISHED = ("ok", "failed", "error", "interrupted")
@@ -176,30 +176,18 @@ def _batch_size(data: dict[str, Any]) -> int | None:
     return value if isinstance(value, int) else None
 
 
-#: spec field(s) -> `mlharness run` flag (cli/run.py), in the order a person would type them;
-#: a tuple lists the record's current name and its name in older records (mlharness-run/1)
-_FLAGS = (
-    ("benchmark", "--benchmark"), ("scenario", "--scenario"), ("mode", "--mode"),
-    ("model", "--model"), ("dataset", "--dataset"), ("vocab", "--vocab"),
-    ("backend", "--backend"), ("max_samples", "--max-samples"),
-    ("target_qps", "--target-qps"), (("target_latency", "target_latency_ms"), "--target-latency"),
-    (("server_latency", "server_latency_ms"), "--server-latency"),
-    (("min_duration", "min_duration_ms"), "--min-duration"),
-    ("min_query_count", "--min-query-count"), ("max_query_count", "--max-query-count"),
-    ("performance_sample_count", "--performance-sample-count"),
-    ("batch_size", "--batch-size"), ("workers", "--workers"), ("threads", "--threads"),
-    ("precision", "--precision"), ("device", "--device"), ("cache_dir", "--cache-dir"),
-)
-_PAIRS = ((("task_option",), "--task-option"), (("backend_option", "backend_options"),
-          "--backend-option"), (("set", "user_conf_extra"), "--set"))
+#: RunSpec fields given as `mlharness run` flags (the field name with dashes, cli/run.py), in the
+#: order a person would type them. Records are migrated to the current names when read.
+_FLAGS = ("benchmark", "scenario", "mode", "model", "dataset", "vocab", "backend", "max_samples",
+          "target_qps", "target_latency", "server_latency", "min_duration", "min_query_count",
+          "max_query_count", "performance_sample_count", "batch_size", "workers", "threads",
+          "precision", "device", "cache_dir")
+_PAIRS = ("task_option", "backend_option", "set")  # repeated KEY=VALUE flags
 _DEFAULTS = {"backend": "onnxruntime", "workers": 1, "precision": "fp32", "device": "cpu"}
 
 
-def _pick(spec: dict[str, Any], names: str | tuple[str, ...]) -> Any:
-    for name in (names,) if isinstance(names, str) else names:
-        if spec.get(name) is not None:
-            return spec[name]
-    return None
+def _flag(key: str) -> str:
+    return "--" + key.replace("_", "-")
 
 
 def reproduce_command(spec: dict[str, Any]) -> str:
@@ -207,20 +195,19 @@ def reproduce_command(spec: dict[str, Any]) -> str:
     import shlex
 
     parts = ["mlharness", "run"]
-    for key, flag in _FLAGS:
-        value = _pick(spec, key)
-        if value is None or _DEFAULTS.get(key if isinstance(key, str) else key[0]) == value:
+    for key in _FLAGS:
+        value = spec.get(key)
+        if value is None or _DEFAULTS.get(key) == value:
             continue
-        parts += [flag, _num(value)]
-    full = spec["valid"] if "valid" in spec else not spec.get("short", True)
-    parts.append("--valid" if full else "--test")
+        parts += [_flag(key), _num(value)]
+    parts.append("--valid" if spec.get("valid") else "--test")
     if spec.get("length_sort") is False:
         parts.append("--no-length-sort")
-    if _pick(spec, ("trace", "enable_trace")):
+    if spec.get("trace"):
         parts.append("--trace")
-    for names, flag in _PAIRS:
-        for key, value in sorted((_pick(spec, names) or {}).items()):
-            parts += [flag, f"{key}={_num(value)}"]
+    for key in _PAIRS:
+        for name, value in sorted((spec.get(key) or {}).items()):
+            parts += [_flag(key), f"{name}={_num(value)}"]
     command = " ".join(shlex.quote(p) for p in parts)
     if spec.get("audit_config"):  # an audit's settings come from its audit.config
         command += f"  # {spec.get('label') or 'audit'} run: repeat it with `mlharness compliance`"
