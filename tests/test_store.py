@@ -192,6 +192,19 @@ def test_reproduce_command_repeats_the_same_settings(runs: Path, tmp_path: Path)
     assert again[0]["command"] == row["command"]
 
 
+def test_reproduce_command_keeps_the_instances() -> None:
+    import shlex
+
+    from mlharness.cli.main import build_parser
+    from mlharness.spec import RunSpec
+    from mlharness.store.record import reproduce_command
+
+    spec = RunSpec(benchmark="demo", instances=2, threads_per_instance=1, batch_size=4)
+    argv = shlex.split(reproduce_command(spec.model_dump(mode="json")))
+    args = build_parser().parse_args(argv[1:])
+    assert (args.instances, args.threads_per_instance, args.batch_size) == (2, 1, 4)
+
+
 def test_a_run_nested_in_another_run_is_part_of_it(runs: Path, tmp_path: Path) -> None:
     root = tmp_path / "runs"
     outer = root / "demo" / "Offline-power-1"

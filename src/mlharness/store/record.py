@@ -181,9 +181,10 @@ def _batch_size(data: dict[str, Any]) -> int | None:
 _FLAGS = ("benchmark", "scenario", "mode", "model", "dataset", "vocab", "backend", "max_samples",
           "target_qps", "target_latency", "server_latency", "min_duration", "min_query_count",
           "max_query_count", "performance_sample_count", "batch_size", "workers", "threads",
-          "precision", "device", "cache_dir")
+          "instances", "threads_per_instance", "precision", "device", "cache_dir")
 _PAIRS = ("task_option", "backend_option", "set")  # repeated KEY=VALUE flags
-_DEFAULTS = {"backend": "onnxruntime", "workers": 1, "precision": "fp32", "device": "cpu"}
+_DEFAULTS = {"backend": "onnxruntime", "workers": 1, "instances": 1, "precision": "fp32",
+             "device": "cpu"}
 
 
 def _flag(key: str) -> str:
