@@ -150,6 +150,21 @@ def test_openvino_and_pytorch_options_are_typed() -> None:
         backend_options(PyTorchBackend, {"label_offset": 0})  # a task option
 
 
+def test_remote_and_ray_options_are_typed() -> None:
+    from mlharness.backends.ray_backend import RayBackend
+    from mlharness.backends.remote import RemoteBackend
+
+    assert backend_options(RemoteBackend, {"endpoints": "http://a:1,http://b:2"})["endpoints"] \
+        == ["http://a:1", "http://b:2"]
+    with pytest.raises(ConfigError, match="replicas must be >= 1, got 0"):  # was run as 1
+        backend_options(RayBackend, {"replicas": 0})
+    with pytest.raises(ConfigError, match="unknown remote backend option: replicas"):
+        backend_options(RemoteBackend, {"replicas": 2})
+    # ray passes the keys it does not know to the backend each actor runs
+    assert backend_options(RayBackend, {"graph_optimization": "basic"})["graph_optimization"] \
+        == "basic"
+
+
 # ---- effective settings ---------------------------------------------------------------------
 
 def test_effective_settings_precedence_and_sources() -> None:

@@ -11,9 +11,14 @@ from __future__ import annotations
 import threading
 import time
 from concurrent.futures import ThreadPoolExecutor
-from typing import Any, Protocol, Sequence
+from typing import Annotated, Any, Protocol, Sequence
 
+from pydantic import Field
+
+from mlharness.options import Options
 from mlharness.tensors import TensorSpec
+
+DEFAULT_REQUEST_TIMEOUT_S = 15.0  # + the runner's 10 s failure grace: a stall ends within 30 s
 
 
 class ReplicaDown(Exception):
@@ -125,6 +130,14 @@ class ReplicaPool:
                 r.close()
             except Exception:  # noqa: BLE001 - closing a lost replica may fail; nothing to do
                 pass
+
+
+class PoolOptions(Options):
+    """``--backend-option`` keys every pool backend takes (``--failover``, ``--request-timeout``)."""
+
+    failover: bool = False  # re-issue a lost replica's batch to the others
+    #: a batch not answered in time counts as a stalled replica
+    request_timeout_s: Annotated[float, Field(gt=0)] = DEFAULT_REQUEST_TIMEOUT_S
 
 
 class PoolBackend:

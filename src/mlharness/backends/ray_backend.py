@@ -4,10 +4,10 @@ The engine hands batches of sample indices to the least busy actor (``pool.py``)
 sample loads go to every actor. An actor that dies is reported and fails the run, or with
 ``max_restarts`` Ray restarts it (its model is loaded again and the samples it misses are loaded
 on first use) and retries the batch; each restart is recorded in run.json. Options
-(``BackendOptions.extra``): ``ray_address`` (None: a local Ray in this process), ``replicas``,
+(:class:`RayOptions`): ``ray_address`` (None: a local Ray in this process), ``replicas``,
 ``max_restarts``, ``replica_backend`` (default onnxruntime), ``replica_cpus`` (default 1),
 ``replica_gpus`` (default 0; 1 gives each actor its own device), ``failover``,
-``request_timeout_s``.
+``request_timeout_s``; any other key is the replica backend's.
 """
 
 from __future__ import annotations
@@ -15,13 +15,15 @@ from __future__ import annotations
 import os
 import sys
 from pathlib import Path
-from typing import Any
+from typing import Annotated, Any
+
+from pydantic import ConfigDict, Field
 
 from mlharness.backends.base import BackendOptions
-from mlharness.backends.pool import PoolBackend, ReplicaDown, ReplicaPool
+from mlharness.backends.pool import PoolBackend, PoolOptions, ReplicaDown, ReplicaPool
 from mlharness.errors import ConfigError
+from mlharness.options import parse_options
 
-DEFAULT_REQUEST_TIMEOUT_S = 15.0
 READY_TIMEOUT_S = 300.0  # actors load their model; a cluster without room never gets there
 LOAD_TIMEOUT_S = 600.0
 
@@ -105,10 +107,25 @@ class RayReplica:
         self.ray.kill(self.actor, no_restart=True)
 
 
+class RayOptions(PoolOptions):
+    """``--backend-option`` keys of the ray backend; the other keys go to the backend each actor
+    runs, which checks them there."""
+
+    model_config = ConfigDict(extra="allow")
+
+    ray_address: str | None = None  # None: a local Ray in this process
+    replicas: Annotated[int, Field(ge=1)] = 1
+    max_restarts: Annotated[int, Field(ge=0)] = 0
+    replica_backend: str = "onnxruntime"
+    replica_cpus: Annotated[float, Field(gt=0)] = 1.0
+    replica_gpus: Annotated[float, Field(ge=0)] = 0.0  # one device per actor: 1
+
+
 class RayBackend(PoolBackend):
     """``--backend ray [--ray-address ADDR] --replicas N [--max-restarts K]``."""
 
     name = "ray"
+    options_model = RayOptions
     sut_name = None  # LoadGen and the engine stay in this process: not the network division
 
     def __init__(self) -> None:
@@ -123,17 +140,9 @@ class RayBackend(PoolBackend):
             import ray
         except ImportError as exc:
             raise ConfigError("--backend ray needs Ray", hint="pip install 'mlharness[ray]'") from exc
-        extra = options.extra
-        replicas = int(extra.get("replicas") or 1)
-        restarts = int(extra.get("max_restarts") or 0)
-        inner = str(extra.get("replica_backend") or "onnxruntime")
-        cpus = float(extra.get("replica_cpus") or 1)
-        gpus = float(extra.get("replica_gpus") or 0)  # one device per actor: replica_gpus=1
-        timeout = float(extra.get("request_timeout_s") or DEFAULT_REQUEST_TIMEOUT_S)
-        address = extra.get("ray_address")
-        if replicas < 1 or restarts < 0:
-            raise ConfigError("--replicas must be >= 1 and --max-restarts >= 0",
-                              hint="e.g. --replicas 2 --max-restarts 1")
+        opts = parse_options(RayOptions, options.extra, "ray backend option", "--backend-option")
+        replicas, restarts, inner = opts.replicas, opts.max_restarts, opts.replica_backend
+        cpus, gpus, address = opts.replica_cpus, opts.replica_gpus, opts.ray_address
         if inner in ("ray", "remote"):
             raise ConfigError(f"a Ray replica cannot run --replica-backend {inner}",
                               hint="use onnxruntime, noop or module:Class")
@@ -174,8 +183,9 @@ class RayBackend(PoolBackend):
                                               max_restarts=restarts, max_task_retries=restarts)
         self.pool = None
         self.replicas = [RayReplica(ray, actor_cls.remote(spec_data, f"replica-{k}"),
-                                    f"replica-{k}", timeout) for k in range(replicas)]
-        self.pool = ReplicaPool(self.replicas, bool(extra.get("failover")), "replica")
+                                    f"replica-{k}", opts.request_timeout_s)
+                         for k in range(replicas)]
+        self.pool = ReplicaPool(self.replicas, opts.failover, "replica")
         for r in self.replicas:
             r.pool = self.pool
             try:
@@ -186,9 +196,7 @@ class RayBackend(PoolBackend):
                                   hint=f"each replica needs {cpus:g} CPU(s); check `ray status` "
                                        "and the model/dataset paths on every Ray node") from exc
         self._start(self.pool, self.replicas[0].info)
-        self.settings = {"ray_address": address, "replicas": replicas, "max_restarts": restarts,
-                         "replica_backend": inner, "replica_cpus": cpus, "replica_gpus": gpus,
-                         "request_timeout_s": timeout, "failover": bool(extra.get("failover")),
+        self.settings = {**opts.model_dump(include=set(RayOptions.model_fields)),
                          "ray": ray.__version__}
         self.options = options
 
@@ -204,6 +212,6 @@ class RayBackend(PoolBackend):
                 "actors": [{"replica": r.name, **r.info} for r in self.replicas]}
 
 
-#: options that configure this backend, not the backend each actor runs
-_OWN_OPTIONS = ("endpoints", "failover", "request_timeout_s", "ray_address", "replicas",
-                "max_restarts", "replica_backend", "replica_cpus", "replica_gpus")
+#: options that configure this backend, not the backend each actor runs (``endpoints``: the
+#: remote backend's, which `mlharness run` puts in the table when given)
+_OWN_OPTIONS = (*RayOptions.model_fields, "endpoints")

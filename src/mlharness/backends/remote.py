@@ -3,7 +3,7 @@
 Every node holds the dataset and a backend; this side sends sample indices and gets the task's
 response bytes back (``serve/wire.py``). One keep-alive connection per engine thread and node
 (the standard library's ``http.client``: nothing to install). LoadGen's sample loads go to every
-node. Options (``BackendOptions.extra``): ``endpoints`` (list of URLs), ``failover`` (bool),
+node. Options (:class:`RemoteOptions`): ``endpoints`` (list of URLs), ``failover`` (bool),
 ``request_timeout_s`` (a batch not answered in time counts as a stalled node).
 """
 
@@ -13,15 +13,17 @@ import http.client
 import json
 import threading
 from pathlib import Path
-from typing import Any
+from typing import Annotated, Any
 from urllib.parse import urlsplit
 
+from pydantic import BeforeValidator
+
 from mlharness.backends.base import BackendOptions
-from mlharness.backends.pool import PoolBackend, ReplicaDown, ReplicaPool
+from mlharness.backends.pool import PoolBackend, PoolOptions, ReplicaDown, ReplicaPool
 from mlharness.errors import ConfigError
+from mlharness.options import parse_options
 from mlharness.serve import wire
 
-DEFAULT_REQUEST_TIMEOUT_S = 15.0  # + the runner's 10 s failure grace: a stall ends within 30 s
 CONNECT_TIMEOUT_S = 5.0
 LOAD_TIMEOUT_S = 600.0  # loading samples may read a large cache; the run's stall timeout still holds
 
@@ -122,10 +124,21 @@ class NodeClient:
         return self.info
 
 
+def _url_list(value: Any) -> Any:
+    return [e for e in value.split(",") if e] if isinstance(value, str) else value
+
+
+class RemoteOptions(PoolOptions):
+    """``--backend-option`` keys of the remote backend (``--endpoint`` gives ``endpoints``)."""
+
+    endpoints: Annotated[list[str], BeforeValidator(_url_list)] = []  # a list, or "URL,URL"
+
+
 class RemoteBackend(PoolBackend):
     """``--backend remote --endpoint URL [--endpoint URL ...] [--failover]``."""
 
     name = "remote"
+    options_model = RemoteOptions
 
     def __init__(self) -> None:
         super().__init__()
@@ -133,16 +146,13 @@ class RemoteBackend(PoolBackend):
         self.options = BackendOptions()
 
     def load(self, model: Path | None, options: BackendOptions) -> None:
-        extra = options.extra
-        endpoints = extra.get("endpoints") or []
-        if isinstance(endpoints, str):
-            endpoints = [e for e in endpoints.split(",") if e]
-        if not endpoints:
+        opts = parse_options(RemoteOptions, options.extra, "remote backend option",
+                             "--backend-option")
+        if not opts.endpoints:
             raise ConfigError("--backend remote needs at least one --endpoint",
                               hint="start nodes with `mlharness serve`, then pass "
                                    "--endpoint http://HOST:PORT for each")
-        timeout = float(extra.get("request_timeout_s") or DEFAULT_REQUEST_TIMEOUT_S)
-        self.nodes = [NodeClient(url, timeout) for url in endpoints]
+        self.nodes = [NodeClient(url, opts.request_timeout_s) for url in opts.endpoints]
         if len({n.name for n in self.nodes}) != len(self.nodes):
             raise ConfigError("the same endpoint is given twice", hint="list each node once")
         benchmark = (options.run_spec or {}).get("benchmark")
@@ -155,8 +165,7 @@ class RemoteBackend(PoolBackend):
         if len(totals) != 1:
             raise ConfigError(f"the nodes hold datasets of different sizes {sorted(totals)}",
                               hint="give every node the same --dataset and --max-samples")
-        self._start(ReplicaPool(self.nodes, bool(extra.get("failover")), "node"),
-                    self.nodes[0].info)
+        self._start(ReplicaPool(self.nodes, opts.failover, "node"), self.nodes[0].info)
         self.options = options
 
     @property
