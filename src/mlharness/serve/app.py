@@ -47,6 +47,7 @@ class NodeState:
         self.workers = workers
         self.inline = workers == 0  # run batches on the event loop: no thread hop per batch
         self.batch_s = 1.0  # moving average of a batch's duration (unknown: assume long)
+        self.on_failure: Callable[[], None] = lambda: None  # the model failed to load
 
     @property
     def short_batches(self) -> bool:
@@ -56,7 +57,6 @@ class NodeState:
 
     def timed(self, seconds: float) -> None:
         self.batch_s = 0.8 * self.batch_s + 0.2 * seconds
-        self.on_failure: Callable[[], None] = lambda: None
 
     def start_loading(self) -> None:
         def load() -> None:
