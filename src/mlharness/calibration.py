@@ -8,7 +8,6 @@ with ``--precision int8`` on that model copies the record into ``run.json``.
 
 from __future__ import annotations
 
-import datetime as _dt
 import json
 from dataclasses import dataclass
 from pathlib import Path
@@ -76,6 +75,7 @@ def calibrate(req: CalibrationRequest, progress: Any = None) -> dict[str, Any]:
     """Build the int8 model; return the record written beside it."""
     from mlharness.backends.onnx_precision import calibration_file, quantize_calibrated
     from mlharness.spec import RunSpec
+    from mlharness.runner.rundir import now_iso
     from mlharness.runner.worker import task_options
     from mlharness.tasks import create_task
 
@@ -99,7 +99,7 @@ def calibrate(req: CalibrationRequest, progress: Any = None) -> dict[str, Any]:
     done = quantize_calibrated(req.model, target, batches, req.method)
     record = {
         "format": "mlharness-calibration/1",
-        "created": _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds"),
+        "created": now_iso(),
         "benchmark": req.benchmark, "backend": req.backend, "runs_on": RUNTIMES[req.backend],
         "precision": "int8", "source_model": str(req.model.resolve()),
         "source_sha256": sha256_file(req.model), "model": str(target.resolve()),
