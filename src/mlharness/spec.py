@@ -21,6 +21,7 @@ from mlharness.loadgen.settings import (SCENARIOS, EffectiveSettings, TestConfig
                                         check_user_conf_key, effective_settings)
 
 PRECISIONS = ("fp32", "bf16", "int8")
+AUTO = "auto"  # a target measured by short probe runs before the run (mlharness.tune)
 _SCENARIO_BY_LOWER = {s.lower(): s for s in SCENARIOS}
 #: LoadGen schedules every query of a run up front (``qps x duration`` entries): beyond this a
 #: target exhausts memory inside LoadGen before the first sample is issued
@@ -34,6 +35,7 @@ RENAMED = {
 }
 
 PositiveFloat = Annotated[float, Field(gt=0)]
+Target = PositiveFloat | Literal["auto"]  # a number, or AUTO: measured first
 PositiveInt = Annotated[int, Field(ge=1, strict=True)]
 
 
@@ -53,8 +55,8 @@ class RunSpec(BaseModel):
     cache_dir: Path | None = None
     max_samples: PositiveInt | None = None
     valid: StrictBool = False  # --valid (full length) vs --test (short, the default)
-    target_qps: PositiveFloat | None = None
-    target_latency: PositiveFloat | None = None  # ms, SingleStream/MultiStream
+    target_qps: Target | None = None
+    target_latency: Target | None = None  # ms, SingleStream/MultiStream
     server_latency: PositiveFloat | None = None  # ms, Server bound
     min_duration: Annotated[int, Field(ge=0, strict=True)] | None = None  # ms
     min_query_count: PositiveInt | None = None
@@ -79,6 +81,12 @@ class RunSpec(BaseModel):
     instances: PositiveInt = 1
     threads_per_instance: PositiveInt | None = None
     purpose: str | None = None  # why the run exists (e.g. a tuning probe); None = a real run
+    #: a named SUT configuration (``suts/NAME.toml`` or a path) whose targets and engine
+    #: settings the run uses where no flag gives them (mlharness.tune.resolve_targets)
+    sut: str | None = None
+    #: the user.conf keys that configuration supplies for this benchmark x scenario (filled in by
+    #: resolve_targets; the effective settings record them with the source "sut-config")
+    sut_conf: dict[str, int | float] = Field(default_factory=dict)
 
     # ---- validation -------------------------------------------------------------------------
 
@@ -96,6 +104,13 @@ class RunSpec(BaseModel):
     def _path(cls, value: Any) -> Any:
         if isinstance(value, (str, Path)):
             return Path(value).expanduser()
+        return value
+
+    @field_validator("target_qps", "target_latency", mode="before")
+    @classmethod
+    def _auto(cls, value: Any) -> Any:
+        if isinstance(value, str) and value.strip().lower() == AUTO:
+            return AUTO
         return value
 
     @field_validator("set", mode="before")
@@ -151,14 +166,19 @@ class RunSpec(BaseModel):
         return not self.valid
 
     def test_config(self, loadgen_model: str, sut: dict[str, Any] | None = None) -> TestConfig:
-        """The LoadGen side of this spec; ``sut`` is a named SUT configuration's user.conf keys."""
+        """The LoadGen side of this spec; ``sut`` is a named SUT configuration's user.conf keys
+        (default: those :func:`mlharness.tune.resolve_targets` put in ``sut_conf``)."""
+        if AUTO in (self.target_qps, self.target_latency):
+            raise ConfigError("a target is still 'auto' when the run starts",
+                              hint="resolve it first: mlharness.tune.resolve_targets(spec)")
         return TestConfig(
             model=loadgen_model, scenario=self.scenario, mode=self.mode, short=self.short,
             target_qps=self.target_qps, target_latency_ms=self.target_latency,
             server_latency_ms=self.server_latency, min_duration_ms=self.min_duration,
             min_query_count=self.min_query_count, max_query_count=self.max_query_count,
             performance_sample_count=self.performance_sample_count,
-            extra=dict(self.set), enable_trace=self.trace, sut=dict(sut or {}),
+            extra=dict(self.set), enable_trace=self.trace,
+            sut=dict(self.sut_conf if sut is None else sut),
         )
 
     def settings(self, loadgen_model: str, sut: dict[str, Any] | None = None,
@@ -183,10 +203,10 @@ def check_consistency(spec: RunSpec) -> None:
     if spec.target_qps is not None and s not in ("Server", "Offline"):
         raise RuleError(f"--target-qps applies to Server/Offline, not {s}",
                     "use --target-latency for SingleStream and MultiStream")
-    if spec.target_qps is not None and spec.target_qps > MAX_TARGET_QPS:
+    if isinstance(spec.target_qps, float) and spec.target_qps > MAX_TARGET_QPS:
         raise RuleError(f"--target-qps {spec.target_qps:g} is above {MAX_TARGET_QPS:g}",
                     "LoadGen schedules qps x duration queries up front and runs out of memory; "
-                    "measure first (--target-qps auto for Offline, mlharness tune)")
+                    "measure first (--target-qps auto, or mlharness tune)")
     if spec.mode == "accuracy" and (spec.min_duration or spec.min_query_count):
         raise RuleError("accuracy mode runs every sample once; duration/query counts do not apply",
                     "drop --min-duration/--min-query-count or use --mode performance")

@@ -8,14 +8,13 @@ from pathlib import Path
 
 from mlharness.cli.render import LiveProgress, console, print_json, results_table
 
-#: the demo's runs; "measured" targets come from short probe runs first (mlharness.tune), so the
-#: rows are VALID on a fast machine and a slow one: a latency hint above the real latency runs
-#: out of queries, an Offline target below the real throughput finishes early
+#: no targets here: every performance run measures its own first (mlharness.tune), so the demo
+#: is VALID on a machine much faster or slower than the one it was written on
 DEMO_RUNS = (
-    {"scenario": "SingleStream", "mode": "performance", "target_latency": "measured"},
-    {"scenario": "MultiStream", "mode": "performance", "target_latency": "measured"},
-    {"scenario": "Server", "mode": "performance", "target_qps": 300},
-    {"scenario": "Offline", "mode": "performance", "target_qps": "measured"},
+    {"scenario": "SingleStream", "mode": "performance"},
+    {"scenario": "MultiStream", "mode": "performance"},
+    {"scenario": "Server", "mode": "performance"},
+    {"scenario": "Offline", "mode": "performance"},
     {"scenario": "Offline", "mode": "accuracy"},
 )
 
@@ -25,40 +24,34 @@ def register(sub: argparse._SubParsersAction) -> None:
         "demo", help="run the embedded demo benchmark end to end",
         description="Run the shipped UCI-digits classifier through the official LoadGen in all "
                     "four scenarios (performance, --test length) plus an accuracy run, and print "
-                    "one table. Takes about half a minute; nothing is downloaded.",
+                    "one table. Each scenario's target is measured first by short probe runs "
+                    "(as `mlharness tune` does). Takes about a minute; nothing is downloaded.",
         formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--output-dir", type=Path, default=Path("runs"),
-                   help="where run directories go (default runs/)")
+                   help="where run directories go (default runs/; probes in runs/_tune/)")
     p.add_argument("--json", action="store_true", help="print all run.json records as JSON")
     p.add_argument("--no-progress", action="store_true")
     p.set_defaults(func=demo_command)
 
 
 def demo_command(args: argparse.Namespace) -> int:
+    from mlharness.cli.run import resolved_spec
+    from mlharness.errors import ConfigError
     from mlharness.runner import execute
     from mlharness.spec import RunSpec
-    from mlharness.loadgen.settings import TEST_MIN_DURATION_MS
-    from mlharness.tune import latency_target_ms, offline_target_qps
 
     records = []
     worst = 0
     show = not args.no_progress and not args.json and sys.stderr.isatty()
     for settings in DEMO_RUNS:
-        settings = dict(settings)
-        if settings.get("target_qps") == "measured":
+        try:
+            spec = resolved_spec(RunSpec(benchmark="demo", output_dir=args.output_dir,
+                                         **settings), quiet=args.json, progress=show)
+        except ConfigError as exc:  # no probe was VALID (e.g. Server on a very busy machine)
             if not args.json:
-                console.print("measuring Offline throughput for its target QPS …")
-            with LiveProgress(enabled=show) as bar:
-                settings["target_qps"] = offline_target_qps(
-                    RunSpec(benchmark="demo", output_dir=args.output_dir), bar)
-        if settings.get("target_latency") == "measured":
-            if not args.json:
-                console.print(f"measuring {settings['scenario']} latency for its hint …")
-            with LiveProgress(enabled=show) as bar:
-                settings["target_latency"] = latency_target_ms(
-                    RunSpec(benchmark="demo", scenario=settings["scenario"],
-                            output_dir=args.output_dir), TEST_MIN_DURATION_MS, bar)
-        spec = RunSpec(benchmark="demo", output_dir=args.output_dir, **settings)
+                console.print(f"[red]{settings['scenario']}: {exc.message}[/] ({exc.hint})")
+            worst = max(worst, 1)
+            continue
         if not args.json:
             console.print(f"running {spec.scenario} {spec.mode} …")
         with LiveProgress(enabled=show) as bar:
@@ -69,8 +62,8 @@ def demo_command(args: argparse.Namespace) -> int:
         print_json(records)
         return worst
     console.print(results_table(records, title="mlharness demo — UCI digits MLP, onnxruntime, "
-                                               "--test length"))
-    console.print(f"run directories: {args.output_dir}/demo/")
+                                               "--test length, measured targets"))
+    console.print(f"run directories: {args.output_dir}/demo/ (probes: {args.output_dir}/_tune/)")
     console.print("[dim]--test runs are short (2 s): good for checking a set-up, not valid for a "
-                  "submission. Try: mlharness run --help[/]")
+                  "submission. Find targets for full runs with: mlharness tune --help[/]")
     return worst

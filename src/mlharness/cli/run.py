@@ -11,7 +11,7 @@ from mlharness.cli.render import (LiveProgress, console, console_err, power_line
                                   results_table, verdict_text)
 from mlharness.errors import ConfigError
 from mlharness.rules.loader import DEFAULT_ROUND
-from mlharness.spec import RunSpec, load_toml
+from mlharness.spec import AUTO, RunSpec, load_toml
 
 EXAMPLES = """\
 examples:
@@ -28,6 +28,11 @@ examples:
   mlharness run --benchmark demo --scenario Offline --target-qps 20000 \\
       --power --power-server 192.168.1.2:4950 --ntp 192.168.1.2     # MLPerf power (docs/power.md)
   mlharness run --benchmark demo --energy rapl      # RAPL energy estimate, not an MLPerf result
+  mlharness run --benchmark demo --scenario Server --sut mybox --valid  # targets from suts/mybox.toml
+
+A --test run without a target measures it first (short probe runs under <output-dir>/_tune/);
+a --valid run needs one: a number, a SUT configuration written by `mlharness tune --sut NAME`,
+or 'auto' (measured first).
 
 Every value also goes in a TOML file (--config): the key is the flag without its dashes
 (top level or a [run] table), one name per setting, e.g.
@@ -64,8 +69,8 @@ def _key_value(text: str) -> tuple[str, str]:
 
 
 def _qps(text: str) -> float | str:
-    if text == "auto":
-        return text
+    if text.strip().lower() == "auto":
+        return "auto"
     try:
         return float(text)
     except ValueError:
@@ -101,6 +106,9 @@ def add_run_arguments(p: argparse.ArgumentParser) -> None:
     what.add_argument("--cache-dir", type=Path, metavar="DIR", help="where pre-processed data is cached")
     what.add_argument("--max-samples", type=int, metavar="N",
                       help="use only the first N dataset samples (not valid for submission)")
+    what.add_argument("--sut", metavar="NAME|PATH",
+                      help="SUT configuration (suts/NAME.toml or a path) with the targets and "
+                           "engine settings `mlharness tune` measured; flags override it")
 
     lg = p.add_argument_group("LoadGen settings (written into user.conf)")
     length = lg.add_mutually_exclusive_group()
@@ -109,11 +117,11 @@ def add_run_arguments(p: argparse.ArgumentParser) -> None:
     length.add_argument("--valid", dest="valid", action="store_const", const=True,
                         help="full-length run under the round's rules (600 s, minimum counts)")
     lg.add_argument("--target-qps", type=_qps, metavar="QPS",
-                    help="Server target QPS / Offline expected QPS; Offline also takes 'auto' "
-                         "(measured by short probe runs first)")
-    lg.add_argument("--target-latency", type=float, metavar="MS",
-                    help="SingleStream/MultiStream expected latency in ms (a hint: "
-                         "too high and LoadGen runs out of queries)")
+                    help="Server target QPS / Offline expected QPS, or 'auto' (measured by "
+                         "short probe runs first; the default of a --test run)")
+    lg.add_argument("--target-latency", type=_qps, metavar="MS",
+                    help="SingleStream/MultiStream expected latency in ms (a hint: too high "
+                         "and LoadGen runs out of queries), or 'auto' (measured first)")
     lg.add_argument("--server-latency", type=float, metavar="MS",
                     help="Server latency bound in ms (open division only)")
     lg.add_argument("--min-duration", type=int, metavar="MS",
@@ -172,6 +180,17 @@ def add_run_arguments(p: argparse.ArgumentParser) -> None:
 
 def spec_from_args(args: argparse.Namespace, **overrides: Any) -> RunSpec:
     """TOML file first, then the flags that were given, then ``overrides``."""
+    return RunSpec.from_mapping(spec_mapping(args, **overrides))
+
+
+def given_fields(args: argparse.Namespace) -> set[str]:
+    """The RunSpec fields the user set (TOML or flags): a SUT configuration does not override
+    them."""
+    return set(spec_mapping(args))
+
+
+def spec_mapping(args: argparse.Namespace, **overrides: Any) -> dict[str, Any]:
+    """The RunSpec fields from the TOML file, the flags that were given, then ``overrides``."""
     data: dict[str, Any] = load_toml(args.config) if getattr(args, "config", None) else {}
     for key in RunSpec.model_fields:
         value = getattr(args, key, None)
@@ -198,7 +217,7 @@ def spec_from_args(args: argparse.Namespace, **overrides: Any) -> RunSpec:
     data.update(overrides)
     if "benchmark" not in data:
         raise ConfigError("no benchmark given", hint="pass --benchmark demo (or see --help)")
-    return RunSpec.from_mapping(data)
+    return data
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -272,18 +291,19 @@ def run_command(args: argparse.Namespace) -> int:
         from mlharness.power.session import prepare
 
         prepare(power)  # refuse early (no official client, bad address) before any probe run
-    toml = load_toml(args.config) if getattr(args, "config", None) else {}
-    auto = (args.target_qps or toml.get("target_qps")) == "auto"  # flag or TOML: same meaning
-    spec = spec_from_args(args, **({"target_qps": None} if auto else {}))
-    if auto:
-        spec = with_measured_offline_target(spec, quiet=args.json)
-    if spec.valid and not args.no_preflight:
-        refuse_if_not_countable(spec, args.round, args.division)
     meter = None
-    if getattr(args, "energy", None):
+    if getattr(args, "energy", None):  # refuse early (no counters) before any probe run
         from mlharness.power.energy import EnergyMeter
 
         meter = EnergyMeter.open(args.energy)
+    given = spec_from_args(args)
+    check = given.valid and not args.no_preflight
+    if check:  # before any measuring: refuse what cannot count anyway
+        refuse_if_not_countable(_unresolved(given), args.round, args.division)
+    spec = resolved_spec(given, given_fields(args), quiet=args.json,
+                         progress=not args.no_progress)
+    if check and spec != given:  # the measured target or SUT settings, checked too
+        refuse_if_not_countable(spec, args.round, args.division)
     try:
         if meter:
             meter.start()
@@ -309,21 +329,39 @@ def run_command(args: argparse.Namespace) -> int:
     return record.exit_code
 
 
-def with_measured_offline_target(spec: RunSpec, quiet: bool = False) -> RunSpec:
-    """``--target-qps auto``: measure Offline throughput with short probes, then aim above it."""
-    from mlharness.tune import offline_target_qps
+def _unresolved(spec: RunSpec) -> RunSpec:
+    """``spec`` with 'auto' targets left out (for checks before they are measured)."""
+    return spec.replace(**{k: None for k in ("target_qps", "target_latency")
+                           if getattr(spec, k) == AUTO})
 
-    if spec.scenario != "Offline":
-        raise ConfigError("--target-qps auto is for the Offline scenario",
-                          hint="give a number for Server (its target is a latency trade-off)")
-    if not quiet:
-        console.print("measuring Offline throughput (short probe runs in "
-                      f"{spec.output_dir / '_tune'}) …")
-    with LiveProgress(enabled=not quiet and sys.stderr.isatty()) as bar:
-        target = offline_target_qps(spec, bar)
-    if not quiet:
-        console.print(f"target QPS: {target:,.1f}")
-    return spec.replace(target_qps=target)
+
+def resolved_spec(spec: RunSpec, explicit: set[str] | None = None, quiet: bool = False,
+                  progress: bool = True) -> RunSpec:
+    """``spec`` with its target resolved (mlharness.tune.resolve_targets), showing the probes."""
+    from mlharness.tune import resolve_targets
+
+    def notify(text: str) -> None:
+        if not quiet:
+            console.print(text)
+
+    def on_point(point: Any) -> None:
+        if not quiet:
+            console_err.print(f"  probe {point_line(point)}", highlight=False)
+
+    with LiveProgress(enabled=progress and not quiet and sys.stderr.isatty()) as bar:
+        return resolve_targets(spec, explicit=explicit, progress=bar, on_point=on_point,
+                               notify=notify)
+
+
+def point_line(point: Any) -> str:
+    """One probe as a line: scenario, target, what it measured, verdict."""
+    qps = point.scenario in ("Server", "Offline")
+    target = f"target {point.target:,.1f} QPS" if qps else f"hint {point.target:.4g} ms"
+    value = "-" if point.value is None else (
+        f"{point.value:,.1f}/s" if qps else f"{point.value:.4g} ms")
+    p99 = f", p99 {point.p99_ms:.3g} ms" if point.p99_ms is not None else ""
+    why = f" ({point.reasons[0]})" if point.reasons and not point.valid else ""
+    return f"{point.scenario} {target}: {value}{p99} {point.verdict}{why}"
 
 
 def refuse_if_not_countable(spec: RunSpec, round_name: str | None, division: str) -> None:

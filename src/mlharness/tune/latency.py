@@ -1,50 +1,62 @@
-"""SingleStream / MultiStream: the expected-latency hint for ``user.conf``, measured.
+"""SingleStream / MultiStream: the expected-latency hint for ``user.conf``, from measured latencies.
 
 LoadGen sizes a SingleStream/MultiStream test from the hint: it generates about
 ``min_duration / expected_latency`` queries up front and issues them one after another
 (``loadgen/test_settings_internal.cc``). A hint above the real latency runs out of queries before
 the min duration (INVALID); one below only generates spare queries. So the hint is the measured
-per-query latency times a margin below 1, floored so the generated query set stays small.
+per-query latency times a margin below 1 (:mod:`mlharness.tune.resolve` refuses a hint whose
+query set would not fit in memory).
 """
 
 from __future__ import annotations
 
-from pathlib import Path
-from typing import Callable
-
-from mlharness.errors import RunFailed
-from mlharness.runner import RunProgress, execute
 from mlharness.spec import RunSpec
+from mlharness.tune.probe import Point, PointSink, ProgressSink, probe
 
-PROBE_QUERIES = 64  # a fixed number of back-to-back queries, whatever the latency
-ROUGH_HINT_MS = 1000.0  # high hint: the probe issues exactly its query count
-MARGIN = 0.5  # twice the queries needed: a run up to 2x faster than the probe still lasts
-#: LoadGen keeps every generated query in memory (about 500 bytes each): cap the set it builds
+#: hint = measured latency x MARGIN: LoadGen generates twice the queries it needs, so a system
+#: up to 2x faster at run time than while probing still reaches the min duration
+MARGIN = 0.5
+ROUGH_QUERIES = 64  # first probe: a fixed number of queries, whatever the latency
+PROBE_MS = 1000  # second probe: long enough to be past warm-up
+ROUGH_HINT_MS = 1000.0  # a high hint: the rough probe issues exactly its query count
+#: LoadGen keeps every generated query in memory, about 500 bytes each (a 600 s run of a
+#: 0.015 ms hint builds 40 M queries: 20 GB, killed by the OOM killer on a 24 GB machine)
 MAX_GENERATED_QUERIES = 4_000_000
+BYTES_PER_QUERY = 500
+
+_COMMON = {"target_qps": None, "server_latency": None}
 
 
-def probe_latency_ms(spec: RunSpec, progress: Callable[[RunProgress], None] | None = None
-                     ) -> float:
-    """Measured per-query latency (ms) of ``spec``'s scenario: the lower of median and mean."""
-    probe = spec.replace(mode="performance", valid=False, min_duration=0,
-                         min_query_count=PROBE_QUERIES, max_query_count=PROBE_QUERIES,
-                         target_latency=ROUGH_HINT_MS, target_qps=None, server_latency=None,
-                         audit_config=None, output_dir=Path(spec.output_dir) / "_tune",
-                         purpose="probe")
-    record = execute(probe, progress)
-    result = record.result
-    values = [v for v in ((result.latencies_ms.get("p50.00"), result.latencies_ms.get("mean"))
-                          if result else ()) if v]
-    if record.status != "ok" or not values:
-        err = (record.record.error or {}).get("message", "no latency in the logs")
-        raise RunFailed(f"{spec.scenario} latency probe failed: {err}",
-                        hint=f"see {record.run_dir}")
+def generated_queries(min_duration_ms: float, hint_ms: float) -> int:
+    """About how many queries LoadGen generates for a latency hint (min_duration / hint)."""
+    return int(min_duration_ms / hint_ms)
+
+
+def measured_latency_ms(point: Point) -> float:
+    """Per-query time to plan with: the lower of median and mean (outliers only lengthen runs)."""
+    values = [v for v in (point.p50_ms, point.mean_ms) if v]
+    if not values:
+        raise ValueError("probe reported no latency")
     return min(values)
 
 
-def latency_target_ms(spec: RunSpec, min_duration_ms: float,
-                      progress: Callable[[RunProgress], None] | None = None) -> float:
-    """The expected-latency hint (ms) that lets a run of ``spec`` reach ``min_duration_ms``."""
-    hint = probe_latency_ms(spec, progress) * MARGIN
-    floor = min_duration_ms / MAX_GENERATED_QUERIES
-    return float(f"{max(hint, floor):.4g}")
+def rough_latency(spec: RunSpec, progress: ProgressSink | None = None,
+                  scenario: str = "SingleStream") -> Point:
+    """A first, cheap probe: a fixed number of queries one after another."""
+    return probe(spec, progress, scenario=scenario, min_duration=0,
+                 min_query_count=ROUGH_QUERIES, max_query_count=ROUGH_QUERIES,
+                 target_latency=ROUGH_HINT_MS, **_COMMON,
+                 **({"batch_size": None} if scenario == "SingleStream" else {}))
+
+
+def probe_latency(spec: RunSpec, progress: ProgressSink | None = None,
+                  on_point: PointSink | None = None) -> tuple[float, list[Point]]:
+    """Measured per-query latency (ms) of ``spec``'s scenario, and the probes' points."""
+    note = on_point or (lambda p: None)
+    rough = rough_latency(spec, progress, spec.scenario)
+    note(rough)
+    hint = max(measured_latency_ms(rough) * MARGIN, PROBE_MS / MAX_GENERATED_QUERIES)
+    fine = probe(spec, progress, min_duration=PROBE_MS, min_query_count=ROUGH_QUERIES,
+                 max_query_count=None, target_latency=float(f"{hint:.4g}"), **_COMMON)
+    note(fine)
+    return measured_latency_ms(fine), [rough, fine]

@@ -1,54 +1,53 @@
-"""Find an Offline target QPS by measuring instead of guessing.
+"""Offline: the sustained samples/s, measured by probes long enough to be past warm-up.
 
 An Offline run issues ``1.1 x min_duration x target_qps`` samples in one query and is INVALID if
 it finishes before ``min_duration`` (``loadgen/test_settings_internal.cc``, ``loadgen/results.cc``).
 So the target must be at least what the system sustains; a higher one only makes the run longer.
-We run short probes (kept as ordinary run directories under ``<output_dir>/_tune``), each long
-enough to be VALID, and return the measured throughput with a safety margin.
+Each probe is long enough to be VALID; an invalid one (finished early) is repeated, aiming higher.
 """
 
 from __future__ import annotations
 
-from pathlib import Path
-from typing import Callable
-
-from mlharness.errors import RunFailed
-from mlharness.runner import RunProgress, execute
 from mlharness.spec import RunSpec
+from mlharness.tune.probe import Point, PointSink, ProgressSink, probe
 
-PROBE_MS = 1000
-MARGIN = 1.5  # a probe that finished early is repeated at least this much higher
-#: target = the fastest rate any probe saw x QUICK_MARGIN: a loaded machine's Offline rate swings
-#: by 3x from one second to the next; too high a target only lengthens a 2 s --test run
+PROBE_MS = 1000  # quick probes (a --test run measuring its own target)
+TUNE_PROBE_MS = 3000  # mlharness tune's probes: longer, so the estimate is steadier
+START_QPS = 1000.0
+MARGIN = 1.5  # target = fastest rate seen x MARGIN, so noise cannot make the run too short
+#: after quick probes: a loaded machine's Offline rate swings by 3x from one second to the next;
+#: too high a target only lengthens a 2 s --test run (to about 2 x 1.1 x QUICK_MARGIN s)
 QUICK_MARGIN = 3.0
 
 
-def probe_offline_qps(spec: RunSpec, start_qps: float = 1000.0, attempts: int = 5,
-                      progress: Callable[[RunProgress], None] | None = None) -> float:
-    """Measured Offline samples/s of ``spec``'s task, model and backend."""
-    target = spec.target_qps or start_qps
-    root = Path(spec.output_dir) / "_tune"
-    measured = peak = 0.0
+def peak_qps(points: list[Point]) -> float:
+    """The fastest rate any probe saw (a too-short probe's rate is a real measurement too)."""
+    return max((p.value for p in points if p.value), default=0.0)
+
+
+def probe_offline_qps(spec: RunSpec, attempts: int = 5, progress: ProgressSink | None = None,
+                      on_point: PointSink | None = None, probe_ms: int = PROBE_MS
+                      ) -> tuple[float, list[Point]]:
+    """Measured Offline samples/s of ``spec``'s task, model and backend, and the points."""
+    note = on_point or (lambda p: None)
+    target = spec.target_qps if isinstance(spec.target_qps, float) else START_QPS
+    points: list[Point] = []
     for _ in range(attempts):
-        probe = spec.replace(scenario="Offline", mode="performance", valid=False,
-                             min_duration=PROBE_MS, min_query_count=None, max_query_count=None,
-                             target_qps=target, target_latency=None, server_latency=None,
-                             audit_config=None, output_dir=root,
-                             purpose="probe")
-        record = execute(probe, progress)
-        result = record.result
-        if record.status != "ok" or result is None or not result.value:
-            err = (record.record.error or {}).get("message", "no result")
-            raise RunFailed(f"Offline probe failed: {err}", hint=f"see {record.run_dir}")
-        measured = result.value
-        peak = max(peak, measured)  # a too-short probe's rate is a real measurement too
-        if result.valid:
-            return peak
-        target = max(measured * MARGIN, target * 2)  # too short: it finished early, aim higher
-    return peak
+        point = probe(spec, progress, scenario="Offline", min_duration=probe_ms,
+                      min_query_count=None, max_query_count=None, target_qps=target,
+                      target_latency=None, server_latency=None)
+        points.append(point)
+        note(point)
+        if not point.value:
+            break
+        if point.valid:
+            return point.value, points
+        target = max(point.value * MARGIN, target * 2)  # finished early: aim higher
+    return points[-1].value or 0.0, points
 
 
-def offline_target_qps(spec: RunSpec, progress: Callable[[RunProgress], None] | None = None
-                       ) -> float:
-    """A target QPS that makes an Offline run of ``spec`` last its min duration."""
-    return round(probe_offline_qps(spec, progress=progress) * QUICK_MARGIN, 1)
+def offline_target_qps(spec: RunSpec, progress: ProgressSink | None = None,
+                       on_point: PointSink | None = None) -> float:
+    """A target QPS that makes a --test Offline run of ``spec`` last its min duration."""
+    _, points = probe_offline_qps(spec, progress=progress, on_point=on_point)
+    return round(peak_qps(points) * QUICK_MARGIN, 1)

@@ -1,0 +1,182 @@
+"""``mlharness tune``: measure the targets (and engine settings) that give VALID runs at peak."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from dataclasses import asdict
+from typing import Any
+
+from mlharness.cli.render import LiveProgress, console, console_err, print_json
+from mlharness.errors import ConfigError
+
+EXAMPLES = """\
+examples:
+  mlharness tune -b demo                                  # all four scenarios, show the table
+  mlharness tune -b demo -s Server --sut mybox            # write suts/mybox.toml
+  mlharness run  -b demo -s Server --sut mybox --valid    # ... and use it
+  mlharness tune -b resnet50 -m resnet50.onnx -d imagenet -s Offline \\
+      --search batch_size=1,8,32 workers=1,2 --sut mybox
+  mlharness tune -b demo -s SingleStream --json
+
+What is measured (short probe runs of the real harness, kept under <output-dir>/_tune/):
+  SingleStream/MultiStream  per-query latency -> expected latency for user.conf (x 0.5)
+  Offline                   fastest sustained samples/s -> target QPS (x 1.5)
+  Server                    highest VALID target QPS under the benchmark's latency bound
+                            (grow x4 until INVALID, then bisect to 5%) -> target (x --margin)
+With --search, every combination of engine settings is tuned and the best one kept.
+
+exit codes: 0 every scenario got a target, 1 some scenario found no VALID point,
+            2 bad input (message + hint), 3 a probe run failed
+"""
+
+SCENARIOS = ("SingleStream", "MultiStream", "Server", "Offline")
+
+
+def register(sub: argparse._SubParsersAction) -> None:
+    from mlharness.cli.run import add_run_arguments
+
+    p = sub.add_parser(
+        "tune", help="measure the targets for VALID runs at peak performance",
+        description="Find, with short runs of the real harness and LoadGen, the target each "
+                    "scenario needs (expected latency, Offline QPS, the highest VALID Server "
+                    "QPS), optionally over a grid of engine settings, and write them to a named "
+                    "SUT configuration that `mlharness run --sut NAME` uses.",
+        epilog=EXAMPLES, formatter_class=argparse.RawDescriptionHelpFormatter)
+    add_run_arguments(p)
+    t = p.add_argument_group("tuning")
+    t.add_argument("--search", nargs="+", metavar="KEY=V1,V2",
+                   help="engine settings to try, e.g. batch_size=1,8,32 workers=1,2")
+    t.add_argument("--margin", type=float, metavar="F",
+                   help="Server: target = best VALID QPS x F (default 0.8)")
+    t.add_argument("--quick", action="store_true",
+                   help="coarser, faster search with wider margins")
+    out = p.add_argument_group("output")
+    out.add_argument("--json", action="store_true", help="print every point and choice as JSON")
+    out.add_argument("--no-progress", action="store_true", help="no live progress display")
+    p.set_defaults(func=tune_command)
+
+
+def _scenarios(text: str | None) -> list[str]:
+    if text is None or text.lower() == "all":
+        return list(SCENARIOS)
+    by_lower = {s.lower(): s for s in SCENARIOS}
+    chosen = [by_lower.get(part.strip().lower()) for part in text.split(",")]
+    if None in chosen:
+        raise ConfigError(f"unknown scenario in {text!r}",
+                          hint="choose from " + ", ".join(SCENARIOS) + ", or all")
+    return [s for s in chosen if s]
+
+
+def tune_command(args: argparse.Namespace) -> int:
+    from mlharness.cli.run import point_line, spec_from_args
+    from mlharness.tune import SutEntry, save_sut, tune_scenario
+    from mlharness.tune.grid import best_of, grid_specs, parse_search
+    from mlharness.tune.sutconfig import open_or_new
+    from mlharness.hostinfo import describe_system
+
+    axes = parse_search(args.search)
+    scenarios = _scenarios(args.scenario)
+    if args.margin is not None and not 0 < args.margin <= 1:
+        raise ConfigError(f"--margin must be in (0, 1], got {args.margin}", hint="e.g. 0.8")
+    base = spec_from_args(args, scenario=scenarios[0], mode="performance", valid=False, sut=None,
+                          target_qps=None, target_latency=None)
+    sut = open_or_new(args.sut) if args.sut else None
+    show = not args.no_progress and not args.json and sys.stderr.isatty()
+    chosen, tried = [], []
+    with LiveProgress(enabled=show) as bar:
+        def on_point(point: Any) -> None:
+            if not args.json:
+                settings = " ".join(f"{k}={v}" for k, v in point.settings.items()
+                                    if k in axes)
+                console_err.print(f"  {point_line(point)}" + (f" [{settings}]" if settings
+                                                               else ""), highlight=False)
+
+        def tune_one(spec: Any) -> Any:
+            if not args.json:
+                console_err.print(f"tuning {spec.benchmark} {spec.scenario} …")
+            tuned = tune_scenario(spec, quick=args.quick, progress=bar, on_point=on_point)
+            if args.margin is not None and spec.scenario == "Server" and tuned.measured:
+                tuned.target = round(tuned.measured * args.margin, 1)
+                tuned.method = tuned.method.rsplit(" x ", 1)[0] + f" x {args.margin}"
+            return tuned
+
+        for scenario in scenarios:
+            best, results = best_of(grid_specs(base.replace(scenario=scenario), axes), tune_one)
+            tried.extend(results)
+            chosen.append(best or results[0])
+    host = describe_system().get("hostname") if sut is not None else None
+    path = None
+    if sut is not None:
+        for tuned in chosen:
+            if tuned.target is None:
+                continue
+            sut.set_entry(tuned.benchmark, tuned.scenario, SutEntry(
+                **{tuned.field: tuned.target}, settings=tuned.settings, measured=tuned.measured,
+                measured_at=tuned.measured_at, method=tuned.method, host=host))
+        path = save_sut(sut, args.sut)
+    failed = any(t.target is None for t in chosen)
+    if args.json:
+        print_json({"sut": str(path) if path else None,
+                    "chosen": [_tuned_dict(t) for t in chosen],
+                    "tried": [_tuned_dict(t) for t in tried]})
+        return 1 if failed else 0
+    console.print(points_table(tried))
+    console.print(chosen_table(chosen))
+    if path:
+        console.print(f"SUT configuration written: {path}")
+        console.print(f"use it: mlharness run -b {base.benchmark} -s SCENARIO --sut {args.sut} "
+                      "--valid")
+    return 1 if failed else 0
+
+
+def _tuned_dict(tuned: Any) -> dict[str, Any]:
+    data = asdict(tuned)
+    data["field"] = tuned.field
+    return data
+
+
+def points_table(tried: list[Any]) -> Any:
+    """Every probe tune ran, in order."""
+    from rich.table import Table
+
+    table = Table(title="every point tried", title_justify="left")
+    for col in ("scenario", "settings", "target", "measured", "p99 ms", "verdict", "why"):
+        table.add_column(col, no_wrap=col != "why")
+    for tuned in tried:
+        settings = _settings_text(tuned.settings)
+        for p in tuned.points:
+            qps = p.scenario in ("Server", "Offline")
+            table.add_row(p.scenario, settings,
+                          f"{p.target:,.1f} QPS" if qps else f"{p.target:.4g} ms",
+                          "-" if p.value is None else (f"{p.value:,.1f}/s" if qps
+                                                       else f"{p.value:.4g} ms"),
+                          "-" if p.p99_ms is None else f"{p.p99_ms:.3g}",
+                          "[green]VALID[/]" if p.valid else f"[red]{p.verdict}[/]",
+                          "" if p.valid else "; ".join(p.reasons[:1]))
+    return table
+
+
+def chosen_table(chosen: list[Any]) -> Any:
+    """What tune chose per scenario."""
+    from rich.table import Table
+
+    table = Table(title="chosen targets", title_justify="left")
+    for col in ("scenario", "target", "measured", "settings", "how"):
+        table.add_column(col, no_wrap=col not in ("how",))
+    for t in chosen:
+        qps = t.field == "target_qps"
+        target = "[red]none VALID[/]" if t.target is None else (
+            f"--target-qps {t.target:g}" if qps else f"--target-latency {t.target:g}")
+        measured = "-" if t.measured is None else (
+            f"{t.measured:,.1f} " + ("QPS" if qps else "ms"))
+        table.add_row(t.scenario, target, measured, _settings_text(t.settings), t.method)
+    return table
+
+
+def _settings_text(settings: dict[str, Any]) -> str:
+    """Engine settings that differ from RunSpec's defaults (the SUT file keeps them all)."""
+    from mlharness.spec import RunSpec
+
+    defaults = {name: f.default for name, f in RunSpec.model_fields.items()}
+    return " ".join(f"{k}={v}" for k, v in settings.items() if defaults.get(k) != v) or "defaults"

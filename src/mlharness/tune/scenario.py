@@ -1,0 +1,79 @@
+"""Tune one scenario: measure the target a run of it needs (dispatch to latency/offline/server)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from datetime import datetime, timezone
+from typing import Any
+
+from mlharness.spec import RunSpec
+from mlharness.tune import latency, offline, server
+from mlharness.tune.probe import Point, PointSink, ProgressSink, engine_settings
+
+QPS_SCENARIOS = ("Server", "Offline")
+
+
+def target_field(scenario: str) -> str:
+    """The RunSpec field that holds the scenario's target."""
+    return "target_qps" if scenario in QPS_SCENARIOS else "target_latency"
+
+
+@dataclass
+class Tuned:
+    """The target tune chose for one benchmark x scenario x engine settings, and how."""
+
+    benchmark: str
+    scenario: str
+    target: float | None  # what to put in the run (target_qps or target_latency)
+    measured: float | None  # what was measured (samples/s, best VALID QPS, or latency ms)
+    method: str
+    settings: dict[str, Any] = field(default_factory=dict)
+    points: list[Point] = field(default_factory=list)
+    measured_at: str = field(
+        default_factory=lambda: datetime.now(timezone.utc).isoformat(timespec="seconds"))
+
+    @property
+    def field(self) -> str:
+        return target_field(self.scenario)
+
+    def better_than(self, other: Tuned | None) -> bool:
+        """Higher throughput (Server, Offline) or lower latency (SingleStream, MultiStream)."""
+        if self.measured is None or self.target is None:
+            return False
+        if other is None or other.measured is None or other.target is None:
+            return True
+        if self.scenario in QPS_SCENARIOS:
+            return self.measured > other.measured
+        return self.measured < other.measured
+
+
+def tune_scenario(spec: RunSpec, *, quick: bool = False, progress: ProgressSink | None = None,
+                  on_point: PointSink | None = None) -> Tuned:
+    """Measure the target for ``spec.scenario`` with short probes of ``spec``'s set-up.
+
+    ``quick``: fewer, shorter probes and wider margins (a run measuring its own target).
+    """
+    s = spec.scenario
+    settings = engine_settings(spec)
+    if s in ("SingleStream", "MultiStream"):
+        measured, points = latency.probe_latency(spec, progress, on_point)
+        target = float(f"{measured * latency.MARGIN:.4g}")
+        method = (f"{len(points)} probes (last {latency.PROBE_MS} ms); expected latency = "
+                  f"measured per-query latency x {latency.MARGIN}")
+    elif s == "Offline":
+        probe_ms = offline.PROBE_MS if quick else offline.TUNE_PROBE_MS
+        margin = offline.QUICK_MARGIN if quick else offline.MARGIN
+        measured, points = offline.probe_offline_qps(spec, progress=progress, on_point=on_point,
+                                                     probe_ms=probe_ms)
+        target = round(offline.peak_qps(points) * margin, 1) if measured else None
+        method = (f"{len(points)} probes of {probe_ms} ms; target = fastest samples/s seen "
+                  f"x {margin}")
+    else:
+        search = (server.quick_server_search(spec, progress, on_point) if quick
+                  else server.search_server_qps(spec, progress=progress, on_point=on_point))
+        points = search.points
+        measured = search.best.target if search.best else None
+        target = search.target_qps
+        method = (f"bracketing search, {len(points)} probes; target = best VALID target QPS "
+                  f"x {search.margin}")
+    return Tuned(spec.benchmark, s, target, measured, method, settings, points)
