@@ -110,8 +110,10 @@ CASES = [
     ("serve-backend-option-without-equals", ["serve", "-b", "demo", "--port", "8101",
                                              "--backend-option", "x"], None, 2, "KEY=VALUE"),
     ("run-unknown-backend", [*DEMO, "--backend", "tensorrt-9"], None, 2, "unknown backend"),
-    ("run-qps-auto-server", [*DEMO, "-s", "Server", "--target-qps", "auto"], None, 2,
-     "--target-qps auto is for the Offline scenario"),
+    ("run-valid-without-target", [*DEMO, "-s", "Server", "--valid"], None, 2,
+     "mlharness tune"),
+    ("run-target-latency-word", [*DEMO, "-s", "SingleStream", "--target-latency", "fast"], None,
+     2, "expected a number or 'auto'"),
     ("run-batch-size-not-int", [*DEMO, "--batch-size", "big"], None, 2, "invalid int"),
     ("run-division-unknown", [*DEMO, "--division", "premier"], None, 2, "invalid choice"),
     # ---- TOML ---------------------------------------------------------------------------------

@@ -20,16 +20,20 @@ def only_run_dir(root: Path) -> Path:
     return dirs[0]
 
 
+# every target measured first (short probes, margins): a fixed one fails a faster or slower
+# machine. Server also gets an open-division 200 ms bound: its verdict on a busy 2-core machine
+# otherwise depends on other processes' scheduling bursts, not on this code.
 @pytest.mark.parametrize("scenario,flags", [
-    ("SingleStream", ["--target-latency", "0.02"]),
-    ("MultiStream", ["--target-latency", "0.05"]),
-    ("Server", ["--target-qps", "300", "--server-latency", "200"]),  # robust on a busy machine
-    ("Offline", ["--target-qps", "auto"]),  # measured: a fixed target fails fast machines
+    ("SingleStream", []),  # no target in --test mode: measured first
+    ("MultiStream", ["--target-latency", "auto"]),
+    ("Server", ["--target-qps", "auto", "--server-latency", "200"]),
+    ("Offline", ["--target-qps", "auto"]),
 ])
 def test_each_scenario_runs_valid(runs_dir: Path, scenario: str, flags: list[str]) -> None:
     code = main(["run", "-b", "demo", "-s", scenario, "--test", "--no-progress",
                  "--output-dir", str(runs_dir), *flags])
-    run = only_run_dir(runs_dir)
+    run = only_run_dir(runs_dir)  # the probes went to _tune/, not here
+    assert list((runs_dir / "_tune" / "demo").iterdir())
     for name in LOG_FILES:
         assert (run / name).is_file(), name
     data = json.loads((run / "run.json").read_text())
@@ -79,7 +83,9 @@ def test_toml_config_and_flag_override(runs_dir: Path, tmp_path: Path) -> None:
     code = main(["run", "--config", str(cfg), "--target-qps", "250", "--no-progress"])
     run = only_run_dir(runs_dir)
     assert "demo.Server.target_qps = 250" in (run / "user.conf").read_text()
-    assert code == 0
+    assert "demo.Server.target_latency = 200" in (run / "user.conf").read_text()
+    # the verdict of a fixed, unmeasured target depends on the machine: not asserted here
+    assert json.loads((run / "run.json").read_text())["status"] == "ok" and code in (0, 1)
 
 
 def test_invalid_offline_explains_target(runs_dir: Path) -> None:

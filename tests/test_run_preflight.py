@@ -22,7 +22,7 @@ def test_valid_accuracy_run_on_a_subset_is_refused(capsys: pytest.CaptureFixture
 
 def test_no_preflight_lets_the_run_reach_the_task(capsys: pytest.CaptureFixture[str]) -> None:
     code = main(["run", "-b", "resnet50", "--dataset", "/nonexistent", "--valid",
-                 "--min-duration", "1000", "--no-preflight"])
+                 "--min-duration", "1000", "--no-preflight", "--target-qps", "100"])
     err = capsys.readouterr().err
     assert code == 2 and "cannot count" not in err  # now the missing dataset is the complaint
     assert "/nonexistent" in err
