@@ -138,6 +138,12 @@ def memory_gib() -> float | None:
     return round(int(m.group(1)) / 1024 ** 2, 1) if m else None
 
 
+def available_memory_bytes() -> int | None:
+    """Memory the kernel says new work can use now (``MemAvailable``), or None if unknown."""
+    m = re.search(r"^MemAvailable:\s*(\d+)\s*kB", read_text("/proc/meminfo"), re.M)
+    return int(m.group(1)) * 1024 if m else None
+
+
 def package_versions(names: tuple[str, ...] = RUN_PACKAGES) -> dict[str, str]:
     """Installed versions of ``names`` (missing ones left out)."""
     return {name: v for name in names if (v := version(name))}

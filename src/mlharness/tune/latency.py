@@ -21,10 +21,20 @@ PROBE_MS = 1000  # second probe: long enough to be past warm-up
 ROUGH_HINT_MS = 1000.0  # a high hint: the rough probe issues exactly its query count
 #: LoadGen keeps every generated query in memory, about 500 bytes each (a 600 s run of a
 #: 0.015 ms hint builds 40 M queries: 20 GB, killed by the OOM killer on a 24 GB machine)
-MAX_GENERATED_QUERIES = 4_000_000
 BYTES_PER_QUERY = 500
+MIN_QUERY_BUDGET = 4_000_000  # always allowed (2 GB)
+MEMORY_SHARE = 0.5  # at most this share of the memory available now goes to LoadGen's queries
 
 _COMMON = {"target_qps": None, "server_latency": None}
+
+
+def max_generated_queries() -> int:
+    """How many queries LoadGen may build up front here: half the available memory's worth,
+    at least MIN_QUERY_BUDGET."""
+    from mlharness.hostinfo import available_memory_bytes
+
+    available = available_memory_bytes() or 0
+    return max(MIN_QUERY_BUDGET, int(available * MEMORY_SHARE / BYTES_PER_QUERY))
 
 
 def generated_queries(min_duration_ms: float, hint_ms: float) -> int:
@@ -55,7 +65,7 @@ def probe_latency(spec: RunSpec, progress: ProgressSink | None = None,
     note = on_point or (lambda p: None)
     rough = rough_latency(spec, progress, spec.scenario)
     note(rough)
-    hint = max(measured_latency_ms(rough) * MARGIN, PROBE_MS / MAX_GENERATED_QUERIES)
+    hint = max(measured_latency_ms(rough) * MARGIN, PROBE_MS / MIN_QUERY_BUDGET)
     fine = probe(spec, progress, min_duration=PROBE_MS, min_query_count=ROUGH_QUERIES,
                  max_query_count=None, target_latency=float(f"{hint:.4g}"), **_COMMON)
     note(fine)

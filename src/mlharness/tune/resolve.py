@@ -17,7 +17,7 @@ from typing import Any, Callable, Iterable
 
 from mlharness.errors import ConfigError
 from mlharness.spec import AUTO, RunSpec
-from mlharness.tune.latency import BYTES_PER_QUERY, MAX_GENERATED_QUERIES, generated_queries
+from mlharness.tune.latency import BYTES_PER_QUERY, generated_queries, max_generated_queries
 from mlharness.tune.probe import ENGINE_SETTINGS, PointSink, ProgressSink
 from mlharness.tune.scenario import Tuned, target_field, tune_scenario
 from mlharness.tune.sutconfig import load_sut
@@ -97,11 +97,11 @@ def _refuse_huge_query_set(spec: RunSpec, target: float) -> None:
     # length, or --min-duration): the one settings decision, before the task is built
     duration = spec.replace(target_latency=None).settings("*").min_duration_ms
     queries = generated_queries(duration, target)
-    if queries > MAX_GENERATED_QUERIES:
+    if queries > max_generated_queries():
         raise ConfigError(
             f"a {duration / 1000:g} s {spec.scenario} run with a {target:g} ms latency hint makes "
             f"LoadGen build about {queries / 1e6:.0f} M queries up front "
-            f"(~{queries * BYTES_PER_QUERY / 1e9:.0f} GB)",
+            f"(~{queries * BYTES_PER_QUERY / 1e9:.0f} GB, more than half the memory available)",
             hint="this model answers too fast for a run of this length here; use --min-duration "
                  "to shorten it (not valid for submission), or a larger model")
 
