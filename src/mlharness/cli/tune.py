@@ -95,11 +95,8 @@ def tune_command(args: argparse.Namespace) -> int:
         def tune_one(spec: Any) -> Any:
             if not args.json:
                 console_err.print(f"tuning {spec.benchmark} {spec.scenario} …")
-            tuned = tune_scenario(spec, quick=args.quick, progress=bar, on_point=on_point)
-            if args.margin is not None and spec.scenario == "Server" and tuned.measured:
-                tuned.target = round(tuned.measured * args.margin, 1)
-                tuned.method = tuned.method.rsplit(" x ", 1)[0] + f" x {args.margin}"
-            return tuned
+            return tune_scenario(spec, quick=args.quick, margin=args.margin, progress=bar,
+                                 on_point=on_point)
 
         for scenario in scenarios:
             best, results = best_of(grid_specs(base.replace(scenario=scenario), axes), tune_one)

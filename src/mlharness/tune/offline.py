@@ -46,8 +46,13 @@ def probe_offline_qps(spec: RunSpec, attempts: int = 5, progress: ProgressSink |
     return points[-1].value or 0.0, points
 
 
+def target_qps(points: list[Point], margin: float) -> float:
+    """The target for a run: the fastest rate the probes saw x ``margin``."""
+    return round(peak_qps(points) * margin, 1)
+
+
 def offline_target_qps(spec: RunSpec, progress: ProgressSink | None = None,
                        on_point: PointSink | None = None) -> float:
     """A target QPS that makes a --test Offline run of ``spec`` last its min duration."""
     _, points = probe_offline_qps(spec, progress=progress, on_point=on_point)
-    return round(peak_qps(points) * QUICK_MARGIN, 1)
+    return target_qps(points, QUICK_MARGIN)

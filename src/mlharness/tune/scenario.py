@@ -47,11 +47,13 @@ class Tuned:
         return self.measured < other.measured
 
 
-def tune_scenario(spec: RunSpec, *, quick: bool = False, progress: ProgressSink | None = None,
+def tune_scenario(spec: RunSpec, *, quick: bool = False, margin: float | None = None,
+                  progress: ProgressSink | None = None,
                   on_point: PointSink | None = None) -> Tuned:
     """Measure the target for ``spec.scenario`` with short probes of ``spec``'s set-up.
 
     ``quick``: fewer, shorter probes and wider margins (a run measuring its own target).
+    ``margin``: Server only, target = best VALID QPS x ``margin`` (default: the search's).
     """
     s = spec.scenario
     settings = engine_settings(spec)
@@ -62,15 +64,17 @@ def tune_scenario(spec: RunSpec, *, quick: bool = False, progress: ProgressSink 
                   f"measured per-query latency x {latency.MARGIN}")
     elif s == "Offline":
         probe_ms = offline.PROBE_MS if quick else offline.TUNE_PROBE_MS
-        margin = offline.QUICK_MARGIN if quick else offline.MARGIN
+        factor = offline.QUICK_MARGIN if quick else offline.MARGIN
         measured, points = offline.probe_offline_qps(spec, progress=progress, on_point=on_point,
                                                      probe_ms=probe_ms)
-        target = round(offline.peak_qps(points) * margin, 1) if measured else None
+        target = offline.target_qps(points, factor) if measured else None
         method = (f"{len(points)} probes of {probe_ms} ms; target = fastest samples/s seen "
-                  f"x {margin}")
+                  f"x {factor}")
     else:
         search = (server.quick_server_search(spec, progress, on_point) if quick
                   else server.search_server_qps(spec, progress=progress, on_point=on_point))
+        if margin is not None:
+            search.margin = margin
         points = search.points
         measured = search.best.target if search.best else None
         target = search.target_qps

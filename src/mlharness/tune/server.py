@@ -2,7 +2,8 @@
 
 A bracketing search over short probes: grow the target geometrically until a probe is INVALID,
 then bisect (geometric mean) between the best VALID and the lowest INVALID target until they are
-within ``precision``. Each probe's verdict is LoadGen's own, so the bound is the one the round's
+within ``precision``. An INVALID probe above a VALID one is repeated once before it counts (a
+shared machine's bursts make single probes near the edge noisy). Each probe's verdict is LoadGen's own, so the bound is the one the round's
 ``mlperf.conf`` (or ``--server-latency``) sets and early stopping counts: a probe whose latencies
 met the bound but whose query count was too small for early stopping is repeated once, longer,
 before it counts as INVALID. Every point is kept.
@@ -103,6 +104,10 @@ def search_server_qps(spec: RunSpec, start_qps: float | None = None, *,
     qps = max(qps, floor)
     for _ in range(max_probes):
         point = _probe_at(spec, qps, probe_ms, progress, note, points, max_probe_s)
+        if not point.valid and valid and qps > max(valid):
+            # an INVALID above a VALID may be one burst of noise on a shared machine: the edge
+            # counts only once a second probe at that rate agrees
+            point = _probe_at(spec, qps, probe_ms, progress, note, points, max_probe_s)
         (valid if point.valid else invalid).append(qps)
         lo = max(valid) if valid else None
         above = [q for q in invalid if lo is None or q > lo]  # noise: ignore INVALIDs below lo
