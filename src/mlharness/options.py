@@ -33,6 +33,16 @@ class RuleError(ValueError):
         self.message, self.hint = message, hint
 
 
+def parse_scalar(text: str) -> int | float | str:
+    """A ``KEY=VALUE`` value from the command line: an int, else a float, else the text."""
+    for cast in (int, float):
+        try:
+            return cast(text)
+        except ValueError:
+            pass
+    return text
+
+
 def parse_options(model: type[M], data: dict[str, Any] | None, what: str, flag: str) -> M:
     """``data`` validated by ``model``; ConfigError naming the key and the valid keys."""
     try:

@@ -11,6 +11,7 @@ from mlharness.cli.render import (LiveProgress, console, console_err, power_line
                                   results_table, verdict_text)
 from mlharness.errors import ConfigError
 from mlharness.rules.loader import DEFAULT_ROUND
+from mlharness.options import parse_scalar
 from mlharness.spec import AUTO, RunSpec, load_toml
 
 EXAMPLES = """\
@@ -81,13 +82,7 @@ def _qps(text: str) -> float | str:
 TABLE_KEYS = ("set", "task_option", "backend_option")
 
 
-def _coerce(value: str) -> Any:
-    for cast in (int, float):
-        try:
-            return cast(value)
-        except ValueError:
-            pass
-    return value
+_coerce = parse_scalar  # KEY=VALUE values (also used by calibrate and serve)
 
 
 def add_run_arguments(p: argparse.ArgumentParser) -> None:

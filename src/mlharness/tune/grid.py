@@ -6,6 +6,7 @@ import itertools
 from typing import Any, Callable
 
 from mlharness.errors import ConfigError
+from mlharness.options import parse_scalar
 from mlharness.spec import RunSpec
 from mlharness.tune.probe import ENGINE_SETTINGS
 
@@ -13,12 +14,10 @@ SEARCHABLE = tuple(k for k in ENGINE_SETTINGS if k not in ("device", "backend"))
 
 
 def _value(text: str) -> Any:
-    for cast in (int, float):
-        try:
-            return cast(text)
-        except ValueError:
-            pass
-    return {"true": True, "false": False}.get(text.lower(), text)
+    """A number, a boolean (``true``/``false``, for length_sort) or the text."""
+    value = parse_scalar(text)
+    return {"true": True, "false": False}.get(value.lower(), value) if isinstance(value, str) \
+        else value
 
 
 def parse_search(items: list[str] | None) -> dict[str, list[Any]]:
