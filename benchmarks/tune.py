@@ -41,9 +41,13 @@ def workload_spec(name: str, workdir: Path, resnet_bound: float,
     if name == "demo":
         return RunSpec(benchmark="demo", scenario="Server", server_latency=demo_bound,
                        output_dir=workdir / "runs")
-    from vision_cpu import build_inputs
+    from resnet50_graph import build_resnet50
+    from trained_fixtures import make_set
 
-    model, dataset = build_inputs(workdir / "resnet50", images=64)
+    model = build_resnet50(workdir / "resnet50" / "resnet50_v1.5_random.onnx")
+    dataset = workdir / "resnet50" / "imagenet-64"
+    if not (dataset / "val_map.txt").is_file():
+        make_set(dataset, 64, seed=3)
     return RunSpec(benchmark="resnet50", scenario="Server", model=model, dataset=dataset,
                    cache_dir=workdir / "resnet50" / "cache", server_latency=resnet_bound,
                    output_dir=workdir / "runs")

@@ -32,7 +32,7 @@ def ov_bf16() -> bool:
 def run(tmp_path: Path, *flags: str) -> tuple[int, dict, Path]:
     runs = tmp_path / "runs"
     code = main(["run", "--no-progress", "--output-dir", str(runs), "--test", *flags])
-    dirs = sorted(p for p in runs.glob("*/*") if p.is_dir())
+    dirs = sorted(p for p in runs.glob("[!_]*/*") if p.is_dir())  # not the _tune/ probes
     record = json.loads((dirs[-1] / "run.json").read_text()) if dirs else {}
     return code, record, dirs[-1] if dirs else runs
 

@@ -35,7 +35,7 @@ def bert(tmp_path_factory: pytest.TempPathFactory) -> Path:
 def run(tmp_path: Path, *flags: str) -> tuple[int, dict, Path]:
     runs = tmp_path / "runs"
     code = main(["run", "--no-progress", "--output-dir", str(runs), "--test", *flags])
-    dirs = sorted(p for p in runs.glob("*/*") if p.is_dir())
+    dirs = sorted(p for p in runs.glob("[!_]*/*") if p.is_dir())  # not the _tune/ probes
     return code, json.loads((dirs[-1] / "run.json").read_text()) if dirs else {}, (
         dirs[-1] if dirs else runs)
 
