@@ -203,6 +203,9 @@ def test_reproduce_command_keeps_the_instances() -> None:
     argv = shlex.split(reproduce_command(spec.model_dump(mode="json")))
     args = build_parser().parse_args(argv[1:])
     assert (args.instances, args.threads_per_instance, args.batch_size) == (2, 1, 4)
+    tuned = RunSpec(benchmark="demo", scenario="Server", sut_conf={"target_qps": 1234.5})
+    argv = shlex.split(reproduce_command(tuned.model_dump(mode="json")))
+    assert build_parser().parse_args(argv[1:]).target_qps == 1234.5  # pinned, not --sut
 
 
 def test_a_run_nested_in_another_run_is_part_of_it(runs: Path, tmp_path: Path) -> None:

@@ -7,6 +7,7 @@ never from a fixed number, so it holds on a machine faster or slower than this o
 from __future__ import annotations
 
 import json
+import math
 from pathlib import Path
 
 import pytest
@@ -18,6 +19,7 @@ from mlharness.spec import RunSpec
 from mlharness.tune import (SutConfig, SutEntry, apply_sut, load_sut, offline_target_qps,
                             resolve_targets, save_sut, search_server_qps)
 from mlharness.tune.grid import grid_specs, parse_search
+from mlharness.tune.server import confirm_target
 
 
 def _runs(root: Path) -> list[Path]:
@@ -130,6 +132,15 @@ def test_server_search_brackets_and_keeps_every_point(runs_dir: Path) -> None:
     assert above and not any(p.valid for p in above)  # bracketed: INVALID just above the best
     assert min(p.target for p in above) <= search.best.target * 1.3 * 1.01
     assert search.target_qps == round(search.best.target * search.margin, 1)
+    # held for a longer probe, stepping down by the margin until VALID (100 ms is far above
+    # the demo's latency below saturation, so a step or two is enough on a loaded machine)
+    n = len(search.points)
+    confirm_target(spec, search, confirm_ms=3000)
+    held = search.confirmed
+    assert held is not None and held.valid and (held.duration_s or 0) >= 3
+    steps = math.log(held.target / search.best.target) / math.log(search.margin)
+    assert abs(steps - round(steps)) < 1e-3 and 1 <= round(steps) <= 4
+    assert search.target_qps == round(held.target, 1) and len(search.points) > n
 
 
 def test_compliance_takes_auto(runs_dir: Path, tmp_path: Path,
@@ -156,4 +167,34 @@ def test_a_latency_hint_too_small_for_memory_is_refused() -> None:
         resolve_targets(RunSpec(benchmark="demo", scenario="SingleStream", valid=True,
                                 target_latency=0.0001))
     ok = RunSpec(benchmark="demo", scenario="SingleStream", target_latency=0.0147)
-    assert resolve_targets(ok) == ok  # a 2 s --test run: 136 k queries
+    assert resolve_targets(ok) == ok  # a 2 s --test run: 272 k queries
+
+
+def test_a_sut_hint_is_raised_to_fit_memory_up_to_the_measured_latency(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A 600 s run at tune's hint (latency x 0.5) would not fit: the hint rises to the smallest
+    that fits, never above what tune measured; Server gets no such help (its rate is the point)."""
+    import mlharness.tune.resolve as resolve
+
+    monkeypatch.setattr(resolve, "max_generated_queries", lambda: 4_000_000)
+    sut = tmp_path / "box.toml"
+    sut.write_text('name = "box"\n'
+                   '[benchmarks.demo.SingleStream]\ntarget_latency = 0.02\nmeasured = 1.0\n'
+                   '[benchmarks.demo.MultiStream]\ntarget_latency = 0.02\nmeasured = 0.15\n'
+                   '[benchmarks.demo.Server]\ntarget_qps = 10000.0\nmeasured = 12500.0\n')
+    notes: list[str] = []
+    single = resolve_targets(RunSpec(benchmark="demo", scenario="SingleStream", valid=True,
+                                     sut=str(sut)), notify=notes.append)
+    # 2 x 600 s / 4 M queries = 0.3 ms: the hint LoadGen can afford, below the 1 ms measured
+    assert single.sut_conf["target_latency"] == pytest.approx(0.3)
+    assert single.settings("*").sources["target_latency"] == "sut-config"
+    assert "raised from 0.02 to 0.3 ms" in notes[0]
+    # 0.3 ms > 1.5 x the 0.15 ms measured: a run a little faster than the probe would run out
+    with pytest.raises(ConfigError, match="M queries up front"):
+        resolve_targets(RunSpec(benchmark="demo", scenario="MultiStream", valid=True,
+                                sut=str(sut)))
+    with pytest.raises(ConfigError, match="10000 QPS makes LoadGen build about 6 M"):
+        resolve_targets(RunSpec(benchmark="demo", scenario="Server", valid=True, sut=str(sut)))
+    # a --test run of the same SUT fits as it is
+    short = resolve_targets(RunSpec(benchmark="demo", scenario="SingleStream", sut=str(sut)))
+    assert short.sut_conf["target_latency"] == 0.02

@@ -23,7 +23,8 @@ What is measured (short probe runs of the real harness, kept under <output-dir>/
   SingleStream/MultiStream  per-query latency -> expected latency for user.conf (x 0.5)
   Offline                   fastest sustained samples/s -> target QPS (x 1.5)
   Server                    highest VALID target QPS under the benchmark's latency bound
-                            (grow x4 until INVALID, then bisect to 5%) -> target (x --margin)
+                            (grow x4 until INVALID, then bisect to 5%) -> target (x --margin),
+                            then held for --confirm seconds (stepping down x --margin if INVALID)
 With --search, every combination of engine settings is tuned and the best one kept.
 
 exit codes: 0 every scenario got a target, 1 some scenario found no VALID point,
@@ -31,6 +32,7 @@ exit codes: 0 every scenario got a target, 1 some scenario found no VALID point,
 """
 
 SCENARIOS = ("SingleStream", "MultiStream", "Server", "Offline")
+CONFIRM_S = 60.0
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -49,8 +51,12 @@ def register(sub: argparse._SubParsersAction) -> None:
                    help="engine settings to try, e.g. batch_size=1,8,32 workers=1,2")
     t.add_argument("--margin", type=float, metavar="F",
                    help="Server: target = best VALID QPS x F (default 0.8)")
+    t.add_argument("--confirm", type=float, default=CONFIRM_S, metavar="SECONDS",
+                   help=f"Server: hold the chosen target this long, stepping down by the margin "
+                        f"until VALID (default {CONFIRM_S:g}; 0 skips; short probes see a burst "
+                        "capacity a 600 s run does not sustain)")
     t.add_argument("--quick", action="store_true",
-                   help="coarser, faster search with wider margins")
+                   help="coarser, faster search with wider margins, no --confirm")
     out = p.add_argument_group("output")
     out.add_argument("--json", action="store_true", help="print every point and choice as JSON")
     out.add_argument("--no-progress", action="store_true", help="no live progress display")
@@ -79,6 +85,9 @@ def tune_command(args: argparse.Namespace) -> int:
     scenarios = _scenarios(args.scenario)
     if args.margin is not None and not 0 < args.margin <= 1:
         raise ConfigError(f"--margin must be in (0, 1], got {args.margin}", hint="e.g. 0.8")
+    if args.confirm < 0:
+        raise ConfigError(f"--confirm must be >= 0 seconds, got {args.confirm:g}",
+                          hint="e.g. 60, or 0 to skip")
     base = spec_from_args(args, scenario=scenarios[0], mode="performance", valid=False, sut=None,
                           target_qps=None, target_latency=None)
     sut = open_or_new(args.sut) if args.sut else None
@@ -95,7 +104,8 @@ def tune_command(args: argparse.Namespace) -> int:
         def tune_one(spec: Any) -> Any:
             if not args.json:
                 console_err.print(f"tuning {spec.benchmark} {spec.scenario} …")
-            return tune_scenario(spec, quick=args.quick, margin=args.margin, progress=bar,
+            return tune_scenario(spec, quick=args.quick, margin=args.margin,
+                                 confirm_ms=int(args.confirm * 1000), progress=bar,
                                  on_point=on_point)
 
         for scenario in scenarios:
@@ -166,7 +176,7 @@ def chosen_table(chosen: list[Any]) -> Any:
         target = "[red]none VALID[/]" if t.target is None else (
             f"--target-qps {t.target:g}" if qps else f"--target-latency {t.target:g}")
         measured = "-" if t.measured is None else (
-            f"{t.measured:,.1f} " + ("QPS" if qps else "ms"))
+            f"{t.measured:,.1f} QPS" if qps else f"{t.measured:.4g} ms")
         table.add_row(t.scenario, target, measured, _settings_text(t.settings), t.method)
     return table
 

@@ -104,8 +104,9 @@ def loadgen_verdict(mode: str | None, valid: bool | None, errors: list[str] | No
 _CONDITIONS = {
     "result_min_duration_met": "min duration not met (run was shorter than min_duration)",
     "result_min_queries_met": "min query count not met",
-    "early_stopping_met": "early stopping not met (too few queries for the latency estimate)",
+    # the latency bound before early stopping: when both fail, the bound is the cause
     "result_perf_constraints_met": "latency constraint not met (p99 over the target)",
+    "early_stopping_met": "early stopping not met (too few queries for the latency estimate)",
 }
 
 

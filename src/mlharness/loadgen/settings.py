@@ -72,6 +72,18 @@ _LOADGEN_DEFAULTS: dict[str, dict[str, float]] = {
 OFFLINE_SLACK = 1.1
 
 
+def generated_queries(scenario: str, min_duration_ms: float, target: float) -> int:
+    """About how many queries LoadGen generates up front, before the first is issued
+    (loadgen/loadgen.cc GenerateQueries): SingleStream/MultiStream for twice the min duration at
+    the expected latency ``target`` (ms), Server for the min duration at ``target`` QPS, Offline
+    one query."""
+    if scenario in ("SingleStream", "MultiStream"):
+        return int(2 * min_duration_ms / target)
+    if scenario == "Server":
+        return int(min_duration_ms / 1000 * target)
+    return 1
+
+
 def check_user_conf_key(key: str, value: Any) -> float | int:
     """A ``--set KEY=VALUE`` pair as LoadGen would read it, or ConfigError."""
     if key in FLAG_KEYS:
@@ -202,6 +214,16 @@ class EffectiveSettings:
                          * float(self.values.get("target_qps", 1.0)))
             return max(int(self.values["min_query_count"]), target)
         return 1
+
+    @property
+    def generated_queries(self) -> int:
+        """Queries LoadGen builds before issuing the first (performance mode)."""
+        if self.mode != "performance":
+            return 0
+        key = "target_qps" if self.scenario in ("Server", "Offline") else "target_latency"
+        return max(int(self.values.get("min_query_count", 1)),
+                   generated_queries(self.scenario, self.min_duration_ms,
+                                     float(self.values.get(key, 1.0))))
 
     def expected_duration_s(self) -> float:
         return self.min_duration_ms / 1000.0

@@ -196,8 +196,10 @@ def reproduce_command(spec: dict[str, Any]) -> str:
     import shlex
 
     parts = ["mlharness", "run"]
+    # a target a SUT configuration supplied is written out: the file may change, the run won't
+    pinned = {**(spec.get("sut_conf") or {}), **{k: v for k, v in spec.items() if v is not None}}
     for key in _FLAGS:
-        value = spec.get(key)
+        value = pinned.get(key)
         if value is None or _DEFAULTS.get(key) == value:
             continue
         parts += [_flag(key), _num(value)]

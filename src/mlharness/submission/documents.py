@@ -7,27 +7,14 @@ from pathlib import Path
 from typing import Any
 
 from mlharness import __version__
+from mlharness.store.record import reproduce_command
 from mlharness.submission.runs import Run
 
-_FLAG_KEYS = ("benchmark", "scenario", "mode", "backend", "model", "dataset", "vocab",
-              "target_qps", "target_latency", "server_latency", "batch_size", "workers",
-              "threads", "precision", "device")
-
-
 def run_command(run: Run) -> str:
-    """The ``mlharness run`` command line that reproduces ``run`` (best effort from its spec)."""
+    """The ``mlharness run`` command line that reproduces ``run`` (from its recorded spec)."""
     spec = run.spec.to_dict()
-    parts = ["mlharness run"]
-    for key in _FLAG_KEYS:
-        value = spec.get(key)
-        if key == "benchmark":
-            value = value or run.benchmark
-        if value in (None, "", False):
-            continue
-        flag = "--" + key.replace("_", "-")
-        parts.append(f"{flag} {value}")
-    parts.append("--test" if run.short else "--valid")
-    return " ".join(parts)
+    spec["benchmark"] = spec.get("benchmark") or run.benchmark
+    return reproduce_command(spec)
 
 
 def measurements(run: Run, accuracy: Run | None) -> dict[str, Any]:

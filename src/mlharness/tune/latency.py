@@ -4,8 +4,8 @@ LoadGen sizes a SingleStream/MultiStream test from the hint: it generates about
 ``min_duration / expected_latency`` queries up front and issues them one after another
 (``loadgen/test_settings_internal.cc``). A hint above the real latency runs out of queries before
 the min duration (INVALID); one below only generates spare queries. So the hint is the measured
-per-query latency times a margin below 1 (:mod:`mlharness.tune.resolve` refuses a hint whose
-query set would not fit in memory).
+per-query latency times a margin below 1 (:mod:`mlharness.tune.resolve` raises a hint whose
+query set would not fit in memory, up to the measured latency, or refuses).
 """
 
 from __future__ import annotations
@@ -13,33 +13,41 @@ from __future__ import annotations
 from mlharness.spec import RunSpec
 from mlharness.tune.probe import Point, PointSink, ProgressSink, probe
 
-#: hint = measured latency x MARGIN: LoadGen generates twice the queries it needs, so a system
-#: up to 2x faster at run time than while probing still reaches the min duration
+#: hint = measured latency x MARGIN. LoadGen itself generates queries for twice the min duration
+#: at the hint (loadgen/loadgen.cc GenerateQueries, duration_multiplier), so with 0.5 a system up
+#: to 4x faster at run time than while probing still reaches the min duration (2x at a hint equal
+#: to the measured latency)
 MARGIN = 0.5
+#: to save memory, resolve.fit_query_set may raise a hint up to the measured latency x FIT_LIMIT:
+#: LoadGen's 2x then still covers a run 1.33x faster than the probe
+FIT_LIMIT = 1.5
 ROUGH_QUERIES = 64  # first probe: a fixed number of queries, whatever the latency
 PROBE_MS = 1000  # second probe: long enough to be past warm-up
 ROUGH_HINT_MS = 1000.0  # a high hint: the rough probe issues exactly its query count
-#: LoadGen keeps every generated query in memory, about 500 bytes each (a 600 s run of a
-#: 0.015 ms hint builds 40 M queries: 20 GB, killed by the OOM killer on a 24 GB machine)
-BYTES_PER_QUERY = 500
-MIN_QUERY_BUDGET = 4_000_000  # always allowed (2 GB)
-MEMORY_SHARE = 0.5  # at most this share of the memory available now goes to LoadGen's queries
+#: LoadGen keeps every generated query in memory: 460 bytes each, measured with LoadGen 6.0
+#: (peak RSS of 20 M SingleStream and 10 M Server queries). A 600 s SingleStream run at a
+#: 0.015 ms hint builds 80 M queries: 37 GB
+BYTES_PER_QUERY = 460
+MIN_QUERY_BUDGET = 4_000_000  # always allowed (1.8 GB)
+#: at most this share of the memory available now goes to LoadGen's queries (a 600 s run of the
+#: demo's 0.03 ms SingleStream needs 20 M queries, 40 M generated: 18 GB of a 24 GB machine's 22)
+MEMORY_SHARE = 0.75
 
 _COMMON = {"target_qps": None, "server_latency": None}
 
 
 def max_generated_queries() -> int:
-    """How many queries LoadGen may build up front here: half the available memory's worth,
-    at least MIN_QUERY_BUDGET."""
+    """How many queries LoadGen may build up front here: MEMORY_SHARE of the available memory's
+    worth, at least MIN_QUERY_BUDGET."""
     from mlharness.hostinfo import available_memory_bytes
 
     available = available_memory_bytes() or 0
     return max(MIN_QUERY_BUDGET, int(available * MEMORY_SHARE / BYTES_PER_QUERY))
 
 
-def generated_queries(min_duration_ms: float, hint_ms: float) -> int:
-    """About how many queries LoadGen generates for a latency hint (min_duration / hint)."""
-    return int(min_duration_ms / hint_ms)
+def smallest_fitting_hint(min_duration_ms: float, budget: int) -> float:
+    """The lowest SingleStream/MultiStream hint (ms) whose query set stays within ``budget``."""
+    return 2 * min_duration_ms / budget
 
 
 def measured_latency_ms(point: Point) -> float:

@@ -17,10 +17,12 @@ from typing import Any, Callable, Iterable
 
 from mlharness.errors import ConfigError
 from mlharness.spec import AUTO, RunSpec
-from mlharness.tune.latency import BYTES_PER_QUERY, generated_queries, max_generated_queries
+from mlharness.loadgen.settings import generated_queries
+from mlharness.tune.latency import (BYTES_PER_QUERY, FIT_LIMIT, MEMORY_SHARE,
+                                    max_generated_queries, smallest_fitting_hint)
 from mlharness.tune.probe import ENGINE_SETTINGS, PointSink, ProgressSink
 from mlharness.tune.scenario import Tuned, target_field, tune_scenario
-from mlharness.tune.sutconfig import load_sut
+from mlharness.tune.sutconfig import SutEntry, load_sut
 
 Notify = Callable[[str], None]
 
@@ -32,13 +34,17 @@ def _given(spec: RunSpec, name: str, explicit: set[str] | None) -> bool:
     return getattr(spec, name) != RunSpec.model_fields[name].default
 
 
-def apply_sut(spec: RunSpec, explicit: Iterable[str] | None = None) -> RunSpec:
-    """Fill ``spec``'s target (``sut_conf``) and engine settings from its SUT configuration;
-    what the user gave explicitly wins."""
-    if not spec.sut:
-        return spec
+def sut_entry(spec: RunSpec) -> SutEntry | None:
+    """``spec``'s benchmark x scenario entry in its SUT configuration, if it names one."""
+    return load_sut(spec.sut).entry(spec.benchmark, spec.scenario) if spec.sut else None
+
+
+def apply_sut(spec: RunSpec, explicit: Iterable[str] | None = None,
+              entry: SutEntry | None = None) -> RunSpec:
+    """Fill ``spec``'s target (``sut_conf``) and engine settings from its SUT configuration
+    (``entry``, default: looked up); what the user gave explicitly wins."""
     given = set(explicit) if explicit is not None else None
-    entry = load_sut(spec.sut).entry(spec.benchmark, spec.scenario)
+    entry = entry or sut_entry(spec)
     if entry is None:
         return spec
     changes: dict[str, Any] = {"sut_conf": entry.user_conf()}
@@ -57,7 +63,8 @@ def resolve_targets(spec: RunSpec, *, explicit: Iterable[str] | None = None,
     for a --valid run with no target, or when no probe was VALID.
     """
     say = notify or (lambda text: None)
-    spec = apply_sut(spec, explicit)
+    entry = sut_entry(spec)
+    spec = apply_sut(spec, explicit, entry)
     name = target_field(spec.scenario)
     if spec.mode != "performance":  # accuracy runs every sample once: no target needed
         clear = {n: None for n in ("target_qps", "target_latency") if getattr(spec, n) == AUTO}
@@ -66,8 +73,13 @@ def resolve_targets(spec: RunSpec, *, explicit: Iterable[str] | None = None,
     if value is None and name in spec.sut_conf:
         value = spec.sut_conf[name]
     if value not in (None, AUTO):
-        _refuse_huge_query_set(spec, value)
-        return spec
+        from_sut = getattr(spec, name) is None
+        fitted = fit_query_set(spec, value, entry.measured if from_sut and entry else None, say)
+        if fitted == value:
+            return spec
+        if from_sut:
+            return spec.replace(sut_conf={**spec.sut_conf, name: fitted})
+        return spec.replace(**{name: fitted})
     if value is None and spec.valid:
         flag = "--target-qps" if name == "target_qps" else "--target-latency"
         where = (f"{spec.sut} has no {spec.benchmark} {spec.scenario} entry; "
@@ -85,25 +97,42 @@ def resolve_targets(spec: RunSpec, *, explicit: Iterable[str] | None = None,
         raise ConfigError(f"could not measure a {spec.scenario} target: no probe was VALID",
                           hint=_why(tuned))
     say(f"{name.replace('_', ' ')}: {tuned.target:g} ({tuned.method})")
-    _refuse_huge_query_set(spec, tuned.target)
-    return spec.replace(**{name: tuned.target})
+    return spec.replace(**{name: fit_query_set(spec, tuned.target, tuned.measured, say)})
 
 
-def _refuse_huge_query_set(spec: RunSpec, target: float) -> None:
-    """A latency hint so small that LoadGen's up-front query set would not fit in memory."""
-    if spec.scenario not in ("SingleStream", "MultiStream"):
-        return
+def fit_query_set(spec: RunSpec, target: float, measured: float | None = None,
+                  notify: Notify | None = None) -> float:
+    """``target``, or the smallest latency hint whose up-front query set fits in memory.
+
+    LoadGen generates a run's whole query set before the first query (460 bytes a query,
+    :mod:`mlharness.tune.latency`); a set larger than MEMORY_SHARE of the memory available now
+    is refused. A SingleStream/MultiStream hint may be raised up to the ``measured`` latency x
+    FIT_LIMIT: LoadGen generates queries for twice the min duration at the hint, so the run
+    still reaches its min duration unless it is more than 2 / FIT_LIMIT x faster than measured.
+    """
     # the run's min duration as LoadGen will see it (mlperf.conf's "*" entries, the --test
     # length, or --min-duration): the one settings decision, before the task is built
-    duration = spec.replace(target_latency=None).settings("*").min_duration_ms
-    queries = generated_queries(duration, target)
-    if queries > max_generated_queries():
-        raise ConfigError(
-            f"a {duration / 1000:g} s {spec.scenario} run with a {target:g} ms latency hint makes "
-            f"LoadGen build about {queries / 1e6:.0f} M queries up front "
-            f"(~{queries * BYTES_PER_QUERY / 1e9:.0f} GB, more than half the memory available)",
-            hint="this model answers too fast for a run of this length here; use --min-duration "
-                 "to shorten it (not valid for submission), or a larger model")
+    duration = spec.replace(target_latency=None, target_qps=None).settings("*").min_duration_ms
+    budget = max_generated_queries()
+    queries = generated_queries(spec.scenario, duration, target)
+    if queries <= budget:
+        return target
+    latency = spec.scenario in ("SingleStream", "MultiStream")
+    if latency and measured:
+        fitting = float(f"{smallest_fitting_hint(duration, budget):.4g}")
+        if fitting <= measured * FIT_LIMIT:
+            if notify:
+                notify(f"latency hint raised from {target:g} to {fitting:g} ms (measured "
+                       f"{measured:g} ms) so that LoadGen's {duration / 1000:g} s query set fits "
+                       f"in {MEMORY_SHARE:.0%} of the memory available")
+            return max(fitting, target)
+    what = f"a {target:g} ms latency hint" if latency else f"{target:g} QPS"
+    raise ConfigError(
+        f"a {duration / 1000:g} s {spec.scenario} run at {what} makes LoadGen build about "
+        f"{queries / 1e6:.0f} M queries up front (~{queries * BYTES_PER_QUERY / 1e9:.0f} GB, "
+        f"more than {MEMORY_SHARE:.0%} of the memory available)",
+        hint="this model answers too fast for a run of this length here; free memory, use "
+             "--min-duration to shorten it (not valid for submission), or a larger model")
 
 
 def _why(tuned: Tuned) -> str:

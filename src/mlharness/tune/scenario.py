@@ -48,12 +48,14 @@ class Tuned:
 
 
 def tune_scenario(spec: RunSpec, *, quick: bool = False, margin: float | None = None,
-                  progress: ProgressSink | None = None,
+                  confirm_ms: int = 0, progress: ProgressSink | None = None,
                   on_point: PointSink | None = None) -> Tuned:
     """Measure the target for ``spec.scenario`` with short probes of ``spec``'s set-up.
 
     ``quick``: fewer, shorter probes and wider margins (a run measuring its own target).
     ``margin``: Server only, target = best VALID QPS x ``margin`` (default: the search's).
+    ``confirm_ms``: Server only (not quick), hold that target this long, stepping down by the
+    margin until VALID (0: don't).
     """
     s = spec.scenario
     settings = engine_settings(spec)
@@ -75,9 +77,15 @@ def tune_scenario(spec: RunSpec, *, quick: bool = False, margin: float | None = 
                   else server.search_server_qps(spec, progress=progress, on_point=on_point))
         if margin is not None:
             search.margin = margin
+        if confirm_ms and not quick:
+            search = server.confirm_target(spec, search, confirm_ms, progress, on_point)
         points = search.points
         measured = search.best.target if search.best else None
         target = search.target_qps
         method = (f"bracketing search, {len(points)} probes; target = best VALID target QPS "
                   f"x {search.margin}")
+        if search.confirmed is not None:
+            method += f", held VALID for {confirm_ms / 1000:g} s"
+            if search.confirmed.target < (measured or 0) * search.margin * 0.99:
+                method += f" after stepping down by x {search.margin}"
     return Tuned(spec.benchmark, s, target, measured, method, settings, points)
