@@ -10,6 +10,7 @@ import pytest
 
 from mlharness.cli.main import main
 from mlharness.rules.calibration_lists import DATA, official_list
+from mlharness.submission.documents import weight_transformations
 from synthetic_squad import make_bert_onnx, make_squad, make_vocab, vocab_size
 from synthetic_vision import make_imagenet, resnet50_onnx
 
@@ -78,6 +79,10 @@ def test_resnet50_calibrated_int8_runs_and_is_recorded(imagenet: Path, tmp_path:
         assert rec["backend"]["precision"] == "int8"
         assert rec["backend"]["calibration"]["source_sha256"] == record["source_sha256"]
         assert rec["accuracy"]["value"] == pytest.approx(ref["accuracy"]["value"], abs=25)
+        # the submission's measurements.json names the calibration the run found
+        said = weight_transformations("int8", rec["backend"])
+        assert said.startswith("post-training int8 quantisation") and "official" in said
+        assert f"over {len(record['qsl_indices'])} samples" in said
 
 
 def test_bert_calibration_with_own_list(tmp_path: Path) -> None:
@@ -95,6 +100,8 @@ def test_bert_calibration_with_own_list(tmp_path: Path) -> None:
     code, rec = run(tmp_path, "-b", "bert-99", "--model", str(tmp_path / "q.onnx"), *data,
                     "--precision", "int8", "--mode", "accuracy", "--max-samples", "4")
     assert rec["status"] == "ok" and rec["backend"]["calibration"]["qsl_indices"] == [0, 2, 4]
+    said = weight_transformations("int8", rec["backend"])
+    assert "over 3 samples" in said and str(own.resolve()) in said and "official" not in said
 
 
 def test_no_list_no_samples_refused(imagenet: Path, tmp_path: Path,

@@ -28,12 +28,29 @@ def measurements(run: Run, accuracy: Run | None) -> dict[str, Any]:
         "retraining": "No",
         "starting_weights_filename": Path(str(model)).name or "unknown",
         "weight_data_types": precision,
-        "weight_transformations": "No" if precision == "fp32" else f"post-training {precision} conversion",
+        "weight_transformations": weight_transformations(precision, run.record.backend or {}),
         "harness": f"mlharness {__version__}",
         "backend": str(spec.get("backend") or ""),
         "performance_run": run.path.name,
         "accuracy_run": accuracy.path.name if accuracy else "",
     }
+
+
+def weight_transformations(precision: str, backend: dict[str, Any]) -> str:
+    """What was done to the weights, naming the calibration of a calibrated int8 model (the
+    record ``mlharness calibrate`` left beside it, as the run found it)."""
+    if precision == "fp32":
+        return "No"
+    cal = backend.get("calibration")
+    if not isinstance(cal, dict):
+        return f"post-training {precision} conversion"
+    samples = cal.get("samples") or {}
+    where = samples.get("list", "unknown list")
+    if samples.get("official"):
+        where = f"official calibration list {samples.get('option', '')} ({where})"
+    count = len(cal.get("qsl_indices") or [])
+    return (f"post-training {precision} quantisation (mlharness calibrate, {cal.get('recipe', 'QDQ')}, "
+            f"{cal.get('method', 'minmax')} activation ranges over {count} samples of the {where})")
 
 
 def _versions(run: Run) -> str:
