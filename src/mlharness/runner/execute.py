@@ -28,14 +28,20 @@ from mlharness.hostinfo import describe_system, package_versions
 from mlharness.record import RunRecord
 from mlharness.runner.record import owner_fields
 from mlharness.runner.rundir import new_run_dir, now_iso
-from mlharness.runner.worker import child_main, task_options
+from mlharness.runner.worker import LOADGEN_PHASE, child_main, task_options
 from mlharness.spec import RunSpec
 from mlharness.store import git_commit_of, record_run
 from mlharness.tasks import AccuracyResult, Task, create_task
 
-#: LoadGen builds its whole query set before issuing the first query: 1.7 us a query measured
-#: here (20 M in 34 s), allowed twice that on top of the stall timeout before the first sample
-GENERATION_S_PER_QUERY = 3.5e-6
+#: LoadGen builds its whole query set before issuing the first query and releases it after the
+#: last: 1.7 us a query measured here idle (20 M in 34 s), 6.6 us beside four busy processes;
+#: 10 us a query is allowed on top of the stall timeout while LoadGen runs
+GENERATION_S_PER_QUERY = 1e-5
+#: starting the worker (spawning Python, importing numpy, the runtime and LoadGen) is our own
+#: code, not the user's: it gets at least this long, however short --stall-timeout is (it took
+#: over 4 s on two cores beside four busy processes)
+STARTUP_S = 30.0
+STARTING_PHASE = "starting the worker"
 FAILURE_GRACE_S = 10.0  # after a backend failure, LoadGen gets this long to finish by itself
 
 
@@ -97,7 +103,7 @@ class _Watch:
         self.failure: dict[str, Any] | None = None  # backend failed or child crashed
         self.user_error: dict[str, Any] | None = None
         self.failure_at: float | None = None
-        self.phase = "starting the worker"
+        self.phase = STARTING_PHASE
 
     def take(self, kind: str, payload: dict[str, Any]) -> None:
         if kind == "phase":
@@ -258,10 +264,15 @@ def _supervise(spec: RunSpec, settings: EffectiveSettings, task: Task, run_dir: 
                 break
             if watch.failure and now - (watch.failure_at or now) > FAILURE_GRACE_S:
                 break  # LoadGen did not wind down by itself: end it
-            # until the first sample completes, LoadGen may still be building its queries
-            allowed = spec.stall_timeout + (0 if completed.value else generating_s)
-            if now - last_change > allowed:
-                watch.take("failed", {"message": stall_message(watch.phase, allowed),
+            # LoadGen builds its queries before the first sample and releases them after the
+            # last, with no sample activity either time: both take time in proportion
+            building = generating_s if watch.phase == LOADGEN_PHASE else 0.0
+            limit = spec.stall_timeout + building
+            if watch.phase == STARTING_PHASE:
+                limit = max(limit, STARTUP_S)
+            if now - last_change > limit:
+                watch.take("failed", {"message": stall_message(watch.phase, limit - building,
+                                                               building),
                                       "phase": watch.phase})
                 break
     finally:
@@ -281,10 +292,12 @@ def _supervise(spec: RunSpec, settings: EffectiveSettings, task: Task, run_dir: 
     return watch
 
 
-def stall_message(phase: str, timeout_s: float) -> str:
-    what = ("no sample loaded or completed" if phase == "running the LoadGen test"
+def stall_message(phase: str, timeout_s: float, building_s: float = 0.0) -> str:
+    what = ("no sample loaded or completed" if phase == LOADGEN_PHASE
             else f"no progress while {phase}")
-    return (f"{what} for {timeout_s:g} s: the run stalled "
+    extra = (f" (+{building_s:.0f} s allowed for LoadGen to build and release its queries)"
+             if building_s >= 1 else "")
+    return (f"{what} for {timeout_s:g} s{extra}: the run stalled "
             f"(raise --stall-timeout if this phase is legitimately slow)")
 
 

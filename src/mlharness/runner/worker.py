@@ -32,6 +32,7 @@ PARENT_POLL_S = 0.5
 LOAD_CHUNK = 64
 #: exit status of a child whose parent vanished
 ORPHAN_EXIT = 70
+LOADGEN_PHASE = "running the LoadGen test"  # the phase while LoadGen runs (parent: stall clock)
 
 
 def _watch_parent(parent_pid: int) -> None:
@@ -157,7 +158,7 @@ def child_main(spec_data: dict[str, Any], run_dir: str, channel: Any, loaded: An
                                    daemon=True)
         counter.start()
         engine.start()
-        phase("running the LoadGen test")
+        phase(LOADGEN_PHASE)
         try:
             run_test(settings, Path(run_dir) / "user.conf", Path(run_dir), qsl, engine.issue,
                      engine.flush, audit=spec.audit_config is not None,
