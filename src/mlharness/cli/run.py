@@ -332,31 +332,17 @@ def _unresolved(spec: RunSpec) -> RunSpec:
 
 def resolved_spec(spec: RunSpec, explicit: set[str] | None = None, quiet: bool = False,
                   progress: bool = True) -> RunSpec:
-    """``spec`` with its target resolved (mlharness.tune.resolve_targets), showing the probes."""
+    """``spec`` with its target resolved (mlharness.tune.resolve_targets): a line on what is
+    measured and one with the result. The probes' own verdicts (a search crosses the edge on
+    purpose) are for `mlharness tune`, which tables them; here they stay in _tune/."""
     from mlharness.tune import resolve_targets
 
     def notify(text: str) -> None:
         if not quiet:
             console.print(text)
 
-    def on_point(point: Any) -> None:
-        if not quiet:
-            console_err.print(f"  probe {point_line(point)}", highlight=False)
-
     with LiveProgress(enabled=progress and not quiet and sys.stderr.isatty()) as bar:
-        return resolve_targets(spec, explicit=explicit, progress=bar, on_point=on_point,
-                               notify=notify)
-
-
-def point_line(point: Any) -> str:
-    """One probe as a line: scenario, target, what it measured, verdict."""
-    qps = point.scenario in ("Server", "Offline")
-    target = f"target {point.target:,.1f} QPS" if qps else f"hint {point.target:.4g} ms"
-    value = "-" if point.value is None else (
-        f"{point.value:,.1f}/s" if qps else f"{point.value:.4g} ms")
-    p99 = f", p99 {point.p99_ms:.3g} ms" if point.p99_ms is not None else ""
-    why = f" ({point.reasons[0]})" if point.reasons and not point.valid else ""
-    return f"{point.scenario} {target}: {value}{p99} {point.verdict}{why}"
+        return resolve_targets(spec, explicit=explicit, progress=bar, notify=notify)
 
 
 def refuse_if_not_countable(spec: RunSpec, round_name: str | None, division: str) -> None:

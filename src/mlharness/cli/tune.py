@@ -74,8 +74,19 @@ def _scenarios(text: str | None) -> list[str]:
     return [s for s in chosen if s]
 
 
+def point_line(point: Any) -> str:
+    """One probe as a line: scenario, target, what it measured, verdict."""
+    qps = point.scenario in ("Server", "Offline")
+    target = f"target {point.target:,.1f} QPS" if qps else f"hint {point.target:.4g} ms"
+    value = "-" if point.value is None else (
+        f"{point.value:,.1f}/s" if qps else f"{point.value:.4g} ms")
+    p99 = f", p99 {point.p99_ms:.3g} ms" if point.p99_ms is not None else ""
+    why = f" ({point.reasons[0]})" if point.reasons and not point.valid else ""
+    return f"{point.scenario} {target}: {value}{p99} {point.verdict}{why}"
+
+
 def tune_command(args: argparse.Namespace) -> int:
-    from mlharness.cli.run import point_line, spec_from_args
+    from mlharness.cli.run import spec_from_args
     from mlharness.tune import SutEntry, save_sut, tune_scenario
     from mlharness.tune.grid import best_of, grid_specs, parse_search
     from mlharness.tune.sutconfig import open_or_new

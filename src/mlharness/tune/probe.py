@@ -52,6 +52,15 @@ class Point:
 PointSink = Callable[[Point], None]
 
 
+def short_of_queries(point: Point) -> bool:
+    """INVALID only because the probe was too short for early stopping / the min query count."""
+    cond = point.conditions
+    return (not point.valid and cond.get("result_perf_constraints_met", True)
+            and not (cond.get("early_stopping_met", True)
+                     and cond.get("result_min_queries_met", True))
+            and cond.get("result_min_duration_met", True))
+
+
 def engine_settings(spec: RunSpec) -> dict[str, Any]:
     """The engine settings of ``spec`` that are set (for points and SUT configs)."""
     return {k: getattr(spec, k) for k in ENGINE_SETTINGS if getattr(spec, k) is not None}

@@ -96,7 +96,8 @@ def resolve_targets(spec: RunSpec, *, explicit: Iterable[str] | None = None,
     if tuned.target is None:
         raise ConfigError(f"could not measure a {spec.scenario} target: no probe was VALID",
                           hint=_why(tuned))
-    say(f"{name.replace('_', ' ')}: {tuned.target:g} ({tuned.method})")
+    unit = "QPS" if name == "target_qps" else "ms"
+    say(f"{name.replace('_', ' ')}: {tuned.target:g} {unit} ({tuned.method})")
     return spec.replace(**{name: fit_query_set(spec, tuned.target, tuned.measured, say)})
 
 

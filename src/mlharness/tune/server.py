@@ -15,7 +15,7 @@ import math
 from dataclasses import dataclass, field
 
 from mlharness.spec import RunSpec
-from mlharness.tune.probe import Point, PointSink, ProgressSink, probe
+from mlharness.tune.probe import Point, PointSink, ProgressSink, probe, short_of_queries
 
 START_QPS = 100.0  # when no latency was measured to start from
 GROWTH = 4.0
@@ -77,15 +77,6 @@ def confirm_target(spec: RunSpec, search: ServerSearch, confirm_ms: int = CONFIR
     return search
 
 
-def _short_of_queries(point: Point) -> bool:
-    """INVALID only because the probe was too short for early stopping / the min query count."""
-    cond = point.conditions
-    return (not point.valid and cond.get("result_perf_constraints_met", True)
-            and not (cond.get("early_stopping_met", True)
-                     and cond.get("result_min_queries_met", True))
-            and cond.get("result_min_duration_met", True))
-
-
 def _probe_at(spec: RunSpec, qps: float, probe_ms: int | None, progress: ProgressSink | None,
               note: PointSink, points: list[Point], max_probe_s: float) -> Point:
     changes = dict(scenario="Server", target_qps=round(qps, 2), target_latency=None,
@@ -93,7 +84,7 @@ def _probe_at(spec: RunSpec, qps: float, probe_ms: int | None, progress: Progres
     point = _behind(probe(spec, progress, **changes))
     points.append(point)
     note(point)
-    if _short_of_queries(point) and 4 * PROBE_QUERIES / qps <= max_probe_s:
+    if short_of_queries(point) and 4 * PROBE_QUERIES / qps <= max_probe_s:
         # early stopping needs more queries: once more, 4x as many
         changes["min_query_count"] = 4 * PROBE_QUERIES
         point = _behind(probe(spec, progress, **changes))
