@@ -53,13 +53,13 @@ def register(sub: argparse._SubParsersAction) -> None:
 def calibrate_command(args: argparse.Namespace) -> int:
     from mlharness.calibration import CalibrationRequest, calibrate
     from mlharness.cli.render import console
-    from mlharness.cli.run import _coerce
+    from mlharness.options import parse_scalar
 
     req = CalibrationRequest(
         benchmark=args.benchmark, model=args.model, dataset=args.dataset, backend=args.backend,
         vocab=args.vocab, cache_dir=args.cache_dir, output=args.output,
         calibration_list=args.calibration_list, method=args.method,
-        task_option={k: _coerce(v) for k, v in args.task_option})
+        task_option={k: parse_scalar(v) for k, v in args.task_option})
     console.print(f"calibrating {args.model} for {args.benchmark} ({args.backend}) …")
     record = calibrate(req)
     samples = record["samples"]

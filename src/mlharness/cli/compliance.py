@@ -130,7 +130,7 @@ def _tests_to_run(args: argparse.Namespace, benchmark: str) -> list[str]:
 
 
 def compliance_command(args: argparse.Namespace) -> int:
-    from mlharness.cli.run import given_fields, resolved_spec, spec_from_args
+    from mlharness.cli.run import given_spec, resolved_spec
     from mlharness.cli.render import console_err
     from mlharness.compliance import run_audit, verify
 
@@ -148,8 +148,8 @@ def compliance_command(args: argparse.Namespace) -> int:
     spec = None
     if args.audit_run is None:
         inherit_reference_settings(args, args.reference_perf)
-        spec = resolved_spec(spec_from_args(args, mode="performance"), given_fields(args),
-                             quiet=args.json, progress=not args.no_progress)
+        spec = resolved_spec(*given_spec(args, mode="performance"), quiet=args.json,
+                             progress=not args.no_progress)
     tests = _tests_to_run(args, spec.benchmark if spec else "")
     if "TEST01" in tests and args.reference_accuracy is None:
         raise ConfigError("TEST01 compares against the accuracy run",

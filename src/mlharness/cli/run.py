@@ -12,7 +12,7 @@ from mlharness.cli.render import (LiveProgress, console, console_err, power_line
 from mlharness.errors import ConfigError
 from mlharness.rules.loader import DEFAULT_ROUND
 from mlharness.options import parse_scalar
-from mlharness.spec import AUTO, RunSpec, load_toml
+from mlharness.spec import RunSpec, load_toml
 
 EXAMPLES = """\
 examples:
@@ -80,9 +80,6 @@ def _qps(text: str) -> float | str:
 
 #: settings given as repeated KEY=VALUE flags (TOML: a table of the same name)
 TABLE_KEYS = ("set", "task_option", "backend_option")
-
-
-_coerce = parse_scalar  # KEY=VALUE values (also used by calibrate and serve)
 
 
 def add_run_arguments(p: argparse.ArgumentParser) -> None:
@@ -175,17 +172,22 @@ def add_run_arguments(p: argparse.ArgumentParser) -> None:
 
 def spec_from_args(args: argparse.Namespace, **overrides: Any) -> RunSpec:
     """TOML file first, then the flags that were given, then ``overrides``."""
-    return RunSpec.from_mapping(spec_mapping(args, **overrides))
+    return given_spec(args, **overrides)[0]
 
 
-def given_fields(args: argparse.Namespace) -> set[str]:
-    """The RunSpec fields the user set (TOML or flags): a SUT configuration does not override
-    them."""
-    return set(spec_mapping(args))
+def given_spec(args: argparse.Namespace, **overrides: Any) -> tuple[RunSpec, set[str]]:
+    """The spec (as :func:`spec_from_args`) and the fields the user set in the TOML file or by
+    flags, which a SUT configuration does not override."""
+    data = _spec_mapping(args)
+    given = set(data)
+    data.update(overrides)
+    if "benchmark" not in data:
+        raise ConfigError("no benchmark given", hint="pass --benchmark demo (or see --help)")
+    return RunSpec.from_mapping(data), given
 
 
-def spec_mapping(args: argparse.Namespace, **overrides: Any) -> dict[str, Any]:
-    """The RunSpec fields from the TOML file, the flags that were given, then ``overrides``."""
+def _spec_mapping(args: argparse.Namespace) -> dict[str, Any]:
+    """The RunSpec fields from the TOML file, then the flags that were given."""
     data: dict[str, Any] = load_toml(args.config) if getattr(args, "config", None) else {}
     for key in RunSpec.model_fields:
         value = getattr(args, key, None)
@@ -199,7 +201,7 @@ def spec_mapping(args: argparse.Namespace, **overrides: Any) -> dict[str, Any]:
             if not isinstance(table, dict):
                 raise ConfigError(f"{key} in the TOML must be a table of KEY = VALUE",
                                   hint=f"e.g. [run.{key}] with one key per line")
-            data[key] = {**table, **{k: _coerce(v) for k, v in pairs}}
+            data[key] = {**table, **{k: parse_scalar(v) for k, v in pairs}}
     distributed = {key: getattr(args, key, None) for key in (
         "endpoints", "failover", "request_timeout_s", "ray_address", "replicas", "max_restarts",
         "replica_backend")}
@@ -209,9 +211,6 @@ def spec_mapping(args: argparse.Namespace, **overrides: Any) -> dict[str, Any]:
     mode = getattr(args, "mode", None)
     if mode:
         data["mode"] = mode
-    data.update(overrides)
-    if "benchmark" not in data:
-        raise ConfigError("no benchmark given", hint="pass --benchmark demo (or see --help)")
     return data
 
 
@@ -291,12 +290,13 @@ def run_command(args: argparse.Namespace) -> int:
         from mlharness.power.energy import EnergyMeter
 
         meter = EnergyMeter.open(args.energy)
-    given = spec_from_args(args)
+    from mlharness.tune.resolve import without_auto
+
+    given, explicit = given_spec(args)
     check = given.valid and not args.no_preflight
     if check:  # before any measuring: refuse what cannot count anyway
-        refuse_if_not_countable(_unresolved(given), args.round, args.division)
-    spec = resolved_spec(given, given_fields(args), quiet=args.json,
-                         progress=not args.no_progress)
+        refuse_if_not_countable(without_auto(given), args.round, args.division)
+    spec = resolved_spec(given, explicit, quiet=args.json, progress=not args.no_progress)
     if check and spec != given:  # the measured target or SUT settings, checked too
         refuse_if_not_countable(spec, args.round, args.division)
     try:
@@ -322,12 +322,6 @@ def run_command(args: argparse.Namespace) -> int:
         return record.exit_code
     show_record(record.data, record.run_dir)
     return record.exit_code
-
-
-def _unresolved(spec: RunSpec) -> RunSpec:
-    """``spec`` with 'auto' targets left out (for checks before they are measured)."""
-    return spec.replace(**{k: None for k in ("target_qps", "target_latency")
-                           if getattr(spec, k) == AUTO})
 
 
 def resolved_spec(spec: RunSpec, explicit: set[str] | None = None, quiet: bool = False,

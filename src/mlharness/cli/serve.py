@@ -69,7 +69,7 @@ def register(sub: argparse._SubParsersAction) -> None:
 
 def serve_command(args: argparse.Namespace) -> int:
     from mlharness.cli.render import console_err
-    from mlharness.cli.run import _coerce
+    from mlharness.options import parse_scalar
     from mlharness.serve.app import NodeState, serve
     from mlharness.serve.node import Node
     from mlharness.spec import RunSpec
@@ -81,7 +81,7 @@ def serve_command(args: argparse.Namespace) -> int:
         raise ConfigError("--workers must be >= 0", hint="1 (default), or 0 for inline batches")
     if not 0 < args.port < 65536:
         raise ConfigError(f"port {args.port} is out of range", hint="use 1024-65535")
-    tables = {flag: {k: _coerce(v) for k, v in getattr(args, flag)}
+    tables = {flag: {k: parse_scalar(v) for k, v in getattr(args, flag)}
               for flag in ("task_option", "backend_option")}
     spec = RunSpec(benchmark=args.benchmark, backend=args.backend, model=args.model,
                    dataset=args.dataset, vocab=args.vocab, cache_dir=args.cache_dir,

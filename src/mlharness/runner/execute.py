@@ -236,7 +236,8 @@ def _supervise(spec: RunSpec, settings: EffectiveSettings, task: Task, run_dir: 
     last_phase = watch.phase
     total = expected_samples(settings, task)
     duration = settings.expected_duration_s() if settings.mode == "performance" else None
-    generating_s = settings.generated_queries * GENERATION_S_PER_QUERY
+    queries = settings.generated_queries
+    generating_s = queries * GENERATION_S_PER_QUERY
     emit(RunProgress("start", label="starting LoadGen"))
     try:
         while True:
@@ -256,7 +257,7 @@ def _supervise(spec: RunSpec, settings: EffectiveSettings, task: Task, run_dir: 
                 phase = "run" if completed.value else "load"
                 label = f"{spec.scenario} {spec.mode}"
                 if not completed.value and generating_s > 5:
-                    label += (f" (LoadGen builds its {settings.generated_queries / 1e6:.0f} M "
+                    label += (f" (LoadGen builds its {queries / 1e6:.0f} M "
                               "queries first)")
                 emit(RunProgress(phase, completed.value, total, now - run_t0, duration,
                                  label=label))

@@ -54,6 +54,12 @@ def apply_sut(spec: RunSpec, explicit: Iterable[str] | None = None,
     return spec.replace(**changes)
 
 
+def without_auto(spec: RunSpec) -> RunSpec:
+    """``spec`` with its 'auto' targets left out (accuracy runs; checks before measuring)."""
+    clear = {n: None for n in ("target_qps", "target_latency") if getattr(spec, n) == AUTO}
+    return spec.replace(**clear) if clear else spec
+
+
 def resolve_targets(spec: RunSpec, *, explicit: Iterable[str] | None = None,
                     progress: ProgressSink | None = None, on_point: PointSink | None = None,
                     notify: Notify | None = None) -> RunSpec:
@@ -67,8 +73,7 @@ def resolve_targets(spec: RunSpec, *, explicit: Iterable[str] | None = None,
     spec = apply_sut(spec, explicit, entry)
     name = target_field(spec.scenario)
     if spec.mode != "performance":  # accuracy runs every sample once: no target needed
-        clear = {n: None for n in ("target_qps", "target_latency") if getattr(spec, n) == AUTO}
-        return spec.replace(**clear) if clear else spec
+        return without_auto(spec)
     value = getattr(spec, name)
     if value is None and name in spec.sut_conf:
         value = spec.sut_conf[name]
