@@ -10,13 +10,21 @@ heads, intermediate 4096, vocab 30522; ``tests/synthetic_squad.make_bert_onnx``)
               or one made under --workdir with pip the first time).
   mlharness   onnxruntime / openvino / pytorch x fp32 / bf16 / int8, batches cut to their longest
               sequence (length-sorted Offline); bf16 only where the CPU has it (AMX or
-              AVX512_BF16), int8 = onnxruntime's dynamic int8 and the calibrated QDQ model
-              (``mlharness calibrate``, official SQuAD feature list) on OpenVINO; pytorch runs the
-              same weights as the official checkpoint format (model.pytorch + bert_config.json).
+              AVX512_BF16), int8 = onnxruntime's dynamic int8, the calibrated QDQ model
+              (``mlharness calibrate``, official SQuAD feature list) and the NNCF IR
+              (``mlharness calibrate --backend openvino``) on OpenVINO; pytorch runs the same
+              weights as the official checkpoint format (model.pytorch + bert_config.json).
 
-Ends with ``RATIO best/reference Offline samples/s = X.XX (best: RUNTIME PRECISION ...)`` and the
-fraction of the CPU's peak reached. The F1 lines of the issue need a trained BERT fixture, which
-this script does not build yet (random weights give near-tied logits): see docs/performance.md.
+Then reduced precision on a small TRAINED BERT with decisive outputs (``tests/trained_bert``: 2
+layers trained for a minute or two on synthetic who/year/place SQuAD questions, exported with the
+official ONNX signature and as the official PyTorch checkpoint): EM/F1 of fp32, bf16 and int8 per
+runtime, judged by the bert-99 (>= 99% of fp32 F1) and bert-99.9 (>= 99.9%) rules.
+
+Ends with the fraction of the CPU's peak reached and the machine-readable lines:
+
+  RATIO best/reference Offline samples/s = X.XX (best: RUNTIME PRECISION ...)
+  F1 RATIO bf16/fp32 = 0.XXXX       (the lowest over runtimes)
+  F1 RATIO int8/fp32 = 0.XXXX       (the lowest over runtimes and int8 recipes)
 
     nice -n 10 python benchmarks/bert_cpu.py --quick          # < 20 min on 2 shared cores
     python benchmarks/bert_cpu.py --samples 64
@@ -70,16 +78,26 @@ def build_inputs(workdir: Path, args: argparse.Namespace) -> dict[str, Path]:
                              intermediate=args.intermediate, seed=1)
         print(f"  {out['onnx'].stat().st_size / 1e6:.0f} MB in {time.time() - t0:.0f} s",
               flush=True)
-    out["int8"] = workdir / f"{name}.int8.onnx"
-    if not out["int8"].is_file() and installed("openvino"):
-        print("calibrating int8 (official SQuAD feature list) ...", flush=True)
-        calibrate(CalibrationRequest("bert-99", out["onnx"], out["squad"], vocab=out["vocab"],
-                                     cache_dir=workdir / "cache", output=out["int8"]))
+    if installed("openvino"):
+        print("calibrated int8 (official SQuAD feature list) ...", flush=True)
+        out.update(calibrated(out["onnx"], out["squad"], out["vocab"], workdir / "cache"))
     if installed("torch"):
         out["pytorch"] = workdir / f"{name}-pytorch" / "model.pytorch"
         if not out["pytorch"].is_file():
             synth.bert_checkpoint(out["onnx"], out["pytorch"].parent, *shape, 30522)
     return out
+
+
+def calibrated(model: Path, squad: Path, vocab: Path, cache: Path) -> dict[str, Path]:
+    """``mlharness calibrate`` for onnxruntime (QDQ ``.int8.onnx``) and, with NNCF, openvino
+    (``.int8.xml``); each built once."""
+    out = {"int8": model.with_name(model.stem + ".int8.onnx"),
+           "nncf": model.with_name(model.stem + ".int8.xml")}
+    for key, runtime in (("int8", "onnxruntime"), ("nncf", "openvino")):
+        if not out[key].is_file() and (key == "int8" or installed("nncf")):
+            calibrate(CalibrationRequest("bert-99", model, squad, vocab=vocab, backend=runtime,
+                                         cache_dir=cache, output=out[key]))
+    return {k: v for k, v in out.items() if v.is_file()}
 
 
 def spec_for(files: dict[str, Path], n: int, workdir: Path, **kw: Any) -> RunSpec:
@@ -126,38 +144,112 @@ def reference(files: dict[str, Path], n: int, workdir: Path, python: str) -> flo
     return parse_run_logs(out).value
 
 
-def configs(bf16: dict[str, bool], files: dict[str, Path]) -> list[tuple[str, str, Path]]:
-    out = [("onnxruntime", "fp32", files["onnx"]), ("onnxruntime", "int8", files["onnx"])]
+#: how each model file was made, for the tables
+MODEL_NOTES = {"onnx": "", "int8": " (QDQ)", "nncf": " (NNCF IR)", "pytorch": ""}
+
+
+def configs(bf16: dict[str, bool], files: dict[str, Path]) -> list[tuple[str, str, str]]:
+    """(runtime, precision, model key in ``files``); onnxruntime int8 on the fp32 model is its
+    dynamic quantisation."""
+    out = [("onnxruntime", "fp32", "onnx"), ("onnxruntime", "int8", "onnx")]
     if installed("openvino"):
-        out.append(("openvino", "fp32", files["onnx"]))
+        out.append(("openvino", "fp32", "onnx"))
         if bf16["openvino"]:
-            out.append(("openvino", "bf16", files["onnx"]))
-        out.append(("openvino", "int8", files["int8"]))
+            out.append(("openvino", "bf16", "onnx"))
+        out += [("openvino", "int8", key) for key in ("int8", "nncf") if key in files]
     if "pytorch" in files:
-        out.append(("pytorch", "fp32", files["pytorch"]))
+        out.append(("pytorch", "fp32", "pytorch"))
         if bf16["pytorch"]:
-            out.append(("pytorch", "bf16", files["pytorch"]))
+            out.append(("pytorch", "bf16", "pytorch"))
     return out
 
 
-def harness(files: dict[str, Path], runtime: str, precision: str, model: Path, n: int,
+def label(runtime: str, precision: str, key: str) -> str:
+    if runtime == "onnxruntime" and precision == "int8" and key == "onnx":
+        return "onnxruntime int8 (dynamic)"
+    return f"{runtime} {precision}{MODEL_NOTES[key]}"
+
+
+def harness(files: dict[str, Path], runtime: str, precision: str, key: str, n: int,
             workdir: Path, batch: int) -> dict[str, Any]:
-    spec = spec_for(files, n, workdir, model=model, backend=runtime, precision=precision,
+    spec = spec_for(files, n, workdir, model=files[key], backend=runtime, precision=precision,
                     batch_size=batch, task_option={"sequence_length": "dynamic"})
     record = execute(spec)
     if record.status != "ok" or record.result is None:
         raise SystemExit(f"{runtime} {precision} failed: {record.data.get('error')}")
     return {"runtime": runtime, "precision": precision, "batch": batch,
+            "label": label(runtime, precision, key),
             "samples_per_s": record.result.value, "run_dir": str(record.run_dir)}
+
+
+def accuracy_table(workdir: Path, bf16: dict[str, bool]) -> list[dict[str, Any]]:
+    """EM/F1 of the trained fixture (its whole dev set, accuracy mode) per runtime x precision."""
+    from trained_bert import make_trained_bert
+
+    fixture = make_trained_bert(workdir / "trained")
+    files = {"onnx": fixture.onnx, "squad": fixture.squad, "vocab": fixture.vocab,
+             "pytorch": fixture.checkpoint}
+    files.update(calibrated(fixture.onnx, fixture.squad, fixture.vocab, workdir / "cache"))
+    if not installed("torch"):
+        files.pop("pytorch")
+    rows = []
+    for runtime, precision, key in configs(bf16, files):
+        if (runtime, precision, key) == ("onnxruntime", "int8", "onnx"):
+            rows.append(f1_row(files, runtime, precision, key, workdir))
+            key = "int8"  # and the calibrated QDQ model
+        rows.append(f1_row(files, runtime, precision, key, workdir))
+    return rows
+
+
+def f1_row(files: dict[str, Path], runtime: str, precision: str, key: str,
+           workdir: Path) -> dict[str, Any]:
+    spec = RunSpec(benchmark="bert-99", scenario="Offline", mode="accuracy", backend=runtime,
+                   model=files[key], dataset=files["squad"], vocab=files["vocab"],
+                   cache_dir=workdir / "cache", precision=precision,
+                   output_dir=workdir / "runs-accuracy",
+                   task_option={"sequence_length": "dynamic"})
+    record = execute(spec)
+    if record.status != "ok" or record.accuracy is None:
+        raise SystemExit(f"accuracy {runtime} {precision} failed: {record.data.get('error')}")
+    scores = record.accuracy.details
+    print(f"  {label(runtime, precision, key):<30} EM {scores.get('exact_match', 0):6.2f}  "
+          f"F1 {record.accuracy.value:6.2f}", flush=True)
+    return {"runtime": runtime, "precision": precision, "label": label(runtime, precision, key),
+            "f1": record.accuracy.value, "exact_match": scores.get("exact_match")}
+
+
+def f1_lines(rows: list[dict[str, Any]]) -> list[str]:
+    """The table against each runtime's fp32, and the F1 RATIO lines (lowest over runtimes)."""
+    fp32 = {r["runtime"]: r["f1"] for r in rows if r["precision"] == "fp32"}
+    lines = [f"{'configuration':<34} {'EM':>7} {'F1':>7} {'F1/fp32':>8}  bert-99  bert-99.9"]
+    ratios: dict[str, list[float]] = {"bf16": [], "int8": []}
+    for r in rows:
+        ratio = r["f1"] / fp32[r["runtime"]]
+        ratios.setdefault(r["precision"], []).append(ratio)
+        verdict = ["PASS" if ratio >= bound else "FAIL" for bound in (0.99, 0.999)]
+        lines.append(f"{'mlharness ' + r['label']:<34} {r['exact_match'] or 0:7.2f} "
+                     f"{r['f1']:7.2f} {ratio:8.4f}  {verdict[0]:<7}  {verdict[1]}")
+    lines += [f"F1 RATIO {p}/fp32 = {min(ratios[p]):.4f}" for p in ("bf16", "int8") if ratios[p]]
+    return lines
+
+
+def fp32_lanes() -> int:
+    """fp32 lanes per FMA unit and cycle: 16 (AVX-512), but 8 on AMD Zen 4 (family 25), which
+    runs AVX-512 on 256-bit datapaths."""
+    text = Path("/proc/cpuinfo").read_text() if Path("/proc/cpuinfo").is_file() else ""
+    amd = "AuthenticAMD" in text
+    family = next((line.split(":")[1].strip() for line in text.splitlines()
+                   if line.startswith("cpu family")), "")
+    return 8 if amd and family == "25" else 16
 
 
 def peak_flops(isa: dict[str, Any], precision: str, cores: int, ghz: float) -> float | None:
     """Peak multiply-adds x 2 per second of this CPU for ``precision`` (vector units only):
-    AVX-512 fp32 = 2 FMA units x 16 lanes x 2; AVX512_BF16 = twice that; VNNI int8 = 4x fp32;
+    fp32 = 2 FMA units x lanes x 2; AVX512_BF16 = twice that; VNNI int8 = 4x fp32;
     AMX (not modelled here: its tiles give ~8x-16x the AVX-512 figure)."""
     if "avx512f" not in isa["flags"]:
         return None
-    fp32 = 2 * 16 * 2 * cores * ghz * 1e9
+    fp32 = 2 * fp32_lanes() * 2 * cores * ghz * 1e9
     return {"fp32": fp32, "bf16": fp32 * (2 if isa["bf16"] else 1),
             "int8": fp32 * (4 if isa["int8"] else 1)}[precision]
 
@@ -184,6 +276,7 @@ def main() -> None:
     p.add_argument("--workdir", type=Path, default=Path("build/bert_cpu"))
     p.add_argument("--json", type=Path)
     args = p.parse_args()
+    args.workdir = args.workdir.resolve()  # the reference harness runs in its own folder
     n = args.samples or (12 if args.quick else 32)
     info = cpu_info()
     isa, bf16 = print_machine()
@@ -203,11 +296,12 @@ def main() -> None:
         ref = reference(files, n, args.workdir, python)
         print(f"  {ref:.3f} samples/s", flush=True)
     rows = []
-    for runtime, precision, model in configs(bf16, files):
-        r = harness(files, runtime, precision, model, n, args.workdir, args.batch_size)
-        print(f"  mlharness {runtime:<12} {precision:<5} {r['samples_per_s']:8.3f} samples/s",
-              flush=True)
+    for runtime, precision, key in configs(bf16, files):
+        r = harness(files, runtime, precision, key, n, args.workdir, args.batch_size)
+        print(f"  mlharness {r['label']:<30} {r['samples_per_s']:8.3f} samples/s", flush=True)
         rows.append(r)
+    print("EM/F1 of a small trained BERT (fp32 vs reduced precision) ...", flush=True)
+    accuracy = accuracy_table(args.workdir, bf16)
 
     ghz = (info.get("mhz") or 2000) / 1000
     work = float(sum(bert_flops(args.layers, args.hidden, args.intermediate, int(x))
@@ -222,18 +316,20 @@ def main() -> None:
         peak = peak_flops(isa, r["precision"], os.cpu_count() or 1, ghz)
         frac = f"{r['samples_per_s'] * work / peak:7.1%}" if peak else "-"
         ratio = f"{r['samples_per_s'] / ref:12.2f}x" if ref else f"{'-':>13}"
-        label = f"mlharness {r['runtime']} {r['precision']}"
-        print(f"{label:<34} {r['samples_per_s']:10.3f} {ratio} {frac:>8}")
+        print(f"{'mlharness ' + r['label']:<34} {r['samples_per_s']:10.3f} {ratio} {frac:>8}")
     best = max(rows, key=lambda r: r["samples_per_s"])
-    print(f"\npeak: AVX-512 vector FMA at {ghz:.2f} GHz x {os.cpu_count()} cores (AMX: "
+    print(f"\npeak: AVX-512 vector FMA, {fp32_lanes()} fp32 lanes x 2 units, at {ghz:.2f} GHz x "
+          f"{os.cpu_count()} cores (AMX: "
           f"{'present' if 'amx_bf16' in isa['flags'] else 'absent'}); the machine is shared "
           "with other jobs, so absolute numbers are low and noisy; ratios come from one run")
     if ref:
         print(f"RATIO best/reference Offline samples/s = {best['samples_per_s'] / ref:.2f} "
-              f"(best: {best['runtime']} {best['precision']} batch {best['batch']} "
-              f"dynamic length)")
+              f"(best: {best['label']} batch {best['batch']} dynamic length)")
+    print()
+    print("\n".join(f1_lines(accuracy)))
     if args.json:
         args.json.write_text(json.dumps({"reference": ref, "harness": rows, "isa": isa,
+                                         "accuracy": accuracy,
                                          "samples": n, "mean_length": float(lengths.mean())},
                                         indent=2, default=str))
 

@@ -9,7 +9,9 @@ Side by side in one run, Offline, the same number of samples on each side:
               core, onnxruntime's default threads)
   mlharness   onnxruntime / openvino / pytorch x fp32 / bf16 / int8 (the ones installed and
               supported by this CPU); int8 is the model ``mlharness calibrate`` builds from the
-              official ImageNet calibration list (those of its files present in the synthetic set)
+              official ImageNet calibration list (those of its files present in the synthetic
+              set): the QDQ ONNX model (onnxruntime; OpenVINO reads it too) and the NNCF IR
+              (``--backend openvino``)
 
 Then reduced precision on a small TRAINED model with decisive outputs (``tests/trained_fixtures``:
 a 3-conv CNN on a synthetic 10-class ImageNet-layout set): top-1 of fp32, bf16, int8 per runtime.
@@ -72,14 +74,21 @@ def installed(module: str) -> bool:
         return False
 
 
-def runtime_configs(bf16: dict[str, bool]) -> list[tuple[str, str]]:
-    out = [("onnxruntime", "fp32"), ("onnxruntime", "int8")]
+def runtime_configs(bf16: dict[str, bool]) -> list[tuple[str, str, str]]:
+    """(runtime, precision, model key in build_inputs' files)."""
+    out = [("onnxruntime", "fp32", "onnx"), ("onnxruntime", "int8", "int8")]
     if installed("openvino"):
-        out += [("openvino", "fp32"), ("openvino", "int8")]
-        out += [("openvino", "bf16")] if bf16["openvino"] else []
+        out += [("openvino", "fp32", "onnx"), ("openvino", "int8", "int8")]
+        out += [("openvino", "int8", "nncf")] if installed("nncf") else []
+        out += [("openvino", "bf16", "onnx")] if bf16["openvino"] else []
     if installed("torch"):
-        out += [("pytorch", "fp32")] + ([("pytorch", "bf16")] if bf16["pytorch"] else [])
+        out += [("pytorch", "fp32", "pth")]
+        out += [("pytorch", "bf16", "pth")] if bf16["pytorch"] else []
     return out
+
+
+#: how each model file was made, for the tables
+MODEL_NOTES = {"onnx": "", "int8": " (QDQ)", "nncf": " (NNCF IR)", "pth": ""}
 
 
 def bf16_paths() -> dict[str, bool]:
@@ -116,10 +125,7 @@ def build_inputs(workdir: Path, images: int) -> dict[str, Path]:
     if not (out["dataset"] / "val_map.txt").is_file():
         make_set(out["dataset"], images, seed=3,
                  names=official_list("resnet50").entries()[:images // 2])
-    out["int8"] = workdir / "resnet50_v1.5_random.int8.onnx"
-    if not out["int8"].is_file():
-        calibrate(CalibrationRequest("resnet50", out["onnx"], out["dataset"],
-                                     cache_dir=workdir / "cache", output=out["int8"]))
+    out.update(calibrated(out["onnx"], out["dataset"], workdir / "cache"))
     if installed("torch"):
         import torch
 
@@ -129,6 +135,17 @@ def build_inputs(workdir: Path, images: int) -> dict[str, Path]:
         if not out["pth"].is_file():
             torch.manual_seed(0)
             torch.save(resnet50().state_dict(), out["pth"])
+    return out
+
+
+def calibrated(model: Path, dataset: Path, cache: Path) -> dict[str, Path]:
+    """``mlharness calibrate`` (official list) for onnxruntime (QDQ) and openvino (NNCF)."""
+    out = {"int8": model.with_name(model.stem + ".int8.onnx"),
+           "nncf": model.with_name(model.stem + ".int8.xml")}
+    for key, runtime in (("int8", "onnxruntime"), ("nncf", "openvino")):
+        if not out[key].is_file() and (key == "int8" or installed("nncf")):
+            calibrate(CalibrationRequest("resnet50", model, dataset, backend=runtime,
+                                         cache_dir=cache, output=out[key]))
     return out
 
 
@@ -148,12 +165,11 @@ def reference(files: dict[str, Path], images: int, workdir: Path) -> float:
     return parse_run_logs(out).value
 
 
-def harness(files: dict[str, Path], runtime: str, precision: str, images: int,
+def harness(files: dict[str, Path], runtime: str, precision: str, key: str, images: int,
             workdir: Path, batch: int) -> dict[str, Any]:
-    model = files["int8"] if precision == "int8" else files["onnx"]
+    model = files[key]
     options: dict[str, Any] = {}
     if runtime == "pytorch":
-        model = files["pth"]
         options = {"label_offset": 0, "preprocessing": "torchvision"}
     spec = RunSpec(benchmark="resnet50", scenario="Offline", mode="performance", backend=runtime,
                    model=model, dataset=files["dataset"], cache_dir=workdir / "cache",
@@ -165,6 +181,7 @@ def harness(files: dict[str, Path], runtime: str, precision: str, images: int,
         raise SystemExit(f"{runtime} {precision} failed: {record.data.get('error')}")
     backend = record.data.get("backend") or {}
     return {"runtime": runtime, "precision": precision, "batch": batch,
+            "label": f"{runtime} {precision}{MODEL_NOTES[key]}",
             "samples_per_s": record.result.value, "run_dir": str(record.run_dir),
             "detail": backend.get("compiled") or backend.get("providers")}
 
@@ -182,15 +199,14 @@ def top1(model: Path, dataset: Path, runtime: str, precision: str, workdir: Path
 def accuracy_table(workdir: Path, bf16: dict[str, bool], quick: bool) -> dict[str, dict]:
     model, data = make_trained_cnn(workdir / "trained", 200 if quick else 400,
                                    80 if quick else 200)
-    q = model.with_name(model.stem + ".int8.onnx")
-    if not q.is_file():
-        calibrate(CalibrationRequest("resnet50", model, data, cache_dir=workdir / "cache"))
+    q = calibrated(model, data, workdir / "cache")
     table: dict[str, dict] = {}
     for runtime in ("onnxruntime", "openvino"):
         if runtime == "openvino" and not installed("openvino"):
             continue
+        int8 = q["nncf"] if runtime == "openvino" and q["nncf"].is_file() else q["int8"]
         row = {"fp32": top1(model, data, runtime, "fp32", workdir),
-               "int8": top1(q, data, runtime, "int8", workdir)}
+               "int8": top1(int8, data, runtime, "int8", workdir)}
         if runtime == "openvino" and bf16["openvino"]:
             row["bf16"] = top1(model, data, runtime, "bf16", workdir)
         table[runtime] = row
@@ -200,12 +216,13 @@ def accuracy_table(workdir: Path, bf16: dict[str, bool], quick: bool) -> dict[st
 def main() -> None:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--quick", action="store_true", help="fewer samples (< 20 min here)")
-    p.add_argument("--images", type=int, help="samples per side (default 64, --quick 32)")
+    p.add_argument("--images", type=int, help="samples per side (default 256, --quick 128)")
     p.add_argument("--batch-size", type=int, default=32)
     p.add_argument("--workdir", type=Path, default=Path("build/vision_cpu"))
     p.add_argument("--json", type=Path, help="also write the results here")
     args = p.parse_args()
-    images = args.images or (32 if args.quick else 64)
+    args.workdir = args.workdir.resolve()  # the reference harness runs in its own folder
+    images = args.images or (128 if args.quick else 256)
     isa, bf16 = print_machine()
     files = build_inputs(args.workdir, images)
 
@@ -214,10 +231,9 @@ def main() -> None:
     ref_before = reference(files, images, args.workdir)
     print(f"  {ref_before:.2f} samples/s", flush=True)
     rows = []
-    for runtime, precision in runtime_configs(bf16):
-        r = harness(files, runtime, precision, images, args.workdir, args.batch_size)
-        print(f"  mlharness {runtime:<12} {precision:<5} {r['samples_per_s']:8.2f} samples/s",
-              flush=True)
+    for runtime, precision, key in runtime_configs(bf16):
+        r = harness(files, runtime, precision, key, images, args.workdir, args.batch_size)
+        print(f"  mlharness {r['label']:<28} {r['samples_per_s']:8.2f} samples/s", flush=True)
         rows.append(r)
     ref_after = reference(files, images, args.workdir)
     ref = (ref_before + ref_after) / 2
@@ -229,7 +245,7 @@ def main() -> None:
     print(f"\n{'configuration':<34} {'samples/s':>10} {'vs reference':>13}")
     print(f"{'reference main.py (onnxruntime fp32)':<34} {ref:10.2f} {1.0:12.2f}x")
     for r in rows:
-        label = f"mlharness {r['runtime']} {r['precision']}"
+        label = f"mlharness {r['label']}"
         print(f"{label:<34} {r['samples_per_s']:10.2f} {r['samples_per_s'] / ref:12.2f}x")
     print(f"\n{'runtime':<12} {'fp32 top-1':>10} {'bf16 top-1':>10} {'int8 top-1':>10}")
     for runtime, row in acc.items():
@@ -243,7 +259,7 @@ def main() -> None:
     print("machine shared with other jobs: absolute numbers are low and noisy; both sides ran "
           "back to back, the reference before and after")
     print(f"RATIO best/reference Offline samples/s = {best['samples_per_s'] / ref:.2f} "
-          f"(best: {best['runtime']} {best['precision']} batch {best['batch']})")
+          f"(best: {best['label']} batch {best['batch']})")
     print(f"TOP1 RATIO int8/fp32 = {int8_ratio:.4f}")
     if bf16_rows:
         print(f"TOP1 RATIO bf16/fp32 = {min(bf16_rows):.4f}")

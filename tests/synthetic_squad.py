@@ -114,7 +114,8 @@ def make_squad(path: Path, articles: int = 4, paragraphs: int = 3, questions: in
     return path
 
 
-def make_vocab(path: Path, squad: Path, seed: int = 0, whole_word_share: float = 0.8) -> Path:
+def make_vocab(path: Path, squad: Path | list[Path], seed: int = 0,
+               whole_word_share: float = 0.8) -> Path:
     """A vocab in the official layout ([PAD]=0, [UNK]=100, [CLS]=101, [SEP]=102, [MASK]=103).
 
     Most words are whole entries; the rest must be split into pieces; "☃" is left out so
@@ -123,12 +124,12 @@ def make_vocab(path: Path, squad: Path, seed: int = 0, whole_word_share: float =
     from mlharness.tasks.question_answering.tokenization import basic_tokenize
 
     rng = random.Random(seed)
-    data = json.loads(squad.read_text(encoding="utf-8"))
     texts = []
-    for article in data["data"]:
-        for p in article["paragraphs"]:
-            texts.append(p["context"])
-            texts.extend(qa["question"] for qa in p["qas"])
+    for one in squad if isinstance(squad, list) else [squad]:
+        for article in json.loads(one.read_text(encoding="utf-8"))["data"]:
+            for p in article["paragraphs"]:
+                texts.append(p["context"])
+                texts.extend(qa["question"] for qa in p["qas"])
     words: list[str] = []
     seen: set[str] = set()
     for text in texts:
@@ -158,8 +159,9 @@ def make_vocab(path: Path, squad: Path, seed: int = 0, whole_word_share: float =
 def make_bert_onnx(path: Path, vocab_size: int, layers: int = 2, hidden: int = 64,
                    heads: int = 4, intermediate: int = 128, max_positions: int = 512,
                    fixed_seq: int | None = None, single_output: bool = False,
-                   seed: int = 0) -> Path:
-    """A random-weight BERT encoder + QA head in ONNX (opset 17), official input/output names."""
+                   seed: int = 0, weights: dict[str, np.ndarray] | None = None) -> Path:
+    """A BERT encoder + QA head in ONNX (opset 17), official input/output names; random weights
+    unless ``weights`` (by initializer name, see ``checkpoint_names``) are given."""
     import onnx
     from onnx import TensorProto, helper, numpy_helper
 
@@ -168,8 +170,12 @@ def make_bert_onnx(path: Path, vocab_size: int, layers: int = 2, hidden: int = 6
     nodes: list[onnx.NodeProto] = []
 
     def weight(name: str, *shape: int, std: float = 0.02, value: float | None = None) -> str:
-        arr = (np.full(shape, value, np.float32) if value is not None
-               else rng.standard_normal(shape, dtype=np.float32) * std)
+        if weights is not None:
+            arr = np.asarray(weights[name], np.float32)
+            assert arr.shape == shape, (name, arr.shape, shape)
+        else:
+            arr = (np.full(shape, value, np.float32) if value is not None
+                   else rng.standard_normal(shape, dtype=np.float32) * std)
         inits.append(numpy_helper.from_array(arr, name))
         return name
 
@@ -256,6 +262,37 @@ def make_bert_onnx(path: Path, vocab_size: int, layers: int = 2, hidden: int = 6
     return path
 
 
+def checkpoint_names(layers: int) -> list[tuple[str, str, bool]]:
+    """(``make_bert_onnx`` initializer, BertForQuestionAnswering state-dict key, transposed)."""
+    out = [("emb.word", "bert.embeddings.word_embeddings.weight", False),
+           ("emb.pos", "bert.embeddings.position_embeddings.weight", False),
+           ("emb.type", "bert.embeddings.token_type_embeddings.weight", False),
+           ("emb.ln.g", "bert.embeddings.LayerNorm.weight", False),
+           ("emb.ln.b", "bert.embeddings.LayerNorm.bias", False),
+           ("qa.w", "qa_outputs.weight", True), ("qa.bias", "qa_outputs.bias", False)]
+    names = {"q": "attention.self.query", "k": "attention.self.key",
+             "v": "attention.self.value", "o": "attention.output.dense",
+             "ff1": "intermediate.dense", "ff2": "output.dense"}
+    for i in range(layers):
+        p, q = f"l{i}", f"bert.encoder.layer.{i}."
+        for short, long in names.items():
+            out += [(f"{p}.{short}.w", q + long + ".weight", True),
+                    (f"{p}.{short}.bias", q + long + ".bias", False)]
+        for ln, long in (("ln1", "attention.output.LayerNorm"), ("ln2", "output.LayerNorm")):
+            out += [(f"{p}.{ln}.g", q + long + ".weight", False),
+                    (f"{p}.{ln}.b", q + long + ".bias", False)]
+    return out
+
+
+def onnx_weights(state: dict, layers: int) -> dict[str, np.ndarray]:
+    """A BertForQuestionAnswering state dict as ``make_bert_onnx(weights=...)`` takes it."""
+    out = {}
+    for onnx_name, key, transposed in checkpoint_names(layers):
+        arr = state[key].detach().float().numpy()
+        out[onnx_name] = arr.T if transposed else arr
+    return out
+
+
 def bert_checkpoint(onnx_path: Path, folder: Path, layers: int, hidden: int, heads: int,
                     intermediate: int, vocab: int) -> Path:
     """The official PyTorch format of ``make_bert_onnx``'s model: ``folder/model.pytorch`` (a
@@ -266,25 +303,11 @@ def bert_checkpoint(onnx_path: Path, folder: Path, layers: int, hidden: int, hea
     from onnx import numpy_helper
 
     w = {t.name: numpy_helper.to_array(t) for t in onnx.load(str(onnx_path)).graph.initializer}
-    t = lambda a: torch.from_numpy(np.array(a))  # noqa: E731
-    state = {"bert.embeddings.word_embeddings.weight": t(w["emb.word"]),
-             "bert.embeddings.position_embeddings.weight": t(w["emb.pos"]),
-             "bert.embeddings.token_type_embeddings.weight": t(w["emb.type"]),
-             "bert.embeddings.LayerNorm.gamma": t(w["emb.ln.g"]),
-             "bert.embeddings.LayerNorm.beta": t(w["emb.ln.b"]),
-             "qa_outputs.weight": t(w["qa.w"].T), "qa_outputs.bias": t(w["qa.bias"]),
-             "bert.pooler.dense.weight": torch.zeros(hidden, hidden)}
-    names = {"q": "attention.self.query", "k": "attention.self.key",
-             "v": "attention.self.value", "o": "attention.output.dense",
-             "ff1": "intermediate.dense", "ff2": "output.dense"}
-    for i in range(layers):
-        p, q = f"l{i}", f"bert.encoder.layer.{i}."
-        for short, long in names.items():
-            state[q + long + ".weight"] = t(w[f"{p}.{short}.w"].T)
-            state[q + long + ".bias"] = t(w[f"{p}.{short}.bias"])
-        for ln, long in (("ln1", "attention.output.LayerNorm"), ("ln2", "output.LayerNorm")):
-            state[q + long + ".weight"] = t(w[f"{p}.{ln}.g"])
-            state[q + long + ".bias"] = t(w[f"{p}.{ln}.b"])
+    state = {key: torch.from_numpy(np.array(w[name].T if transposed else w[name]))
+             for name, key, transposed in checkpoint_names(layers)}
+    for old, new in (("gamma", "weight"), ("beta", "bias")):
+        state[f"bert.embeddings.LayerNorm.{old}"] = state.pop(f"bert.embeddings.LayerNorm.{new}")
+    state["bert.pooler.dense.weight"] = torch.zeros(hidden, hidden)
     folder.mkdir(parents=True, exist_ok=True)
     torch.save(state, folder / "model.pytorch")
     (folder / "bert_config.json").write_text(json.dumps({

@@ -114,3 +114,38 @@ def test_no_list_no_samples_refused(imagenet: Path, tmp_path: Path,
     assert main(["calibrate", "-b", "resnet50", "--model", str(imagenet / "resnet50_v1.onnx"),
                  "--dataset", str(other), "--cache-dir", str(tmp_path / "c")]) == 2
     assert "none of the 500 calibration samples" in capsys.readouterr().err
+
+
+def test_openvino_calibration_is_an_nncf_ir(imagenet: Path, tmp_path: Path,
+                                            capsys: pytest.CaptureFixture) -> None:
+    pytest.importorskip("nncf")
+    model = imagenet / "resnet50_v1.onnx"
+    data = ["--dataset", str(imagenet / "imagenet"), "--cache-dir", str(imagenet / "cache")]
+    cal = ["calibrate", "-b", "resnet50", "--model", str(model), *data, "--backend", "openvino"]
+    # refused before any data is read: NNCF takes min/max ranges; the IR is an .xml
+    assert main([*cal, "--method", "entropy"]) == 2
+    assert "not offered for openvino" in capsys.readouterr().err
+    assert main([*cal, "--output", str(tmp_path / "q.onnx")]) == 2
+    assert "written as a .xml file" in capsys.readouterr().err
+
+    assert main(cal) == 0
+    ir = imagenet / "resnet50_v1.int8.xml"
+    assert ir.with_suffix(".bin").is_file()
+    assert 'type="FakeQuantize"' in ir.read_text()
+    record = json.loads((imagenet / "resnet50_v1.int8.calibration.json").read_text())
+    assert record["backend"] == "openvino" and record["recipe"].startswith("nncf")
+    assert record["samples"]["used"] == 5 and record["qsl_indices"] == [0, 1, 2, 3, 4]
+
+    common = ["-b", "resnet50", "--model", str(ir), *data, "--mode", "accuracy",
+              "--backend", "openvino"]
+    code, _ = run(tmp_path / "fp32", *common)
+    assert code == 2  # the int8 IR is never run as "fp32"
+    _, ref = run(tmp_path / "ref", "-b", "resnet50", "--model", str(model), *data,
+                 "--mode", "accuracy", "--backend", "openvino")
+    _, rec = run(tmp_path / "int8", *common, "--precision", "int8")
+    assert rec["status"] == "ok", rec.get("error")
+    assert rec["backend"]["calibration"]["recipe"] == record["recipe"]
+    assert rec["accuracy"]["value"] == pytest.approx(ref["accuracy"]["value"], abs=25)
+    # onnxruntime cannot read the IR: a clear error, not a crash
+    code, rec = run(tmp_path / "ort", *common[:-2], "--precision", "int8")
+    assert code == 2 and "is an OpenVINO IR" in rec["error"]["message"]

@@ -1,7 +1,8 @@
-"""Reduced precision judged on a small TRAINED model with decisive outputs
-(``trained_fixtures.make_trained_cnn``): calibrated int8 (onnxruntime and OpenVINO) and bf16
-(OpenVINO, where the CPU has it) keep top-1 within a point or two of fp32, through
-``mlharness calibrate`` and accuracy-mode runs. No timing is asserted."""
+"""Reduced precision judged on small TRAINED models with decisive outputs: calibrated int8
+(onnxruntime and OpenVINO) and bf16 (OpenVINO and PyTorch, where the CPU has it) keep top-1 of a
+CNN (``trained_fixtures.make_trained_cnn``) and F1 of a BERT (``trained_bert``) within a point
+or two of fp32, through ``mlharness calibrate`` and accuracy-mode runs. No timing is asserted;
+``benchmarks/bert_cpu.py`` and ``vision_cpu.py`` print the full tables."""
 
 from __future__ import annotations
 
@@ -13,15 +14,18 @@ import pytest
 from mlharness.cli.main import main
 
 pytest.importorskip("torch", reason="training the fixture needs the torch extra")
+from trained_bert import make_trained_bert  # noqa: E402
 from trained_fixtures import make_trained_cnn  # noqa: E402
 
 
-def top1(tmp_path: Path, model: Path, data: Path, *flags: str) -> float:
-    runs = tmp_path / "runs" / "-".join(flags).replace("-", "") or "fp32"
-    code = main(["run", "-b", "resnet50", "--model", str(model), "--dataset", str(data),
+def top1(tmp_path: Path, model: Path, data: Path, *flags: str, benchmark: str = "resnet50"
+         ) -> float:
+    """The accuracy-mode run's metric (top-1, or F1 for BERT)."""
+    runs = tmp_path / "runs" / ("-".join(flags).replace("-", "") or "fp32")
+    code = main(["run", "-b", benchmark, "--model", str(model), "--dataset", str(data),
                  "--cache-dir", str(tmp_path / "cache"), "--mode", "accuracy", "--no-progress",
                  "--output-dir", str(runs), *flags])
-    [run_dir] = list((runs / "resnet50").iterdir())
+    [run_dir] = list((runs / benchmark).iterdir())
     record = json.loads((run_dir / "run.json").read_text())
     assert record["status"] == "ok" and code in (0, 1), record.get("error")
     return record["accuracy"]["value"]
@@ -41,8 +45,37 @@ def test_int8_and_bf16_keep_top1_of_a_trained_cnn(tmp_path: Path) -> None:
     except ImportError:
         return
     assert top1(tmp_path, q, data, "--precision", "int8", "--backend", "openvino") >= fp32 - 5.0
-    from mlharness.hostinfo import matrix_isa
-
-    if matrix_isa()["bf16"]:
+    if bf16_cpu():
         assert top1(tmp_path, model, data, "--precision", "bf16",
                     "--backend", "openvino") >= fp32 - 5.0
+
+
+def bf16_cpu() -> bool:
+    from mlharness.hostinfo import matrix_isa
+
+    return bool(matrix_isa()["bf16"])
+
+
+@pytest.mark.slow
+def test_int8_and_bf16_keep_f1_of_a_trained_bert(tmp_path: Path) -> None:
+    # 100 paragraphs learnt by heart in ~25 s: decisive on them (the benchmark trains longer)
+    bert = make_trained_bert(tmp_path / "fixture", train_paragraphs=100, dev_paragraphs=0,
+                             epochs=25)
+    data = ["--vocab", str(bert.vocab), "--task-option", "sequence_length=dynamic"]
+
+    def f1(model: Path, *flags: str) -> float:
+        return top1(tmp_path, model, bert.squad, *data, *flags, benchmark="bert-99")
+
+    fp32 = f1(bert.onnx)
+    assert fp32 >= 85.0  # trained: decisive, mostly right
+    assert f1(bert.onnx, "--precision", "int8") >= fp32 - 2.0  # onnxruntime dynamic int8
+    if bf16_cpu():
+        assert f1(bert.checkpoint, "--backend", "pytorch", "--precision", "bf16") >= fp32 - 2.0
+    pytest.importorskip("nncf")
+    assert main(["calibrate", "-b", "bert-99", "--model", str(bert.onnx), "--dataset",
+                 str(bert.squad), "--vocab", str(bert.vocab), "--backend", "openvino",
+                 "--cache-dir", str(tmp_path / "cache")]) == 0
+    ir = bert.onnx.with_name(bert.onnx.stem + ".int8.xml")
+    assert f1(ir, "--backend", "openvino", "--precision", "int8") >= fp32 - 2.0
+    if bf16_cpu():
+        assert f1(bert.onnx, "--backend", "openvino", "--precision", "bf16") >= fp32 - 2.0

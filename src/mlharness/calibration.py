@@ -2,8 +2,9 @@
 
 The list (rules data, ``rules/calibration_lists.py``) picks the samples; the task pre-processes
 them exactly as a run feeds them; the runtime's quantiser measures activation ranges on them and
-writes the int8 model, and ``<model>.calibration.json`` beside it records what was done. A run
-with ``--precision int8`` on that model copies the record into ``run.json``.
+writes the int8 model (onnxruntime: a QDQ ONNX model, ``<model>.int8.onnx``; openvino: an NNCF
+int8 IR, ``<model>.int8.xml``), and ``<output>.calibration.json`` beside it records what was
+done. A run with ``--precision int8`` on that model copies the record into ``run.json``.
 """
 
 from __future__ import annotations
@@ -18,9 +19,11 @@ from mlharness.files import sha256_file, write_text_atomic
 
 #: runtimes that can run the calibrated model, and what the record says about each
 RUNTIMES = {
-    "onnxruntime": "onnxruntime runs the QDQ model with int8 kernels",
-    "openvino": "OpenVINO reads the QDQ model as int8 (its low-precision transformations)",
+    "onnxruntime": "onnxruntime runs the QDQ model with int8 kernels (OpenVINO reads it too)",
+    "openvino": "OpenVINO runs the NNCF-quantised IR with its int8 kernels",
 }
+#: the file each runtime's quantiser writes
+SUFFIXES = {"onnxruntime": ".onnx", "openvino": ".xml"}
 
 
 @dataclass
@@ -67,13 +70,14 @@ def select(task: Any, benchmark: str, choice: str | None) -> tuple[list[int], di
     return indices, about
 
 
-def output_path(model: Path, output: Path | None) -> Path:
-    return output or model.with_name(model.stem + ".int8.onnx")
+def output_path(model: Path, output: Path | None, backend: str = "onnxruntime") -> Path:
+    return output or model.with_name(model.stem + ".int8" + SUFFIXES[backend])
 
 
 def calibrate(req: CalibrationRequest, progress: Any = None) -> dict[str, Any]:
     """Build the int8 model; return the record written beside it."""
     from mlharness.backends.onnx_precision import calibration_file, quantize_calibrated
+    from mlharness.backends.openvino_int8 import quantize_nncf, require_nncf
     from mlharness.spec import RunSpec
     from mlharness.runner.rundir import now_iso
     from mlharness.runner.worker import task_options
@@ -85,6 +89,13 @@ def calibrate(req: CalibrationRequest, progress: Any = None) -> dict[str, Any]:
     if not req.model.is_file() or req.model.suffix != ".onnx":
         raise ModelError(f"calibration needs an fp32 ONNX model, got {req.model}",
                          hint="pass --model path/to/model.onnx")
+    target = output_path(req.model, req.output, req.backend)
+    suffix = SUFFIXES[req.backend]
+    if target.suffix != suffix:
+        raise ConfigError(f"the {req.backend} int8 model is written as a {suffix} file, not "
+                          f"{target.name}", hint=f"pass --output MODEL.int8{suffix}, or drop it")
+    if req.backend == "openvino":
+        require_nncf(req.method)  # refused before the data is read
     spec = RunSpec(benchmark=req.benchmark, model=req.model, dataset=req.dataset,
                    vocab=req.vocab, cache_dir=req.cache_dir,
                    task_option=dict(req.task_option or {}))  # read by the task (input names)
@@ -94,9 +105,11 @@ def calibrate(req: CalibrationRequest, progress: Any = None) -> dict[str, Any]:
     task.load_samples(indices)
     step = max(1, req.batch_size)
     batches = [task.batch_inputs(indices[i:i + step]) for i in range(0, len(indices), step)]
-    target = output_path(req.model, req.output)
     target.parent.mkdir(parents=True, exist_ok=True)
-    done = quantize_calibrated(req.model, target, batches, req.method)
+    if req.backend == "openvino":
+        done = quantize_nncf(req.model, target, batches, req.method, task.transformer)
+    else:
+        done = quantize_calibrated(req.model, target, batches, req.method)
     record = {
         "format": "mlharness-calibration/1",
         "created": now_iso(),

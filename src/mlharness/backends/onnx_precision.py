@@ -60,17 +60,6 @@ def is_quantized(model: Path) -> bool:
     return any(n.op_type in QUANT_OPS for n in graph.node)
 
 
-def require_quantized(model: Path, runtime: str) -> None:
-    """ConfigError unless ``model`` is already int8 (``--precision int8`` never quantises
-    silently for runtimes that need calibration)."""
-    if not is_quantized(model):
-        raise ConfigError(
-            f"--precision int8 with {runtime} runs a calibrated int8 model; {model} holds no "
-            "quantisation",
-            hint=f"build one with: mlharness calibrate -b BENCHMARK --model {model} "
-                 "--dataset DATA, then pass the file it writes as --model")
-
-
 def refuse_mislabelled(model: Path, precision: str) -> None:
     """A calibrated int8 model run as fp32/bf16 would be int8 silently: refuse."""
     if precision != "int8" and calibration_file(Path(model)).is_file():
@@ -105,24 +94,31 @@ def prepared_model(model: Path, precision: str, cache_dir: str | Path | None = N
 
 
 @contextlib.contextmanager
-def _quantised_file(model: Path, target: Path, what: str, hint: str) -> Iterator[str]:
+def quantised_file(model: Path, target: Path, what: str, hint: str) -> Iterator[str]:
     """A temporary path for the quantiser to write; moved onto ``target`` when it succeeds, its
-    failure (the quantisers raise assorted types) turned into one ModelError line."""
+    failure (the quantisers raise assorted types) turned into one ModelError line. The
+    quantisers' advice on the root logger is kept quiet meanwhile."""
+    import logging
+
     fd, tmp = tempfile.mkstemp(dir=target.parent, suffix=".onnx.tmp")
     os.close(fd)
+    root = logging.getLogger()
+    level = root.level
+    root.setLevel(logging.ERROR)
     try:
         yield tmp
         os.replace(tmp, target)
     except Exception as exc:  # noqa: BLE001 - reported as a ModelError
         raise ModelError(f"{what} of {model} failed: {exc}".splitlines()[0], hint=hint) from exc
     finally:
+        root.setLevel(level)
         Path(tmp).unlink(missing_ok=True)
 
 
 def _quantize_int8(model: Path, target: Path) -> None:
     from onnxruntime.quantization import QuantType, quantize_dynamic
 
-    with _quantised_file(model, target, "int8 quantisation",
+    with quantised_file(model, target, "int8 quantisation",
                          "run with --precision fp32, or pass a model quantised offline") as tmp:
         quantize_dynamic(str(model), tmp, weight_type=QuantType.QInt8, per_channel=True,
                          op_types_to_quantize=["MatMul", "Gemm", "Attention"],
@@ -161,8 +157,6 @@ def quantize_calibrated(model: Path, target: Path, batches: list[dict], method: 
     ``batches``) of ``model`` into ``target``; the heads with fewer than ``SMALL_OUTPUT`` output
     columns stay fp32. onnxruntime runs the QDQ file with int8 kernels, and OpenVINO reads the
     same file as int8. Returns what was done (for the calibration record)."""
-    import logging
-
     import onnxruntime as ort
     from onnxruntime.quantization import (CalibrationDataReader, CalibrationMethod, QuantFormat,
                                           QuantType, quantize_static)
@@ -181,8 +175,7 @@ def quantize_calibrated(model: Path, target: Path, batches: list[dict], method: 
             return next(self.items, None)
 
     excluded = small_output_nodes(model)
-    logging.getLogger().setLevel(logging.ERROR)  # quantize_static's pre-processing advice
-    with _quantised_file(model, target, "calibrated int8 quantisation",
+    with quantised_file(model, target, "calibrated int8 quantisation",
                          "check the model runs in fp32 first") as tmp:
         quantize_static(str(model), tmp, Reader(), quant_format=QuantFormat.QDQ,
                         op_types_to_quantize=list(op_types), per_channel=True,

@@ -72,6 +72,9 @@ class OnnxRuntimeBackend:
         model = Path(model)
         if not model.is_file():
             raise ModelError(f"model file not found: {model}", hint="check the --model path")
+        if model.suffix == ".xml":
+            raise ModelError(f"{model} is an OpenVINO IR, which onnxruntime cannot read",
+                             hint="run it with --backend openvino, or pass the ONNX model")
         from mlharness.backends.onnx_precision import prepared_model
 
         # fp32 runs the file as given; int8 quantises it (cached); bf16 is refused on CPU

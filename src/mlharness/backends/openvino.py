@@ -5,8 +5,10 @@
   and ``num_streams=N`` override it (:class:`OpenVinoOptions`).
 * Precision: ``fp32`` pins ``INFERENCE_PRECISION_HINT=f32`` (OpenVINO would otherwise pick bf16
   by itself on AMX CPUs); ``bf16`` asks for bf16 and is refused where the CPU plugin has no bf16
-  (``OPTIMIZATION_CAPABILITIES``); ``int8`` runs a calibrated QDQ model (``mlharness calibrate``)
-  as int8 and is refused for a model that holds no quantisation.
+  (``OPTIMIZATION_CAPABILITIES``); ``int8`` runs a calibrated model (``mlharness calibrate``:
+  the NNCF IR ``.xml`` it writes for openvino, or the QDQ ONNX it writes for onnxruntime) and is
+  refused for a model that holds no quantisation.
+* Models: ONNX read directly, or an OpenVINO IR (``.xml`` with its ``.bin``).
 * Dynamic shapes (BERT's sequence axis) are compiled as such; one batch is split over the
   compiled model's infer requests so all streams work on it.
 """
@@ -68,8 +70,8 @@ class OpenVinoBackend:
     def load(self, model: Path | None, options: BackendOptions) -> None:
         import openvino as ov
 
-        from mlharness.backends.onnx_precision import (calibration_record, refuse_mislabelled,
-                                                       require_quantized)
+        from mlharness.backends.onnx_precision import calibration_record, refuse_mislabelled
+        from mlharness.backends.openvino_int8 import holds_quantization
 
         if model is None:
             raise ModelError("no model given", hint="pass --model path/to/model.onnx")
@@ -89,8 +91,12 @@ class OpenVinoBackend:
                 f"this CPU has no bf16 path in OpenVINO (capabilities: {', '.join(caps)})",
                 hint="bf16 needs AVX512_BF16 or AMX; use --precision fp32 or int8")
         refuse_mislabelled(model, options.precision)
-        if options.precision == "int8":
-            require_quantized(model, "openvino")
+        if options.precision == "int8" and not holds_quantization(model):
+            raise ConfigError(
+                f"--precision int8 with openvino runs a calibrated int8 model; {model} holds no "
+                "quantisation",
+                hint=f"build one with: mlharness calibrate -b BENCHMARK --model {model} "
+                     "--dataset DATA --backend openvino, then pass the .xml it writes as --model")
         self.calibration = calibration_record(model)
         self.config = self._config(options)
         try:
@@ -98,7 +104,8 @@ class OpenVinoBackend:
         except Exception as exc:  # openvino raises RuntimeError with long multi-line texts
             detail = " ".join(str(exc).split())[:300]
             raise ModelError(f"openvino cannot load {model}: {detail}",
-                             hint="check that the file is a valid ONNX model") from exc
+                             hint="check that the file is a valid ONNX model or OpenVINO "
+                                  "IR (.xml with its .bin)") from exc
         n = int(self.compiled.get_property("OPTIMAL_NUMBER_OF_INFER_REQUESTS"))
         for _ in range(max(1, n)):
             self._requests.put(self.compiled.create_infer_request())

@@ -85,6 +85,8 @@ class Task(ABC):
     response_dtype: str = "float32"
     #: model used when the user gives none (only the shipped demo has one)
     default_model: Path | None = None
+    #: an attention model (quantisers keep its softmax/layer-norm paths in higher precision)
+    transformer: bool = False
 
     @property
     @abstractmethod

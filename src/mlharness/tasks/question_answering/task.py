@@ -46,6 +46,7 @@ class BertSquadTask(Task):
 
     loadgen_model = "bert"
     response_dtype = "float32"
+    transformer = True
 
     def __init__(self, name: str, dataset: Path, vocab: Path, cache_dir: Path | None = None,
                  max_samples: int | None = None, sequence_length: str = "auto",
