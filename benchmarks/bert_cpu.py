@@ -46,11 +46,11 @@ sys.path.insert(0, str(ROOT / "tests"))
 sys.path.insert(0, str(ROOT / "benchmarks"))
 
 from mlharness.calibration import CalibrationRequest, calibrate  # noqa: E402
-from mlharness.hostinfo import cpu_info  # noqa: E402
 from mlharness.loadgen.mllog import parse_run_logs  # noqa: E402
 from mlharness.loadgen.settings import render_user_conf  # noqa: E402
 from mlharness.runner import execute  # noqa: E402
 from mlharness.spec import RunSpec  # noqa: E402
+from cpu_peak import describe, peak_flops  # noqa: E402
 from vision_cpu import installed, official_dir, print_machine  # noqa: E402
 
 REFERENCE_PACKAGES = ["transformers<5", "absl-py", "six", "numpy", "onnxruntime",
@@ -221,37 +221,16 @@ def f1_row(files: dict[str, Path], runtime: str, precision: str, key: str,
 def f1_lines(rows: list[dict[str, Any]]) -> list[str]:
     """The table against each runtime's fp32, and the F1 RATIO lines (lowest over runtimes)."""
     fp32 = {r["runtime"]: r["f1"] for r in rows if r["precision"] == "fp32"}
-    lines = [f"{'configuration':<34} {'EM':>7} {'F1':>7} {'F1/fp32':>8}  bert-99  bert-99.9"]
+    lines = [f"{'configuration':<40} {'EM':>7} {'F1':>7} {'F1/fp32':>8}  bert-99  bert-99.9"]
     ratios: dict[str, list[float]] = {"bf16": [], "int8": []}
     for r in rows:
         ratio = r["f1"] / fp32[r["runtime"]]
         ratios.setdefault(r["precision"], []).append(ratio)
         verdict = ["PASS" if ratio >= bound else "FAIL" for bound in (0.99, 0.999)]
-        lines.append(f"{'mlharness ' + r['label']:<34} {r['exact_match'] or 0:7.2f} "
+        lines.append(f"{'mlharness ' + r['label']:<40} {r['exact_match'] or 0:7.2f} "
                      f"{r['f1']:7.2f} {ratio:8.4f}  {verdict[0]:<7}  {verdict[1]}")
     lines += [f"F1 RATIO {p}/fp32 = {min(ratios[p]):.4f}" for p in ("bf16", "int8") if ratios[p]]
     return lines
-
-
-def fp32_lanes() -> int:
-    """fp32 lanes per FMA unit and cycle: 16 (AVX-512), but 8 on AMD Zen 4 (family 25), which
-    runs AVX-512 on 256-bit datapaths."""
-    text = Path("/proc/cpuinfo").read_text() if Path("/proc/cpuinfo").is_file() else ""
-    amd = "AuthenticAMD" in text
-    family = next((line.split(":")[1].strip() for line in text.splitlines()
-                   if line.startswith("cpu family")), "")
-    return 8 if amd and family == "25" else 16
-
-
-def peak_flops(isa: dict[str, Any], precision: str, cores: int, ghz: float) -> float | None:
-    """Peak multiply-adds x 2 per second of this CPU for ``precision`` (vector units only):
-    fp32 = 2 FMA units x lanes x 2; AVX512_BF16 = twice that; VNNI int8 = 4x fp32;
-    AMX (not modelled here: its tiles give ~8x-16x the AVX-512 figure)."""
-    if "avx512f" not in isa["flags"]:
-        return None
-    fp32 = 2 * fp32_lanes() * 2 * cores * ghz * 1e9
-    return {"fp32": fp32, "bf16": fp32 * (2 if isa["bf16"] else 1),
-            "int8": fp32 * (4 if isa["int8"] else 1)}[precision]
 
 
 def bert_flops(layers: int, hidden: int, inter: int, length: float) -> float:
@@ -278,7 +257,6 @@ def main() -> None:
     args = p.parse_args()
     args.workdir = args.workdir.resolve()  # the reference harness runs in its own folder
     n = args.samples or (12 if args.quick else 32)
-    info = cpu_info()
     isa, bf16 = print_machine()
     files = build_inputs(args.workdir, args)
     from mlharness.tasks.question_answering.task import BertSquadTask
@@ -303,25 +281,22 @@ def main() -> None:
     print("EM/F1 of a small trained BERT (fp32 vs reduced precision) ...", flush=True)
     accuracy = accuracy_table(args.workdir, bf16)
 
-    ghz = (info.get("mhz") or 2000) / 1000
     work = float(sum(bert_flops(args.layers, args.hidden, args.intermediate, int(x))
                      for x in lengths)) / n
-    print(f"\n{'configuration':<34} {'samples/s':>10} {'vs reference':>13} {'of peak':>8}")
+    print(f"\n{'configuration':<40} {'samples/s':>10} {'vs reference':>13} {'of peak':>8}")
     if ref:
-        peak = peak_flops(isa, "fp32", os.cpu_count() or 1, ghz)
+        peak = peak_flops(isa, "fp32")
         ref_work = bert_flops(args.layers, args.hidden, args.intermediate, 384)
-        frac = f"{ref * ref_work / peak:7.1%}" if peak else "-"
-        print(f"{'reference run.py (ort fp32, 384)':<34} {ref:10.3f} {1.0:12.2f}x {frac:>8}")
+        frac = f"{ref * ref_work / peak:7.1%}"
+        print(f"{'reference run.py (ort fp32, 384)':<40} {ref:10.3f} {1.0:12.2f}x {frac:>8}")
     for r in rows:
-        peak = peak_flops(isa, r["precision"], os.cpu_count() or 1, ghz)
-        frac = f"{r['samples_per_s'] * work / peak:7.1%}" if peak else "-"
+        peak = peak_flops(isa, r["precision"])
+        frac = f"{r['samples_per_s'] * work / peak:7.1%}"
         ratio = f"{r['samples_per_s'] / ref:12.2f}x" if ref else f"{'-':>13}"
-        print(f"{'mlharness ' + r['label']:<34} {r['samples_per_s']:10.3f} {ratio} {frac:>8}")
+        print(f"{'mlharness ' + r['label']:<40} {r['samples_per_s']:10.3f} {ratio} {frac:>8}")
     best = max(rows, key=lambda r: r["samples_per_s"])
-    print(f"\npeak: AVX-512 vector FMA, {fp32_lanes()} fp32 lanes x 2 units, at {ghz:.2f} GHz x "
-          f"{os.cpu_count()} cores (AMX: "
-          f"{'present' if 'amx_bf16' in isa['flags'] else 'absent'}); the machine is shared "
-          "with other jobs, so absolute numbers are low and noisy; ratios come from one run")
+    print(f"\n{describe(isa)}; the machine may be shared with other jobs, so absolute numbers "
+          "are noisy; ratios come from one run")
     if ref:
         print(f"RATIO best/reference Offline samples/s = {best['samples_per_s'] / ref:.2f} "
               f"(best: {best['label']} batch {best['batch']} dynamic length)")

@@ -46,6 +46,7 @@ from mlharness.loadgen.mllog import parse_run_logs  # noqa: E402
 from mlharness.rules.calibration_lists import official_list  # noqa: E402
 from mlharness.runner import execute  # noqa: E402
 from mlharness.spec import RunSpec  # noqa: E402
+from cpu_peak import describe, peak_flops  # noqa: E402
 from resnet50_graph import build_resnet50  # noqa: E402
 from trained_fixtures import make_set, make_trained_cnn  # noqa: E402
 
@@ -64,6 +65,8 @@ def official_dir() -> Path:
 
 OFFICIAL = official_dir()
 REFERENCE = OFFICIAL / "vision" / "classification_and_detection" / "python" / "main.py"
+#: multiply-adds x 2 of one 224x224 image through ResNet-50 v1.5 (4.09 G multiply-adds)
+RESNET50_FLOPS = 2 * 4.09e9
 
 
 def installed(module: str) -> bool:
@@ -82,13 +85,15 @@ def runtime_configs(bf16: dict[str, bool]) -> list[tuple[str, str, str]]:
         out += [("openvino", "int8", "nncf")] if installed("nncf") else []
         out += [("openvino", "bf16", "onnx")] if bf16["openvino"] else []
     if installed("torch"):
-        out += [("pytorch", "fp32", "pth")]
-        out += [("pytorch", "bf16", "pth")] if bf16["pytorch"] else []
+        out += [("pytorch", "fp32", "pth"), ("pytorch", "fp32", "pth-compiled")]
+        out += [("pytorch", "bf16", "pth"), ("pytorch", "bf16", "pth-compiled")] \
+            if bf16["pytorch"] else []
     return out
 
 
 #: how each model file was made, for the tables
-MODEL_NOTES = {"onnx": "", "int8": " (QDQ)", "nncf": " (NNCF IR)", "pth": ""}
+MODEL_NOTES = {"onnx": "", "int8": " (QDQ)", "nncf": " (NNCF IR)", "pth": "",
+               "pth-compiled": " (torch.compile)"}
 
 
 def bf16_paths() -> dict[str, bool]:
@@ -167,15 +172,17 @@ def reference(files: dict[str, Path], images: int, workdir: Path) -> float:
 
 def harness(files: dict[str, Path], runtime: str, precision: str, key: str, images: int,
             workdir: Path, batch: int) -> dict[str, Any]:
-    model = files[key]
+    model = files[key.removesuffix("-compiled")]
     options: dict[str, Any] = {}
     if runtime == "pytorch":
         options = {"label_offset": 0, "preprocessing": "torchvision"}
+    compiled = {"compile": True} if key.endswith("-compiled") else {}
     spec = RunSpec(benchmark="resnet50", scenario="Offline", mode="performance", backend=runtime,
                    model=model, dataset=files["dataset"], cache_dir=workdir / "cache",
                    precision=precision, batch_size=batch, target_qps=0.001, min_duration=0,
                    min_query_count=images, performance_sample_count=images,
-                   output_dir=workdir / "runs", stall_timeout=600.0, task_option=options)
+                   output_dir=workdir / "runs", stall_timeout=600.0, task_option=options,
+                   backend_option=compiled)
     record = execute(spec)
     if record.status != "ok" or record.result is None:
         raise SystemExit(f"{runtime} {precision} failed: {record.data.get('error')}")
@@ -242,11 +249,17 @@ def main() -> None:
     print("top-1 of a small trained CNN (fp32 vs reduced precision) ...", flush=True)
     acc = accuracy_table(args.workdir, bf16, args.quick)
 
-    print(f"\n{'configuration':<34} {'samples/s':>10} {'vs reference':>13}")
-    print(f"{'reference main.py (onnxruntime fp32)':<34} {ref:10.2f} {1.0:12.2f}x")
+    def of_peak(samples_per_s: float, precision: str) -> str:
+        return f"{samples_per_s * RESNET50_FLOPS / peak_flops(isa, precision):7.1%}"
+
+    print(f"\n{'configuration':<44} {'samples/s':>10} {'vs reference':>13} {'of peak':>8}")
+    print(f"{'reference main.py (onnxruntime fp32)':<44} {ref:10.2f} {1.0:12.2f}x "
+          f"{of_peak(ref, 'fp32'):>8}")
     for r in rows:
         label = f"mlharness {r['label']}"
-        print(f"{label:<34} {r['samples_per_s']:10.2f} {r['samples_per_s'] / ref:12.2f}x")
+        print(f"{label:<44} {r['samples_per_s']:10.2f} {r['samples_per_s'] / ref:12.2f}x "
+              f"{of_peak(r['samples_per_s'], r['precision']):>8}")
+    print(f"{describe(isa)}; ResNet-50 v1.5 is {RESNET50_FLOPS / 1e9:.1f} GFLOP an image")
     print(f"\n{'runtime':<12} {'fp32 top-1':>10} {'bf16 top-1':>10} {'int8 top-1':>10}")
     for runtime, row in acc.items():
         bf = f"{row['bf16']:.2f}" if "bf16" in row else "-"

@@ -76,6 +76,20 @@ def test_bert_checkpoint_equals_onnx(bert: Path, tmp_path: Path) -> None:
         assert np.abs(c[i][:n] - a[i][:n]).max() < 0.15 * a[i][:n].std() + 1e-2
 
 
+@pytest.mark.slow
+def test_bert_compiled_equals_onnx(bert: Path, tmp_path: Path) -> None:
+    """``--backend-option compile=true``: torch.compile, warmed up at load, the same logits."""
+    acc = ["--mode", "accuracy", "--max-samples", "8", "--batch-size", "3"]
+    _, _, ort_dir = run(tmp_path / "ort", *bert_flags(bert, "bert.onnx"), *acc)
+    _, rec, pt_dir = run(tmp_path / "pt", *bert_flags(bert, "ckpt/model.pytorch"), *acc,
+                         "--backend", "pytorch", "--backend-option", "compile=true")
+    assert rec["status"] == "ok", rec.get("error")
+    assert rec["backend"]["compiled"] is True
+    a, b = logits(ort_dir), logits(pt_dir)
+    for i in a:
+        np.testing.assert_allclose(b[i], a[i], rtol=1e-3, atol=1e-3)
+
+
 @pytest.mark.parametrize("scenario, flags", [
     ("SingleStream", ["--target-latency", "2"]), ("Server", ["--target-qps", "30"]),
     pytest.param("Offline", ["--target-qps", "100"], marks=pytest.mark.slow),

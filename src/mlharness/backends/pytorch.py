@@ -12,13 +12,17 @@
 ``--backend-option arch=bert|resnet50`` overrides the detection from the state dict's keys
 (:class:`PyTorchOptions`).
 ``--precision bf16`` runs under ``torch.autocast`` (bf16 matmuls/convolutions through oneDNN:
-AMX or AVX512_BF16) and is refused where oneDNN has no bf16 path. ONNX files are not read: the
-one converter (onnx2torch) needs torchvision, which does not import beside torch 2.13.
+AMX or AVX512_BF16) and is refused where oneDNN has no bf16 path. ResNet-50 runs channels-last
+(oneDNN's fast layout for convolutions). ``--backend-option compile=true`` runs the model through
+``torch.compile`` (inductor; it needs a C++ compiler), compiled and warmed up at load so no query
+waits for it. ONNX files are not read: the one converter (onnx2torch) needs torchvision, which
+does not import beside torch 2.13.
 """
 
 from __future__ import annotations
 
 import contextlib
+import shutil
 from pathlib import Path
 from typing import Any, Literal
 
@@ -66,6 +70,7 @@ class PyTorchOptions(Options):
 
     arch: Literal["bert", "resnet50"] | None = None  # None: told from the state dict's keys
     config: Path | None = None  # BERT's bert_config.json; None: the one beside the checkpoint
+    compile: bool = False  # torch.compile, warmed up at load
 
 
 class PyTorchBackend:
@@ -77,6 +82,7 @@ class PyTorchBackend:
         self.arch = ""
         self.model: Path | None = None
         self.options = BackendOptions()
+        self.forward: Any = None  # the model, or its torch.compile
         self._inputs: list[TensorSpec] = []
 
     def load(self, model: Path | None, options: BackendOptions) -> None:
@@ -111,7 +117,10 @@ class PyTorchBackend:
             raise ModelError(f"cannot tell the architecture of {model} from its keys",
                              hint="pass --backend-option arch=bert or arch=resnet50")
         self.net.eval()
+        if arch == "resnet50":
+            self.net = self.net.to(memory_format=torch.channels_last)
         self.arch, self.model, self.options = arch, model, options
+        self.forward = self._compiled() if options.extra.get("compile") else self.net
 
     def _load_state(self, net: Any, state: dict[str, Any], model: Path) -> Any:
         missing, _unexpected = net.load_state_dict(state, strict=False)  # pooler etc. unused
@@ -144,6 +153,29 @@ class PyTorchBackend:
         self._inputs = [TensorSpec(name, "float32", (None, 3, None, None))]
         return self._load_state(resnet_from_state(state), state, self.model or Path("model"))
 
+    def _compiled(self) -> Any:
+        """``torch.compile`` of the model, run once at load on a batch of the run's size (BERT:
+        with a dynamic sequence axis), so compiling costs no query its latency."""
+        import torch
+
+        if not (shutil.which("c++") or shutil.which("g++")):
+            raise ConfigError("torch.compile needs a C++ compiler, and none is on PATH",
+                              hint="install g++ (Debian: apt install g++), or drop "
+                                   "--backend-option compile=true")
+        compiled = torch.compile(self.net, dynamic=True if self.arch == "bert" else None)
+        spec = self.options.run_spec or {}
+        batch = max(2, int(spec.get("batch_size") or 1))  # 2: a batch axis that is not special
+        if self.arch == "bert":
+            sample = {n: np.ones((batch, 128), np.int64) for n in BERT_INPUTS}
+        else:
+            sample = {self._inputs[0].name: np.zeros((batch, 3, 224, 224), np.float32)}
+        try:
+            self._run(compiled, sample)
+        except Exception as exc:  # inductor raises assorted types
+            raise ModelError(f"torch.compile failed: {' '.join(str(exc).split())[:300]}",
+                             hint="drop --backend-option compile=true") from exc
+        return compiled
+
     @property
     def inputs(self) -> list[TensorSpec]:
         return self._inputs
@@ -156,14 +188,18 @@ class PyTorchBackend:
         return contextlib.nullcontext()
 
     def predict(self, inputs: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
+        return self._run(self.forward, inputs)
+
+    def _run(self, forward: Any, inputs: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
         import torch
 
         with torch.inference_mode(), self._autocast():
             if self.arch == "bert":
-                start, end = self.net(*(torch.from_numpy(inputs[n]) for n in BERT_INPUTS))
+                start, end = forward(*(torch.from_numpy(inputs[n]) for n in BERT_INPUTS))
                 return {BERT_OUTPUTS[0]: start.float().numpy(),
                         BERT_OUTPUTS[1]: end.float().numpy()}
-            logits = self.net(torch.from_numpy(inputs[self._inputs[0].name])).float()
+            images = torch.from_numpy(inputs[self._inputs[0].name])
+            logits = forward(images.contiguous(memory_format=torch.channels_last)).float()
             return {"ArgMax:0": logits.argmax(1).numpy(),
                     "softmax_tensor:0": torch.softmax(logits, 1).numpy()}
 
@@ -173,4 +209,6 @@ class PyTorchBackend:
         return {"name": self.name, "torch": torch.__version__, "arch": self.arch,
                 "threads": torch.get_num_threads(), "precision": self.options.precision,
                 "autocast": "bf16" if self.options.precision == "bf16" else None,
+                "compiled": bool(self.options.extra.get("compile")),
+                "channels_last": self.arch == "resnet50",
                 "onednn_bf16": bf16_supported(), "model": str(self.model)}
