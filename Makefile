@@ -27,8 +27,11 @@ referee: $(REFEREE_STAMP)
 demo: $(STAMP)
 	$(BIN)/mlharness demo
 
+# two workers, a module per worker (tests/conftest.py): most tests wait on LoadGen's clock
+TEST_WORKERS ?= 2
+
 test: $(STAMP) $(REFEREE_STAMP)
-	$(BIN)/python -m pytest -q
+	$(BIN)/python -m pytest -q -n $(TEST_WORKERS) --dist loadgroup
 
 bench: $(STAMP)
 	$(BIN)/python benchmarks/overhead.py

@@ -24,3 +24,16 @@ def pytest_runtest_setup(item: pytest.Item) -> None:
 
     for mark in item.iter_markers("official"):
         require(*mark.args, **mark.kwargs)
+
+
+#: modules whose tests share a fixed resource (the NTP responder on 127.0.0.1:123)
+SHARED_GROUPS = {"test_power_e2e": "power", "test_power_faults": "power",
+                 "test_power_unit": "power"}
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """Under ``pytest -n N --dist loadgroup`` (``make test``) each module runs on one worker, so
+    its module-scoped fixtures are built once; the power modules share a worker."""
+    for item in items:
+        module = item.module.__name__ if item.module else item.nodeid
+        item.add_marker(pytest.mark.xdist_group(SHARED_GROUPS.get(module, module)))

@@ -146,7 +146,7 @@ def test_openvino_and_pytorch_options_are_typed() -> None:
         backend_options(OpenVinoBackend, {"scenario": "Offline"})  # the harness's, not the user's
     with pytest.raises(ConfigError, match="unknown arch 'gpt'"):
         backend_options(PyTorchBackend, {"arch": "gpt"})
-    with pytest.raises(ConfigError, match="valid keys: arch, config"):
+    with pytest.raises(ConfigError, match="valid keys: arch, compile, config"):
         backend_options(PyTorchBackend, {"label_offset": 0})  # a task option
 
 
