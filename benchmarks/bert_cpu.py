@@ -45,13 +45,12 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "tests"))
 sys.path.insert(0, str(ROOT / "benchmarks"))
 
-from mlharness.calibration import CalibrationRequest, calibrate  # noqa: E402
 from mlharness.loadgen.mllog import parse_run_logs  # noqa: E402
 from mlharness.loadgen.settings import render_user_conf  # noqa: E402
 from mlharness.runner import execute  # noqa: E402
 from mlharness.spec import RunSpec  # noqa: E402
 from cpu_peak import describe, peak_flops  # noqa: E402
-from vision_cpu import installed, official_dir, print_machine  # noqa: E402
+from runtimes import MODEL_NOTES, calibrated, installed, official_dir, print_machine  # noqa: E402
 
 REFERENCE_PACKAGES = ["transformers<5", "absl-py", "six", "numpy", "onnxruntime",
                       "mlcommons-loadgen==6.0.17"]
@@ -80,24 +79,13 @@ def build_inputs(workdir: Path, args: argparse.Namespace) -> dict[str, Path]:
               flush=True)
     if installed("openvino"):
         print("calibrated int8 (official SQuAD feature list) ...", flush=True)
-        out.update(calibrated(out["onnx"], out["squad"], out["vocab"], workdir / "cache"))
+        out.update(calibrated("bert-99", out["onnx"], out["squad"], workdir / "cache",
+                              out["vocab"]))
     if installed("torch"):
         out["pytorch"] = workdir / f"{name}-pytorch" / "model.pytorch"
         if not out["pytorch"].is_file():
             synth.bert_checkpoint(out["onnx"], out["pytorch"].parent, *shape, 30522)
     return out
-
-
-def calibrated(model: Path, squad: Path, vocab: Path, cache: Path) -> dict[str, Path]:
-    """``mlharness calibrate`` for onnxruntime (QDQ ``.int8.onnx``) and, with NNCF, openvino
-    (``.int8.xml``); each built once."""
-    out = {"int8": model.with_name(model.stem + ".int8.onnx"),
-           "nncf": model.with_name(model.stem + ".int8.xml")}
-    for key, runtime in (("int8", "onnxruntime"), ("nncf", "openvino")):
-        if not out[key].is_file() and (key == "int8" or installed("nncf")):
-            calibrate(CalibrationRequest("bert-99", model, squad, vocab=vocab, backend=runtime,
-                                         cache_dir=cache, output=out[key]))
-    return {k: v for k, v in out.items() if v.is_file()}
 
 
 def spec_for(files: dict[str, Path], n: int, workdir: Path, **kw: Any) -> RunSpec:
@@ -144,10 +132,6 @@ def reference(files: dict[str, Path], n: int, workdir: Path, python: str) -> flo
     return parse_run_logs(out).value
 
 
-#: how each model file was made, for the tables
-MODEL_NOTES = {"onnx": "", "int8": " (QDQ)", "nncf": " (NNCF IR)", "pytorch": ""}
-
-
 def configs(bf16: dict[str, bool], files: dict[str, Path]) -> list[tuple[str, str, str]]:
     """(runtime, precision, model key in ``files``); onnxruntime int8 on the fp32 model is its
     dynamic quantisation."""
@@ -189,7 +173,8 @@ def accuracy_table(workdir: Path, bf16: dict[str, bool]) -> list[dict[str, Any]]
     fixture = make_trained_bert(workdir / "trained")
     files = {"onnx": fixture.onnx, "squad": fixture.squad, "vocab": fixture.vocab,
              "pytorch": fixture.checkpoint}
-    files.update(calibrated(fixture.onnx, fixture.squad, fixture.vocab, workdir / "cache"))
+    files.update(calibrated("bert-99", fixture.onnx, fixture.squad, workdir / "cache",
+                            fixture.vocab))
     if not installed("torch"):
         files.pop("pytorch")
     rows = []

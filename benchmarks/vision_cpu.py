@@ -29,7 +29,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
 import subprocess
 import sys
 import time
@@ -40,41 +39,21 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "tests"))
 sys.path.insert(0, str(ROOT / "benchmarks"))
 
-from mlharness.calibration import CalibrationRequest, calibrate  # noqa: E402
-from mlharness.hostinfo import cpu_info, matrix_isa  # noqa: E402
 from mlharness.loadgen.mllog import parse_run_logs  # noqa: E402
 from mlharness.rules.calibration_lists import official_list  # noqa: E402
 from mlharness.runner import execute  # noqa: E402
 from mlharness.spec import RunSpec  # noqa: E402
 from cpu_peak import describe, peak_flops  # noqa: E402
 from resnet50_graph import build_resnet50  # noqa: E402
+from runtimes import MODEL_NOTES, calibrated, installed, official_dir, print_machine  # noqa: E402
 from trained_fixtures import make_set, make_trained_cnn  # noqa: E402
 
-
-
-def official_dir() -> Path:
-    """The official checkout: $MLPERF_INFERENCE_DIR, else ../shared/official/inference beside
-    the repository (or beside the folder of worktrees)."""
-    if os.environ.get("MLPERF_INFERENCE_DIR"):
-        return Path(os.environ["MLPERF_INFERENCE_DIR"])
-    for base in (ROOT.parent, ROOT.parent.parent):
-        if (base / "shared" / "official" / "inference").is_dir():
-            return base / "shared" / "official" / "inference"
-    raise SystemExit("official checkout not found: set MLPERF_INFERENCE_DIR")
 
 
 OFFICIAL = official_dir()
 REFERENCE = OFFICIAL / "vision" / "classification_and_detection" / "python" / "main.py"
 #: multiply-adds x 2 of one 224x224 image through ResNet-50 v1.5 (4.09 G multiply-adds)
 RESNET50_FLOPS = 2 * 4.09e9
-
-
-def installed(module: str) -> bool:
-    try:
-        __import__(module)
-        return True
-    except ImportError:
-        return False
 
 
 def runtime_configs(bf16: dict[str, bool]) -> list[tuple[str, str, str]]:
@@ -91,36 +70,6 @@ def runtime_configs(bf16: dict[str, bool]) -> list[tuple[str, str, str]]:
     return out
 
 
-#: how each model file was made, for the tables
-MODEL_NOTES = {"onnx": "", "int8": " (QDQ)", "nncf": " (NNCF IR)", "pth": "",
-               "pth-compiled": " (torch.compile)"}
-
-
-def bf16_paths() -> dict[str, bool]:
-    ov = torch = False
-    if installed("openvino"):
-        import openvino
-
-        caps = openvino.Core().get_property("CPU", "OPTIMIZATION_CAPABILITIES")
-        ov = "BF16" in [str(c) for c in caps]
-    if installed("torch"):
-        from mlharness.backends.pytorch import bf16_supported
-
-        torch = bf16_supported()
-    return {"openvino": ov, "pytorch": torch}
-
-
-def print_machine() -> tuple[dict[str, Any], dict[str, bool]]:
-    """Print the CPU's matrix paths and which runtimes use bf16; return both."""
-    isa = matrix_isa()
-    print(f"machine: {cpu_info()['model']}, {os.cpu_count()} cpus; matrix paths: "
-          f"bf16={isa['bf16'] or 'none'}, int8={isa['int8'] or 'none'} "
-          f"(flags: {' '.join(isa['flags'])})", flush=True)
-    bf16 = bf16_paths()
-    print(f"bf16 used by: {', '.join(k for k, v in bf16.items() if v) or 'none'}", flush=True)
-    return isa, bf16
-
-
 def build_inputs(workdir: Path, images: int) -> dict[str, Path]:
     """Random ResNet50 (ONNX, its calibrated int8 copy, a torchvision-keyed state dict) and an
     ImageNet-layout set whose first half carries names from the official calibration list."""
@@ -130,7 +79,7 @@ def build_inputs(workdir: Path, images: int) -> dict[str, Path]:
     if not (out["dataset"] / "val_map.txt").is_file():
         make_set(out["dataset"], images, seed=3,
                  names=official_list("resnet50").entries()[:images // 2])
-    out.update(calibrated(out["onnx"], out["dataset"], workdir / "cache"))
+    out.update(calibrated("resnet50", out["onnx"], out["dataset"], workdir / "cache"))
     if installed("torch"):
         import torch
 
@@ -140,17 +89,6 @@ def build_inputs(workdir: Path, images: int) -> dict[str, Path]:
         if not out["pth"].is_file():
             torch.manual_seed(0)
             torch.save(resnet50().state_dict(), out["pth"])
-    return out
-
-
-def calibrated(model: Path, dataset: Path, cache: Path) -> dict[str, Path]:
-    """``mlharness calibrate`` (official list) for onnxruntime (QDQ) and openvino (NNCF)."""
-    out = {"int8": model.with_name(model.stem + ".int8.onnx"),
-           "nncf": model.with_name(model.stem + ".int8.xml")}
-    for key, runtime in (("int8", "onnxruntime"), ("nncf", "openvino")):
-        if not out[key].is_file() and (key == "int8" or installed("nncf")):
-            calibrate(CalibrationRequest("resnet50", model, dataset, backend=runtime,
-                                         cache_dir=cache, output=out[key]))
     return out
 
 
@@ -206,12 +144,12 @@ def top1(model: Path, dataset: Path, runtime: str, precision: str, workdir: Path
 def accuracy_table(workdir: Path, bf16: dict[str, bool], quick: bool) -> dict[str, dict]:
     model, data = make_trained_cnn(workdir / "trained", 200 if quick else 400,
                                    80 if quick else 200)
-    q = calibrated(model, data, workdir / "cache")
+    q = calibrated("resnet50", model, data, workdir / "cache")
     table: dict[str, dict] = {}
     for runtime in ("onnxruntime", "openvino"):
         if runtime == "openvino" and not installed("openvino"):
             continue
-        int8 = q["nncf"] if runtime == "openvino" and q["nncf"].is_file() else q["int8"]
+        int8 = q["nncf"] if runtime == "openvino" and "nncf" in q else q["int8"]
         row = {"fp32": top1(model, data, runtime, "fp32", workdir),
                "int8": top1(int8, data, runtime, "int8", workdir)}
         if runtime == "openvino" and bf16["openvino"]:

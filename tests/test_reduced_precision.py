@@ -18,7 +18,7 @@ from trained_bert import make_trained_bert  # noqa: E402
 from trained_fixtures import make_trained_cnn  # noqa: E402
 
 
-def top1(tmp_path: Path, model: Path, data: Path, *flags: str, benchmark: str = "resnet50"
+def accuracy_of(tmp_path: Path, model: Path, data: Path, *flags: str, benchmark: str = "resnet50"
          ) -> float:
     """The accuracy-mode run's metric (top-1, or F1 for BERT)."""
     runs = tmp_path / "runs" / ("-".join(flags).replace("-", "") or "fp32")
@@ -34,19 +34,19 @@ def top1(tmp_path: Path, model: Path, data: Path, *flags: str, benchmark: str = 
 @pytest.mark.slow
 def test_int8_and_bf16_keep_top1_of_a_trained_cnn(tmp_path: Path) -> None:
     model, data = make_trained_cnn(tmp_path, train_count=80, eval_count=30)
-    fp32 = top1(tmp_path, model, data)
+    fp32 = accuracy_of(tmp_path, model, data)
     assert fp32 >= 80.0  # the fixture is trained: decisive, mostly right
     assert main(["calibrate", "-b", "resnet50", "--model", str(model), "--dataset", str(data),
                  "--cache-dir", str(tmp_path / "cache")]) == 0
     q = model.with_name(model.stem + ".int8.onnx")
-    assert top1(tmp_path, q, data, "--precision", "int8") >= fp32 - 5.0
+    assert accuracy_of(tmp_path, q, data, "--precision", "int8") >= fp32 - 5.0
     try:
         import openvino  # noqa: F401
     except ImportError:
         return
-    assert top1(tmp_path, q, data, "--precision", "int8", "--backend", "openvino") >= fp32 - 5.0
+    assert accuracy_of(tmp_path, q, data, "--precision", "int8", "--backend", "openvino") >= fp32 - 5.0
     if bf16_cpu():
-        assert top1(tmp_path, model, data, "--precision", "bf16",
+        assert accuracy_of(tmp_path, model, data, "--precision", "bf16",
                     "--backend", "openvino") >= fp32 - 5.0
 
 
@@ -64,7 +64,7 @@ def test_int8_and_bf16_keep_f1_of_a_trained_bert(tmp_path: Path) -> None:
     data = ["--vocab", str(bert.vocab), "--task-option", "sequence_length=dynamic"]
 
     def f1(model: Path, *flags: str) -> float:
-        return top1(tmp_path, model, bert.squad, *data, *flags, benchmark="bert-99")
+        return accuracy_of(tmp_path, model, bert.squad, *data, *flags, benchmark="bert-99")
 
     fp32 = f1(bert.onnx)
     assert fp32 >= 85.0  # trained: decisive, mostly right

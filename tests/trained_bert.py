@@ -23,7 +23,8 @@ from pathlib import Path
 
 import numpy as np
 
-from synthetic_squad import WORDS, bert_checkpoint, make_bert_onnx, make_vocab, onnx_weights
+from synthetic_squad import (WORDS, bert_checkpoint, make_bert_onnx, make_vocab, onnx_weights,
+                             vocab_size)
 
 FIRST = ["Nikola", "Marie", "Martin", "Ada", "Alan", "Frédéric", "Kublai", "Isaac", "Grace",
          "Niels", "Rosalind", "Srinivasa", "Emmy", "Antonín", "Hypatia", "Ibn", "Wangari", "Zhang"]
@@ -82,7 +83,7 @@ def make_qa_squad(path: Path, paragraphs: int, seed: int) -> Path:
 
 
 @dataclass
-class Batches:
+class TrainingSet:
     ids: np.ndarray
     mask: np.ndarray
     segments: np.ndarray
@@ -90,10 +91,10 @@ class Batches:
     end: np.ndarray
 
 
-def _training_arrays(squad: Path, vocab: Path) -> Batches:
+def _training_arrays(squad: Path, vocab: Path) -> TrainingSet:
     """Features as a run builds them, with the answer's first and last word piece."""
     from mlharness.tasks.question_answering.features import build_features
-    from mlharness.tasks.question_answering.squad import read_examples
+    from mlharness.tasks.question_answering.squad import read_examples, split_context
     from mlharness.tasks.question_answering.tokenization import WordPieceTokenizer
 
     examples = read_examples(squad)
@@ -103,8 +104,8 @@ def _training_arrays(squad: Path, vocab: Path) -> Batches:
         for p in article["paragraphs"]:
             for qa in p["qas"]:
                 a = qa["answers"][0]
-                first = len(p["context"][:a["answer_start"]].split())
-                spans.append((first, first + len(a["text"].split()) - 1))
+                first = len(split_context(p["context"][:a["answer_start"]]))
+                spans.append((first, first + len(split_context(a["text"])) - 1))
     keep, starts, ends = [], [], []
     for row, example in enumerate(features.example_index):
         first, last = spans[example]
@@ -115,13 +116,13 @@ def _training_arrays(squad: Path, vocab: Path) -> Batches:
             starts.append(where_first[0])
             ends.append(where_last[-1])
     length = int(features.seq_len[keep].max())
-    return Batches(features.input_ids[keep, :length].astype(np.int64),
+    return TrainingSet(features.input_ids[keep, :length].astype(np.int64),
                    features.input_mask[keep, :length].astype(np.int64),
                    features.segment_ids[keep, :length].astype(np.int64),
                    np.asarray(starts), np.asarray(ends))
 
 
-def train(data: Batches, config: dict, epochs: int = 30, seed: int = 0) -> dict:
+def train(data: TrainingSet, config: dict, epochs: int = 30, seed: int = 0) -> dict:
     """Train ``BertForQA`` on ``data``; return its state dict."""
     import torch
 
@@ -184,7 +185,7 @@ def make_trained_bert(root: Path, train_paragraphs: int = 600, dev_paragraphs: i
     else:
         out.squad.write_bytes(train_set.read_bytes())
     make_vocab(out.vocab, [train_set, out.squad], whole_word_share=0.85)
-    vocab = sum(1 for _ in out.vocab.open(encoding="utf-8"))
+    vocab = vocab_size(out.vocab)
     config = {"hidden_size": SHAPE["hidden"], "num_hidden_layers": SHAPE["layers"],
               "num_attention_heads": SHAPE["heads"], "intermediate_size": SHAPE["intermediate"],
               "vocab_size": vocab, "max_position_embeddings": 512, "type_vocab_size": 2}

@@ -17,13 +17,21 @@ from typing import Any
 from mlharness.errors import ConfigError, DatasetError, ModelError
 from mlharness.files import sha256_file, write_text_atomic
 
-#: runtimes that can run the calibrated model, and what the record says about each
-RUNTIMES = {
-    "onnxruntime": "onnxruntime runs the QDQ model with int8 kernels (OpenVINO reads it too)",
-    "openvino": "OpenVINO runs the NNCF-quantised IR with its int8 kernels",
+
+@dataclass(frozen=True)
+class Quantiser:
+    """What ``--backend`` calibrates for: the file its quantiser writes, and what the record
+    says about running it."""
+
+    suffix: str
+    runs_on: str
+
+
+QUANTISERS = {
+    "onnxruntime": Quantiser(".onnx", "onnxruntime runs the QDQ model with int8 kernels "
+                                      "(OpenVINO reads it too)"),
+    "openvino": Quantiser(".xml", "OpenVINO runs the NNCF-quantised IR with its int8 kernels"),
 }
-#: the file each runtime's quantiser writes
-SUFFIXES = {"onnxruntime": ".onnx", "openvino": ".xml"}
 
 
 @dataclass
@@ -71,7 +79,7 @@ def select(task: Any, benchmark: str, choice: str | None) -> tuple[list[int], di
 
 
 def output_path(model: Path, output: Path | None, backend: str = "onnxruntime") -> Path:
-    return output or model.with_name(model.stem + ".int8" + SUFFIXES[backend])
+    return output or model.with_name(model.stem + ".int8" + QUANTISERS[backend].suffix)
 
 
 def calibrate(req: CalibrationRequest, progress: Any = None) -> dict[str, Any]:
@@ -83,14 +91,14 @@ def calibrate(req: CalibrationRequest, progress: Any = None) -> dict[str, Any]:
     from mlharness.runner.worker import task_options
     from mlharness.tasks import create_task
 
-    if req.backend not in RUNTIMES:
+    if req.backend not in QUANTISERS:
         raise ConfigError(f"calibration for backend {req.backend!r} is not built",
-                          hint="use --backend " + " or ".join(RUNTIMES))
+                          hint="use --backend " + " or ".join(QUANTISERS))
     if not req.model.is_file() or req.model.suffix != ".onnx":
         raise ModelError(f"calibration needs an fp32 ONNX model, got {req.model}",
                          hint="pass --model path/to/model.onnx")
     target = output_path(req.model, req.output, req.backend)
-    suffix = SUFFIXES[req.backend]
+    suffix = QUANTISERS[req.backend].suffix
     if target.suffix != suffix:
         raise ConfigError(f"the {req.backend} int8 model is written as a {suffix} file, not "
                           f"{target.name}", hint=f"pass --output MODEL.int8{suffix}, or drop it")
@@ -113,7 +121,7 @@ def calibrate(req: CalibrationRequest, progress: Any = None) -> dict[str, Any]:
     record = {
         "format": "mlharness-calibration/1",
         "created": now_iso(),
-        "benchmark": req.benchmark, "backend": req.backend, "runs_on": RUNTIMES[req.backend],
+        "benchmark": req.benchmark, "backend": req.backend, "runs_on": QUANTISERS[req.backend].runs_on,
         "precision": "int8", "source_model": str(req.model.resolve()),
         "source_sha256": sha256_file(req.model), "model": str(target.resolve()),
         "dataset": str(req.dataset), "samples": about, "qsl_indices": indices, **done,

@@ -72,7 +72,9 @@ class OnnxRuntimeBackend:
         model = Path(model)
         if not model.is_file():
             raise ModelError(f"model file not found: {model}", hint="check the --model path")
-        if model.suffix == ".xml":
+        from mlharness.backends.openvino_int8 import is_ir
+
+        if is_ir(model):
             raise ModelError(f"{model} is an OpenVINO IR, which onnxruntime cannot read",
                              hint="run it with --backend openvino, or pass the ONNX model")
         from mlharness.backends.onnx_precision import prepared_model

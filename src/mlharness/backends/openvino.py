@@ -71,7 +71,7 @@ class OpenVinoBackend:
         import openvino as ov
 
         from mlharness.backends.onnx_precision import calibration_record, refuse_mislabelled
-        from mlharness.backends.openvino_int8 import holds_quantization
+        from mlharness.backends.openvino_int8 import require_int8
 
         if model is None:
             raise ModelError("no model given", hint="pass --model path/to/model.onnx")
@@ -91,12 +91,8 @@ class OpenVinoBackend:
                 f"this CPU has no bf16 path in OpenVINO (capabilities: {', '.join(caps)})",
                 hint="bf16 needs AVX512_BF16 or AMX; use --precision fp32 or int8")
         refuse_mislabelled(model, options.precision)
-        if options.precision == "int8" and not holds_quantization(model):
-            raise ConfigError(
-                f"--precision int8 with openvino runs a calibrated int8 model; {model} holds no "
-                "quantisation",
-                hint=f"build one with: mlharness calibrate -b BENCHMARK --model {model} "
-                     "--dataset DATA --backend openvino, then pass the .xml it writes as --model")
+        if options.precision == "int8":
+            require_int8(model)
         self.calibration = calibration_record(model)
         self.config = self._config(options)
         try:

@@ -34,6 +34,17 @@ def holds_quantization(model: Path) -> bool:
         return any('type="FakeQuantize"' in line for line in f)
 
 
+def require_int8(model: Path) -> None:
+    """ConfigError unless ``model`` is already int8 (``--precision int8`` never quantises
+    silently: OpenVINO runs calibrated models)."""
+    if not holds_quantization(model):
+        raise ConfigError(
+            f"--precision int8 with openvino runs a calibrated int8 model; {model} holds no "
+            "quantisation",
+            hint=f"build one with: mlharness calibrate -b BENCHMARK --model {model} "
+                 "--dataset DATA --backend openvino, then pass the .xml it writes as --model")
+
+
 def require_nncf(method: str):  # type: ignore[no-untyped-def]
     """The nncf module, or a ConfigError saying how to get it or that ``method`` is not NNCF's."""
     if method != "minmax":
@@ -69,9 +80,13 @@ def quantize_nncf(model: Path, target: Path, batches: list[dict], method: str = 
             model_type=nncf.ModelType.TRANSFORMER if transformer else None,
             ignored_scope=nncf.IgnoredScope(names=excluded, validate=False))
         xml = Path(tmp).with_suffix(IR_SUFFIX)
-        ov.save_model(quantized, str(xml), compress_to_fp16=False)
-        xml.replace(tmp)
-        xml.with_suffix(".bin").replace(target.with_suffix(".bin"))
+        try:
+            ov.save_model(quantized, str(xml), compress_to_fp16=False)
+            xml.with_suffix(".bin").replace(target.with_suffix(".bin"))
+            xml.replace(tmp)  # quantised_file moves it onto target
+        finally:  # what a failed save left
+            xml.unlink(missing_ok=True)
+            xml.with_suffix(".bin").unlink(missing_ok=True)
     return {"recipe": RECIPE, "runtime": f"nncf {nncf.__version__}, openvino {ov.get_version()}",
             "format": "OpenVINO IR (FakeQuantize)",
             "weights": "int8 per channel, symmetric",

@@ -20,7 +20,7 @@ from mlharness.spec import AUTO, RunSpec
 from mlharness.loadgen.settings import generated_queries
 from mlharness.tune.latency import (BYTES_PER_QUERY, FIT_LIMIT, MEMORY_SHARE,
                                     max_generated_queries, smallest_fitting_hint)
-from mlharness.tune.probe import ENGINE_SETTINGS, PointSink, ProgressSink
+from mlharness.tune.probe import ENGINE_SETTINGS, ProgressSink
 from mlharness.tune.scenario import Tuned, target_field, tune_scenario
 from mlharness.tune.sutconfig import SutEntry, load_sut
 
@@ -61,7 +61,7 @@ def without_auto(spec: RunSpec) -> RunSpec:
 
 
 def resolve_targets(spec: RunSpec, *, explicit: Iterable[str] | None = None,
-                    progress: ProgressSink | None = None, on_point: PointSink | None = None,
+                    progress: ProgressSink | None = None,
                     notify: Notify | None = None) -> RunSpec:
     """``spec`` with its performance target known (see the module docstring).
 
@@ -96,8 +96,7 @@ def resolve_targets(spec: RunSpec, *, explicit: Iterable[str] | None = None,
                  f"--sut NAME, then run with --sut NAME (or pass {flag} auto)")
     say(f"measuring the {spec.scenario} target with short probe runs in "
         f"{spec.output_dir / '_tune'} …")
-    tuned = tune_scenario(spec.replace(**{name: None}), quick=spec.short, progress=progress,
-                          on_point=on_point)
+    tuned = tune_scenario(spec.replace(**{name: None}), quick=spec.short, progress=progress)
     if tuned.target is None:
         raise ConfigError(f"could not measure a {spec.scenario} target: no probe was VALID",
                           hint=_why(tuned))

@@ -1,0 +1,76 @@
+"""What the CPU benchmarks share: the official checkout, which runtimes and bf16 paths this
+machine has, and the calibrated int8 models (``mlharness calibrate``) of a model."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+from typing import Any
+
+from mlharness.calibration import CalibrationRequest, calibrate, output_path
+from mlharness.hostinfo import cpu_info, matrix_isa
+
+ROOT = Path(__file__).resolve().parents[1]
+
+#: how each model file was made, for the tables (keys as the benchmarks name their files)
+MODEL_NOTES = {"onnx": "", "int8": " (QDQ)", "nncf": " (NNCF IR)", "pth": "", "pytorch": "",
+               "pth-compiled": " (torch.compile)"}
+
+
+def official_dir() -> Path:
+    """The official checkout: $MLPERF_INFERENCE_DIR, else ../shared/official/inference beside
+    the repository (or beside the folder of worktrees)."""
+    if os.environ.get("MLPERF_INFERENCE_DIR"):
+        return Path(os.environ["MLPERF_INFERENCE_DIR"])
+    for base in (ROOT.parent, ROOT.parent.parent):
+        if (base / "shared" / "official" / "inference").is_dir():
+            return base / "shared" / "official" / "inference"
+    raise SystemExit("official checkout not found: set MLPERF_INFERENCE_DIR")
+
+
+def installed(module: str) -> bool:
+    try:
+        __import__(module)
+        return True
+    except ImportError:
+        return False
+
+
+def bf16_paths() -> dict[str, bool]:
+    ov = torch = False
+    if installed("openvino"):
+        import openvino
+
+        caps = openvino.Core().get_property("CPU", "OPTIMIZATION_CAPABILITIES")
+        ov = "BF16" in [str(c) for c in caps]
+    if installed("torch"):
+        from mlharness.backends.pytorch import bf16_supported
+
+        torch = bf16_supported()
+    return {"openvino": ov, "pytorch": torch}
+
+
+def print_machine() -> tuple[dict[str, Any], dict[str, bool]]:
+    """Print the CPU's matrix paths and which runtimes use bf16; return both."""
+    isa = matrix_isa()
+    print(f"machine: {cpu_info()['model']}, {os.cpu_count()} cpus; matrix paths: "
+          f"bf16={isa['bf16'] or 'none'}, int8={isa['int8'] or 'none'} "
+          f"(flags: {' '.join(isa['flags'])})", flush=True)
+    bf16 = bf16_paths()
+    print(f"bf16 used by: {', '.join(k for k, v in bf16.items() if v) or 'none'}", flush=True)
+    return isa, bf16
+
+
+def calibrated(benchmark: str, model: Path, dataset: Path, cache: Path,
+               vocab: Path | None = None) -> dict[str, Path]:
+    """The official-list int8 models of ``model``, each built once: ``int8`` (the QDQ model for
+    onnxruntime) and, with NNCF installed, ``nncf`` (the IR for openvino)."""
+    out = {}
+    for key, runtime in (("int8", "onnxruntime"), ("nncf", "openvino")):
+        if runtime == "openvino" and not installed("nncf"):
+            continue
+        out[key] = output_path(model, None, runtime)
+        if not out[key].is_file():
+            calibrate(CalibrationRequest(benchmark, model, dataset, backend=runtime, vocab=vocab,
+                                         cache_dir=cache))
+    return out
