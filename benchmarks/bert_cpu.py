@@ -27,7 +27,7 @@ Ends with the fraction of the CPU's peak reached and the machine-readable lines:
   F1 RATIO int8/fp32 = 0.XXXX       (the lowest over runtimes and int8 recipes)
 
     nice -n 10 python benchmarks/bert_cpu.py --quick          # < 20 min on 2 shared cores
-    python benchmarks/bert_cpu.py --samples 64
+    python benchmarks/bert_cpu.py --samples 96
 """
 
 from __future__ import annotations
@@ -39,7 +39,7 @@ import subprocess
 import sys
 import time
 from pathlib import Path
-from typing import Any
+from typing import Any, NamedTuple
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "tests"))
@@ -132,38 +132,54 @@ def reference(files: dict[str, Path], n: int, workdir: Path, python: str) -> flo
     return parse_run_logs(out).value
 
 
-def configs(bf16: dict[str, bool], files: dict[str, Path]) -> list[tuple[str, str, str]]:
-    """(runtime, precision, model key in ``files``); onnxruntime int8 on the fp32 model is its
-    dynamic quantisation."""
-    out = [("onnxruntime", "fp32", "onnx"), ("onnxruntime", "int8", "onnx")]
+class Config(NamedTuple):
+    """One row: a runtime, a precision, the model file (its key in ``files``) and backend
+    options."""
+
+    runtime: str
+    precision: str
+    key: str
+    options: tuple[tuple[str, str], ...] = ()
+
+    @property
+    def label(self) -> str:
+        if (self.runtime, self.precision, self.key) == ("onnxruntime", "int8", "onnx"):
+            return "onnxruntime int8 (dynamic)"
+        rest = " + bf16 rest" if ("unquantised", "bf16") in self.options else ""
+        return f"{self.runtime} {self.precision}{MODEL_NOTES[self.key]}{rest}"
+
+
+def configs(bf16: dict[str, bool], files: dict[str, Path]) -> list[Config]:
+    """The rows; onnxruntime int8 on the fp32 model is its dynamic quantisation, and the NNCF IR
+    also runs with what it leaves unquantised in bf16 where the CPU has bf16."""
+    out = [Config("onnxruntime", "fp32", "onnx"), Config("onnxruntime", "int8", "onnx")]
     if installed("openvino"):
-        out.append(("openvino", "fp32", "onnx"))
+        out.append(Config("openvino", "fp32", "onnx"))
         if bf16["openvino"]:
-            out.append(("openvino", "bf16", "onnx"))
-        out += [("openvino", "int8", key) for key in ("int8", "nncf") if key in files]
+            out.append(Config("openvino", "bf16", "onnx"))
+        out += [Config("openvino", "int8", key) for key in ("int8", "nncf") if key in files]
+        if bf16["openvino"] and "nncf" in files:
+            out.append(Config("openvino", "int8", "nncf", (("unquantised", "bf16"),)))
     if "pytorch" in files:
-        out.append(("pytorch", "fp32", "pytorch"))
+        out.append(Config("pytorch", "fp32", "pytorch"))
         if bf16["pytorch"]:
-            out.append(("pytorch", "bf16", "pytorch"))
+            out.append(Config("pytorch", "bf16", "pytorch"))
     return out
 
 
-def label(runtime: str, precision: str, key: str) -> str:
-    if runtime == "onnxruntime" and precision == "int8" and key == "onnx":
-        return "onnxruntime int8 (dynamic)"
-    return f"{runtime} {precision}{MODEL_NOTES[key]}"
-
-
-def harness(files: dict[str, Path], runtime: str, precision: str, key: str, n: int,
-            workdir: Path, batch: int) -> dict[str, Any]:
-    spec = spec_for(files, n, workdir, model=files[key], backend=runtime, precision=precision,
-                    batch_size=batch, task_option={"sequence_length": "dynamic"})
+def harness(files: dict[str, Path], config: Config, n: int, workdir: Path,
+            batch: int) -> dict[str, Any]:
+    spec = spec_for(files, n, workdir, model=files[config.key], backend=config.runtime,
+                    precision=config.precision, batch_size=batch,
+                    backend_option=dict(config.options),
+                    task_option={"sequence_length": "dynamic"})
     record = execute(spec)
     if record.status != "ok" or record.result is None:
-        raise SystemExit(f"{runtime} {precision} failed: {record.data.get('error')}")
-    return {"runtime": runtime, "precision": precision, "batch": batch,
-            "label": label(runtime, precision, key),
-            "samples_per_s": record.result.value, "run_dir": str(record.run_dir)}
+        raise SystemExit(f"{config.label} failed: {record.data.get('error')}")
+    return {"runtime": config.runtime, "precision": config.precision, "batch": batch,
+            "label": config.label, "samples_per_s": record.result.value,
+            "warmup_s": (record.data.get("sut") or {}).get("warmup_s"),
+            "run_dir": str(record.run_dir)}
 
 
 def accuracy_table(workdir: Path, bf16: dict[str, bool]) -> list[dict[str, Any]]:
@@ -178,41 +194,39 @@ def accuracy_table(workdir: Path, bf16: dict[str, bool]) -> list[dict[str, Any]]
     if not installed("torch"):
         files.pop("pytorch")
     rows = []
-    for runtime, precision, key in configs(bf16, files):
-        if (runtime, precision, key) == ("onnxruntime", "int8", "onnx"):
-            rows.append(f1_row(files, runtime, precision, key, workdir))
-            key = "int8"  # and the calibrated QDQ model
-        rows.append(f1_row(files, runtime, precision, key, workdir))
+    for config in configs(bf16, files):
+        rows.append(f1_row(files, config, workdir))
+        if config == Config("onnxruntime", "int8", "onnx"):  # and the calibrated QDQ model
+            rows.append(f1_row(files, config._replace(key="int8"), workdir))
     return rows
 
 
-def f1_row(files: dict[str, Path], runtime: str, precision: str, key: str,
-           workdir: Path) -> dict[str, Any]:
-    spec = RunSpec(benchmark="bert-99", scenario="Offline", mode="accuracy", backend=runtime,
-                   model=files[key], dataset=files["squad"], vocab=files["vocab"],
-                   cache_dir=workdir / "cache", precision=precision,
-                   output_dir=workdir / "runs-accuracy",
+def f1_row(files: dict[str, Path], config: Config, workdir: Path) -> dict[str, Any]:
+    spec = RunSpec(benchmark="bert-99", scenario="Offline", mode="accuracy",
+                   backend=config.runtime, model=files[config.key], dataset=files["squad"],
+                   vocab=files["vocab"], cache_dir=workdir / "cache", precision=config.precision,
+                   backend_option=dict(config.options), output_dir=workdir / "runs-accuracy",
                    task_option={"sequence_length": "dynamic"})
     record = execute(spec)
     if record.status != "ok" or record.accuracy is None:
-        raise SystemExit(f"accuracy {runtime} {precision} failed: {record.data.get('error')}")
+        raise SystemExit(f"accuracy {config.label} failed: {record.data.get('error')}")
     scores = record.accuracy.details
-    print(f"  {label(runtime, precision, key):<30} EM {scores.get('exact_match', 0):6.2f}  "
+    print(f"  {config.label:<36} EM {scores.get('exact_match', 0):6.2f}  "
           f"F1 {record.accuracy.value:6.2f}", flush=True)
-    return {"runtime": runtime, "precision": precision, "label": label(runtime, precision, key),
+    return {"runtime": config.runtime, "precision": config.precision, "label": config.label,
             "f1": record.accuracy.value, "exact_match": scores.get("exact_match")}
 
 
 def f1_lines(rows: list[dict[str, Any]]) -> list[str]:
     """The table against each runtime's fp32, and the F1 RATIO lines (lowest over runtimes)."""
     fp32 = {r["runtime"]: r["f1"] for r in rows if r["precision"] == "fp32"}
-    lines = [f"{'configuration':<40} {'EM':>7} {'F1':>7} {'F1/fp32':>8}  bert-99  bert-99.9"]
+    lines = [f"{'configuration':<48} {'EM':>7} {'F1':>7} {'F1/fp32':>8}  bert-99  bert-99.9"]
     ratios: dict[str, list[float]] = {"bf16": [], "int8": []}
     for r in rows:
         ratio = r["f1"] / fp32[r["runtime"]]
         ratios.setdefault(r["precision"], []).append(ratio)
         verdict = ["PASS" if ratio >= bound else "FAIL" for bound in (0.99, 0.999)]
-        lines.append(f"{'mlharness ' + r['label']:<40} {r['exact_match'] or 0:7.2f} "
+        lines.append(f"{'mlharness ' + r['label']:<48} {r['exact_match'] or 0:7.2f} "
                      f"{r['f1']:7.2f} {ratio:8.4f}  {verdict[0]:<7}  {verdict[1]}")
     lines += [f"F1 RATIO {p}/fp32 = {min(ratios[p]):.4f}" for p in ("bf16", "int8") if ratios[p]]
     return lines
@@ -228,20 +242,21 @@ def bert_flops(layers: int, hidden: int, inter: int, length: float) -> float:
 def main() -> None:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--quick", action="store_true", help="fewer samples (< 20 min here)")
-    p.add_argument("--samples", type=int, help="first N features (default 32, --quick 12)")
+    p.add_argument("--samples", type=int, help="first N features (default 64, --quick 24)")
     p.add_argument("--layers", type=int, default=24)
     p.add_argument("--hidden", type=int, default=1024)
     p.add_argument("--heads", type=int, default=16)
     p.add_argument("--intermediate", type=int, default=4096)
     p.add_argument("--articles", type=int, default=12, help="synthetic articles (12 questions each)")
-    p.add_argument("--batch-size", type=int, default=8)
+    p.add_argument("--batch-size", type=int, default=4,
+                   help="largest batch (default 4: with two streams a batch is two features each)")
     p.add_argument("--reference-python", help="python with transformers<5 and absl for run.py")
     p.add_argument("--no-reference", dest="reference", action="store_false")
     p.add_argument("--workdir", type=Path, default=Path("build/bert_cpu"))
     p.add_argument("--json", type=Path)
     args = p.parse_args()
     args.workdir = args.workdir.resolve()  # the reference harness runs in its own folder
-    n = args.samples or (12 if args.quick else 32)
+    n = args.samples or (24 if args.quick else 64)
     isa, bf16 = print_machine()
     files = build_inputs(args.workdir, args)
     from mlharness.tasks.question_answering.task import BertSquadTask
@@ -259,26 +274,27 @@ def main() -> None:
         ref = reference(files, n, args.workdir, python)
         print(f"  {ref:.3f} samples/s", flush=True)
     rows = []
-    for runtime, precision, key in configs(bf16, files):
-        r = harness(files, runtime, precision, key, n, args.workdir, args.batch_size)
-        print(f"  mlharness {r['label']:<30} {r['samples_per_s']:8.3f} samples/s", flush=True)
+    for config in configs(bf16, files):
+        r = harness(files, config, n, args.workdir, args.batch_size)
+        print(f"  mlharness {r['label']:<36} {r['samples_per_s']:8.3f} samples/s "
+              f"(warm-up {r['warmup_s']:.1f} s)", flush=True)
         rows.append(r)
     print("EM/F1 of a small trained BERT (fp32 vs reduced precision) ...", flush=True)
     accuracy = accuracy_table(args.workdir, bf16)
 
     work = float(sum(bert_flops(args.layers, args.hidden, args.intermediate, int(x))
                      for x in lengths)) / n
-    print(f"\n{'configuration':<40} {'samples/s':>10} {'vs reference':>13} {'of peak':>8}")
+    print(f"\n{'configuration':<48} {'samples/s':>10} {'vs reference':>13} {'of peak':>8}")
     if ref:
         peak = peak_flops(isa, "fp32")
         ref_work = bert_flops(args.layers, args.hidden, args.intermediate, 384)
         frac = f"{ref * ref_work / peak:7.1%}"
-        print(f"{'reference run.py (ort fp32, 384)':<40} {ref:10.3f} {1.0:12.2f}x {frac:>8}")
+        print(f"{'reference run.py (ort fp32, 384)':<48} {ref:10.3f} {1.0:12.2f}x {frac:>8}")
     for r in rows:
         peak = peak_flops(isa, r["precision"])
         frac = f"{r['samples_per_s'] * work / peak:7.1%}"
         ratio = f"{r['samples_per_s'] / ref:12.2f}x" if ref else f"{'-':>13}"
-        print(f"{'mlharness ' + r['label']:<40} {r['samples_per_s']:10.3f} {ratio} {frac:>8}")
+        print(f"{'mlharness ' + r['label']:<48} {r['samples_per_s']:10.3f} {ratio} {frac:>8}")
     best = max(rows, key=lambda r: r["samples_per_s"])
     print(f"\n{describe(isa)}; the machine may be shared with other jobs, so absolute numbers "
           "are noisy; ratios come from one run")

@@ -117,3 +117,17 @@ class SlowNoopBackend:
 
     def describe(self) -> dict[str, Any]:
         return {"name": self.name}
+
+
+class SlowLoadingBackend(OnnxRuntimeBackend):
+    """Takes 6 s to load, as a model compiled at load does, and says so (load_allowance_s)."""
+
+    name = "slow-loading"
+
+    @staticmethod
+    def load_allowance_s(extra: dict[str, Any]) -> float:
+        return 30.0
+
+    def load(self, model: Path | None, options: BackendOptions) -> None:
+        time.sleep(6)
+        super().load(model, options)

@@ -50,6 +50,8 @@ def test_each_scenario_runs_valid(runs_dir: Path, scenario: str, flags: list[str
     detail = (run / "mlperf_log_detail.txt").read_text()
     assert detail.startswith(":::MLLOG")
     assert '"effective_min_duration_ms", "value": 2000' in detail
+    # one untimed batch per worker before LoadGen started, recorded with its seconds
+    assert data["sut"]["warmup_batches"] == 1 and data["sut"]["warmup_s"] >= 0
 
 
 def test_accuracy_run_scores_top1(runs_dir: Path) -> None:
@@ -63,6 +65,7 @@ def test_accuracy_run_scores_top1(runs_dir: Path) -> None:
     data = json.loads((run / "run.json").read_text())
     assert data["accuracy"]["value"] >= 90.0
     assert data["accuracy"]["passed"] is True
+    assert data["sut"]["warmup_batches"] == 0  # accuracy runs are not timed: no warm-up
     assert code == 0
 
 
@@ -74,6 +77,15 @@ def test_json_output_is_run_json(runs_dir: Path, capsys: pytest.CaptureFixture[s
     assert printed.pop("run_dir") == str(only_run_dir(runs_dir))  # --json names the run dir
     assert printed == json.loads((only_run_dir(runs_dir) / "run.json").read_text())
     assert code == 0
+
+
+def test_warmup_zero_runs_no_warm_up(runs_dir: Path) -> None:
+    code = main(["run", "-b", "demo", "-s", "Offline", "--target-qps", "auto", "--warmup", "0",
+                 "--no-progress", "--output-dir", str(runs_dir)])
+    data = json.loads((only_run_dir(runs_dir) / "run.json").read_text())
+    assert code == 0
+    assert data["spec"]["warmup"] == 0
+    assert data["sut"]["warmup_batches"] == 0 and data["sut"]["warmup_s"] == 0
 
 
 def test_toml_config_and_flag_override(runs_dir: Path, tmp_path: Path) -> None:

@@ -173,3 +173,33 @@ def test_completed_count_is_exact_with_many_workers() -> None:
     rec.wait(n, timeout=30)
     engine.stop()
     assert len(rec.got) == n and engine.completed == n and engine.batches == len(backend.batches)
+
+
+def test_warm_up_runs_untimed_batches_on_every_worker_and_answers_nothing() -> None:
+    backend, rec = DoublingBackend(), Recorder()
+    engine = Engine(CountingTask(), backend, policy_for("Offline", 4), rec, workers=3)
+    took = engine.warm_up(2, index=5)
+    assert took >= 0.0
+    # 2 batches x 3 workers, each the full batch size of the loaded sample
+    assert backend.batches == [[5, 5, 5, 5]] * 6
+    assert rec.got == {} and engine.completed == 0 and engine.batches == 0
+
+
+def test_warm_up_of_an_inline_policy_is_one_sample_and_zero_means_none() -> None:
+    backend = DoublingBackend()
+    engine = Engine(CountingTask(), backend, policy_for("SingleStream"), Recorder())
+    engine.warm_up(1)
+    assert backend.batches == [[0]]
+    assert engine.warm_up(0) == 0.0 and len(backend.batches) == 1
+
+
+def test_warm_up_raises_the_backends_failure() -> None:
+    engine = Engine(CountingTask(), DoublingBackend(fail_at=1), policy_for("Offline", 2),
+                    Recorder(), workers=2)
+    try:
+        engine.warm_up(1)
+    except ValueError as exc:
+        assert "broken batch" in str(exc)
+    else:
+        raise AssertionError("the warm-up hid the backend's failure")
+    assert engine.failure is None  # nothing was issued: the run's failure is reported by the caller

@@ -141,3 +141,11 @@ def test_int8_needs_a_calibrated_model(squad: Path, tmp_path: Path,
                                      "--precision", "int8"))
     err = capsys.readouterr().err
     assert code == 2 and "mlharness calibrate" in err
+
+
+def test_unquantised_bf16_is_for_int8_only(squad: Path, tmp_path: Path,
+                                           capsys: pytest.CaptureFixture) -> None:
+    code, _, _ = run(tmp_path, *bert(squad, "--max-samples", "2", "--backend", "openvino",
+                                     "--backend-option", "unquantised=bf16"))
+    err = capsys.readouterr().err
+    assert code == 2 and "unquantised=bf16 is for int8 models, not --precision fp32" in err

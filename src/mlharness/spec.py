@@ -69,6 +69,8 @@ class RunSpec(BaseModel):
     precision: Literal["fp32", "bf16", "int8"] = "fp32"
     device: str = "cpu"
     length_sort: StrictBool = True
+    #: untimed batches per worker before LoadGen starts (performance mode; 0: none)
+    warmup: Annotated[int, Field(ge=0, strict=True)] = 1
     task_option: dict[str, Any] = Field(default_factory=dict)  # checked by the task's model
     backend_option: dict[str, Any] = Field(default_factory=dict)  # by the backend's model
     output_dir: Path = Path("runs")

@@ -42,7 +42,9 @@ class Backend(Protocol):
     :class:`mlharness.options.Options` subclass) for its ``--backend-option`` keys (without one it
     receives the table as given); ``declared_inputs(model)`` — the inputs a model file declares,
     read cheaply before any run (tasks adapt to them, e.g. BERT's sequence length);
-    ``framework()`` — the framework name and version for the system description."""
+    ``framework()`` — the framework name and version for the system description;
+    ``load_allowance_s(extra)`` — seconds ``load`` may take beyond the stall timeout with these
+    options (e.g. compiling the model)."""
 
     name: str
 

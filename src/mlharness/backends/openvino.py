@@ -7,7 +7,9 @@
   by itself on AMX CPUs); ``bf16`` asks for bf16 and is refused where the CPU plugin has no bf16
   (``OPTIMIZATION_CAPABILITIES``); ``int8`` runs a calibrated model (``mlharness calibrate``:
   the NNCF IR ``.xml`` it writes for openvino, or the QDQ ONNX it writes for onnxruntime) and is
-  refused for a model that holds no quantisation.
+  refused for a model that holds no quantisation. What an int8 model leaves unquantised
+  (attention's softmax, LayerNorm, GELU, the fp32 heads) runs in fp32 unless
+  ``--backend-option unquantised=bf16`` asks for bf16 (recorded in ``run.json``; only with int8).
 * Models: ONNX read directly, or an OpenVINO IR (``.xml`` with its ``.bin``).
 * Dynamic shapes (BERT's sequence axis) are compiled as such; one batch is split over the
   compiled model's infer requests so all streams work on it.
@@ -53,6 +55,8 @@ class OpenVinoOptions(Options):
                                 BeforeValidator(lambda v: v if v is None else str(v).upper())] = None
     num_streams: str | None = None  # a number or AUTO; None: the hint decides
     pin_threads: bool | None = None  # ENABLE_CPU_PINNING; None: OpenVINO's default
+    #: --precision int8: the precision of the operations left unquantised (None: fp32)
+    unquantised: Literal["fp32", "bf16"] | None = None
 
 
 class OpenVinoBackend:
@@ -86,10 +90,16 @@ class OpenVinoBackend:
                               hint="use fp32, bf16 or int8")
         core = ov.Core()
         caps = [str(c) for c in core.get_property("CPU", "OPTIMIZATION_CAPABILITIES")]
-        if options.precision == "bf16" and "BF16" not in caps:
+        unquantised = options.extra.get("unquantised")
+        if unquantised is not None and options.precision != "int8":
+            raise ConfigError(f"unquantised={unquantised} is for int8 models, not --precision "
+                              f"{options.precision}", hint="add --precision int8 with a "
+                              "calibrated model, or drop the option")
+        if "bf16" in (options.precision, unquantised) and "BF16" not in caps:
             raise ConfigError(
                 f"this CPU has no bf16 path in OpenVINO (capabilities: {', '.join(caps)})",
-                hint="bf16 needs AVX512_BF16 or AMX; use --precision fp32 or int8")
+                hint="bf16 needs AVX512_BF16 or AMX; use --precision fp32, or int8 "
+                     "without unquantised=bf16")
         refuse_mislabelled(model, options.precision)
         if options.precision == "int8":
             require_int8(model)
@@ -118,8 +128,8 @@ class OpenVinoBackend:
         if hint not in HINTS:
             raise ConfigError(f"unknown performance_hint {hint!r}",
                               hint="use one of: " + ", ".join(HINTS))
-        config: dict[str, Any] = {"PERFORMANCE_HINT": hint,
-                                  "INFERENCE_PRECISION_HINT": PRECISION_HINTS[options.precision]}
+        precision = PRECISION_HINTS[extra.get("unquantised") or options.precision]
+        config: dict[str, Any] = {"PERFORMANCE_HINT": hint, "INFERENCE_PRECISION_HINT": precision}
         if options.threads:
             config["INFERENCE_NUM_THREADS"] = int(options.threads)
         if extra.get("num_streams") is not None:

@@ -73,9 +73,19 @@ class PyTorchOptions(Options):
     compile: bool = False  # torch.compile, warmed up at load
 
 
+#: how much longer than the stall timeout loading may take with torch.compile: compiling
+#: ResNet-50 took 20-45 s on two idle cores, and several times that beside other jobs
+COMPILE_ALLOWANCE_S = 600.0
+
+
 class PyTorchBackend:
     name = "pytorch"
     options_model = PyTorchOptions
+
+    @staticmethod
+    def load_allowance_s(extra: dict[str, Any]) -> float:
+        """Seconds loading may take beyond the stall timeout: compiling is not a stall."""
+        return COMPILE_ALLOWANCE_S if extra.get("compile") else 0.0
 
     def __init__(self) -> None:
         self.net: Any = None

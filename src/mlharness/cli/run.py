@@ -139,6 +139,10 @@ def add_run_arguments(p: argparse.ArgumentParser) -> None:
     how.add_argument("--device", metavar="D", help="cpu (default) or cuda")
     how.add_argument("--no-length-sort", dest="length_sort", action="store_const", const=False,
                      help="do not sort Offline samples by length before batching")
+    how.add_argument("--warmup", type=int, metavar="N",
+                     help="untimed batches per worker before LoadGen starts, so first-call costs "
+                          "(kernel JIT, memory pools) stay out of the measurement (performance "
+                          "runs; default 1, 0: none)")
     how.add_argument("--task-option", dest="task_option", action="append",
                      type=_key_value, metavar="KEY=VALUE",
                      help="benchmark setting, e.g. label_offset=0 or preprocessing=my.toml "

@@ -28,7 +28,7 @@ from mlharness.hostinfo import describe_system, package_versions
 from mlharness.record import RunRecord
 from mlharness.runner.record import owner_fields
 from mlharness.runner.rundir import new_run_dir, now_iso
-from mlharness.runner.worker import LOADGEN_PHASE, child_main, task_options
+from mlharness.runner.worker import LOADGEN_PHASE, WARMUP_PHASE, child_main, task_options
 from mlharness.spec import RunSpec
 from mlharness.store import git_commit_of, record_run
 from mlharness.tasks import AccuracyResult, Task, create_task
@@ -104,10 +104,12 @@ class _Watch:
         self.user_error: dict[str, Any] | None = None
         self.failure_at: float | None = None
         self.phase = STARTING_PHASE
+        self.allowance_s = 0.0  # the phase's time beyond the stall timeout (e.g. torch.compile)
 
     def take(self, kind: str, payload: dict[str, Any]) -> None:
         if kind == "phase":
             self.phase = str(payload.get("name", self.phase))
+            self.allowance_s = float(payload.get("allowance_s") or 0.0)
         elif kind == "ready":
             self.ready = payload
         elif kind == "done":
@@ -175,6 +177,8 @@ def _execute(spec: RunSpec, progress: ProgressSink | None,
     if watch.ready:
         data.backend = watch.ready.get("backend")
         data.sut = watch.ready.get("policy")
+        if data.sut is not None and watch.done:
+            data.sut["warmup_s"] = watch.done.get("warmup_s")
         data.task = watch.ready.get("task", data.task)
     report = (watch.done or watch.failure or {}).get("backend_report")
     if report:  # several nodes / replicas: who served what, who was lost, failovers
@@ -256,6 +260,8 @@ def _supervise(spec: RunSpec, settings: EffectiveSettings, task: Task, run_dir: 
             if run_t0 is not None and not watch.failure:
                 phase = "run" if completed.value else "load"
                 label = f"{spec.scenario} {spec.mode}"
+                if watch.phase == WARMUP_PHASE:
+                    label += " (warming up the backend, untimed)"
                 if not completed.value and generating_s > 5:
                     label += (f" (LoadGen builds its {queries / 1e6:.0f} M "
                               "queries first)")
@@ -268,6 +274,7 @@ def _supervise(spec: RunSpec, settings: EffectiveSettings, task: Task, run_dir: 
             # LoadGen builds its queries before the first sample and releases them after the
             # last, with no sample activity either time: both take time in proportion
             building = generating_s if watch.phase == LOADGEN_PHASE else 0.0
+            building += watch.allowance_s
             limit = spec.stall_timeout + building
             if watch.phase == STARTING_PHASE:
                 limit = max(limit, STARTUP_S)
@@ -296,8 +303,9 @@ def _supervise(spec: RunSpec, settings: EffectiveSettings, task: Task, run_dir: 
 def stall_message(phase: str, timeout_s: float, building_s: float = 0.0) -> str:
     what = ("no sample loaded or completed" if phase == LOADGEN_PHASE
             else f"no progress while {phase}")
-    extra = (f" (+{building_s:.0f} s allowed for LoadGen to build and release its queries)"
-             if building_s >= 1 else "")
+    why = ("for LoadGen to build and release its queries" if phase == LOADGEN_PHASE
+           else "for this phase")
+    extra = f" (+{building_s:.0f} s allowed {why})" if building_s >= 1 else ""
     return (f"{what} for {timeout_s:g} s{extra}: the run stalled "
             f"(raise --stall-timeout if this phase is legitimately slow)")
 

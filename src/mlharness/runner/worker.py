@@ -2,7 +2,8 @@
 
 One test per process keeps LoadGen's process-wide config state clean (one FromConfig per
 process). Messages to the parent go through ``channel`` as ``(kind, payload)`` tuples:
-``phase`` (a new phase began: the parent's stall clock restarts), ``ready``, ``failed``
+``phase`` (a new phase began: the parent's stall clock restarts, with the phase's
+allowance on top of the stall timeout), ``ready``, ``failed``
 (backend raised), ``error`` (HarnessError), ``crash``, ``done``. Progress goes through two
 shared counters (samples loaded, samples completed). The child ignores SIGINT and SIGHUP (the
 parent ends it) and exits by itself when its parent is gone (e.g. killed with SIGKILL).
@@ -33,6 +34,7 @@ LOAD_CHUNK = 64
 #: exit status of a child whose parent vanished
 ORPHAN_EXIT = 70
 LOADGEN_PHASE = "running the LoadGen test"  # the phase while LoadGen runs (parent: stall clock)
+WARMUP_PHASE = "warming up the backend"  # untimed batches before LoadGen starts
 
 
 def _watch_parent(parent_pid: int) -> None:
@@ -61,10 +63,9 @@ def build_local(spec: Any, phase: Any = None, cpus: list[int] | None = None,
                                     create_backend)
     from mlharness.tasks import create_task
 
-    phase = phase or (lambda name: None)
+    phase = phase or (lambda name, allowance_s=0.0: None)
     phase("loading the dataset")
     task = create_task(spec.benchmark, task_options(spec))
-    phase("loading the model")
     backend = create_backend(spec.backend)
     model = spec.model or task.default_model
     options = BackendOptions(threads=threads or spec.threads, precision=spec.precision,
@@ -72,6 +73,9 @@ def build_local(spec: Any, phase: Any = None, cpus: list[int] | None = None,
                              extra=backend_options(backend, spec.backend_option),
                              scenario=spec.scenario, cpus=cpus or None,
                              task_inputs=list(task.model_inputs))
+    # a backend that compiles at load (torch.compile) says how much longer loading may take
+    allowance = getattr(backend, "load_allowance_s", lambda extra: 0.0)(options.extra)
+    phase("loading the model", allowance)
     backend.load(model, options)
     check_signature(task.model_inputs, backend.inputs, str(model), spec.batch_size)
     return task, backend
@@ -104,8 +108,9 @@ def child_main(spec_data: dict[str, Any], run_dir: str, channel: Any, loaded: An
     from mlharness.spec import RunSpec
     from mlharness.sut import Engine, policy_for
 
-    def phase(name: str) -> None:
-        channel.put(("phase", {"name": name}))
+    def phase(name: str, allowance_s: float = 0.0) -> None:
+        """A new phase began; ``allowance_s``: time it may take beyond the stall timeout."""
+        channel.put(("phase", {"name": name, "allowance_s": allowance_s}))
 
     try:
         spec = RunSpec.model_validate(spec_data)
@@ -122,12 +127,14 @@ def child_main(spec_data: dict[str, Any], run_dir: str, channel: Any, loaded: An
         workers = spec.workers if spec.workers > 1 or not holds else backend.concurrency
         workers = max(workers, len(instances))
         report = backend.report if holds else (lambda: None)
+        # accuracy runs are not timed: no warm-up
+        warmup = spec.warmup if spec.mode == "performance" and not holds else 0
         channel.put(("ready", {"task": task.describe(), "backend": backend.describe(),
                                "total": task.total_count(),
                                "performance_count": task.performance_count(),
                                "policy": {"max_batch": policy.max_batch, "inline": policy.inline,
                                           "sort_by_length": policy.sort_by_length,
-                                          "workers": workers,
+                                          "workers": workers, "warmup_batches": warmup,
                                           **({"placement": placement.to_dict()} if placement
                                              else {})}}))
 
@@ -151,6 +158,20 @@ def child_main(spec_data: dict[str, Any], run_dir: str, channel: Any, loaded: An
                 task.load_samples([i])
                 loaded.value += 1
 
+        warmup_s = 0.0
+        if warmup:
+            phase("loading a sample for the warm-up")
+            task.load_samples([0])
+            phase(WARMUP_PHASE)
+            try:
+                warmup_s = engine.warm_up(warmup, 0)
+            except Exception as exc:  # noqa: BLE001 - the backend's failure, told as one
+                channel.put(("failed", {"message": f"the backend failed while warming up: "
+                                                   f"{type(exc).__name__}: {exc}",
+                                        "traceback": traceback.format_exc()}))
+                return
+            finally:
+                task.unload_samples([0])
         qsl = SampleLibrary(task.total_count(), task.performance_count(), load,
                             backend.unload_samples if holds else task.unload_samples)
         stop = threading.Event()
@@ -170,6 +191,7 @@ def child_main(spec_data: dict[str, Any], run_dir: str, channel: Any, loaded: An
             if holds:
                 backend.close()
         channel.put(("done", {"completed": engine.completed, "batches": engine.batches,
+                              "warmup_s": round(warmup_s, 3),
                               "failure": engine.failure, "backend_report": report()}))
     except HarnessError as exc:
         channel.put(("error", {"type": type(exc).__name__, "message": exc.message,

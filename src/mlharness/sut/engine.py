@@ -9,6 +9,7 @@ an empty response so LoadGen never waits forever, and calls ``on_failure`` once.
 from __future__ import annotations
 
 import threading
+import time
 import traceback
 from collections import deque
 from typing import Callable, Sequence
@@ -82,6 +83,39 @@ class Engine:
             t.start()
             self._threads.append(t)
 
+    def warm_up(self, batches: int, index: int = 0) -> float:
+        """Run ``batches`` untimed batches of the loaded sample ``index`` on every worker's
+        backend at once, before LoadGen starts, and return the seconds it took.
+
+        First calls pay one-time costs (kernel JIT, memory pools, per-stream setup) that a short
+        timed run would otherwise count; the official vision harness warms up the same way
+        (``vision/classification_and_detection/python/main.py``). Backends that hold the samples
+        themselves (remote nodes, Ray replicas) are left to warm up on their own side."""
+        if batches < 1 or self._holds_samples:
+            return 0.0
+        t0 = time.monotonic()
+        inputs = self.task.batch_inputs([index] * (1 if self.policy.inline
+                                                   else self.policy.max_batch))
+        errors: list[BaseException] = []
+
+        def run(n: int) -> None:  # as worker n runs: its instance, its pinned cores
+            try:
+                self._pin(n)
+                for _ in range(batches):
+                    self.instances[n % len(self.instances)].predict(inputs)
+            except BaseException as exc:  # noqa: BLE001 - re-raised on the caller's thread
+                errors.append(exc)
+
+        threads = [threading.Thread(target=run, args=(n,), daemon=True)
+                   for n in range(max(1, self.n_workers))]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join()
+        if errors:
+            raise errors[0]
+        return time.monotonic() - t0
+
     def stop(self) -> None:
         with self._cond:
             self._stopping = True
@@ -128,10 +162,7 @@ class Engine:
 
     def _worker(self, n: int = 0) -> None:
         backend = self.instances[n % len(self.instances)]
-        if self.cpus:
-            from mlharness.sut.placement import pin_current_thread
-
-            pin_current_thread(self.cpus[n % len(self.cpus)])
+        self._pin(n)
         while True:
             with self._cond:
                 while not self._queue and not self._stopping:
@@ -142,6 +173,13 @@ class Engine:
                 if self._queue:
                     self._cond.notify()  # more left: wake another worker
             self._run_batch(ids, indices, backend)
+
+    def _pin(self, n: int) -> None:
+        """Pin the calling thread to worker ``n``'s block of cores (if instances are placed)."""
+        if self.cpus:
+            from mlharness.sut.placement import pin_current_thread
+
+            pin_current_thread(self.cpus[n % len(self.cpus)])
 
     def _run_batch(self, ids: list[int], indices: list[int],
                    backend: Backend | None = None) -> None:
