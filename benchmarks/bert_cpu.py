@@ -10,10 +10,11 @@ heads, intermediate 4096, vocab 30522; ``tests/synthetic_squad.make_bert_onnx``)
               or one made under --workdir with pip the first time).
   mlharness   onnxruntime / openvino / pytorch x fp32 / bf16 / int8, batches cut to their longest
               sequence (length-sorted Offline); bf16 only where the CPU has it (AMX or
-              AVX512_BF16), int8 = onnxruntime's dynamic int8, the calibrated QDQ model
-              (``mlharness calibrate``, official SQuAD feature list) and the NNCF IR
-              (``mlharness calibrate --backend openvino``) on OpenVINO; pytorch runs the same
-              weights as the official checkpoint format (model.pytorch + bert_config.json).
+              AVX512_BF16), int8 = onnxruntime's and pytorch's dynamic int8, the calibrated
+              QDQ model (``mlharness calibrate``, official SQuAD feature list) and the NNCF IR
+              (``mlharness calibrate --backend openvino``, also with its unquantised rest in
+              bf16) on OpenVINO; pytorch runs the same weights as the official checkpoint format
+              (model.pytorch + bert_config.json).
 
 Then reduced precision on a small TRAINED BERT with decisive outputs (``tests/trained_bert``: 2
 layers trained for a minute or two on synthetic who/year/place SQuAD questions, exported with the
@@ -143,8 +144,9 @@ class Config(NamedTuple):
 
     @property
     def label(self) -> str:
-        if (self.runtime, self.precision, self.key) == ("onnxruntime", "int8", "onnx"):
-            return "onnxruntime int8 (dynamic)"
+        if (self.runtime, self.precision, self.key) in (("onnxruntime", "int8", "onnx"),
+                                                        ("pytorch", "int8", "pytorch")):
+            return f"{self.runtime} int8 (dynamic)"
         rest = " + bf16 rest" if ("unquantised", "bf16") in self.options else ""
         return f"{self.runtime} {self.precision}{MODEL_NOTES[self.key]}{rest}"
 
@@ -164,6 +166,7 @@ def configs(bf16: dict[str, bool], files: dict[str, Path]) -> list[Config]:
         out.append(Config("pytorch", "fp32", "pytorch"))
         if bf16["pytorch"]:
             out.append(Config("pytorch", "bf16", "pytorch"))
+        out.append(Config("pytorch", "int8", "pytorch"))
     return out
 
 

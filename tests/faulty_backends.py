@@ -131,3 +131,15 @@ class SlowLoadingBackend(OnnxRuntimeBackend):
     def load(self, model: Path | None, options: BackendOptions) -> None:
         time.sleep(6)
         super().load(model, options)
+
+
+class SegfaultingBackend(OnnxRuntimeBackend):
+    """Crashes with SIGSEGV on the second batch, as a runtime's native bug does."""
+
+    def predict(self, inputs: dict[str, Any]) -> dict[str, np.ndarray]:
+        self.calls = getattr(self, "calls", 0) + 1
+        if self.calls > 1:
+            import ctypes
+
+            ctypes.string_at(0)  # reads address 0: SIGSEGV
+        return super().predict(inputs)

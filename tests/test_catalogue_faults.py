@@ -37,6 +37,8 @@ FAULTS = [
     ("predict-hangs", "faulty_backends:StallingBackend", {}, 3,
      "no sample loaded or completed for 4 s"),
     ("predict-exits", "faulty_backends:DyingBackend", {}, 3, "worker process died"),
+    ("predict-segfaults", "faulty_backends:SegfaultingBackend", {}, 3,
+     "worker process died (signal 11); the Python stack of each thread is in"),
     ("backend-not-importable", "faulty_backends:NoSuchBackend", {}, 2,
      "cannot load backend"),
 ]
@@ -84,6 +86,11 @@ def test_faulty_backend_ends_the_run_cleanly(case, tmp_path: Path, capsys, monke
     record = json.loads((run_dir / "run.json").read_text())
     assert record["status"] == ("failed" if code == 3 else "error")
     assert (run_dir / "user.conf").is_file()  # partial run directory kept
+    crash_log = run_dir / "worker_crash.txt"  # faulthandler's stacks: kept only for a crash
+    if "segfaults" in case[0]:
+        assert "in predict" in crash_log.read_text() and record["error"]["crash_log"]
+    else:
+        assert not crash_log.exists()
     after = snapshot(tmp_path, skip=("runs",))
     assert after == {k: v for k, v in before.items()}
 

@@ -76,6 +76,28 @@ def test_bert_checkpoint_equals_onnx(bert: Path, tmp_path: Path) -> None:
         assert np.abs(c[i][:n] - a[i][:n]).max() < 0.15 * a[i][:n].std() + 1e-2
 
 
+def test_bert_dynamic_int8_stays_close_to_fp32(bert: Path, tmp_path: Path,
+                                              capsys: pytest.CaptureFixture) -> None:
+    """``--precision int8``: BERT's Linear layers quantised dynamically, the QA head in fp32;
+    logits near fp32's (the trained fixture checks F1: tests/test_reduced_precision.py)."""
+    acc = ["--mode", "accuracy", "--max-samples", "8", "--batch-size", "3"]
+    _, _, ort_dir = run(tmp_path / "ort", *bert_flags(bert, "bert.onnx"), *acc)
+    _, rec, q_dir = run(tmp_path / "int8", *bert_flags(bert, "ckpt/model.pytorch"), *acc,
+                        "--backend", "pytorch", "--precision", "int8")
+    assert rec["status"] == "ok", rec.get("error")
+    assert rec["backend"]["precision"] == "int8"
+    assert rec["backend"]["quantization"].startswith("dynamic int8")
+    a, q = logits(ort_dir), logits(q_dir)
+    for i in a:
+        n = int((a[i][:, 0] > -10000).sum())
+        assert np.abs(q[i][:n] - a[i][:n]).max() < 0.25 * a[i][:n].std() + 1e-2
+        assert not np.array_equal(q[i][:n], a[i][:n])  # really quantised
+    code, _, _ = run(tmp_path / "c", *bert_flags(bert, "ckpt/model.pytorch"), *acc,
+                     "--backend", "pytorch", "--precision", "int8",
+                     "--backend-option", "compile=true")
+    assert code == 2 and "compile=true" in capsys.readouterr().err
+
+
 @pytest.mark.slow
 def test_bert_compiled_equals_onnx(bert: Path, tmp_path: Path) -> None:
     """``--backend-option compile=true``: torch.compile, warmed up at load, the same logits."""
@@ -143,3 +165,5 @@ def test_resnet50_torchvision_state_dict(tmp_path: Path) -> None:
         for i, (name, _) in enumerate(entries):
             x = torch.from_numpy(prep(tmp_path / "imagenet" / name)[None])
             assert got[i] == int(net(x).argmax(1))
+    code, _, _ = run(tmp_path / "int8", *common, "--mode", "accuracy", "--precision", "int8")
+    assert code == 2  # dynamic int8 would leave the convolutions fp32: refused with a hint

@@ -12,7 +12,10 @@
 ``--backend-option arch=bert|resnet50`` overrides the detection from the state dict's keys
 (:class:`PyTorchOptions`).
 ``--precision bf16`` runs under ``torch.autocast`` (bf16 matmuls/convolutions through oneDNN:
-AMX or AVX512_BF16) and is refused where oneDNN has no bf16 path. ResNet-50 runs channels-last
+AMX or AVX512_BF16) and is refused where oneDNN has no bf16 path. ``--precision int8`` quantises
+BERT's Linear layers dynamically (int8 weights per output channel, activations ranged per batch;
+the QA head stays fp32), like onnxruntime's int8 of an fp32 model; refused for ResNet-50, whose
+convolutions it would leave in fp32. ResNet-50 runs channels-last
 (oneDNN's fast layout for convolutions). ``--backend-option compile=true`` runs the model through
 ``torch.compile`` (inductor; it needs a C++ compiler), compiled and warmed up at load so no query
 waits for it. ONNX files are not read: the one converter (onnx2torch) needs torchvision, which
@@ -73,6 +76,9 @@ class PyTorchOptions(Options):
     compile: bool = False  # torch.compile, warmed up at load
 
 
+#: Linear layers with fewer outputs (BERT's 2-logit QA head) stay fp32 under int8
+MIN_QUANTISED_OUTPUTS = 16
+
 #: how much longer than the stall timeout loading may take with torch.compile: compiling
 #: ResNet-50 took 20-45 s on two idle cores, and several times that beside other jobs
 COMPILE_ALLOWANCE_S = 600.0
@@ -108,9 +114,6 @@ class PyTorchBackend:
         if options.device != "cpu":
             raise ConfigError("the pytorch backend is built for cpu here",
                               hint="drop --device or use --device cpu")
-        if options.precision == "int8":
-            raise ConfigError("int8 is not built for the pytorch backend",
-                              hint="mlharness calibrate, then --backend onnxruntime or openvino")
         if options.precision == "bf16" and not bf16_supported():
             raise ConfigError("this CPU has no bf16 path in PyTorch (oneDNN)",
                               hint="bf16 needs AVX512_BF16 or AMX; use --precision fp32")
@@ -127,10 +130,31 @@ class PyTorchBackend:
             raise ModelError(f"cannot tell the architecture of {model} from its keys",
                              hint="pass --backend-option arch=bert or arch=resnet50")
         self.net.eval()
+        if options.precision == "int8":
+            self.net = self._dynamic_int8(self.net, arch, options)
         if arch == "resnet50":
             self.net = self.net.to(memory_format=torch.channels_last)
         self.arch, self.model, self.options = arch, model, options
         self.forward = self._compiled() if options.extra.get("compile") else self.net
+
+    @staticmethod
+    def _dynamic_int8(net: Any, arch: str, options: BackendOptions) -> Any:
+        """BERT's Linear layers quantised dynamically (int8 weights per output channel, int8
+        activations ranged per batch), as ``--precision int8`` does for an fp32 model on
+        onnxruntime; heads with fewer than 16 outputs (the QA head) stay fp32."""
+        import torch
+        from torch.ao.quantization import per_channel_dynamic_qconfig, quantize_dynamic
+
+        if arch != "bert":
+            raise ConfigError("int8 on the pytorch backend is dynamic quantisation of Linear "
+                              "layers, which leaves ResNet-50's convolutions in fp32",
+                              hint="mlharness calibrate, then --backend onnxruntime or openvino")
+        if options.extra.get("compile"):
+            raise ConfigError("torch.compile does not run dynamically quantised Linear layers",
+                              hint="drop --backend-option compile=true for --precision int8")
+        spec = {name: per_channel_dynamic_qconfig for name, m in net.named_modules()
+                if isinstance(m, torch.nn.Linear) and m.out_features >= MIN_QUANTISED_OUTPUTS}
+        return quantize_dynamic(net, spec, dtype=torch.qint8)
 
     def _load_state(self, net: Any, state: dict[str, Any], model: Path) -> Any:
         missing, _unexpected = net.load_state_dict(state, strict=False)  # pooler etc. unused
@@ -219,6 +243,9 @@ class PyTorchBackend:
         return {"name": self.name, "torch": torch.__version__, "arch": self.arch,
                 "threads": torch.get_num_threads(), "precision": self.options.precision,
                 "autocast": "bf16" if self.options.precision == "bf16" else None,
+                "quantization": ("dynamic int8, per-channel weights, Linear layers with >= "
+                                 f"{MIN_QUANTISED_OUTPUTS} outputs (torch.ao quantize_dynamic)"
+                                 if self.options.precision == "int8" else None),
                 "compiled": bool(self.options.extra.get("compile")),
                 "channels_last": self.arch == "resnet50",
                 "onednn_bf16": bf16_supported(), "model": str(self.model)}

@@ -28,7 +28,8 @@ from mlharness.hostinfo import describe_system, package_versions
 from mlharness.record import RunRecord
 from mlharness.runner.record import owner_fields
 from mlharness.runner.rundir import new_run_dir, now_iso
-from mlharness.runner.worker import LOADGEN_PHASE, WARMUP_PHASE, child_main, task_options
+from mlharness.runner.worker import (CRASH_FILE, LOADGEN_PHASE, WARMUP_PHASE, child_main,
+                                     task_options)
 from mlharness.spec import RunSpec
 from mlharness.store import git_commit_of, record_run
 from mlharness.tasks import AccuracyResult, Task, create_task
@@ -297,6 +298,12 @@ def _supervise(spec: RunSpec, settings: EffectiveSettings, task: Task, run_dir: 
         code = proc.exitcode
         how = f"signal {-code}" if code is not None and code < 0 else f"exit code {code}"
         watch.take("crash", {"message": f"the run's worker process died ({how})"})
+    crash = run_dir / CRASH_FILE
+    if crash.is_file() and crash.stat().st_size == 0:
+        crash.unlink()  # nothing crashed
+    elif crash.is_file() and watch.failure and "crash_log" not in watch.failure:
+        watch.failure["crash_log"] = str(crash)
+        watch.failure["message"] += f"; the Python stack of each thread is in {crash}"
     return watch
 
 

@@ -11,6 +11,7 @@ parent ends it) and exits by itself when its parent is gone (e.g. killed with SI
 
 from __future__ import annotations
 
+import faulthandler
 import os
 import signal
 import threading
@@ -35,6 +36,8 @@ LOAD_CHUNK = 64
 ORPHAN_EXIT = 70
 LOADGEN_PHASE = "running the LoadGen test"  # the phase while LoadGen runs (parent: stall clock)
 WARMUP_PHASE = "warming up the backend"  # untimed batches before LoadGen starts
+#: where a crashing worker's Python stacks go (faulthandler); removed when it stays empty
+CRASH_FILE = "worker_crash.txt"
 
 
 def _watch_parent(parent_pid: int) -> None:
@@ -102,6 +105,9 @@ def child_main(spec_data: dict[str, Any], run_dir: str, channel: Any, loaded: An
     """Entry point of the run's child process (spawned; arguments are picklable)."""
     if parent_pid is not None:
         watch_parent(parent_pid)
+    # a runtime that crashes the process (SIGSEGV, SIGABRT) leaves every thread's Python stack
+    crash_log = open(Path(run_dir) / CRASH_FILE, "w")  # noqa: SIM115 - open until exit
+    faulthandler.enable(crash_log, all_threads=True)
     from mlharness.backends import SampleBackend
     from mlharness.backends.base import fixed_batch
     from mlharness.loadgen.session import SampleLibrary, complete, run_test
