@@ -26,6 +26,7 @@ from __future__ import annotations
 
 import contextlib
 import shutil
+import warnings
 from pathlib import Path
 from typing import Any, Literal
 
@@ -154,7 +155,14 @@ class PyTorchBackend:
                               hint="drop --backend-option compile=true for --precision int8")
         spec = {name: per_channel_dynamic_qconfig for name, m in net.named_modules()
                 if isinstance(m, torch.nn.Linear) and m.out_features >= MIN_QUANTISED_OUTPUTS}
-        return quantize_dynamic(net, spec, dtype=torch.qint8)
+        # torch 2.13 still has torch.ao quantisation but calls it deprecated (torchao is its
+        # successor): the pinned version is what runs, so its warnings are not the user's
+        with warnings.catch_warnings():
+            warnings.filterwarnings("ignore", message=".*torch.ao.quantization is deprecated",
+                                    category=DeprecationWarning)
+            warnings.filterwarnings("ignore", message=".*quantize_per_.*deprecated",
+                                    category=UserWarning)
+            return quantize_dynamic(net, spec, dtype=torch.qint8)
 
     def _load_state(self, net: Any, state: dict[str, Any], model: Path) -> Any:
         missing, _unexpected = net.load_state_dict(state, strict=False)  # pooler etc. unused
