@@ -60,7 +60,8 @@ def watch_parent(parent_pid: int) -> None:
 def build_local(spec: Any, phase: Any = None, cpus: list[int] | None = None,
                 threads: int | None = None) -> tuple[Any, Any]:
     """The task and the loaded, signature-checked backend a RunSpec names (used by a run's child
-    process, by ``mlharness serve`` nodes and by Ray replicas); ``phase(name)`` hears the steps.
+    process, by ``mlharness serve`` nodes and by Ray replicas); ``phase(name, allowance_s)``
+    hears the steps.
     ``cpus``/``threads``: one instance of several (``--instances``), on that block of cores."""
     from mlharness.backends import (BackendOptions, backend_options, check_signature,
                                     create_backend)
@@ -69,6 +70,7 @@ def build_local(spec: Any, phase: Any = None, cpus: list[int] | None = None,
     phase = phase or (lambda name, allowance_s=0.0: None)
     phase("loading the dataset")
     task = create_task(spec.benchmark, task_options(spec))
+    phase("loading the model")
     backend = create_backend(spec.backend)
     model = spec.model or task.default_model
     options = BackendOptions(threads=threads or spec.threads, precision=spec.precision,
@@ -78,7 +80,8 @@ def build_local(spec: Any, phase: Any = None, cpus: list[int] | None = None,
                              task_inputs=list(task.model_inputs))
     # a backend that compiles at load (torch.compile) says how much longer loading may take
     allowance = getattr(backend, "load_allowance_s", lambda extra: 0.0)(options.extra)
-    phase("loading the model", allowance)
+    if allowance:
+        phase("loading the model", allowance)
     backend.load(model, options)
     check_signature(task.model_inputs, backend.inputs, str(model), spec.batch_size)
     return task, backend
