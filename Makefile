@@ -2,6 +2,8 @@
 PYTHON ?= python3
 VENV := .venv
 BIN := $(VENV)/bin
+# the demo needs only the package; the tests also need every extra (torch, openvino+nncf, ray, ...)
+BASE_STAMP := $(VENV)/.installed-base
 STAMP := $(VENV)/.installed
 # the official scripts' own Python (tests/referee.py): what they import, apart from ours
 REFEREE := .venv-referee
@@ -9,9 +11,13 @@ REFEREE_STAMP := $(REFEREE)/.installed
 
 .PHONY: demo test venv referee clean bench
 
-$(STAMP): pyproject.toml
+$(BASE_STAMP): pyproject.toml
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
 	$(BIN)/pip install --quiet --upgrade pip
+	$(BIN)/pip install --quiet -e .
+	touch $(BASE_STAMP)
+
+$(STAMP): $(BASE_STAMP)
 	$(BIN)/pip install --quiet -e '.[dev,report,ray,power,openvino,torch]'
 	touch $(STAMP)
 
@@ -24,7 +30,7 @@ $(REFEREE_STAMP): tests/referee-requirements.txt
 
 referee: $(REFEREE_STAMP)
 
-demo: $(STAMP)
+demo: $(BASE_STAMP)
 	$(BIN)/mlharness demo
 
 # two workers, a module per worker (tests/conftest.py): most tests wait on LoadGen's clock
