@@ -103,6 +103,20 @@ def build_instances(spec: Any, phase: Any = None) -> tuple[Any, list[Any], Any]:
     return task, instances, placement
 
 
+def warm_up(task: Any, engine: Any, batches: int, phase: Any) -> float:
+    """``batches`` untimed batches per worker on the first sample, loaded for them alone;
+    the seconds they took (0 for none)."""
+    if not batches:
+        return 0.0
+    phase("loading a sample for the warm-up")
+    task.load_samples([0])
+    try:
+        phase(WARMUP_PHASE)
+        return engine.warm_up(batches, 0)
+    finally:
+        task.unload_samples([0])
+
+
 def child_main(spec_data: dict[str, Any], run_dir: str, channel: Any, loaded: Any,
                completed: Any, parent_pid: int | None = None) -> None:
     """Entry point of the run's child process (spawned; arguments are picklable)."""
@@ -167,20 +181,13 @@ def child_main(spec_data: dict[str, Any], run_dir: str, channel: Any, loaded: An
                 task.load_samples([i])
                 loaded.value += 1
 
-        warmup_s = 0.0
-        if warmup:
-            phase("loading a sample for the warm-up")
-            task.load_samples([0])
-            phase(WARMUP_PHASE)
-            try:
-                warmup_s = engine.warm_up(warmup, 0)
-            except Exception as exc:  # noqa: BLE001 - the backend's failure, told as one
-                channel.put(("failed", {"message": f"the backend failed while warming up: "
-                                                   f"{type(exc).__name__}: {exc}",
-                                        "traceback": traceback.format_exc()}))
-                return
-            finally:
-                task.unload_samples([0])
+        try:
+            warmup_s = warm_up(task, engine, warmup, phase)
+        except Exception as exc:  # noqa: BLE001 - the backend's failure, told as one
+            channel.put(("failed", {"message": f"the backend failed while warming up: "
+                                               f"{type(exc).__name__}: {exc}",
+                                    "traceback": traceback.format_exc()}))
+            return
         qsl = SampleLibrary(task.total_count(), task.performance_count(), load,
                             backend.unload_samples if holds else task.unload_samples)
         stop = threading.Event()
