@@ -232,6 +232,9 @@ def f1_lines(rows: list[dict[str, Any]]) -> list[str]:
         lines.append(f"{'mlharness ' + r['label']:<48} {r['exact_match'] or 0:7.2f} "
                      f"{r['f1']:7.2f} {ratio:8.4f}  {verdict[0]:<7}  {verdict[1]}")
     lines += [f"F1 RATIO {p}/fp32 = {min(ratios[p]):.4f}" for p in ("bf16", "int8") if ratios[p]]
+    if not ratios["bf16"]:
+        lines.append("no bf16 path on this CPU (neither AVX512_BF16 nor AMX): bf16 is refused, "
+                     "so no bf16 rows and no F1 RATIO bf16/fp32 line")
     return lines
 
 

@@ -214,6 +214,9 @@ def main() -> None:
     print(f"TOP1 RATIO int8/fp32 = {int8_ratio:.4f}")
     if bf16_rows:
         print(f"TOP1 RATIO bf16/fp32 = {min(bf16_rows):.4f}")
+    else:
+        print("no bf16 path on this CPU (neither AVX512_BF16 nor AMX): bf16 is refused, so no "
+              "bf16 rows and no TOP1 RATIO bf16/fp32 line")
     if args.json:
         args.json.write_text(json.dumps({"reference": [ref_before, ref_after], "harness": rows,
                                          "accuracy": acc, "isa": isa, "images": images},

@@ -64,12 +64,21 @@ def test_demo_accuracy_through_two_nodes(demo_nodes, runs_dir: Path) -> None:
 ])
 def test_demo_performance_through_nodes(demo_nodes, runs_dir: Path, scenario: str,
                                         flags: list[str]) -> None:
+    before = {n.url: n.stats()["samples"] for n in demo_nodes}
     code = main(["run", "-b", "demo", "-s", scenario, "--no-progress", "--output-dir",
                  str(runs_dir), "--backend", "remote", *endpoints(demo_nodes), *flags])
     data = json.loads((only_run_dir(runs_dir, "demo") / "run.json").read_text())
     assert data["status"] == "ok" and code in (0, 1)  # the verdict depends on this machine
     assert data["result"]["scenario"] == scenario and data["result"]["value"] > 0
-    assert sum(data["distributed"]["samples_served"].values()) > 0
+    served = data["distributed"]["samples_served"]
+    assert sum(served.values()) > 0
+    # every node ran the untimed warm-up batch on top of what it served LoadGen
+    sut = data["sut"]
+    assert sut["warmup_batches"] == 1 and sut["warmup_s"] > 0
+    warm = 1 if sut["inline"] else sut["max_batch"]
+    for node in demo_nodes:
+        assert node.stats()["samples"] - before[node.url] == served[node.url] + warm
+        assert node.stats()["loaded"] == 0  # the warm-up's sample and LoadGen's are unloaded
 
 
 def test_malformed_requests_are_refused_and_the_node_keeps_serving(demo_nodes) -> None:

@@ -95,6 +95,8 @@ def test_killed_actor_is_restarted_with_max_restarts(head: RayHead, tmp_path: Pa
     events = data["distributed"]["events"]
     assert any(e["event"] == "restarted" for e in events), events
     assert not data["distributed"]["lost"]
+    # both actors ran the untimed warm-up batch before LoadGen started
+    assert data["sut"]["warmup_batches"] == 1 and data["sut"]["warmup_s"] > 0
 
 
 def test_resnet50_shaped_through_two_actors_matches_in_process(head: RayHead,

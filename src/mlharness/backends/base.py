@@ -82,6 +82,9 @@ class SampleBackend(Protocol):
     def run_indices(self, indices: list[int]) -> list[bytes]:
         """One response payload per sample, in the task's encoding."""
 
+    def warm_up(self, batches: int, indices: list[int]) -> None:
+        """Run ``batches`` untimed batches of the loaded ``indices`` on every replica."""
+
     def report(self) -> dict[str, Any]:
         """What happened during the run (replicas lost, failovers, restarts) for run.json."""
 

@@ -116,6 +116,25 @@ class ReplicaPool:
                     raise ReplicaFailed(f"{self.kind} {replica.name} lost during {method}: "
                                         f"{exc}") from exc
 
+    def warm_up(self, batches: int, indices: list[int]) -> None:
+        """Run ``batches`` untimed batches of ``indices`` on every live replica at once (not
+        counted as served); a replica lost on the way fails the warm-up."""
+
+        def run(replica: Replica) -> None:
+            for _ in range(batches):
+                replica.run(indices)
+
+        alive = [r for r in self.replicas if r.name not in self.down]
+        with ThreadPoolExecutor(max_workers=max(1, len(alive))) as pool:
+            futures = [(r, pool.submit(run, r)) for r in alive]
+        for replica, future in futures:
+            try:
+                future.result()
+            except ReplicaDown as exc:
+                self._lost(replica, str(exc), 0)
+                raise ReplicaFailed(f"{self.kind} {replica.name} lost while warming up: "
+                                    f"{exc}") from exc
+
     def report(self) -> dict[str, Any]:
         with self._lock:
             return {"kind": self.kind, "failover": self.failover,
@@ -178,6 +197,11 @@ class PoolBackend:
     def unload_samples(self, indices: list[int]) -> None:
         assert self.pool is not None
         self.pool.broadcast("unload", list(indices))
+
+    def warm_up(self, batches: int, indices: list[int]) -> None:
+        """``batches`` untimed batches of ``indices`` on every replica, before LoadGen starts."""
+        assert self.pool is not None
+        self.pool.warm_up(batches, list(indices))
 
     def report(self) -> dict[str, Any]:
         return self.pool.report() if self.pool else {}

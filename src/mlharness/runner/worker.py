@@ -103,18 +103,18 @@ def build_instances(spec: Any, phase: Any = None) -> tuple[Any, list[Any], Any]:
     return task, instances, placement
 
 
-def warm_up(task: Any, engine: Any, batches: int, phase: Any) -> float:
-    """``batches`` untimed batches per worker on the first sample, loaded for them alone;
-    the seconds they took (0 for none)."""
+def warm_up(holder: Any, engine: Any, batches: int, phase: Any) -> float:
+    """``batches`` untimed batches per worker on the first sample, loaded for them alone by
+    ``holder`` (the task, or the backend that holds the samples); the seconds they took."""
     if not batches:
         return 0.0
     phase("loading a sample for the warm-up")
-    task.load_samples([0])
+    holder.load_samples([0])
     try:
         phase(WARMUP_PHASE)
         return engine.warm_up(batches, 0)
     finally:
-        task.unload_samples([0])
+        holder.unload_samples([0])
 
 
 def child_main(spec_data: dict[str, Any], run_dir: str, channel: Any, loaded: Any,
@@ -151,7 +151,7 @@ def child_main(spec_data: dict[str, Any], run_dir: str, channel: Any, loaded: An
         workers = max(workers, len(instances))
         report = backend.report if holds else (lambda: None)
         # accuracy runs are not timed: no warm-up
-        warmup = spec.warmup if spec.mode == "performance" and not holds else 0
+        warmup = spec.warmup if spec.mode == "performance" else 0
         channel.put(("ready", {"task": task.describe(), "backend": backend.describe(),
                                "total": task.total_count(),
                                "performance_count": task.performance_count(),
@@ -182,7 +182,7 @@ def child_main(spec_data: dict[str, Any], run_dir: str, channel: Any, loaded: An
                 loaded.value += 1
 
         try:
-            warmup_s = warm_up(task, engine, warmup, phase)
+            warmup_s = warm_up(backend if holds else task, engine, warmup, phase)
         except Exception as exc:  # noqa: BLE001 - the backend's failure, told as one
             channel.put(("failed", {"message": f"the backend failed while warming up: "
                                                f"{type(exc).__name__}: {exc}",

@@ -90,12 +90,15 @@ class Engine:
         First calls pay one-time costs (kernel JIT, memory pools, per-stream setup) that a short
         timed run would otherwise count; the official vision harness warms up the same way
         (``vision/classification_and_detection/python/main.py``). Backends that hold the samples
-        themselves (remote nodes, Ray replicas) are left to warm up on their own side."""
-        if batches < 1 or self._holds_samples:
+        themselves (remote nodes, Ray replicas) run the batches on each of their replicas."""
+        if batches < 1:
             return 0.0
         t0 = time.monotonic()
-        inputs = self.task.batch_inputs([index] * (1 if self.policy.inline
-                                                   else self.policy.max_batch))
+        batch = [index] * (1 if self.policy.inline else self.policy.max_batch)
+        if self._holds_samples:
+            self.backend.warm_up(batches, batch)
+            return time.monotonic() - t0
+        inputs = self.task.batch_inputs(batch)
         errors: list[BaseException] = []
 
         def run(n: int) -> None:  # as worker n runs: its instance, its pinned cores
