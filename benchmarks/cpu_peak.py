@@ -3,7 +3,8 @@
 The fp32 peak is measured, not computed from a nominal clock (cores run above it, and AMD Zen 4
 runs AVX-512 on 256-bit datapaths): the best of five 2048 x 2048 fp32 matrix products through
 numpy's BLAS on every core. bf16 counts twice that where the CPU has AVX512_BF16 (two bf16
-multiply-adds per fp32 lane), int8 four times where it has VNNI; AMX is not modelled (its tiles
+multiply-adds per fp32 lane), int8 four times where it has VNNI and twice on AVX2 without it
+(pmaddubsw + pmaddwd: two instructions for what VNNI does in one); AMX is not modelled (its tiles
 give roughly 8-16x the AVX-512 figure), so on AMX machines the column overstates the fraction.
 """
 
@@ -32,12 +33,14 @@ def fp32_gemm_flops() -> float:
 
 def peak_flops(isa: dict[str, Any], precision: str) -> float:
     """The peak for ``precision``: the measured fp32 rate x the ISA's factor."""
-    factor = {"fp32": 1, "bf16": 2 if isa["bf16"] else 1, "int8": 4 if isa["int8"] else 1}
+    int8 = {None: 1, "avx2": 2}.get(isa["int8"], 4)  # AVX2: pmaddubsw + pmaddwd, no VNNI
+    factor = {"fp32": 1, "bf16": 2 if isa["bf16"] else 1, "int8": int8}
     return fp32_gemm_flops() * factor[precision]
 
 
 def describe(isa: dict[str, Any]) -> str:
     """One line on what the "of peak" column divides by."""
     return (f"of peak: against {fp32_gemm_flops() / 1e9:.0f} GFLOP/s, this machine's measured fp32 "
-            f"GEMM rate (numpy, 2048^2), x2 for bf16 ({isa['bf16'] or 'no bf16 path'}), x4 for "
-            f"int8 ({isa['int8'] or 'no int8 path'}); AMX is not modelled")
+            f"GEMM rate (numpy, 2048^2), x2 for bf16 ({isa['bf16'] or 'no bf16 path'}), "
+            f"x{peak_flops(isa, 'int8') / fp32_gemm_flops():.0f} for int8 "
+            f"({isa['int8'] or 'no int8 path'}); AMX is not modelled")

@@ -177,10 +177,11 @@ def matrix_isa(flags: set[str] | None = None) -> dict[str, Any]:
     """Which bf16 / int8 paths this CPU has: ``{"flags": [...], "bf16": ..., "int8": ...}``.
 
     ``bf16``/``int8`` name the best hardware path (``amx``, ``avx512_bf16``, ``avx512_vnni``,
-    ``avx_vnni``) or None when there is none (bf16 would be emulated, int8 runs on plain SIMD).
+    ``avx_vnni``, and for int8 without VNNI ``avx2``: u8 x s8 pairs summed into int16, about
+    half VNNI's rate) or None when there is none (bf16 is refused: it would be emulated).
     """
     flags = cpu_flags() if flags is None else flags
     bf16 = "amx" if "amx_bf16" in flags else "avx512_bf16" if "avx512_bf16" in flags else None
     int8 = ("amx" if "amx_int8" in flags else "avx512_vnni" if "avx512_vnni" in flags
-            else "avx_vnni" if "avx_vnni" in flags else None)
+            else "avx_vnni" if "avx_vnni" in flags else "avx2" if "avx2" in flags else None)
     return {"flags": [f for f in MATRIX_FLAGS if f in flags], "bf16": bf16, "int8": int8}
