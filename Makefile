@@ -33,11 +33,12 @@ referee: $(REFEREE_STAMP)
 demo: $(BASE_STAMP)
 	$(BIN)/mlharness demo
 
-# two workers, a module per worker (tests/conftest.py): most tests wait on LoadGen's clock
+# two workers, a module per worker, the slowest handed out first (tests/conftest.py): most tests
+# wait on LoadGen's clock
 TEST_WORKERS ?= 2
 
 test: $(STAMP) $(REFEREE_STAMP)
-	$(BIN)/python -m pytest -q -n $(TEST_WORKERS) --dist loadgroup
+	$(BIN)/python -m pytest -q -n $(TEST_WORKERS) --dist loadgroup --no-loadscope-reorder
 
 bench: $(STAMP)
 	$(BIN)/python benchmarks/overhead.py
