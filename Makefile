@@ -14,7 +14,9 @@ REFEREE_STAMP := $(REFEREE)/.installed
 $(BASE_STAMP): pyproject.toml
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
 	$(BIN)/pip install --quiet --upgrade pip
-	$(BIN)/pip install --quiet -e .
+	# --no-compile: byte-compiling every dependency took a quarter of the install; Python
+	# compiles what the demo imports on first use
+	$(BIN)/pip install --quiet --no-compile -e .
 	touch $(BASE_STAMP)
 
 $(STAMP): $(BASE_STAMP)
