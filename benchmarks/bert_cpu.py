@@ -51,7 +51,8 @@ from mlharness.loadgen.settings import render_user_conf  # noqa: E402
 from mlharness.runner import execute  # noqa: E402
 from mlharness.spec import RunSpec  # noqa: E402
 from cpu_peak import describe, peak_flops  # noqa: E402
-from runtimes import MODEL_NOTES, calibrated, installed, official_dir, print_machine  # noqa: E402
+from runtimes import (MODEL_NOTES, calibrated, installed, no_bf16_note,  # noqa: E402
+                      official_dir, print_machine)
 
 REFERENCE_PACKAGES = ["transformers<5", "absl-py", "six", "numpy", "onnxruntime",
                       "mlcommons-loadgen==6.0.17"]
@@ -233,8 +234,7 @@ def f1_lines(rows: list[dict[str, Any]]) -> list[str]:
                      f"{r['f1']:7.2f} {ratio:8.4f}  {verdict[0]:<7}  {verdict[1]}")
     lines += [f"F1 RATIO {p}/fp32 = {min(ratios[p]):.4f}" for p in ("bf16", "int8") if ratios[p]]
     if not ratios["bf16"]:
-        lines.append("no bf16 path on this CPU (neither AVX512_BF16 nor AMX): bf16 is refused, "
-                     "so no bf16 rows and no F1 RATIO bf16/fp32 line")
+        lines.append(no_bf16_note("F1 RATIO bf16/fp32"))
     return lines
 
 

@@ -31,16 +31,23 @@ def fp32_gemm_flops() -> float:
     return best
 
 
+def factor(isa: dict[str, Any], precision: str) -> int:
+    """How many times the fp32 rate ``precision`` peaks at on this CPU's paths."""
+    if precision == "bf16":
+        return 2 if isa["bf16"] else 1
+    if precision == "int8":
+        return {None: 1, "avx2": 2}.get(isa["int8"], 4)  # AVX2: pmaddubsw + pmaddwd, no VNNI
+    return 1
+
+
 def peak_flops(isa: dict[str, Any], precision: str) -> float:
     """The peak for ``precision``: the measured fp32 rate x the ISA's factor."""
-    int8 = {None: 1, "avx2": 2}.get(isa["int8"], 4)  # AVX2: pmaddubsw + pmaddwd, no VNNI
-    factor = {"fp32": 1, "bf16": 2 if isa["bf16"] else 1, "int8": int8}
-    return fp32_gemm_flops() * factor[precision]
+    return fp32_gemm_flops() * factor(isa, precision)
 
 
 def describe(isa: dict[str, Any]) -> str:
     """One line on what the "of peak" column divides by."""
     return (f"of peak: against {fp32_gemm_flops() / 1e9:.0f} GFLOP/s, this machine's measured fp32 "
             f"GEMM rate (numpy, 2048^2), x2 for bf16 ({isa['bf16'] or 'no bf16 path'}), "
-            f"x{peak_flops(isa, 'int8') / fp32_gemm_flops():.0f} for int8 "
+            f"x{factor(isa, 'int8')} for int8 "
             f"({isa['int8'] or 'no int8 path'}); AMX is not modelled")

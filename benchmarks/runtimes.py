@@ -50,6 +50,12 @@ def bf16_paths() -> dict[str, bool]:
     return {"openvino": ov, "pytorch": torch}
 
 
+def no_bf16_note(ratio_line: str) -> str:
+    """Why a benchmark's bf16 rows and its ``ratio_line`` are missing on this CPU."""
+    return (f"no bf16 path on this CPU (neither AVX512_BF16 nor AMX): bf16 is refused, so no "
+            f"bf16 rows and no {ratio_line} line")
+
+
 def print_machine() -> tuple[dict[str, Any], dict[str, bool]]:
     """Print the CPU's matrix paths and which runtimes use bf16; return both."""
     isa = matrix_isa()

@@ -45,7 +45,8 @@ from mlharness.runner import execute  # noqa: E402
 from mlharness.spec import RunSpec  # noqa: E402
 from cpu_peak import describe, peak_flops  # noqa: E402
 from resnet50_graph import build_resnet50  # noqa: E402
-from runtimes import MODEL_NOTES, calibrated, installed, official_dir, print_machine  # noqa: E402
+from runtimes import (MODEL_NOTES, calibrated, installed, no_bf16_note,  # noqa: E402
+                      official_dir, print_machine)
 from trained_fixtures import make_set, make_trained_cnn  # noqa: E402
 
 
@@ -215,8 +216,7 @@ def main() -> None:
     if bf16_rows:
         print(f"TOP1 RATIO bf16/fp32 = {min(bf16_rows):.4f}")
     else:
-        print("no bf16 path on this CPU (neither AVX512_BF16 nor AMX): bf16 is refused, so no "
-              "bf16 rows and no TOP1 RATIO bf16/fp32 line")
+        print(no_bf16_note("TOP1 RATIO bf16/fp32"))
     if args.json:
         args.json.write_text(json.dumps({"reference": [ref_before, ref_after], "harness": rows,
                                          "accuracy": acc, "isa": isa, "images": images},

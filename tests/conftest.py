@@ -24,7 +24,7 @@ def pytest_runtest_setup(item: pytest.Item) -> None:
 
     # pytest 9.2 moved node ids where pytest-xdist 3.8 writes the group, so every test became its
     # own scope: module fixtures were built on both workers, the power modules met on port 123
-    if item.config.getvalue("loadgroup") and "@" not in item.nodeid:
+    if getattr(item.config.option, "loadgroup", False) and "@" not in item.nodeid:
         pytest.fail("pytest-xdist did not apply the xdist_group marks (--dist loadgroup): use a "
                     "pytest it supports (pyproject.toml pins pytest<9.2)", pytrace=False)
     for mark in item.iter_markers("official"):
@@ -59,4 +59,3 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
     items.sort(key=lambda item: rank.get(group_of(item), len(rank)))  # stable: order kept within
     for item in items:
         item.add_marker(pytest.mark.xdist_group(group_of(item)))
-

@@ -11,7 +11,7 @@ from __future__ import annotations
 import threading
 import time
 from concurrent.futures import ThreadPoolExecutor
-from typing import Annotated, Any, Protocol, Sequence
+from typing import Annotated, Any, Callable, Protocol, Sequence
 
 from pydantic import Field
 
@@ -102,19 +102,27 @@ class ReplicaPool:
                 self.served[replica.name] += n
             return payloads
 
-    def broadcast(self, method: str, indices: list[int]) -> None:
-        """Call ``load``/``unload`` on every live replica at once; lost ones are handled as in run."""
+    def _on_each_live(self, call: Callable[[Replica], Any], doing: str,
+                      tolerate_loss: bool) -> None:
+        """``call`` on every live replica at once; a replica that goes down is marked lost, and
+        the loss fails the call (ReplicaFailed, ``doing`` in its message) unless
+        ``tolerate_loss`` and another replica is still up."""
         alive = [r for r in self.replicas if r.name not in self.down]
         with ThreadPoolExecutor(max_workers=max(1, len(alive))) as pool:
-            futures = {r.name: (r, pool.submit(getattr(r, method), indices)) for r in alive}
-        for replica, future in futures.values():
+            futures = [(r, pool.submit(call, r)) for r in alive]
+        for replica, future in futures:
             try:
                 future.result()
             except ReplicaDown as exc:
                 self._lost(replica, str(exc), 0)
-                if not self.failover or len(self.down) == len(self.replicas):
-                    raise ReplicaFailed(f"{self.kind} {replica.name} lost during {method}: "
+                if not tolerate_loss or len(self.down) == len(self.replicas):
+                    raise ReplicaFailed(f"{self.kind} {replica.name} lost {doing}: "
                                         f"{exc}") from exc
+
+    def broadcast(self, method: str, indices: list[int]) -> None:
+        """Call ``load``/``unload`` on every live replica at once; lost ones are handled as in run."""
+        self._on_each_live(lambda r: getattr(r, method)(indices), f"during {method}",
+                           tolerate_loss=self.failover)
 
     def warm_up(self, batches: int, indices: list[int]) -> None:
         """Run ``batches`` untimed batches of ``indices`` on every live replica at once (not
@@ -124,16 +132,7 @@ class ReplicaPool:
             for _ in range(batches):
                 replica.run(indices)
 
-        alive = [r for r in self.replicas if r.name not in self.down]
-        with ThreadPoolExecutor(max_workers=max(1, len(alive))) as pool:
-            futures = [(r, pool.submit(run, r)) for r in alive]
-        for replica, future in futures:
-            try:
-                future.result()
-            except ReplicaDown as exc:
-                self._lost(replica, str(exc), 0)
-                raise ReplicaFailed(f"{self.kind} {replica.name} lost while warming up: "
-                                    f"{exc}") from exc
+        self._on_each_live(run, "while warming up", tolerate_loss=False)
 
     def report(self) -> dict[str, Any]:
         with self._lock:
