@@ -31,9 +31,11 @@ def pytest_runtest_setup(item: pytest.Item) -> None:
         require(*mark.args, **mark.kwargs)
 
 
-#: modules whose tests share a fixed resource (the NTP responder on 127.0.0.1:123)
+#: modules that share a worker: a fixed resource (the NTP responder on 127.0.0.1:123), or the
+#: session's demo runs folder (``store_support.demo_runs``), then made once instead of per worker
 SHARED_GROUPS = {"test_power_e2e": "power", "test_power_faults": "power",
-                 "test_power_unit": "power"}
+                 "test_power_unit": "power", "test_store": "demo_runs", "test_compare": "demo_runs",
+                 "test_report": "demo_runs"}
 
 
 #: the groups that take longest, longest first (seconds of one worker, measured with
@@ -42,7 +44,7 @@ SHARED_GROUPS = {"test_power_e2e": "power", "test_power_faults": "power",
 SLOWEST_FIRST = ("power", "test_e2e_demo", "test_submission_e2e", "test_pytorch_backend",
                  "test_reduced_precision", "test_tune", "test_compliance_e2e",
                  "test_catalogue_faults", "test_compliance_checker", "test_distributed",
-                 "test_ray", "test_openvino_backend", "test_typed_config", "test_compare")
+                 "test_ray", "test_openvino_backend", "demo_runs", "test_typed_config")
 
 
 def group_of(item: pytest.Item) -> str:

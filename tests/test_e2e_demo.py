@@ -32,12 +32,14 @@ def only_run_dir(root: Path) -> Path:
 def test_each_scenario_runs_valid(runs_dir: Path, scenario: str, flags: list[str]) -> None:
     code = main(["run", "-b", "demo", "-s", scenario, "--test", "--no-progress",
                  "--output-dir", str(runs_dir), *flags])
-    run = only_run_dir(runs_dir)  # the probes went to _tune/, not here
-    assert list((runs_dir / "_tune" / "demo").iterdir())
+    run = only_run_dir(runs_dir)  # the probes went to _tune/, not here, kept as run directories
+    probes = list((runs_dir / "_tune" / "demo").iterdir())
+    assert probes and all(json.loads((p / "run.json").read_text())["purpose"] == "probe"
+                          for p in probes)
     for name in LOG_FILES:
         assert (run / name).is_file(), name
     data = json.loads((run / "run.json").read_text())
-    assert data["status"] == "ok"
+    assert data["status"] == "ok" and data["purpose"] is None  # a real run
     result = data["result"]
     assert result["scenario"] == scenario
     assert result["value"] > 0
@@ -47,6 +49,8 @@ def test_each_scenario_runs_valid(runs_dir: Path, scenario: str, flags: list[str
     assert "cpu" in data["system"]
     conf = (run / "user.conf").read_text()
     assert f"demo.{scenario}.min_duration = 2000" in conf
+    if scenario in ("Server", "Offline"):
+        assert f"demo.{scenario}.target_qps = " in conf  # what the probes measured
     detail = (run / "mlperf_log_detail.txt").read_text()
     assert detail.startswith(":::MLLOG")
     assert '"effective_min_duration_ms", "value": 2000' in detail
@@ -69,9 +73,13 @@ def test_accuracy_run_scores_top1(runs_dir: Path) -> None:
     assert code == 0
 
 
+# short but VALID on any machine: with --min-duration 0 validity does not depend on speed
+SHORT_OFFLINE = ["-s", "Offline", "--min-duration", "0", "--min-query-count", "3000",
+                 "--target-qps", "100"]
+
+
 def test_json_output_is_run_json(runs_dir: Path, capsys: pytest.CaptureFixture[str]) -> None:
-    code = main(["run", "-b", "demo", "-s", "Offline", "--target-qps", "auto", "--json",
-                 "--output-dir", str(runs_dir)])
+    code = main(["run", "-b", "demo", *SHORT_OFFLINE, "--json", "--output-dir", str(runs_dir)])
     printed = json.loads(capsys.readouterr().out)
     assert printed["result"]["metric"] == "result_samples_per_second"
     assert printed.pop("run_dir") == str(only_run_dir(runs_dir))  # --json names the run dir
@@ -80,8 +88,8 @@ def test_json_output_is_run_json(runs_dir: Path, capsys: pytest.CaptureFixture[s
 
 
 def test_warmup_zero_runs_no_warm_up(runs_dir: Path) -> None:
-    code = main(["run", "-b", "demo", "-s", "Offline", "--target-qps", "auto", "--warmup", "0",
-                 "--no-progress", "--output-dir", str(runs_dir)])
+    code = main(["run", "-b", "demo", *SHORT_OFFLINE, "--warmup", "0", "--no-progress",
+                 "--output-dir", str(runs_dir)])
     data = json.loads((only_run_dir(runs_dir) / "run.json").read_text())
     assert code == 0
     assert data["spec"]["warmup"] == 0

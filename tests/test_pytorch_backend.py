@@ -52,19 +52,29 @@ def bert_flags(root: Path, model: str) -> list[str]:
             str(root / "cache")]
 
 
-def test_bert_checkpoint_equals_onnx(bert: Path, tmp_path: Path) -> None:
-    acc = ["--mode", "accuracy", "--max-samples", "8", "--batch-size", "3"]
-    _, _, ort_dir = run(tmp_path / "ort", *bert_flags(bert, "bert.onnx"), *acc)
-    _, rec, pt_dir = run(tmp_path / "pt", *bert_flags(bert, "ckpt/model.pytorch"), *acc,
+ACCURACY = ["--mode", "accuracy", "--max-samples", "8", "--batch-size", "3"]
+
+
+@pytest.fixture(scope="module")
+def onnx_logits(bert: Path, tmp_path_factory: pytest.TempPathFactory) -> dict[int, np.ndarray]:
+    """onnxruntime's logits on the same weights: what every PyTorch path is compared with."""
+    _, rec, ort_dir = run(tmp_path_factory.mktemp("ort"), *bert_flags(bert, "bert.onnx"),
+                          *ACCURACY)
+    assert rec["status"] == "ok", rec.get("error")
+    return logits(ort_dir)
+
+
+def test_bert_checkpoint_equals_onnx(bert: Path, onnx_logits: dict, tmp_path: Path) -> None:
+    _, rec, pt_dir = run(tmp_path / "pt", *bert_flags(bert, "ckpt/model.pytorch"), *ACCURACY,
                          "--backend", "pytorch")
     assert rec["status"] == "ok", rec.get("error")
     assert rec["backend"]["arch"] == "bert" and rec["task"]["sequence_length"] == "dynamic"
-    a, b = logits(ort_dir), logits(pt_dir)
+    a, b = onnx_logits, logits(pt_dir)
     for i in a:
         np.testing.assert_allclose(b[i], a[i], rtol=1e-3, atol=1e-3)
     from mlharness.backends.pytorch import bf16_supported
 
-    code, rec, bf_dir = run(tmp_path / "bf16", *bert_flags(bert, "ckpt/model.pytorch"), *acc,
+    code, rec, bf_dir = run(tmp_path / "bf16", *bert_flags(bert, "ckpt/model.pytorch"), *ACCURACY,
                             "--backend", "pytorch", "--precision", "bf16")
     if not bf16_supported():
         assert code == 2
@@ -76,38 +86,34 @@ def test_bert_checkpoint_equals_onnx(bert: Path, tmp_path: Path) -> None:
         assert np.abs(c[i][:n] - a[i][:n]).max() < 0.15 * a[i][:n].std() + 1e-2
 
 
-def test_bert_dynamic_int8_stays_close_to_fp32(bert: Path, tmp_path: Path,
+def test_bert_dynamic_int8_stays_close_to_fp32(bert: Path, onnx_logits: dict, tmp_path: Path,
                                               capsys: pytest.CaptureFixture) -> None:
     """``--precision int8``: BERT's Linear layers quantised dynamically, the QA head in fp32;
     logits near fp32's (the trained fixture checks F1: tests/test_reduced_precision.py)."""
-    acc = ["--mode", "accuracy", "--max-samples", "8", "--batch-size", "3"]
-    _, _, ort_dir = run(tmp_path / "ort", *bert_flags(bert, "bert.onnx"), *acc)
-    _, rec, q_dir = run(tmp_path / "int8", *bert_flags(bert, "ckpt/model.pytorch"), *acc,
+    _, rec, q_dir = run(tmp_path / "int8", *bert_flags(bert, "ckpt/model.pytorch"), *ACCURACY,
                         "--backend", "pytorch", "--precision", "int8")
     assert rec["status"] == "ok", rec.get("error")
     assert rec["backend"]["precision"] == "int8"
     assert rec["backend"]["quantization"].startswith("dynamic int8")
-    a, q = logits(ort_dir), logits(q_dir)
+    a, q = onnx_logits, logits(q_dir)
     for i in a:
         n = int((a[i][:, 0] > -10000).sum())
         assert np.abs(q[i][:n] - a[i][:n]).max() < 0.25 * a[i][:n].std() + 1e-2
         assert not np.array_equal(q[i][:n], a[i][:n])  # really quantised
-    code, _, _ = run(tmp_path / "c", *bert_flags(bert, "ckpt/model.pytorch"), *acc,
+    code, _, _ = run(tmp_path / "c", *bert_flags(bert, "ckpt/model.pytorch"), *ACCURACY,
                      "--backend", "pytorch", "--precision", "int8",
                      "--backend-option", "compile=true")
     assert code == 2 and "compile=true" in capsys.readouterr().err
 
 
 @pytest.mark.slow
-def test_bert_compiled_equals_onnx(bert: Path, tmp_path: Path) -> None:
+def test_bert_compiled_equals_onnx(bert: Path, onnx_logits: dict, tmp_path: Path) -> None:
     """``--backend-option compile=true``: torch.compile, warmed up at load, the same logits."""
-    acc = ["--mode", "accuracy", "--max-samples", "8", "--batch-size", "3"]
-    _, _, ort_dir = run(tmp_path / "ort", *bert_flags(bert, "bert.onnx"), *acc)
-    _, rec, pt_dir = run(tmp_path / "pt", *bert_flags(bert, "ckpt/model.pytorch"), *acc,
+    _, rec, pt_dir = run(tmp_path / "pt", *bert_flags(bert, "ckpt/model.pytorch"), *ACCURACY,
                          "--backend", "pytorch", "--backend-option", "compile=true")
     assert rec["status"] == "ok", rec.get("error")
     assert rec["backend"]["compiled"] is True
-    a, b = logits(ort_dir), logits(pt_dir)
+    a, b = onnx_logits, logits(pt_dir)
     for i in a:
         np.testing.assert_allclose(b[i], a[i], rtol=1e-3, atol=1e-3)
 

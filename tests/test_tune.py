@@ -16,33 +16,14 @@ from mlharness.cli.main import main
 from mlharness.errors import ConfigError
 from mlharness.runner import execute
 from mlharness.spec import RunSpec
-from mlharness.tune import (SutConfig, SutEntry, apply_sut, load_sut, offline_target_qps,
-                            resolve_targets, save_sut, search_server_qps)
+from mlharness.tune import (SutConfig, SutEntry, apply_sut, load_sut, resolve_targets, save_sut,
+                            search_server_qps)
 from mlharness.tune.grid import grid_specs, parse_search
 from mlharness.tune.server import confirm_target
 
 
 def _runs(root: Path) -> list[Path]:
     return [p for p in (root / "demo").iterdir() if p.is_dir()]
-
-
-def test_measured_offline_target_gives_a_valid_run(runs_dir: Path) -> None:
-    spec = RunSpec(benchmark="demo", output_dir=runs_dir)
-    target = offline_target_qps(spec)
-    assert target > 0
-    probes = list((runs_dir / "_tune" / "demo").iterdir())  # probes kept as run directories
-    assert probes and all(json.loads((p / "run.json").read_text())["purpose"] == "probe"
-                          for p in probes)
-    record = execute(RunSpec(benchmark="demo", target_qps=target, output_dir=runs_dir))
-    assert record.data["purpose"] is None  # a real run
-    assert record.result is not None and record.result.valid, record.result.reasons
-
-
-def test_run_target_qps_auto(runs_dir: Path) -> None:
-    assert main(["run", "-b", "demo", "--target-qps", "auto", "--no-progress",
-                 "--output-dir", str(runs_dir)]) == 0
-    [run] = _runs(runs_dir)
-    assert "demo.Offline.target_qps = " in (run / "user.conf").read_text()
 
 
 def test_valid_run_without_target_is_refused_with_a_hint(runs_dir: Path, capsys) -> None:

@@ -252,18 +252,22 @@ def test_version_1_records_are_migrated(tmp_path: Path) -> None:
     assert rec.verdict() == ("FAILED", "stalled") and rec.exit_code == 3
 
 
-def test_auto_target_means_the_same_in_toml_and_flags(tmp_path: Path,
-                                                      capsys: pytest.CaptureFixture[str]) -> None:
+def test_auto_target_means_the_same_in_toml_and_flags(tmp_path: Path) -> None:
+    from mlharness.cli.main import build_parser
+    from mlharness.cli.run import spec_from_args
+
     cfg = tmp_path / "run.toml"
     cfg.write_text('benchmark = "demo"\nscenario = "Offline"\ntarget_qps = "auto"\n')
-    for n, argv in enumerate((["--config", str(cfg)],
-                              ["-b", "demo", "-s", "Offline", "--target-qps", "auto"])):
-        runs = tmp_path / f"runs{n}"
-        # measured first, either way (a target with a wide margin: VALID on any machine)
-        assert main(["run", *argv, "--output-dir", str(runs), "--no-progress"]) == 0
-        [run] = (runs / "demo").iterdir()
-        assert "demo.Offline.target_qps = " in (run / "user.conf").read_text()
-        assert list((runs / "_tune" / "demo").iterdir())  # the probes that measured it
+    toml, flags = (spec_from_args(build_parser().parse_args(["run", *argv])) for argv in (
+        ["--config", str(cfg)], ["-b", "demo", "-s", "Offline", "--target-qps", "auto"]))
+    assert toml == flags and toml.target_qps == "auto"
+    # measured first, end to end (a target with a wide margin: VALID on any machine); the same
+    # from flags: tests/test_e2e_demo.py
+    runs = tmp_path / "runs"
+    assert main(["run", "--config", str(cfg), "--output-dir", str(runs), "--no-progress"]) == 0
+    [run] = (runs / "demo").iterdir()
+    assert "demo.Offline.target_qps = " in (run / "user.conf").read_text()
+    assert list((runs / "_tune" / "demo").iterdir())  # the probes that measured it
 
 
 def test_unknown_device_is_refused_not_run_on_the_cpu(tmp_path: Path,
