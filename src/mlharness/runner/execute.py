@@ -43,7 +43,18 @@ GENERATION_S_PER_QUERY = 1e-5
 #: over 4 s on two cores beside four busy processes)
 STARTUP_S = 30.0
 STARTING_PHASE = "starting the worker"
-FAILURE_GRACE_S = 10.0  # after a backend failure, LoadGen gets this long to finish by itself
+#: after a backend failure, LoadGen gets this long to finish by itself (unless more of its min
+#: duration is still ahead: then it cannot, and waiting would only delay the verdict)
+FAILURE_GRACE_S = 10.0
+
+
+def _may_wind_down(now: float, failure_at: float | None, run_t0: float | None,
+                   duration_s: float | None) -> bool:
+    """Whether to keep waiting for LoadGen after a backend failure (``FAILURE_GRACE_S``)."""
+    if now - (failure_at or now) > FAILURE_GRACE_S:
+        return False
+    ahead = duration_s - (now - run_t0) if duration_s and run_t0 is not None else 0.0
+    return ahead <= FAILURE_GRACE_S
 
 
 @dataclass
@@ -270,8 +281,8 @@ def _supervise(spec: RunSpec, settings: EffectiveSettings, task: Task, run_dir: 
                                  label=label))
             if not proc.is_alive():
                 break
-            if watch.failure and now - (watch.failure_at or now) > FAILURE_GRACE_S:
-                break  # LoadGen did not wind down by itself: end it
+            if watch.failure and not _may_wind_down(now, watch.failure_at, run_t0, duration):
+                break  # LoadGen did not wind down by itself, or cannot in time: end it
             # LoadGen builds its queries before the first sample and releases them after the
             # last, with no sample activity either time: both take time in proportion
             building = generating_s if watch.phase == LOADGEN_PHASE else 0.0
