@@ -145,6 +145,17 @@ def test_openvino_calibration_is_an_nncf_ir(imagenet: Path, tmp_path: Path,
     _, rec = run(tmp_path / "int8", *common, "--precision", "int8")
     assert rec["status"] == "ok", rec.get("error")
     assert rec["backend"]["calibration"]["recipe"] == record["recipe"]
+    # where int8 has no VNNI, the run says what OpenVINO's int8 gains there (and what not)
+    from mlharness.backends.openvino import NO_VNNI_NOTE
+    from mlharness.hostinfo import matrix_isa
+
+    no_vnni = matrix_isa()["int8"] == "avx2"
+    assert rec["backend"].get("notes", []) == ([NO_VNNI_NOTE] if no_vnni else [])
+    from mlharness.cli.run import show_record
+
+    capsys.readouterr()
+    show_record({**rec, "backend": {**rec["backend"], "notes": [NO_VNNI_NOTE]}}, tmp_path)
+    assert "note: this CPU has no VNNI" in capsys.readouterr().out
     assert rec["accuracy"]["value"] == pytest.approx(ref["accuracy"]["value"], abs=25)
     # onnxruntime cannot read the IR: a clear error, not a crash
     code, rec = run(tmp_path / "ort", *common[:-2], "--precision", "int8")

@@ -149,3 +149,13 @@ def test_unquantised_bf16_is_for_int8_only(squad: Path, tmp_path: Path,
                                      "--backend-option", "unquantised=bf16"))
     err = capsys.readouterr().err
     assert code == 2 and "unquantised=bf16 is for int8 models, not --precision fp32" in err
+
+
+def test_int8_without_vnni_is_noted() -> None:
+    from mlharness.backends.openvino import NO_VNNI_NOTE, precision_notes
+
+    assert precision_notes("int8", "avx2") == [NO_VNNI_NOTE]
+    for precision, isa in (("int8", "avx512_vnni"), ("int8", "amx"), ("int8", "avx_vnni"),
+                           ("fp32", "avx2"), ("bf16", "amx")):
+        assert precision_notes(precision, isa) == []
+

@@ -34,6 +34,18 @@ SCENARIO_HINTS = {"Offline": "THROUGHPUT", "Server": "THROUGHPUT",
                   "SingleStream": "LATENCY", "MultiStream": "LATENCY"}
 Hint = Literal["THROUGHPUT", "LATENCY", "CUMULATIVE_THROUGHPUT"]
 HINTS = get_args(Hint)
+#: measured on an AVX2-only AMD EPYC (docs/performance.md): OpenVINO runs int8 FullyConnected
+#: layers there with oneDNN's jit_gemm_I8, no faster than fp32 (BERT 0.589 vs 0.584 samples/s)
+NO_VNNI_NOTE = ("this CPU has no VNNI: OpenVINO's int8 fully-connected layers (all of BERT's "
+                "matrix work) are no faster than fp32 here; its int8 convolutions still gain, and "
+                "onnxruntime's --precision int8 doubled BERT's fp32 rate on such a CPU")
+
+
+def precision_notes(precision: str, int8_isa: str | None) -> list[str]:
+    """What a user of ``--precision`` should know about this CPU (shown under the result)."""
+    return [NO_VNNI_NOTE] if precision == "int8" and int8_isa == "avx2" else []
+
+
 #: --precision -> INFERENCE_PRECISION_HINT (int8 models keep fp32 for what is not quantised)
 PRECISION_HINTS = {"fp32": "f32", "bf16": "bf16", "int8": "f32"}
 
@@ -182,6 +194,8 @@ class OpenVinoBackend:
     def describe(self) -> dict[str, Any]:
         import openvino as ov
 
+        from mlharness.hostinfo import matrix_isa
+
         out: dict[str, Any] = {"name": self.name, "openvino": ov.get_version(),
                                "threads": self.options.threads,
                                "cpus": self.options.cpus,
@@ -193,4 +207,7 @@ class OpenVinoBackend:
                                ("PERFORMANCE_HINT", "NUM_STREAMS", "INFERENCE_NUM_THREADS",
                                 "INFERENCE_PRECISION_HINT", "OPTIMAL_NUMBER_OF_INFER_REQUESTS")}
             out["cpu_capabilities"] = self.capabilities
+        notes = precision_notes(self.options.precision, matrix_isa()["int8"])
+        if notes:
+            out["notes"] = notes
         return out
