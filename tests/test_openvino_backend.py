@@ -158,4 +158,3 @@ def test_int8_without_vnni_is_noted() -> None:
     for precision, isa in (("int8", "avx512_vnni"), ("int8", "amx"), ("int8", "avx_vnni"),
                            ("fp32", "avx2"), ("bf16", "amx")):
         assert precision_notes(precision, isa) == []
-
