@@ -29,7 +29,9 @@ MARGIN = 0.8  # target written for a full-length run = best VALID x MARGIN
 #: on a shared machine the capacity a 1 s probe saw can halve a second later (other processes),
 #: and a Server run at the edge then falls behind; a --test run checks a set-up, not the peak
 QUICK_MARGIN = 0.25
-QUICK_PRECISION = 2.0  # ... and its search stops once the edge is bracketed within 2x
+#: ... and its search stops at the first bracket (one growth step), without probing an INVALID
+#: twice: the target is x 0.25 of a VALID rate either way (a --test run, `make demo`, waits)
+QUICK_PRECISION = GROWTH
 #: a probe must complete this share of its target rate: below it the system falls behind and
 #: its queue grows, which a short probe can hide under a generous latency bound
 SUSTAINED = 0.9
@@ -108,11 +110,12 @@ def search_server_qps(spec: RunSpec, start_qps: float | None = None, *,
                       precision: float = PRECISION, growth: float = GROWTH,
                       max_probes: int = MAX_PROBES, probe_ms: int | None = None,
                       margin: float = MARGIN, max_probe_s: float = MAX_PROBE_S,
-                      progress: ProgressSink | None = None,
+                      recheck_invalid: bool = True, progress: ProgressSink | None = None,
                       on_point: PointSink | None = None) -> ServerSearch:
     """Bracketing search for the highest VALID Server target QPS of ``spec``.
 
-    ``probe_ms`` is each probe's min duration (None: the --test length, 2 s). Without
+    ``probe_ms`` is each probe's min duration (None: the --test length, 2 s);
+    ``recheck_invalid=False`` takes an INVALID above a VALID at its word. Without
     ``start_qps`` the search starts at half of what one worker does when queries come one by
     one (measured by a quick SingleStream probe).
     """
@@ -125,7 +128,7 @@ def search_server_qps(spec: RunSpec, start_qps: float | None = None, *,
     qps = max(qps, floor)
     for _ in range(max_probes):
         point = _probe_at(spec, qps, probe_ms, progress, note, points, max_probe_s)
-        if not point.valid and valid and qps > max(valid):
+        if recheck_invalid and not point.valid and valid and qps > max(valid):
             # an INVALID above a VALID may be one burst of noise on a shared machine: the edge
             # counts only once a second probe at that rate agrees
             point = _probe_at(spec, qps, probe_ms, progress, note, points, max_probe_s)
@@ -162,9 +165,10 @@ def _start_from_latency(spec: RunSpec, progress: ProgressSink | None, note: Poin
 
 def quick_server_search(spec: RunSpec, progress: ProgressSink | None = None,
                         on_point: PointSink | None = None) -> ServerSearch:
-    """A coarse, fast search (1 s probes, the edge within a factor of 2) with a wide margin: for
+    """A coarse, fast search (1 s probes, the edge within one growth step) with a wide margin: for
     a run that measures its own target first, where a comfortable VALID matters more than the
     peak (x 0.25 of a VALID rate is far below the edge either way)."""
     return search_server_qps(spec, precision=QUICK_PRECISION, probe_ms=1000, margin=QUICK_MARGIN,
-                             max_probes=10, max_probe_s=20.0, progress=progress,
+                             max_probes=10, max_probe_s=20.0, recheck_invalid=False,
+                             progress=progress,
                              on_point=on_point)
