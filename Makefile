@@ -8,32 +8,30 @@ STAMP := $(VENV)/.installed
 # the official scripts' own Python (tests/referee.py): what they import, apart from ours
 REFEREE := .venv-referee
 REFEREE_STAMP := $(REFEREE)/.installed
-# Bytecode is written once, on first import: with PYTHONDONTWRITEBYTECODE set (as some
-# containers do) every process would compile what it imports from source again. The tests keep
-# theirs under the venv (PYTHONPYCACHEPREFIX below), never beside ../shared's sources.
+# Installs skip byte-compiling (half the base install, 3/4 of the extras'): Python writes the
+# bytecode of what is imported once, on first use. So PYTHONDONTWRITEBYTECODE (set by some
+# containers) is unexported: with it, every process would compile from source again. The tests
+# keep theirs under the venv (PYTHONPYCACHEPREFIX below), never beside ../shared's sources.
+# The venv's own pip (23.2 with Python 3.11) installs editable pyproject packages: no upgrade.
 unexport PYTHONDONTWRITEBYTECODE
+PIP_INSTALL = pip install --quiet --no-compile
 
 .PHONY: demo test venv referee clean bench
 
 $(BASE_STAMP): pyproject.toml
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
-	@# the venv's own pip (23.2 with Python 3.11) installs editable pyproject packages: no upgrade
-	@# --no-compile: byte-compiling every dependency took half of this install; Python compiles
-	@# what is imported on first use (PYTHONDONTWRITEBYTECODE is unexported above)
-	$(BIN)/pip install --quiet --no-compile -e .
+	$(BIN)/$(PIP_INSTALL) -e .
 	touch $(BASE_STAMP)
 
-# the extras are for the tests: not byte-compiled at install (3/4 of the time it took), but on
-# first import, once (PYTHONPYCACHEPREFIX below)
 $(STAMP): $(BASE_STAMP)
-	$(BIN)/pip install --quiet --no-compile -e '.[dev,report,ray,power,openvino,torch]'
+	$(BIN)/$(PIP_INSTALL) -e '.[dev,report,ray,power,openvino,torch]'
 	touch $(STAMP)
 
 venv: $(STAMP)
 
 $(REFEREE_STAMP): tests/referee-requirements.txt
 	test -x $(REFEREE)/bin/python || $(PYTHON) -m venv $(REFEREE)
-	$(REFEREE)/bin/pip install --quiet --no-compile -r tests/referee-requirements.txt
+	$(REFEREE)/bin/$(PIP_INSTALL) -r tests/referee-requirements.txt
 	touch $(REFEREE_STAMP)
 
 referee: $(REFEREE_STAMP)
