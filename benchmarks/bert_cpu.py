@@ -79,14 +79,13 @@ def build_inputs(workdir: Path, args: argparse.Namespace) -> dict[str, Path]:
                              intermediate=args.intermediate, seed=1)
         print(f"  {out['onnx'].stat().st_size / 1e6:.0f} MB in {time.time() - t0:.0f} s",
               flush=True)
-    if installed("openvino"):
-        print("calibrated int8 (official SQuAD feature list) ...", flush=True)
-        out.update(calibrated("bert-99", out["onnx"], out["squad"], workdir / "cache",
-                              out["vocab"]))
     if installed("torch"):
         out["pytorch"] = workdir / f"{name}-pytorch" / "model.pytorch"
         if not out["pytorch"].is_file():
             synth.bert_checkpoint(out["onnx"], out["pytorch"].parent, *shape, 30522)
+    print("calibrated int8 (official SQuAD feature list) ...", flush=True)
+    out.update(calibrated("bert-99", out["onnx"], out["squad"], workdir / "cache", out["vocab"],
+                          checkpoint=out.get("pytorch")))
     return out
 
 
@@ -168,6 +167,7 @@ def configs(bf16: dict[str, bool], files: dict[str, Path]) -> list[Config]:
         if bf16["pytorch"]:
             out.append(Config("pytorch", "bf16", "pytorch"))
         out.append(Config("pytorch", "int8", "pytorch"))
+        out += [Config("pytorch", "int8", "pt2e")] if "pt2e" in files else []
     return out
 
 
@@ -193,10 +193,10 @@ def accuracy_table(workdir: Path, bf16: dict[str, bool]) -> list[dict[str, Any]]
     fixture = make_trained_bert(workdir / "trained")
     files = {"onnx": fixture.onnx, "squad": fixture.squad, "vocab": fixture.vocab,
              "pytorch": fixture.checkpoint}
-    files.update(calibrated("bert-99", fixture.onnx, fixture.squad, workdir / "cache",
-                            fixture.vocab))
     if not installed("torch"):
         files.pop("pytorch")
+    files.update(calibrated("bert-99", fixture.onnx, fixture.squad, workdir / "cache",
+                            fixture.vocab, checkpoint=files.get("pytorch")))
     rows = []
     for config in configs(bf16, files):
         rows.append(f1_row(files, config, workdir))
@@ -215,7 +215,7 @@ def f1_row(files: dict[str, Path], config: Config, workdir: Path) -> dict[str, A
     if record.status != "ok" or record.accuracy is None:
         raise SystemExit(f"accuracy {config.label} failed: {record.data.get('error')}")
     scores = record.accuracy.details
-    print(f"  {config.label:<36} EM {scores.get('exact_match', 0):6.2f}  "
+    print(f"  {config.label:<44} EM {scores.get('exact_match', 0):6.2f}  "
           f"F1 {record.accuracy.value:6.2f}", flush=True)
     return {"runtime": config.runtime, "precision": config.precision, "label": config.label,
             "f1": record.accuracy.value, "exact_match": scores.get("exact_match")}
@@ -224,13 +224,13 @@ def f1_row(files: dict[str, Path], config: Config, workdir: Path) -> dict[str, A
 def f1_lines(rows: list[dict[str, Any]]) -> list[str]:
     """The table against each runtime's fp32, and the F1 RATIO lines (lowest over runtimes)."""
     fp32 = {r["runtime"]: r["f1"] for r in rows if r["precision"] == "fp32"}
-    lines = [f"{'configuration':<48} {'EM':>7} {'F1':>7} {'F1/fp32':>8}  bert-99  bert-99.9"]
+    lines = [f"{'configuration':<54} {'EM':>7} {'F1':>7} {'F1/fp32':>8}  bert-99  bert-99.9"]
     ratios: dict[str, list[float]] = {"bf16": [], "int8": []}
     for r in rows:
         ratio = r["f1"] / fp32[r["runtime"]]
         ratios.setdefault(r["precision"], []).append(ratio)
         verdict = ["PASS" if ratio >= bound else "FAIL" for bound in (0.99, 0.999)]
-        lines.append(f"{'mlharness ' + r['label']:<48} {r['exact_match'] or 0:7.2f} "
+        lines.append(f"{'mlharness ' + r['label']:<54} {r['exact_match'] or 0:7.2f} "
                      f"{r['f1']:7.2f} {ratio:8.4f}  {verdict[0]:<7}  {verdict[1]}")
     lines += [f"F1 RATIO {p}/fp32 = {min(ratios[p]):.4f}" for p in ("bf16", "int8") if ratios[p]]
     if not ratios["bf16"]:
@@ -290,17 +290,17 @@ def main() -> None:
 
     work = float(sum(bert_flops(args.layers, args.hidden, args.intermediate, int(x))
                      for x in lengths)) / n
-    print(f"\n{'configuration':<48} {'samples/s':>10} {'vs reference':>13} {'of peak':>8}")
+    print(f"\n{'configuration':<54} {'samples/s':>10} {'vs reference':>13} {'of peak':>8}")
     if ref:
         peak = peak_flops(isa, "fp32")
         ref_work = bert_flops(args.layers, args.hidden, args.intermediate, 384)
         frac = f"{ref * ref_work / peak:7.1%}"
-        print(f"{'reference run.py (ort fp32, 384)':<48} {ref:10.3f} {1.0:12.2f}x {frac:>8}")
+        print(f"{'reference run.py (ort fp32, 384)':<54} {ref:10.3f} {1.0:12.2f}x {frac:>8}")
     for r in rows:
         peak = peak_flops(isa, r["precision"])
         frac = f"{r['samples_per_s'] * work / peak:7.1%}"
         ratio = f"{r['samples_per_s'] / ref:12.2f}x" if ref else f"{'-':>13}"
-        print(f"{'mlharness ' + r['label']:<48} {r['samples_per_s']:10.3f} {ratio} {frac:>8}")
+        print(f"{'mlharness ' + r['label']:<54} {r['samples_per_s']:10.3f} {ratio} {frac:>8}")
     best = max(rows, key=lambda r: r["samples_per_s"])
     print(f"\n{describe(isa)}; the machine may be shared with other jobs, so absolute numbers "
           "are noisy; ratios come from one run")

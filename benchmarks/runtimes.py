@@ -14,7 +14,7 @@ ROOT = Path(__file__).resolve().parents[1]
 
 #: how each model file was made, for the tables (keys as the benchmarks name their files)
 MODEL_NOTES = {"onnx": "", "int8": " (QDQ)", "nncf": " (NNCF IR)", "pth": "", "pytorch": "",
-               "pth-compiled": " (torch.compile)"}
+               "pth-compiled": " (torch.compile)", "pt2e": " (calibrated PT2E, compiled)"}
 
 
 def official_dir() -> Path:
@@ -29,11 +29,10 @@ def official_dir() -> Path:
 
 
 def installed(module: str) -> bool:
-    try:
-        __import__(module)
-        return True
-    except ImportError:
-        return False
+    """Whether ``module`` can be imported (found, not imported: torchao logs at import)."""
+    import importlib.util
+
+    return importlib.util.find_spec(module) is not None
 
 
 def bf16_paths() -> dict[str, bool]:
@@ -68,15 +67,20 @@ def print_machine() -> tuple[dict[str, Any], dict[str, bool]]:
 
 
 def calibrated(benchmark: str, model: Path, dataset: Path, cache: Path,
-               vocab: Path | None = None) -> dict[str, Path]:
+               vocab: Path | None = None, checkpoint: Path | None = None,
+               torch_task_option: dict[str, Any] | None = None) -> dict[str, Path]:
     """The official-list int8 models of ``model``, each built once: ``int8`` (the QDQ model for
-    onnxruntime) and, with NNCF installed, ``nncf`` (the IR for openvino)."""
+    onnxruntime), with NNCF installed ``nncf`` (the IR for openvino), and with torchao installed
+    ``pt2e`` (the PT2E program of the PyTorch ``checkpoint``, read with ``torch_task_option``)."""
+    wanted = [("int8", "onnxruntime", model, None)]
+    if installed("nncf"):
+        wanted.append(("nncf", "openvino", model, None))
+    if checkpoint is not None and installed("torchao"):
+        wanted.append(("pt2e", "pytorch", checkpoint, torch_task_option))
     out = {}
-    for key, runtime in (("int8", "onnxruntime"), ("nncf", "openvino")):
-        if runtime == "openvino" and not installed("nncf"):
-            continue
-        out[key] = output_path(model, None, runtime)
+    for key, runtime, source, task_option in wanted:
+        out[key] = output_path(source, None, runtime)
         if not out[key].is_file():
-            calibrate(CalibrationRequest(benchmark, model, dataset, backend=runtime, vocab=vocab,
-                                         cache_dir=cache))
+            calibrate(CalibrationRequest(benchmark, source, dataset, backend=runtime, vocab=vocab,
+                                         cache_dir=cache, task_option=task_option))
     return out

@@ -55,9 +55,11 @@ OFFICIAL = official_dir()
 REFERENCE = OFFICIAL / "vision" / "classification_and_detection" / "python" / "main.py"
 #: multiply-adds x 2 of one 224x224 image through ResNet-50 v1.5 (4.09 G multiply-adds)
 RESNET50_FLOPS = 2 * 4.09e9
+#: how the pytorch backend reads the set for torchvision's weights (1000 classes)
+TORCHVISION = {"label_offset": 0, "preprocessing": "torchvision"}
 
 
-def runtime_configs(bf16: dict[str, bool]) -> list[tuple[str, str, str]]:
+def runtime_configs(bf16: dict[str, bool], files: dict[str, Path]) -> list[tuple[str, str, str]]:
     """(runtime, precision, model key in build_inputs' files)."""
     out = [("onnxruntime", "fp32", "onnx"), ("onnxruntime", "int8", "int8")]
     if installed("openvino"):
@@ -68,6 +70,7 @@ def runtime_configs(bf16: dict[str, bool]) -> list[tuple[str, str, str]]:
         out += [("pytorch", "fp32", "pth"), ("pytorch", "fp32", "pth-compiled")]
         out += [("pytorch", "bf16", "pth"), ("pytorch", "bf16", "pth-compiled")] \
             if bf16["pytorch"] else []
+        out += [("pytorch", "int8", "pt2e")] if "pt2e" in files else []
     return out
 
 
@@ -80,7 +83,6 @@ def build_inputs(workdir: Path, images: int) -> dict[str, Path]:
     if not (out["dataset"] / "val_map.txt").is_file():
         make_set(out["dataset"], images, seed=3,
                  names=official_list("resnet50").entries()[:images // 2])
-    out.update(calibrated("resnet50", out["onnx"], out["dataset"], workdir / "cache"))
     if installed("torch"):
         import torch
 
@@ -90,6 +92,8 @@ def build_inputs(workdir: Path, images: int) -> dict[str, Path]:
         if not out["pth"].is_file():
             torch.manual_seed(0)
             torch.save(resnet50().state_dict(), out["pth"])
+    out.update(calibrated("resnet50", out["onnx"], out["dataset"], workdir / "cache",
+                          checkpoint=out.get("pth"), torch_task_option=TORCHVISION))
     return out
 
 
@@ -114,7 +118,7 @@ def harness(files: dict[str, Path], runtime: str, precision: str, key: str, imag
     model = files[key.removesuffix("-compiled")]
     options: dict[str, Any] = {}
     if runtime == "pytorch":
-        options = {"label_offset": 0, "preprocessing": "torchvision"}
+        options = TORCHVISION
     compiled = {"compile": True} if key.endswith("-compiled") else {}
     spec = RunSpec(benchmark="resnet50", scenario="Offline", mode="performance", backend=runtime,
                    model=model, dataset=files["dataset"], cache_dir=workdir / "cache",
@@ -177,9 +181,9 @@ def main() -> None:
     ref_before = reference(files, images, args.workdir)
     print(f"  {ref_before:.2f} samples/s", flush=True)
     rows = []
-    for runtime, precision, key in runtime_configs(bf16):
+    for runtime, precision, key in runtime_configs(bf16, files):
         r = harness(files, runtime, precision, key, images, args.workdir, args.batch_size)
-        print(f"  mlharness {r['label']:<28} {r['samples_per_s']:8.2f} samples/s", flush=True)
+        print(f"  mlharness {r['label']:<44} {r['samples_per_s']:8.2f} samples/s", flush=True)
         rows.append(r)
     ref_after = reference(files, images, args.workdir)
     ref = (ref_before + ref_after) / 2
@@ -191,12 +195,12 @@ def main() -> None:
     def of_peak(samples_per_s: float, precision: str) -> str:
         return f"{samples_per_s * RESNET50_FLOPS / peak_flops(isa, precision):7.1%}"
 
-    print(f"\n{'configuration':<44} {'samples/s':>10} {'vs reference':>13} {'of peak':>8}")
-    print(f"{'reference main.py (onnxruntime fp32)':<44} {ref:10.2f} {1.0:12.2f}x "
+    print(f"\n{'configuration':<54} {'samples/s':>10} {'vs reference':>13} {'of peak':>8}")
+    print(f"{'reference main.py (onnxruntime fp32)':<54} {ref:10.2f} {1.0:12.2f}x "
           f"{of_peak(ref, 'fp32'):>8}")
     for r in rows:
         label = f"mlharness {r['label']}"
-        print(f"{label:<44} {r['samples_per_s']:10.2f} {r['samples_per_s'] / ref:12.2f}x "
+        print(f"{label:<54} {r['samples_per_s']:10.2f} {r['samples_per_s'] / ref:12.2f}x "
               f"{of_peak(r['samples_per_s'], r['precision']):>8}")
     print(f"{describe(isa)}; ResNet-50 v1.5 is {RESNET50_FLOPS / 1e9:.1f} GFLOP an image")
     print(f"\n{'runtime':<12} {'fp32 top-1':>10} {'bf16 top-1':>10} {'int8 top-1':>10}")

@@ -160,3 +160,52 @@ def test_openvino_calibration_is_an_nncf_ir(imagenet: Path, tmp_path: Path,
     # onnxruntime cannot read the IR: a clear error, not a crash
     code, rec = run(tmp_path / "ort", *common[:-2], "--precision", "int8")
     assert code == 2 and "is an OpenVINO IR" in rec["error"]["message"]
+
+
+@pytest.mark.slow
+def test_pytorch_calibration_is_a_pt2e_program(imagenet: Path, tmp_path: Path,
+                                               capsys: pytest.CaptureFixture) -> None:
+    torch = pytest.importorskip("torch")
+    pytest.importorskip("torchao")
+    from mlharness.backends.torch_models import resnet50
+
+    checkpoint = tmp_path / "resnet50.pth"  # torchvision's layout, random weights
+    torch.save(resnet50().state_dict(), checkpoint)
+    data = ["--dataset", str(imagenet / "imagenet"), "--cache-dir", str(tmp_path / "cache"),
+            "--task-option", "label_offset=0", "--task-option", "preprocessing=torchvision"]
+    cal = ["calibrate", "-b", "resnet50", "--model", str(checkpoint), *data,
+           "--backend", "pytorch"]
+    # refused before any data is read: min/max ranges only; the program is a .pt2; the source
+    # is the checkpoint, not an ONNX model
+    assert main([*cal, "--method", "percentile"]) == 2
+    assert "not offered for pytorch" in capsys.readouterr().err
+    assert main([*cal, "--output", str(tmp_path / "q.onnx")]) == 2
+    assert "written as a .pt2 file" in capsys.readouterr().err
+    onnx_source = [a if a != str(checkpoint) else str(imagenet / "resnet50_v1.onnx") for a in cal]
+    assert main(onnx_source) == 2
+    assert "needs the fp32 checkpoint" in capsys.readouterr().err
+
+    assert main(cal) == 0
+    program = tmp_path / "resnet50.int8.pt2"
+    # int8 weights, without the fp32 ones they replaced: a quarter of the checkpoint and a bit
+    assert program.stat().st_size < 0.4 * checkpoint.stat().st_size
+    record = json.loads((tmp_path / "resnet50.int8.calibration.json").read_text())
+    assert record["backend"] == "pytorch" and record["recipe"].startswith("torchao-pt2e")
+    assert record["arch"] == "resnet50" and record["kept_fp32"] == []  # fc has 1000 outputs
+    assert record["samples"]["official"] is True and record["qsl_indices"] == [0, 1, 2, 3, 4]
+    from mlharness.hostinfo import matrix_isa
+
+    assert record["reduce_range"] is (matrix_isa()["int8"] == "avx2")
+
+    common = ["-b", "resnet50", *data, "--mode", "accuracy", "--backend", "pytorch"]
+    code, _ = run(tmp_path / "fp32", *common, "--model", str(program))
+    assert code == 2  # the int8 program is never run as "fp32"
+    code, rec = run(tmp_path / "dynamic", *common, "--model", str(checkpoint), "--precision",
+                    "int8")
+    assert code == 2 and "mlharness calibrate" in rec["error"]["hint"]
+    _, rec = run(tmp_path / "int8", *common, "--model", str(program), "--precision", "int8",
+                 "--batch-size", "3")
+    assert rec["status"] == "ok", rec.get("error")  # random weights: the accuracy FAILs
+    assert rec["backend"]["compiled"] is True
+    assert rec["backend"]["calibration"]["recipe"] == record["recipe"]
+    assert "official calibration list" in weight_transformations("int8", rec["backend"])

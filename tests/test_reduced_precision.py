@@ -21,7 +21,7 @@ from trained_fixtures import make_trained_cnn  # noqa: E402
 def accuracy_of(tmp_path: Path, model: Path, data: Path, *flags: str, benchmark: str = "resnet50"
          ) -> float:
     """The accuracy-mode run's metric (top-1, or F1 for BERT)."""
-    runs = tmp_path / "runs" / ("-".join(flags).replace("-", "") or "fp32")
+    runs = tmp_path / "runs" / model.name / ("-".join(flags).replace("-", "") or "fp32")
     code = main(["run", "-b", benchmark, "--model", str(model), "--dataset", str(data),
                  "--cache-dir", str(tmp_path / "cache"), "--mode", "accuracy", "--no-progress",
                  "--output-dir", str(runs), *flags])
@@ -73,16 +73,23 @@ def test_int8_and_bf16_keep_f1_of_a_trained_bert(tmp_path: Path) -> None:
         assert f1(bert.checkpoint, "--backend", "pytorch", "--precision", "bf16") >= fp32 - 2.0
     # pytorch int8: the Linear layers quantised dynamically, the QA head in fp32
     assert f1(bert.checkpoint, "--backend", "pytorch", "--precision", "int8") >= fp32 - 2.0
-    pytest.importorskip("nncf")
     # the fixture holds only 2 of the official list's 100 features: ranges from 2 samples cost
     # 3 F1 points on an AVX2 EPYC (and fewer where VNNI is); 32 features give stable ranges
     calibration = tmp_path / "calibration.txt"
     calibration.write_text("".join(f"{i}\n" for i in range(32)))
-    assert main(["calibrate", "-b", "bert-99", "--model", str(bert.onnx), "--dataset",
-                 str(bert.squad), "--vocab", str(bert.vocab), "--backend", "openvino",
-                 "--calibration-list", str(calibration),
-                 "--cache-dir", str(tmp_path / "cache")]) == 0
-    ir = bert.onnx.with_name(bert.onnx.stem + ".int8.xml")
+
+    def calibrated(model: Path, backend: str, suffix: str) -> Path:
+        assert main(["calibrate", "-b", "bert-99", "--model", str(model), "--dataset",
+                     str(bert.squad), "--vocab", str(bert.vocab), "--backend", backend,
+                     "--calibration-list", str(calibration),
+                     "--cache-dir", str(tmp_path / "cache")]) == 0
+        return model.with_name(model.stem + ".int8" + suffix)
+
+    # pytorch calibrated int8: the PT2E program of the checkpoint, compiled
+    program = calibrated(bert.checkpoint, "pytorch", ".pt2")
+    assert f1(program, "--backend", "pytorch", "--precision", "int8") >= fp32 - 2.0
+    pytest.importorskip("nncf")
+    ir = calibrated(bert.onnx, "openvino", ".xml")
     assert f1(ir, "--backend", "openvino", "--precision", "int8") >= fp32 - 2.0
     if bf16_cpu():
         assert f1(bert.onnx, "--backend", "openvino", "--precision", "bf16") >= fp32 - 2.0

@@ -3,7 +3,8 @@
 The list (rules data, ``rules/calibration_lists.py``) picks the samples; the task pre-processes
 them exactly as a run feeds them; the runtime's quantiser measures activation ranges on them and
 writes the int8 model (onnxruntime: a QDQ ONNX model, ``<model>.int8.onnx``; openvino: an NNCF
-int8 IR, ``<model>.int8.xml``), and ``<output>.calibration.json`` beside it records what was
+int8 IR, ``<model>.int8.xml``; pytorch: a PT2E-quantised torch.export program of the official
+checkpoint, ``<model>.int8.pt2``), and ``<output>.calibration.json`` beside it records what was
 done. A run with ``--precision int8`` on that model copies the record into ``run.json``.
 """
 
@@ -31,6 +32,8 @@ QUANTISERS = {
     "onnxruntime": Quantiser(".onnx", "onnxruntime runs the QDQ model with int8 kernels "
                                       "(OpenVINO reads it too)"),
     "openvino": Quantiser(".xml", "OpenVINO runs the NNCF-quantised IR with its int8 kernels"),
+    "pytorch": Quantiser(".pt2", "PyTorch runs the PT2E-quantised program compiled by inductor "
+                                 "(oneDNN int8 kernels)"),
 }
 
 
@@ -86,6 +89,7 @@ def calibrate(req: CalibrationRequest, progress: Any = None) -> dict[str, Any]:
     """Build the int8 model; return the record written beside it."""
     from mlharness.backends.onnx_precision import calibration_file, quantize_calibrated
     from mlharness.backends.openvino_int8 import quantize_nncf, require_nncf
+    from mlharness.backends.pytorch_int8 import require_pt2e
     from mlharness.spec import RunSpec
     from mlharness.runner.rundir import now_iso
     from mlharness.runner.worker import task_options
@@ -94,18 +98,18 @@ def calibrate(req: CalibrationRequest, progress: Any = None) -> dict[str, Any]:
     if req.backend not in QUANTISERS:
         raise ConfigError(f"calibration for backend {req.backend!r} is not built",
                           hint="use --backend " + " or ".join(QUANTISERS))
-    if not req.model.is_file() or req.model.suffix != ".onnx":
-        raise ModelError(f"calibration needs an fp32 ONNX model, got {req.model}",
-                         hint="pass --model path/to/model.onnx")
+    _check_source(req.model, req.backend)
     target = output_path(req.model, req.output, req.backend)
     suffix = QUANTISERS[req.backend].suffix
     if target.suffix != suffix:
         raise ConfigError(f"the {req.backend} int8 model is written as a {suffix} file, not "
                           f"{target.name}", hint=f"pass --output MODEL.int8{suffix}, or drop it")
-    if req.backend == "openvino":
-        require_nncf(req.method)  # refused before the data is read
+    if req.backend == "openvino":  # refused before the data is read
+        require_nncf(req.method)
+    elif req.backend == "pytorch":
+        require_pt2e(req.method)
     spec = RunSpec(benchmark=req.benchmark, model=req.model, dataset=req.dataset,
-                   vocab=req.vocab, cache_dir=req.cache_dir,
+                   vocab=req.vocab, cache_dir=req.cache_dir, backend=req.backend,
                    task_option=dict(req.task_option or {}))  # read by the task (input names)
     task = create_task(req.benchmark, task_options(spec))
     task.prepare(progress)
@@ -116,6 +120,8 @@ def calibrate(req: CalibrationRequest, progress: Any = None) -> dict[str, Any]:
     target.parent.mkdir(parents=True, exist_ok=True)
     if req.backend == "openvino":
         done = quantize_nncf(req.model, target, batches, req.method, task.transformer)
+    elif req.backend == "pytorch":
+        done = _quantize_checkpoint(req.model, target, batches, req.method, task)
     else:
         done = quantize_calibrated(req.model, target, batches, req.method)
     record = {
@@ -128,3 +134,29 @@ def calibrate(req: CalibrationRequest, progress: Any = None) -> dict[str, Any]:
     }
     write_text_atomic(calibration_file(target), json.dumps(record, indent=2) + "\n")
     return record
+
+
+def _check_source(model: Path, backend: str) -> None:
+    """The fp32 model the quantiser starts from: ONNX, or for pytorch the official checkpoint."""
+    if backend == "pytorch":
+        if not model.is_file() or model.suffix in (".onnx", QUANTISERS["pytorch"].suffix):
+            raise ModelError(f"calibration for pytorch needs the fp32 checkpoint, got {model}",
+                             hint="pass --model model.pytorch (BERT, with bert_config.json "
+                                  "beside it) or resnet50.pth")
+    elif not model.is_file() or model.suffix != ".onnx":
+        raise ModelError(f"calibration needs an fp32 ONNX model, got {model}",
+                         hint="pass --model path/to/model.onnx")
+
+
+def _quantize_checkpoint(model: Path, target: Path, batches: list[dict], method: str,
+                         task: Any) -> dict[str, Any]:
+    """The checkpoint loaded in fp32 as a pytorch run loads it, then quantised by PT2E."""
+    from mlharness.backends import BackendOptions, backend_options
+    from mlharness.backends.pytorch import PyTorchBackend
+    from mlharness.backends.pytorch_int8 import quantize_pt2e
+
+    backend = PyTorchBackend()
+    backend.load(model, BackendOptions(precision="fp32", task_inputs=list(task.model_inputs),
+                                       extra=backend_options(PyTorchBackend, {})))
+    names = [spec.name for spec in backend.inputs]
+    return quantize_pt2e(backend.net, backend.arch, names, target, batches, method)

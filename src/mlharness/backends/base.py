@@ -43,8 +43,8 @@ class Backend(Protocol):
     receives the table as given); ``declared_inputs(model)`` — the inputs a model file declares,
     read cheaply before any run (tasks adapt to them, e.g. BERT's sequence length);
     ``framework()`` — the framework name and version for the system description;
-    ``load_allowance_s(extra)`` — seconds ``load`` may take beyond the stall timeout with these
-    options (e.g. compiling the model)."""
+    ``load_allowance_s(extra, model)`` — seconds ``load`` may take beyond the stall timeout
+    with these options and this model file (e.g. compiling the model)."""
 
     name: str
 

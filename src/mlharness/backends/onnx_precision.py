@@ -94,13 +94,14 @@ def prepared_model(model: Path, precision: str, cache_dir: str | Path | None = N
 
 
 @contextlib.contextmanager
-def quantised_file(model: Path, target: Path, what: str, hint: str) -> Iterator[str]:
+def quantised_file(model: Path, target: Path, what: str, hint: str,
+                   suffix: str = ".onnx") -> Iterator[str]:
     """A temporary path for the quantiser to write; moved onto ``target`` when it succeeds, its
     failure (the quantisers raise assorted types) turned into one ModelError line. The
     quantisers' advice on the root logger is kept quiet meanwhile."""
     import logging
 
-    fd, tmp = tempfile.mkstemp(dir=target.parent, suffix=".onnx.tmp")
+    fd, tmp = tempfile.mkstemp(dir=target.parent, suffix=".tmp" + suffix)
     os.close(fd)
     root = logging.getLogger()
     level = root.level
@@ -183,5 +184,5 @@ def quantize_calibrated(model: Path, target: Path, batches: list[dict], method: 
                         nodes_to_exclude=excluded, calibrate_method=methods[method],
                         extra_options={"MatMulConstBOnly": True})
     return {"recipe": STATIC_RECIPE, "runtime": f"onnxruntime {ort.__version__}",
-            "format": "QDQ", "weights": "int8 per channel", "activations": "uint8 per tensor",
+            "model_format": "QDQ", "weights": "int8 per channel", "activations": "uint8 per tensor",
             "method": method, "op_types": list(op_types), "kept_fp32": excluded}

@@ -88,7 +88,7 @@ def quantize_nncf(model: Path, target: Path, batches: list[dict], method: str = 
             xml.unlink(missing_ok=True)
             xml.with_suffix(".bin").unlink(missing_ok=True)
     return {"recipe": RECIPE, "runtime": f"nncf {nncf.__version__}, openvino {ov.get_version()}",
-            "format": "OpenVINO IR (FakeQuantize)",
+            "model_format": "OpenVINO IR (FakeQuantize)",
             "weights": "int8 per channel, symmetric",
             "activations": "int8/uint8 per tensor (MIXED preset: asymmetric activations)",
             "method": method, "kept_fp32": excluded,

@@ -12,14 +12,16 @@
 ``--backend-option arch=bert|resnet50`` overrides the detection from the state dict's keys
 (:class:`PyTorchOptions`).
 ``--precision bf16`` runs under ``torch.autocast`` (bf16 matmuls/convolutions through oneDNN:
-AMX or AVX512_BF16) and is refused where oneDNN has no bf16 path. ``--precision int8`` quantises
-BERT's Linear layers dynamically (int8 weights per output channel, activations ranged per batch;
-the QA head stays fp32), like onnxruntime's int8 of an fp32 model; refused for ResNet-50, whose
-convolutions it would leave in fp32. ResNet-50 runs channels-last
-(oneDNN's fast layout for convolutions). ``--backend-option compile=true`` runs the model through
-``torch.compile`` (inductor; it needs a C++ compiler), compiled and warmed up at load so no query
-waits for it. ONNX files are not read: the one converter (onnx2torch) needs torchvision, which
-does not import beside torch 2.13.
+AMX or AVX512_BF16) and is refused where oneDNN has no bf16 path. ``--precision int8`` runs a
+calibrated program (``<model>.int8.pt2`` from ``mlharness calibrate --backend pytorch``,
+:mod:`mlharness.backends.pytorch_int8`), always compiled; on a BERT checkpoint it quantises the
+Linear layers dynamically instead (int8 weights per output channel, activations ranged per
+batch; the QA head stays fp32), like onnxruntime's int8 of an fp32 model; on a ResNet-50
+checkpoint it is refused (dynamic int8 would leave the convolutions fp32). ResNet-50 runs
+channels-last (oneDNN's fast layout for convolutions). ``--backend-option compile=true`` runs the
+model through ``torch.compile`` (inductor with freezing; it needs a C++ compiler), compiled and
+warmed up at load so no query waits for it. ONNX files are not read: the one converter
+(onnx2torch) needs torchvision, which does not import beside torch 2.13.
 """
 
 from __future__ import annotations
@@ -33,6 +35,8 @@ from typing import Any, Literal
 import numpy as np
 
 from mlharness.backends.base import BackendOptions
+from mlharness.backends.onnx_precision import calibration_record, refuse_mislabelled
+from mlharness.backends.pytorch_int8 import is_program, load_program
 from mlharness.errors import ConfigError, ModelError
 from mlharness.options import Options
 from mlharness.tensors import TensorSpec
@@ -90,9 +94,10 @@ class PyTorchBackend:
     options_model = PyTorchOptions
 
     @staticmethod
-    def load_allowance_s(extra: dict[str, Any]) -> float:
+    def load_allowance_s(extra: dict[str, Any], model: Path | None = None) -> float:
         """Seconds loading may take beyond the stall timeout: compiling is not a stall."""
-        return COMPILE_ALLOWANCE_S if extra.get("compile") else 0.0
+        compiles = extra.get("compile") or (model is not None and is_program(model))
+        return COMPILE_ALLOWANCE_S if compiles else 0.0
 
     def __init__(self) -> None:
         self.net: Any = None
@@ -101,6 +106,7 @@ class PyTorchBackend:
         self.options = BackendOptions()
         self.forward: Any = None  # the model, or its torch.compile
         self._inputs: list[TensorSpec] = []
+        self.calibration: dict[str, Any] | None = None  # beside a calibrated program
 
     def load(self, model: Path | None, options: BackendOptions) -> None:
         import torch
@@ -120,6 +126,11 @@ class PyTorchBackend:
                               hint="bf16 needs AVX512_BF16 or AMX; use --precision fp32")
         if options.threads:
             torch.set_num_threads(int(options.threads))
+        self.calibration = calibration_record(model)
+        if is_program(model):
+            self._load_program(model, options)
+            return
+        refuse_mislabelled(model, options.precision)
         state = _state_dict(model)
         arch = str(options.extra.get("arch") or ("bert" if any(
             k.startswith("bert.") for k in state) else "resnet50" if "fc.weight" in state else ""))
@@ -138,6 +149,24 @@ class PyTorchBackend:
         self.arch, self.model, self.options = arch, model, options
         self.forward = self._compiled() if options.extra.get("compile") else self.net
 
+    def _load_program(self, model: Path, options: BackendOptions) -> None:
+        """A calibrated int8 program, compiled at load (its int8 kernels exist only compiled)."""
+        if options.precision != "int8":
+            raise ConfigError(f"{model} is a calibrated int8 program, but --precision is "
+                              f"{options.precision}",
+                              hint="pass --precision int8 (the run then records the calibration)")
+        arch = str(options.extra.get("arch") or (self.calibration or {}).get("arch") or "")
+        if arch not in ("bert", "resnet50"):
+            raise ModelError(f"cannot tell the architecture of {model}: no calibration record "
+                             "beside it", hint="pass --backend-option arch=bert or arch=resnet50")
+        if arch == "bert":
+            self._inputs = [TensorSpec(n, "int64", (None, None)) for n in BERT_INPUTS]
+        else:
+            self._resnet_inputs(options)
+        self.net = load_program(model)
+        self.arch, self.model, self.options = arch, model, options
+        self.forward = self._compiled()
+
     @staticmethod
     def _dynamic_int8(net: Any, arch: str, options: BackendOptions) -> Any:
         """BERT's Linear layers quantised dynamically (int8 weights per output channel, int8
@@ -147,9 +176,11 @@ class PyTorchBackend:
         from torch.ao.quantization import per_channel_dynamic_qconfig, quantize_dynamic
 
         if arch != "bert":
-            raise ConfigError("int8 on the pytorch backend is dynamic quantisation of Linear "
-                              "layers, which leaves ResNet-50's convolutions in fp32",
-                              hint="mlharness calibrate, then --backend onnxruntime or openvino")
+            raise ConfigError("int8 of a ResNet-50 checkpoint on the pytorch backend needs a "
+                              "calibrated program (dynamic quantisation would leave its "
+                              "convolutions in fp32)",
+                              hint="mlharness calibrate -b resnet50 --backend pytorch --model "
+                                   "CHECKPOINT --dataset DATA, then pass the .int8.pt2 it writes")
         if options.extra.get("compile"):
             raise ConfigError("torch.compile does not run dynamically quantised Linear layers",
                               hint="drop --backend-option compile=true for --precision int8")
@@ -188,11 +219,14 @@ class PyTorchBackend:
         self.config = config
         return self._load_state(BertForQA(config), state, model)
 
+    def _resnet_inputs(self, options: BackendOptions) -> None:
+        name = options.task_inputs[0].name if options.task_inputs else "input_tensor:0"
+        self._inputs = [TensorSpec(name, "float32", (None, 3, None, None))]
+
     def _resnet(self, state: dict[str, Any], options: BackendOptions) -> Any:
         from mlharness.backends.torch_models import resnet_from_state
 
-        name = options.task_inputs[0].name if options.task_inputs else "input_tensor:0"
-        self._inputs = [TensorSpec(name, "float32", (None, 3, None, None))]
+        self._resnet_inputs(options)
         return self._load_state(resnet_from_state(state), state, self.model or Path("model"))
 
     def _compiled(self) -> Any:
@@ -204,6 +238,11 @@ class PyTorchBackend:
             raise ConfigError("torch.compile needs a C++ compiler, and none is on PATH",
                               hint="install g++ (Debian: apt install g++), or drop "
                                    "--backend-option compile=true")
+        # freezing: weights become constants, so oneDNN gets them pre-packed (and a PT2E
+        # program's quantised patterns become int8 kernels); this process only runs inference
+        torch._inductor.config.freezing = True
+        # inductor's own advice to itself (how its oneDNN lowering copies a tensor)
+        warnings.filterwarnings("ignore", category=UserWarning, module=r"torch\._inductor\.")
         compiled = torch.compile(self.net, dynamic=True if self.arch == "bert" else None)
         spec = self.options.run_spec or {}
         batch = max(2, int(spec.get("batch_size") or 1))  # 2: a batch axis that is not special
@@ -217,6 +256,14 @@ class PyTorchBackend:
             raise ModelError(f"torch.compile failed: {' '.join(str(exc).split())[:300]}",
                              hint="drop --backend-option compile=true") from exc
         return compiled
+
+    def _quantization(self) -> str | None:
+        if self.options.precision != "int8":
+            return None
+        if self.model is not None and is_program(self.model):
+            return "calibrated int8 program (PT2E, torchao X86InductorQuantizer), compiled"
+        return ("dynamic int8, per-channel weights, Linear layers with >= "
+                f"{MIN_QUANTISED_OUTPUTS} outputs (torch.ao quantize_dynamic)")
 
     @property
     def inputs(self) -> list[TensorSpec]:
@@ -251,9 +298,8 @@ class PyTorchBackend:
         return {"name": self.name, "torch": torch.__version__, "arch": self.arch,
                 "threads": torch.get_num_threads(), "precision": self.options.precision,
                 "autocast": "bf16" if self.options.precision == "bf16" else None,
-                "quantization": ("dynamic int8, per-channel weights, Linear layers with >= "
-                                 f"{MIN_QUANTISED_OUTPUTS} outputs (torch.ao quantize_dynamic)"
-                                 if self.options.precision == "int8" else None),
-                "compiled": bool(self.options.extra.get("compile")),
+                "quantization": self._quantization(),
+                "calibration": getattr(self, "calibration", None),
+                "compiled": self.forward is not self.net,
                 "channels_last": self.arch == "resnet50",
                 "onednn_bf16": bf16_supported(), "model": str(self.model)}

@@ -12,12 +12,15 @@ examples:
   mlharness calibrate -b resnet50 --model resnet50_v1.onnx --dataset imagenet-val
   mlharness calibrate -b bert-99 --model model.onnx --dataset dev-v1.1.json --vocab vocab.txt \\
       --backend openvino
+  mlharness calibrate -b resnet50 --model resnet50.pth --dataset imagenet-val --backend pytorch \
+      --task-option label_offset=0 --task-option preprocessing=torchvision
   mlharness calibrate -b resnet50 ... --calibration-list option_2      # ImageNet's second list
   mlharness calibrate -b demo ... --calibration-list my_samples.txt    # your own (not official)
 
 Then run the model it writes with --precision int8:
   mlharness run -b resnet50 --model resnet50_v1.int8.onnx --precision int8 ...
   mlharness run -b bert-99 --model model.int8.xml --precision int8 --backend openvino ...
+  mlharness run -b resnet50 --model resnet50.int8.pt2 --precision int8 --backend pytorch ...
 run.json then holds the calibration record (<model>.int8.calibration.json).
 """
 
@@ -25,31 +28,35 @@ run.json then holds the calibration record (<model>.int8.calibration.json).
 def register(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser(
         "calibrate", help="build a calibrated int8 model from the official calibration list",
-        description="Quantise an fp32 ONNX model to int8 with activation ranges measured on the "
+        description="Quantise an fp32 model to int8 with activation ranges measured on the "
                     "benchmark's official calibration samples (mlcommons/inference "
                     "calibration/), pre-processed as a run feeds them. --backend onnxruntime "
                     "writes a QDQ ONNX model (per-channel int8 weights, uint8 activations; "
                     "OpenVINO runs it too); --backend openvino writes an OpenVINO IR quantised "
-                    "by NNCF (usually the faster on OpenVINO). Writes the model and a "
+                    "by NNCF (usually the faster on OpenVINO); --backend pytorch quantises the "
+                    "official PyTorch checkpoint with PT2E (torchao) into a torch.export "
+                    "program, .int8.pt2, that runs compiled. Writes the model and a "
                     ".calibration.json record beside it.",
         epilog=EXAMPLES, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--benchmark", "-b", required=True, metavar="NAME")
     p.add_argument("--model", "-m", type=Path, required=True, metavar="PATH",
-                   help="the fp32 ONNX model")
+                   help="the fp32 ONNX model (--backend pytorch: the PyTorch checkpoint, "
+                        "model.pytorch with bert_config.json beside it, or resnet50.pth)")
     p.add_argument("--dataset", "-d", type=Path, required=True, metavar="PATH")
     p.add_argument("--vocab", type=Path, metavar="PATH", help="vocab.txt (BERT)")
     p.add_argument("--backend", default="onnxruntime", metavar="NAME",
-                   help="runtime the model is for: onnxruntime (default: <model>.int8.onnx) or "
-                        "openvino (NNCF: <model>.int8.xml + .bin)")
+                   help="runtime the model is for: onnxruntime (default: <model>.int8.onnx), "
+                        "openvino (NNCF: <model>.int8.xml + .bin) or pytorch (PT2E: "
+                        "<model>.int8.pt2)")
     p.add_argument("--output", "-o", type=Path, metavar="PATH",
-                   help="where to write the int8 model (default <model>.int8.onnx, or "
-                        ".int8.xml for openvino)")
+                   help="where to write the int8 model (default <model>.int8.onnx, .int8.xml "
+                        "for openvino, .int8.pt2 for pytorch)")
     p.add_argument("--calibration-list", metavar="NAME|FILE",
                    help="official option (ImageNet: option_1 default, option_2) or a file of "
                         "your own (sample file names or QSL indices, one a line)")
     p.add_argument("--method", default="minmax", choices=("minmax", "entropy", "percentile"),
-                   help="how activation ranges are taken (default minmax; openvino/NNCF: "
-                        "minmax only)")
+                   help="how activation ranges are taken (default minmax; openvino and "
+                        "pytorch: minmax only)")
     p.add_argument("--cache-dir", type=Path, metavar="DIR")
     p.add_argument("--task-option", dest="task_option", action="append", default=[],
                    type=_key_value, metavar="KEY=VALUE",

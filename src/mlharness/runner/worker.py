@@ -79,7 +79,8 @@ def build_local(spec: Any, phase: Any = None, cpus: list[int] | None = None,
                              scenario=spec.scenario, cpus=cpus or None,
                              task_inputs=list(task.model_inputs))
     # a backend that compiles at load (torch.compile) says how much longer loading may take
-    allowance = getattr(backend, "load_allowance_s", lambda extra: 0.0)(options.extra)
+    allowance = getattr(backend, "load_allowance_s", lambda extra, model: 0.0)(
+        options.extra, model)
     if allowance:
         phase("loading the model", allowance)
     backend.load(model, options)
