@@ -108,6 +108,7 @@ def quantised_file(model: Path, target: Path, what: str, hint: str,
     root.setLevel(logging.ERROR)
     try:
         yield tmp
+        os.chmod(tmp, 0o644)  # as write_bytes_atomic leaves a file (mkstemp made it 0600)
         os.replace(tmp, target)
     except Exception as exc:  # noqa: BLE001 - reported as a ModelError
         raise ModelError(f"{what} of {model} failed: {exc}".splitlines()[0], hint=hint) from exc
