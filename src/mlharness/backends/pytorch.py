@@ -299,7 +299,7 @@ class PyTorchBackend:
                 "threads": torch.get_num_threads(), "precision": self.options.precision,
                 "autocast": "bf16" if self.options.precision == "bf16" else None,
                 "quantization": self._quantization(),
-                "calibration": getattr(self, "calibration", None),
+                "calibration": self.calibration,
                 "compiled": self.forward is not self.net,
                 "channels_last": self.arch == "resnet50",
                 "onednn_bf16": bf16_supported(), "model": str(self.model)}
