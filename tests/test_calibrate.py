@@ -209,3 +209,16 @@ def test_pytorch_calibration_is_a_pt2e_program(imagenet: Path, tmp_path: Path,
     assert rec["backend"]["compiled"] is True
     assert rec["backend"]["calibration"]["recipe"] == record["recipe"]
     assert "official calibration list" in weight_transformations("int8", rec["backend"])
+
+
+def test_progress_shows_each_step_once() -> None:
+    from mlharness.cli.calibrate import _Steps
+
+    with _Steps(enabled=True) as steps:
+        steps(0, 3, "pre-processing images")
+        steps(3, 3, "pre-processing images")
+        [pre] = steps.progress.tasks
+        assert (pre.completed, pre.total) == (3, 3)
+        steps(0, 0, "quantising on 3 samples (onnxruntime)")  # no count: time only
+        [quantising] = steps.progress.tasks
+        assert quantising.description.startswith("quantising") and quantising.total is None

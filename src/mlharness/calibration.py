@@ -86,7 +86,8 @@ def output_path(model: Path, output: Path | None, backend: str = "onnxruntime") 
 
 
 def calibrate(req: CalibrationRequest, progress: Any = None) -> dict[str, Any]:
-    """Build the int8 model; return the record written beside it."""
+    """Build the int8 model; return the record written beside it. ``progress(done, total,
+    label)`` hears the pre-processing, then the quantising (``total`` 0: no count)."""
     from mlharness.backends.onnx_precision import calibration_file, quantize_calibrated
     from mlharness.backends.openvino_int8 import quantize_nncf, require_nncf
     from mlharness.backends.pytorch_int8 import require_pt2e
@@ -118,6 +119,8 @@ def calibrate(req: CalibrationRequest, progress: Any = None) -> dict[str, Any]:
     step = max(1, req.batch_size)
     batches = [task.batch_inputs(indices[i:i + step]) for i in range(0, len(indices), step)]
     target.parent.mkdir(parents=True, exist_ok=True)
+    if progress is not None:  # no count to show: the quantiser reports nothing while it works
+        progress(0, 0, f"quantising on {len(indices)} samples ({req.backend})")
     if req.backend == "openvino":
         done = quantize_nncf(req.model, target, batches, req.method, task.transformer)
     elif req.backend == "pytorch":
