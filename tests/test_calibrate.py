@@ -214,13 +214,17 @@ def test_pytorch_calibration_is_a_pt2e_program(imagenet: Path, tmp_path: Path,
 
 
 def test_progress_shows_each_step_once() -> None:
-    from mlharness.cli.calibrate import _Steps
+    from mlharness.cli.render import LiveProgress
+    from mlharness.runner.execute import RunProgress
 
-    with _Steps(enabled=True) as steps:
+    with LiveProgress(enabled=True) as bar:
+        def steps(done: int, total: int, label: str) -> None:  # as calibrate_command hands it
+            bar(RunProgress("prepare", done, total, label=label))
+
         steps(0, 3, "pre-processing images")
         steps(3, 3, "pre-processing images")
-        [pre] = steps.progress.tasks
+        [pre] = bar.progress.tasks
         assert (pre.completed, pre.total) == (3, 3)
         steps(0, 0, "quantising on 3 samples (onnxruntime)")  # no count: time only
-        [quantising] = steps.progress.tasks
+        [quantising] = bar.progress.tasks
         assert quantising.description.startswith("quantising") and quantising.total is None

@@ -99,22 +99,33 @@ def quantised_file(model: Path, target: Path, what: str, hint: str,
     """A temporary path for the quantiser to write; moved onto ``target`` when it succeeds, its
     failure (the quantisers raise assorted types) turned into one ModelError line. The
     quantisers' advice on the root logger is kept quiet meanwhile."""
-    import logging
-
     fd, tmp = tempfile.mkstemp(dir=target.parent, suffix=".tmp" + suffix)
     os.close(fd)
-    root = logging.getLogger()
-    level = root.level
-    root.setLevel(logging.ERROR)
     try:
-        yield tmp
+        with quiet_loggers(""):  # "": the root logger
+            yield tmp
         os.chmod(tmp, 0o644)  # as write_bytes_atomic leaves a file (mkstemp made it 0600)
         os.replace(tmp, target)
     except Exception as exc:  # noqa: BLE001 - reported as a ModelError
         raise ModelError(f"{what} of {model} failed: {exc}".splitlines()[0], hint=hint) from exc
     finally:
-        root.setLevel(level)
         Path(tmp).unlink(missing_ok=True)
+
+
+@contextlib.contextmanager
+def quiet_loggers(*names: str) -> Iterator[None]:
+    """Loggers ``names`` at ERROR meanwhile: the runtimes' advice is not the user's."""
+    import logging
+
+    loggers = [logging.getLogger(n) for n in names]
+    levels = [lg.level for lg in loggers]
+    for lg in loggers:
+        lg.setLevel(logging.ERROR)
+    try:
+        yield
+    finally:
+        for lg, level in zip(loggers, levels):
+            lg.setLevel(level)
 
 
 def _quantize_int8(model: Path, target: Path) -> None:

@@ -159,10 +159,7 @@ class PyTorchBackend:
         if arch not in ("bert", "resnet50"):
             raise ModelError(f"cannot tell the architecture of {model}: no calibration record "
                              "beside it", hint="pass --backend-option arch=bert or arch=resnet50")
-        if arch == "bert":
-            self._inputs = [TensorSpec(n, "int64", (None, None)) for n in BERT_INPUTS]
-        else:
-            self._resnet_inputs(options)
+        self._set_inputs(arch, options)
         self.net = load_program(model)
         self.arch, self.model, self.options = arch, model, options
         self.forward = self._compiled()
@@ -215,18 +212,21 @@ class PyTorchBackend:
             config = read_bert_config(cfg_path)
         except (ValueError, OSError) as exc:
             raise ModelError(f"bad BERT config: {exc}", hint="use the official bert_config.json")
-        self._inputs = [TensorSpec(n, "int64", (None, None)) for n in BERT_INPUTS]
+        self._set_inputs("bert", options)
         self.config = config
         return self._load_state(BertForQA(config), state, model)
 
-    def _resnet_inputs(self, options: BackendOptions) -> None:
+    def _set_inputs(self, arch: str, options: BackendOptions) -> None:
+        if arch == "bert":
+            self._inputs = [TensorSpec(n, "int64", (None, None)) for n in BERT_INPUTS]
+            return
         name = options.task_inputs[0].name if options.task_inputs else "input_tensor:0"
         self._inputs = [TensorSpec(name, "float32", (None, 3, None, None))]
 
     def _resnet(self, state: dict[str, Any], options: BackendOptions) -> Any:
         from mlharness.backends.torch_models import resnet_from_state
 
-        self._resnet_inputs(options)
+        self._set_inputs("resnet50", options)
         return self._load_state(resnet_from_state(state), state, self.model or Path("model"))
 
     def _compiled(self) -> Any:

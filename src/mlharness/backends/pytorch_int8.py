@@ -18,13 +18,13 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
-import logging
 import warnings
 from pathlib import Path
 from typing import Any, Iterator
 
 import numpy as np
 
+from mlharness.backends.onnx_precision import quiet_loggers
 from mlharness.errors import ConfigError, ModelError
 
 #: bump when the recipe changes
@@ -40,25 +40,12 @@ def is_program(model: Path) -> bool:
     return Path(model).suffix == PROGRAM_SUFFIX
 
 
-@contextlib.contextmanager
-def _quiet(*names: str) -> Iterator[None]:
-    """Loggers ``names`` at ERROR meanwhile (torchao warns at import that its CUDA kernels do not
-    load on a CPU-only machine; torch's pytree warns about torchao's enums)."""
-    loggers = [logging.getLogger(n) for n in names]
-    levels = [lg.level for lg in loggers]
-    for lg in loggers:
-        lg.setLevel(logging.ERROR)
-    try:
-        yield
-    finally:
-        for lg, level in zip(loggers, levels):
-            lg.setLevel(level)
-
-
 def import_torchao() -> Any:
     """The torchao module (it also registers the quantised ops a saved program uses), or a
     ConfigError saying how to get it."""
-    with _quiet("torchao", "torch.utils._pytree"):
+    # torchao warns at import that its CUDA kernels do not load on a CPU-only machine; torch's
+    # pytree warns about torchao's enums
+    with quiet_loggers("torchao", "torch.utils._pytree"):
         try:
             import torchao
         except ImportError as exc:
@@ -72,7 +59,7 @@ def import_torchao() -> Any:
 def _quiet_export() -> Iterator[None]:
     """Advice that is not the user's: the quantiser notes the layers it leaves fp32 by design
     (e.g. a max-pool after an unquantised input), torch.export notes how it stores weights."""
-    with warnings.catch_warnings(), _quiet("torch.export"):
+    with warnings.catch_warnings(), quiet_loggers("torch.export"):
         warnings.filterwarnings("ignore", category=UserWarning, module=r"torchao\.")
         warnings.filterwarnings("ignore", category=UserWarning, module=r"torch\.export\.")
         yield

@@ -5,7 +5,6 @@ from __future__ import annotations
 import argparse
 import sys
 from pathlib import Path
-from typing import Any
 
 from mlharness.cli.run import _key_value
 
@@ -67,39 +66,10 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.set_defaults(func=calibrate_command)
 
 
-class _Steps:
-    """A bar per step of ``calibrate`` (``progress(done, total, label)``; ``total`` 0: the step
-    has no count, so the bar shows only the time it has taken)."""
-
-    def __init__(self, enabled: bool) -> None:
-        from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
-
-        from mlharness.cli.render import console_err
-
-        self.progress = Progress(TextColumn("[bold]{task.description}"), BarColumn(),
-                                 TimeElapsedColumn(), console=console_err, transient=True,
-                                 disable=not enabled)
-        self.task: Any = None
-        self.label = ""
-
-    def __enter__(self) -> "_Steps":
-        self.progress.__enter__()
-        return self
-
-    def __exit__(self, *exc: Any) -> None:
-        self.progress.__exit__(*exc)
-
-    def __call__(self, done: int, total: int, label: str) -> None:
-        if label != self.label:
-            if self.task is not None:
-                self.progress.remove_task(self.task)
-            self.task, self.label = self.progress.add_task(label, total=total or None), label
-        self.progress.update(self.task, completed=done, total=total or None)
-
-
 def calibrate_command(args: argparse.Namespace) -> int:
     from mlharness.calibration import CalibrationRequest, calibrate
-    from mlharness.cli.render import console
+    from mlharness.cli.render import LiveProgress, console
+    from mlharness.runner.execute import RunProgress
     from mlharness.options import parse_scalar
 
     req = CalibrationRequest(
@@ -108,8 +78,9 @@ def calibrate_command(args: argparse.Namespace) -> int:
         calibration_list=args.calibration_list, method=args.method,
         task_option={k: parse_scalar(v) for k, v in args.task_option})
     console.print(f"calibrating {args.model} for {args.benchmark} ({args.backend}) …")
-    with _Steps(enabled=not args.no_progress and sys.stderr.isatty()) as steps:
-        record = calibrate(req, steps)
+    with LiveProgress(enabled=not args.no_progress and sys.stderr.isatty()) as bar:
+        record = calibrate(req, lambda done, total, label: bar(
+            RunProgress("prepare", done, total, label=label)))
     samples = record["samples"]
     console.print(f"[green]wrote[/] {record['model']}")
     console.print(f"  calibration: {samples['used']} of {samples['listed']} samples of "

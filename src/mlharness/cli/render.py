@@ -27,6 +27,7 @@ class LiveProgress:
             console=console_err, transient=True, disable=not enabled,
         )
         self.tasks: dict[str, TaskID] = {}
+        self.step = ""  # the label of the prepare step on show
 
     def __enter__(self) -> LiveProgress:
         self.progress.__enter__()
@@ -37,13 +38,18 @@ class LiveProgress:
 
     def __call__(self, event: Any) -> None:
         key = "prepare" if event.phase == "prepare" else "run"
+        if key == "prepare" and key in self.tasks and event.label != self.step:
+            self.progress.remove_task(self.tasks.pop(key))  # the next step: a bar of its own
+        if key == "prepare":
+            self.step = event.label
         if key not in self.tasks:
             self.tasks[key] = self.progress.add_task(event.label or event.phase, total=None,
                                                      detail="")
         tid = self.tasks[key]
-        if event.phase == "prepare":
+        if event.phase == "prepare":  # a step without a count (total 0/None) shows its time
             self.progress.update(tid, description=event.label, completed=event.done,
-                                 total=event.total, detail=f"{event.done}/{event.total}")
+                                 total=event.total or None,
+                                 detail=f"{event.done}/{event.total}" if event.total else "")
             return
         detail = f"{event.done:,} samples"
         if event.phase == "load":
