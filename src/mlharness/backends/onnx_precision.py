@@ -4,8 +4,8 @@
 per output channel, activations quantised per batch at run time) of the MatMul/Gemm/Attention
 nodes that multiply by a constant weight. Activation x activation MatMuls (attention QK^T and
 probs x V) stay fp32 (``MatMulConstBOnly``), and so do weight MatMuls/Gemms with fewer than
-``SMALL_OUTPUT`` output columns (the QA head, 1024 x 2): they cost nothing to run in fp32 and sit
-right on the logits. The result is cached on disk under a key made of the model's sha256, the
+``MIN_QUANTISED_OUTPUTS`` output columns (the QA head, 1024 x 2): they cost nothing to run in
+fp32 and sit right on the logits. The result is cached on disk under a key made of the model's sha256, the
 precision, the recipe and the onnxruntime version, so a 1.3 GB model is quantised once. Embedding
 lookups (Gather) stay fp32.
 
@@ -15,39 +15,20 @@ so it is refused with a hint rather than emulated.
 
 from __future__ import annotations
 
-import contextlib
 import hashlib
-import os
-import tempfile
 from pathlib import Path
-from typing import Iterator
 
-from mlharness.errors import ConfigError, ModelError
+from mlharness.backends.quantised import (MIN_QUANTISED_OUTPUTS, calibration_file,
+                                         quantised_file, refuse_mislabelled)
+from mlharness.errors import ConfigError
 from mlharness.files import cache_root, sha256_file
 
 #: bump when the quantisation recipe changes
 RECIPE = "dynamic-int8-v2-perchannel-fp32head"
 
-#: weight MatMuls/Gemms with fewer output columns than this stay fp32
-SMALL_OUTPUT = 16
-
-
 #: ops that only a quantised ONNX model holds (QDQ format or integer operator format)
 QUANT_OPS = frozenset({"QuantizeLinear", "DequantizeLinear", "DynamicQuantizeLinear",
                        "QLinearConv", "QLinearMatMul", "MatMulInteger", "ConvInteger"})
-
-
-def calibration_file(model: Path) -> Path:
-    """Where ``mlharness calibrate`` records how ``model`` (its output) was made."""
-    return model.with_name(model.stem + ".calibration.json")
-
-
-def calibration_record(model: Path) -> dict | None:
-    """The calibration record beside a calibrated model, or None."""
-    import json
-
-    path = calibration_file(Path(model))
-    return json.loads(path.read_text()) if path.is_file() else None
 
 
 def is_quantized(model: Path) -> bool:
@@ -58,13 +39,6 @@ def is_quantized(model: Path) -> bool:
 
     graph = onnx.load(str(model), load_external_data=False).graph
     return any(n.op_type in QUANT_OPS for n in graph.node)
-
-
-def refuse_mislabelled(model: Path, precision: str) -> None:
-    """A calibrated int8 model run as fp32/bf16 would be int8 silently: refuse."""
-    if precision != "int8" and calibration_file(Path(model)).is_file():
-        raise ConfigError(f"{model} is a calibrated int8 model, but --precision is {precision}",
-                          hint="pass --precision int8 (the run then records the calibration)")
 
 
 def prepared_model(model: Path, precision: str, cache_dir: str | Path | None = None) -> Path:
@@ -93,41 +67,6 @@ def prepared_model(model: Path, precision: str, cache_dir: str | Path | None = N
     return target
 
 
-@contextlib.contextmanager
-def quantised_file(model: Path, target: Path, what: str, hint: str,
-                   suffix: str = ".onnx") -> Iterator[str]:
-    """A temporary path for the quantiser to write; moved onto ``target`` when it succeeds, its
-    failure (the quantisers raise assorted types) turned into one ModelError line. The
-    quantisers' advice on the root logger is kept quiet meanwhile."""
-    fd, tmp = tempfile.mkstemp(dir=target.parent, suffix=".tmp" + suffix)
-    os.close(fd)
-    try:
-        with quiet_loggers(""):  # "": the root logger
-            yield tmp
-        os.chmod(tmp, 0o644)  # as write_bytes_atomic leaves a file (mkstemp made it 0600)
-        os.replace(tmp, target)
-    except Exception as exc:  # noqa: BLE001 - reported as a ModelError
-        raise ModelError(f"{what} of {model} failed: {exc}".splitlines()[0], hint=hint) from exc
-    finally:
-        Path(tmp).unlink(missing_ok=True)
-
-
-@contextlib.contextmanager
-def quiet_loggers(*names: str) -> Iterator[None]:
-    """Loggers ``names`` at ERROR meanwhile: the runtimes' advice is not the user's."""
-    import logging
-
-    loggers = [logging.getLogger(n) for n in names]
-    levels = [lg.level for lg in loggers]
-    for lg in loggers:
-        lg.setLevel(logging.ERROR)
-    try:
-        yield
-    finally:
-        for lg, level in zip(loggers, levels):
-            lg.setLevel(level)
-
-
 def _quantize_int8(model: Path, target: Path) -> None:
     from onnxruntime.quantization import QuantType, quantize_dynamic
 
@@ -139,7 +78,7 @@ def _quantize_int8(model: Path, target: Path) -> None:
                          extra_options={"MatMulConstBOnly": True})
 
 
-def small_output_nodes(model: Path, limit: int = SMALL_OUTPUT) -> list[str]:
+def small_output_nodes(model: Path, limit: int = MIN_QUANTISED_OUTPUTS) -> list[str]:
     """Names of MatMul/Gemm nodes whose weight is an initializer with fewer than ``limit`` output
     columns (the QA head); tensors stored outside the file are read from their shape only."""
     import onnx
@@ -167,8 +106,8 @@ STATIC_RECIPE = "onnxruntime-quantize_static-qdq-v1"
 def quantize_calibrated(model: Path, target: Path, batches: list[dict], method: str = "minmax",
                         op_types: tuple[str, ...] = ("Conv", "MatMul", "Gemm")) -> dict:
     """Static int8 (QDQ: int8 weights per channel, uint8 activations with ranges measured on
-    ``batches``) of ``model`` into ``target``; the heads with fewer than ``SMALL_OUTPUT`` output
-    columns stay fp32. onnxruntime runs the QDQ file with int8 kernels, and OpenVINO reads the
+    ``batches``) of ``model`` into ``target``; the heads with fewer than
+    ``MIN_QUANTISED_OUTPUTS`` output columns stay fp32. onnxruntime runs the QDQ file with int8 kernels, and OpenVINO reads the
     same file as int8. Returns what was done (for the calibration record)."""
     import onnxruntime as ort
     from onnxruntime.quantization import (CalibrationDataReader, CalibrationMethod, QuantFormat,

@@ -135,7 +135,7 @@ class OnnxRuntimeBackend:
     def describe(self) -> dict[str, Any]:
         import onnxruntime as ort
 
-        from mlharness.backends.onnx_precision import calibration_record
+        from mlharness.backends.quantised import calibration_record
 
         return {
             "name": self.name,

@@ -86,7 +86,7 @@ class OpenVinoBackend:
     def load(self, model: Path | None, options: BackendOptions) -> None:
         import openvino as ov
 
-        from mlharness.backends.onnx_precision import calibration_record, refuse_mislabelled
+        from mlharness.backends.quantised import calibration_record, refuse_mislabelled
         from mlharness.backends.openvino_int8 import require_int8
 
         if model is None:

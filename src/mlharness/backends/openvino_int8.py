@@ -3,8 +3,8 @@
 ``mlharness calibrate --backend openvino`` hands the calibration batches to
 ``nncf.quantize`` on the model as OpenVINO reads it and saves an IR (``.xml`` + ``.bin``) with
 int8 FakeQuantize layers that OpenVINO's CPU plugin runs on its VNNI/AMX int8 kernels. The heads
-with fewer than ``SMALL_OUTPUT`` output columns (BERT's QA head) stay fp32, as in the QDQ recipe
-for onnxruntime. Weights are saved as they are (``compress_to_fp16=False``): what is not
+with fewer than ``MIN_QUANTISED_OUTPUTS`` output columns (BERT's QA head) stay fp32, as in the QDQ
+recipe for onnxruntime. Weights are saved as they are (``compress_to_fp16=False``): what is not
 quantised stays fp32.
 """
 
@@ -12,8 +12,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from mlharness.backends.onnx_precision import (quantised_file, is_quantized,
-                                               small_output_nodes)
+from mlharness.backends.onnx_precision import is_quantized, small_output_nodes
+from mlharness.backends.quantised import quantised_file
 from mlharness.errors import ConfigError
 
 #: bump when the recipe changes

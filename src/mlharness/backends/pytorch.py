@@ -35,7 +35,8 @@ from typing import Any, Literal
 import numpy as np
 
 from mlharness.backends.base import BackendOptions
-from mlharness.backends.onnx_precision import calibration_record, refuse_mislabelled
+from mlharness.backends.quantised import (MIN_QUANTISED_OUTPUTS, calibration_record,
+                                         refuse_mislabelled)
 from mlharness.backends.pytorch_int8 import is_program, load_program
 from mlharness.errors import ConfigError, ModelError
 from mlharness.options import Options
@@ -80,9 +81,6 @@ class PyTorchOptions(Options):
     config: Path | None = None  # BERT's bert_config.json; None: the one beside the checkpoint
     compile: bool = False  # torch.compile, warmed up at load
 
-
-#: Linear layers with fewer outputs (BERT's 2-logit QA head) stay fp32 under int8
-MIN_QUANTISED_OUTPUTS = 16
 
 #: how much longer than the stall timeout loading may take with torch.compile: compiling
 #: ResNet-50 took 20-45 s on two idle cores, and several times that beside other jobs

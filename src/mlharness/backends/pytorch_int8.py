@@ -24,7 +24,7 @@ from typing import Any, Iterator
 
 import numpy as np
 
-from mlharness.backends.onnx_precision import quiet_loggers
+from mlharness.backends.quantised import MIN_QUANTISED_OUTPUTS, quiet_loggers
 from mlharness.errors import ConfigError, ModelError
 
 #: bump when the recipe changes
@@ -104,7 +104,6 @@ def _quantizer(net: Any, reduce_range: bool) -> tuple[Any, list[str]]:
     from torchao.quantization.pt2e.observer import MinMaxObserver
     from torchao.quantization.pt2e.quantizer import x86_inductor_quantizer as xiq
 
-    from mlharness.backends.pytorch import MIN_QUANTISED_OUTPUTS
 
     config = xiq.get_default_x86_inductor_quantization_config(reduce_range=reduce_range)
     minmax = MinMaxObserver.with_args(eps=2**-12)
@@ -125,7 +124,7 @@ def quantize_pt2e(net: Any, arch: str, names: list[str], target: Path,
     activation ranges from ``batches``; returns what was done (for the calibration record)."""
     import torch
 
-    from mlharness.backends.onnx_precision import quantised_file
+    from mlharness.backends.quantised import quantised_file
     from mlharness.hostinfo import matrix_isa
 
     require_pt2e(method)
