@@ -89,9 +89,9 @@ def calibrate(req: CalibrationRequest, progress: Any = None) -> dict[str, Any]:
     """Build the int8 model; return the record written beside it. ``progress(done, total,
     label)`` hears the pre-processing, then the quantising (``total`` 0: no count)."""
     from mlharness.backends.onnx_precision import quantize_calibrated
-    from mlharness.backends.quantised import calibration_file
     from mlharness.backends.openvino_int8 import quantize_nncf, require_nncf
     from mlharness.backends.pytorch_int8 import require_pt2e
+    from mlharness.backends.quantised import calibration_file
     from mlharness.spec import RunSpec
     from mlharness.runner.rundir import now_iso
     from mlharness.runner.worker import task_options

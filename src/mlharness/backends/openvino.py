@@ -86,8 +86,8 @@ class OpenVinoBackend:
     def load(self, model: Path | None, options: BackendOptions) -> None:
         import openvino as ov
 
-        from mlharness.backends.quantised import calibration_record, refuse_mislabelled
         from mlharness.backends.openvino_int8 import require_int8
+        from mlharness.backends.quantised import calibration_record, refuse_mislabelled
 
         if model is None:
             raise ModelError("no model given", hint="pass --model path/to/model.onnx")
