@@ -104,7 +104,6 @@ def _quantizer(net: Any, reduce_range: bool) -> tuple[Any, list[str]]:
     from torchao.quantization.pt2e.observer import MinMaxObserver
     from torchao.quantization.pt2e.quantizer import x86_inductor_quantizer as xiq
 
-
     config = xiq.get_default_x86_inductor_quantization_config(reduce_range=reduce_range)
     minmax = MinMaxObserver.with_args(eps=2**-12)
     config = dataclasses.replace(config, **{
