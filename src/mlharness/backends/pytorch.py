@@ -20,8 +20,8 @@ batch; the QA head stays fp32), like onnxruntime's int8 of an fp32 model; on a R
 checkpoint it is refused (dynamic int8 would leave the convolutions fp32). ResNet-50 runs
 channels-last (oneDNN's fast layout for convolutions). ``--backend-option compile=true`` runs the
 model through ``torch.compile`` (inductor with freezing; it needs a C++ compiler), compiled and
-warmed up at load so no query waits for it. ONNX files are not read: the one converter
-(onnx2torch) needs torchvision, which does not import beside torch 2.13.
+warmed up at load for the batch sizes the run issues, so no query waits for it. ONNX files are
+not read: the one converter (onnx2torch) is unkept since 2024 and requires torchvision unpinned.
 """
 
 from __future__ import annotations
@@ -35,9 +35,9 @@ from typing import Any, Literal
 import numpy as np
 
 from mlharness.backends.base import BackendOptions
+from mlharness.backends.pytorch_int8 import is_program, load_program
 from mlharness.backends.quantised import (MIN_QUANTISED_OUTPUTS, calibration_record,
                                          refuse_mislabelled)
-from mlharness.backends.pytorch_int8 import is_program, load_program
 from mlharness.errors import ConfigError, ModelError
 from mlharness.options import Options
 from mlharness.tensors import TensorSpec
