@@ -121,6 +121,31 @@ def test_bert_compiled_equals_onnx(bert: Path, onnx_logits: dict, tmp_path: Path
         np.testing.assert_allclose(b[i], a[i], rtol=1e-3, atol=1e-3)
 
 
+@pytest.mark.slow
+def test_every_compiled_instance_is_compiled(tmp_path: Path,
+                                             monkeypatch: pytest.MonkeyPatch) -> None:
+    """``--instances N`` with compile=true loads N models in one process: their graphs share
+    one forward code object, and past dynamo's limit per code object (8: four Server
+    instances) the rest would run eager, silently, while run.json says compiled. Here the
+    limit is 1, so without the backend raising it the second and third would not compile."""
+    from torch._dynamo.utils import counters
+
+    from mlharness.backends.base import BackendOptions
+    from mlharness.backends.pytorch import PyTorchBackend
+    from mlharness.backends.torch_models import ResNet
+
+    torch.save(ResNet((1,), classes=10, base=4).state_dict(), tmp_path / "tiny.pth")
+    monkeypatch.setattr(torch._dynamo.config, "recompile_limit", 1)
+    monkeypatch.setattr(PyTorchBackend, "graphs_compiled", 0, raising=False)
+    before = counters["stats"]["unique_graphs"]
+    for _ in range(3):  # Offline: one graph each, for a dynamic batch axis
+        backend = PyTorchBackend()
+        backend.load(tmp_path / "tiny.pth",
+                     BackendOptions(scenario="Offline", extra={"compile": True}))
+        assert backend.compiled_batches == [2]
+    assert counters["stats"]["unique_graphs"] - before == 3
+
+
 @pytest.mark.parametrize("scenario, flags", [
     ("SingleStream", ["--target-latency", "2"]), ("Server", ["--target-qps", "30"]),
     pytest.param("Offline", ["--target-qps", "100"], marks=pytest.mark.slow),

@@ -90,6 +90,8 @@ COMPILE_ALLOWANCE_S = 600.0
 class PyTorchBackend:
     name = "pytorch"
     options_model = PyTorchOptions
+    #: graphs compiled in this process so far (``--instances N``: N models, one code object)
+    graphs_compiled = 0
 
     @staticmethod
     def load_allowance_s(extra: dict[str, Any], model: Path | None = None) -> float:
@@ -258,6 +260,13 @@ class PyTorchBackend:
         warnings.filterwarnings("ignore", category=UserWarning, module=r"torch\._inductor\.")
         compiled = torch.compile(self.net, dynamic=True if self.arch == "bert" else None)
         self.compiled_batches = self._batches_to_compile()
+        # every instance's graphs sit on the one forward code object; past dynamo's limit of 8
+        # per code object it would run the rest eager, silently (4 Server instances)
+        PyTorchBackend.graphs_compiled += len(self.compiled_batches)
+        dynamo = torch._dynamo.config
+        dynamo.recompile_limit = max(dynamo.recompile_limit, 8 + PyTorchBackend.graphs_compiled)
+        dynamo.accumulated_recompile_limit = max(dynamo.accumulated_recompile_limit,
+                                                 256 + PyTorchBackend.graphs_compiled)
         try:
             for batch in self.compiled_batches:
                 if self.arch == "bert":
