@@ -130,13 +130,14 @@ def test_every_compiled_instance_is_compiled(tmp_path: Path,
     limit is 1, so without the backend raising it the second and third would not compile."""
     from torch._dynamo.utils import counters
 
+    from mlharness.backends import torch_compile
     from mlharness.backends.base import BackendOptions
     from mlharness.backends.pytorch import PyTorchBackend
     from mlharness.backends.torch_models import ResNet
 
     torch.save(ResNet((1,), classes=10, base=4).state_dict(), tmp_path / "tiny.pth")
     monkeypatch.setattr(torch._dynamo.config, "recompile_limit", 1)
-    monkeypatch.setattr(PyTorchBackend, "graphs_compiled", 0, raising=False)
+    monkeypatch.setattr(torch_compile, "graphs_compiled", 0)
     before = counters["stats"]["unique_graphs"]
     for _ in range(3):  # Offline: one graph each, for a dynamic batch axis
         backend = PyTorchBackend()

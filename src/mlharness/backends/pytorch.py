@@ -27,7 +27,6 @@ not read: the one converter (onnx2torch) is unkept since 2024 and requires torch
 from __future__ import annotations
 
 import contextlib
-import shutil
 import warnings
 from pathlib import Path
 from typing import Any, Literal
@@ -38,6 +37,7 @@ from mlharness.backends.base import BackendOptions
 from mlharness.backends.pytorch_int8 import is_program, load_program
 from mlharness.backends.quantised import (MIN_QUANTISED_OUTPUTS, calibration_record,
                                          refuse_mislabelled)
+from mlharness.backends.torch_compile import batches_to_compile, compile_at_load, padded_to_two
 from mlharness.errors import ConfigError, ModelError
 from mlharness.options import Options
 from mlharness.tensors import TensorSpec
@@ -90,8 +90,6 @@ COMPILE_ALLOWANCE_S = 600.0
 class PyTorchBackend:
     name = "pytorch"
     options_model = PyTorchOptions
-    #: graphs compiled in this process so far (``--instances N``: N models, one code object)
-    graphs_compiled = 0
 
     @staticmethod
     def load_allowance_s(extra: dict[str, Any], model: Path | None = None) -> float:
@@ -230,54 +228,19 @@ class PyTorchBackend:
         self._set_inputs("resnet50", options)
         return self._load_state(resnet_from_state(state), state, self.model or Path("model"))
 
-    def _batches_to_compile(self) -> list[int]:
-        """The batch sizes to compile at load: 1 stands for itself (torch.compile always
-        compiles a batch of one apart), 2 or more for a dynamic batch axis. Batches of one are
-        all SingleStream (and a run with --batch-size 1) issues, and what Server issues whenever
-        queries do not pile up; Offline and MultiStream issue one only as a query's tail, which
-        ``predict`` pads to two, so they compile once (BERT-large: 2 minutes less at load)."""
-        scenario = self.options.scenario
-        batch_size = (self.options.run_spec or {}).get("batch_size")
-        if scenario == "SingleStream" or batch_size == 1:
-            return [1]
-        dynamic = max(2, int(batch_size or 2))
-        return [dynamic] if scenario in ("Offline", "MultiStream") else [dynamic, 1]
-
     def _compiled(self) -> Any:
-        """``torch.compile`` of the model, run at load on every batch shape the run issues
-        (``_batches_to_compile``), so compiling costs no query its latency (and no recompile
-        mid-run looks like a stall). BERT: every axis dynamic."""
-        import torch
+        """``torch.compile`` of the model, compiled now for the batch sizes the run issues
+        (BERT: every axis dynamic)."""
+        self.compiled_batches = batches_to_compile(
+            self.options.scenario, (self.options.run_spec or {}).get("batch_size"))
+        return compile_at_load(self.net, self.arch == "bert", self.compiled_batches, self._warm)
 
-        if not (shutil.which("c++") or shutil.which("g++")):
-            raise ConfigError("torch.compile needs a C++ compiler, and none is on PATH",
-                              hint="install g++ (Debian: apt install g++), or drop "
-                                   "--backend-option compile=true")
-        # freezing: weights become constants, so oneDNN gets them pre-packed (and a PT2E
-        # program's quantised patterns become int8 kernels); this process only runs inference
-        torch._inductor.config.freezing = True
-        # inductor's own advice to itself (how its oneDNN lowering copies a tensor)
-        warnings.filterwarnings("ignore", category=UserWarning, module=r"torch\._inductor\.")
-        compiled = torch.compile(self.net, dynamic=True if self.arch == "bert" else None)
-        self.compiled_batches = self._batches_to_compile()
-        # every instance's graphs sit on the one forward code object; past dynamo's limit of 8
-        # per code object it would run the rest eager, silently (4 Server instances)
-        PyTorchBackend.graphs_compiled += len(self.compiled_batches)
-        dynamo = torch._dynamo.config
-        dynamo.recompile_limit = max(dynamo.recompile_limit, 8 + PyTorchBackend.graphs_compiled)
-        dynamo.accumulated_recompile_limit = max(dynamo.accumulated_recompile_limit,
-                                                 256 + PyTorchBackend.graphs_compiled)
-        try:
-            for batch in self.compiled_batches:
-                if self.arch == "bert":
-                    sample = {n: np.ones((batch, 128), np.int64) for n in BERT_INPUTS}
-                else:
-                    sample = {self._inputs[0].name: np.zeros((batch, 3, 224, 224), np.float32)}
-                self._run(compiled, sample, dynamic_batch=batch > 1)
-        except Exception as exc:  # inductor raises assorted types
-            raise ModelError(f"torch.compile failed: {' '.join(str(exc).split())[:300]}",
-                             hint="drop --backend-option compile=true") from exc
-        return compiled
+    def _warm(self, compiled: Any, batch: int) -> None:
+        if self.arch == "bert":
+            sample = {n: np.ones((batch, 128), np.int64) for n in BERT_INPUTS}
+        else:
+            sample = {self._inputs[0].name: np.zeros((batch, 3, 224, 224), np.float32)}
+        self._run(compiled, sample, dynamic_batch=batch > 1)
 
     def _quantization(self) -> str | None:
         if self.options.precision != "int8":
@@ -300,9 +263,8 @@ class PyTorchBackend:
 
     def predict(self, inputs: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
         if self.compiled_batches and 1 not in self.compiled_batches and \
-                len(next(iter(inputs.values()))) == 1:  # a tail batch of one: run as two
-            doubled = {name: np.concatenate([x, x]) for name, x in inputs.items()}
-            return {name: y[:1] for name, y in self._run(self.forward, doubled).items()}
+                len(next(iter(inputs.values()))) == 1:  # a tail batch of one
+            return padded_to_two(lambda doubled: self._run(self.forward, doubled), inputs)
         return self._run(self.forward, inputs)
 
     def _run(self, forward: Any, inputs: dict[str, np.ndarray],
