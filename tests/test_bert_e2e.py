@@ -102,8 +102,10 @@ def test_dynamic_refused_for_fixed_model(data: Path, tmp_path: Path,
     ("SingleStream", ["--target-latency", "5"]),
     ("Server", ["--target-qps", "40"]),
     ("Offline", ["--target-qps", "100"]),
-    # 50 queries instead of the 662 early stopping needs: this checks the wiring, not validity
-    pytest.param("MultiStream", ["--target-latency", "20", "--min-query-count", "50"],
+    # exactly 50 queries instead of the 662 early stopping needs: this checks the wiring, not
+    # validity (no minimum duration, or a fast machine would fit 662 into --test's 2 s)
+    pytest.param("MultiStream", ["--target-latency", "20", "--min-query-count", "50",
+                                 "--min-duration", "0"],
                  marks=pytest.mark.slow),
 ])
 def test_performance_scenarios(data: Path, tmp_path: Path, scenario: str,

@@ -19,7 +19,9 @@ ov = pytest.importorskip("openvino", reason="the openvino extra is not installed
 
 SCENARIO_FLAGS = {
     "SingleStream": ["--target-latency", "1"],
-    "MultiStream": ["--target-latency", "2", "--min-query-count", "50"],
+    # --test's 662 queries: the fewest that give MultiStream's early-stopping estimate (a
+    # value) on any machine; fewer gave none when a loaded machine fit fewer into 2 s
+    "MultiStream": ["--target-latency", "2"],
     "Server": ["--target-qps", "50"],
     "Offline": ["--target-qps", "200"],
 }
