@@ -5,9 +5,9 @@ per output channel, activations quantised per batch at run time) of the MatMul/G
 nodes that multiply by a constant weight. Activation x activation MatMuls (attention QK^T and
 probs x V) stay fp32 (``MatMulConstBOnly``), and so do weight MatMuls/Gemms with fewer than
 ``MIN_QUANTISED_OUTPUTS`` output columns (the QA head, 1024 x 2): they cost nothing to run in
-fp32 and sit right on the logits. The result is cached on disk under a key made of the model's sha256, the
-precision, the recipe and the onnxruntime version, so a 1.3 GB model is quantised once. Embedding
-lookups (Gather) stay fp32.
+fp32 and sit right on the logits. The result is cached on disk under a key made of the model's
+sha256, the precision, the recipe and the onnxruntime version, so a 1.3 GB model is quantised
+once. Embedding lookups (Gather) stay fp32.
 
 ``bf16``: the onnxruntime CPU execution provider has no bf16 kernels for the ops these models use,
 so it is refused with a hint rather than emulated.

@@ -235,12 +235,12 @@ class PyTorchBackend:
             self.options.scenario, (self.options.run_spec or {}).get("batch_size"))
         return compile_at_load(self.net, self.arch == "bert", self.compiled_batches, self._warm)
 
-    def _warm(self, compiled: Any, batch: int) -> None:
+    def _warm(self, forward: Any, batch: int) -> None:
         if self.arch == "bert":
             sample = {n: np.ones((batch, 128), np.int64) for n in BERT_INPUTS}
         else:
             sample = {self._inputs[0].name: np.zeros((batch, 3, 224, 224), np.float32)}
-        self._run(compiled, sample, dynamic_batch=batch > 1)
+        self._run(forward, sample)
 
     def _quantization(self) -> str | None:
         if self.options.precision != "int8":
@@ -267,24 +267,16 @@ class PyTorchBackend:
             return padded_to_two(lambda doubled: self._run(self.forward, doubled), inputs)
         return self._run(self.forward, inputs)
 
-    def _run(self, forward: Any, inputs: dict[str, np.ndarray],
-             dynamic_batch: bool = False) -> dict[str, np.ndarray]:
+    def _run(self, forward: Any, inputs: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
         import torch
-
-        def batch_of(tensor: Any) -> Any:
-            if dynamic_batch:  # compile for any batch size, not this one
-                torch._dynamo.mark_dynamic(tensor, 0)
-            return tensor
 
         with torch.inference_mode(), self._autocast():
             if self.arch == "bert":
-                start, end = forward(*(batch_of(torch.from_numpy(inputs[n]))
-                                       for n in BERT_INPUTS))
+                start, end = forward(*(torch.from_numpy(inputs[n]) for n in BERT_INPUTS))
                 return {BERT_OUTPUTS[0]: start.float().numpy(),
                         BERT_OUTPUTS[1]: end.float().numpy()}
             images = torch.from_numpy(inputs[self._inputs[0].name])
-            logits = forward(batch_of(images.contiguous(memory_format=torch.channels_last)))
-            logits = logits.float()
+            logits = forward(images.contiguous(memory_format=torch.channels_last)).float()
             return {"ArgMax:0": logits.argmax(1).numpy(),
                     "softmax_tensor:0": torch.softmax(logits, 1).numpy()}
 

@@ -37,8 +37,10 @@ def batches_to_compile(scenario: str | None, batch_size: int | None) -> list[int
 
 def compile_at_load(net: Any, every_axis_dynamic: bool, batches: list[int],
                     warm: Callable[[Any, int], Any]) -> Any:
-    """``torch.compile(net)``, compiled now by ``warm(compiled, batch)`` for each of
-    ``batches``; a failure to compile becomes one ModelError line."""
+    """``torch.compile(net)``, compiled now by ``warm(forward, batch)`` for each of ``batches``
+    (``warm`` calls ``forward`` as it would call the model; for a batch of two or more,
+    ``forward`` marks the batch axis dynamic); a failure to compile becomes one ModelError
+    line."""
     import torch
 
     global graphs_compiled
@@ -59,11 +61,24 @@ def compile_at_load(net: Any, every_axis_dynamic: bool, batches: list[int],
                                              256 + graphs_compiled)
     try:
         for batch in batches:
-            warm(compiled, batch)
+            warm(_marked(compiled) if batch > 1 else compiled, batch)
     except Exception as exc:  # inductor raises assorted types
         raise ModelError(f"torch.compile failed: {' '.join(str(exc).split())[:300]}",
                          hint="drop --backend-option compile=true") from exc
     return compiled
+
+
+def _marked(compiled: Any) -> Callable[..., Any]:
+    """``compiled``, called with the batch axis of each tensor marked dynamic: compiled for any
+    batch size, not the one it is called with."""
+    import torch
+
+    def call(*tensors: Any) -> Any:
+        for tensor in tensors:
+            torch._dynamo.mark_dynamic(tensor, 0)
+        return compiled(*tensors)
+
+    return call
 
 
 def padded_to_two(run: Callable[[dict[str, np.ndarray]], dict[str, np.ndarray]],
