@@ -38,4 +38,5 @@ def test_demo_with_two_pinned_instances(tmp_path: Path, backend: str) -> None:
     assert placement["cpus"] == [[cpus[0]], [cpus[1 % len(cpus)]]]
     assert record["sut"]["workers"] == 2
     assert record["backend"]["cpus"] == placement["cpus"][0]
+    assert placement["shared_model"] is False  # separate sessions: each its own thread pool
     assert record["accuracy"]["passed"] is True

@@ -109,25 +109,27 @@ def test_bert_dynamic_int8_stays_close_to_fp32(bert: Path, onnx_logits: dict, tm
 @pytest.mark.slow
 def test_bert_compiled_equals_onnx(bert: Path, onnx_logits: dict, tmp_path: Path) -> None:
     """``--backend-option compile=true``: torch.compile, compiled at load once for a dynamic
-    batch axis (Offline), the same logits; the tail batch of one (8 = 7 + 1) runs padded."""
+    batch axis (Offline), the same logits; the tail batch of one (8 = 7 + 1) runs padded; two
+    instances call the one compiled model from their own pinned workers."""
     _, rec, pt_dir = run(tmp_path / "pt", *bert_flags(bert, "ckpt/model.pytorch"),
                          *ACCURACY[:-1], "7", "--backend", "pytorch",
-                         "--backend-option", "compile=true")
+                         "--backend-option", "compile=true", "--instances", "2")
     assert rec["status"] == "ok", rec.get("error")
     assert rec["backend"]["compiled"] is True
     assert rec["backend"]["compiled_batches"] == ["dynamic"]
+    assert rec["sut"]["placement"]["shared_model"] is True
     a, b = onnx_logits, logits(pt_dir)
     for i in a:
         np.testing.assert_allclose(b[i], a[i], rtol=1e-3, atol=1e-3)
 
 
 @pytest.mark.slow
-def test_every_compiled_instance_is_compiled(tmp_path: Path,
-                                             monkeypatch: pytest.MonkeyPatch) -> None:
-    """``--instances N`` with compile=true loads N models in one process: their graphs share
-    one forward code object, and past dynamo's limit per code object (8: four Server
-    instances) the rest would run eager, silently, while run.json says compiled. Here the
-    limit is 1, so without the backend raising it the second and third would not compile."""
+def test_every_compiled_model_is_compiled_and_instances_share_one(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Models compiled in one process keep their graphs on one forward code object, and past
+    dynamo's limit per code object (8) the rest would run eager, silently, while run.json says
+    compiled. Here the limit is 1, so without the backend raising it the second would not
+    compile. ``--instances N`` shares the first instance's compiled model: no third graph."""
     from torch._dynamo.utils import counters
 
     from mlharness.backends import torch_compile
@@ -139,12 +141,23 @@ def test_every_compiled_instance_is_compiled(tmp_path: Path,
     monkeypatch.setattr(torch._dynamo.config, "recompile_limit", 1)
     monkeypatch.setattr(torch_compile, "graphs_compiled", 0)
     before = counters["stats"]["unique_graphs"]
-    for _ in range(3):  # Offline: one graph each, for a dynamic batch axis
+    options = BackendOptions(scenario="Offline", threads=1, extra={"compile": True})
+    loaded = []
+    for _ in range(2):  # Offline: one graph each, for a dynamic batch axis
         backend = PyTorchBackend()
-        backend.load(tmp_path / "tiny.pth",
-                     BackendOptions(scenario="Offline", extra={"compile": True}))
+        backend.load(tmp_path / "tiny.pth", options)
         assert backend.compiled_batches == [2]
-    assert counters["stats"]["unique_graphs"] - before == 3
+        loaded.append(backend)
+    assert counters["stats"]["unique_graphs"] - before == 2
+    shared = PyTorchBackend()
+    # the same threads as every instance: dynamo guards on torch's thread count
+    shared.load_shared(loaded[1], BackendOptions(scenario="Offline", threads=1, cpus=[0],
+                                                 extra={"compile": True}))
+    images = {"input_tensor:0": np.random.default_rng(0).random((3, 3, 224, 224), np.float32)}
+    np.testing.assert_array_equal(shared.predict(images)["softmax_tensor:0"],
+                                  loaded[1].predict(images)["softmax_tensor:0"])
+    assert counters["stats"]["unique_graphs"] - before == 2
+    assert shared.forward is loaded[1].forward and shared.describe()["compiled"] is True
 
 
 @pytest.mark.parametrize("scenario, flags", [

@@ -44,7 +44,10 @@ class Backend(Protocol):
     read cheaply before any run (tasks adapt to them, e.g. BERT's sequence length);
     ``framework()`` — the framework name and version for the system description;
     ``load_allowance_s(extra, model)`` — seconds ``load`` may take beyond the stall timeout
-    with these options and this model file (e.g. compiling the model)."""
+    with these options and this model file (e.g. compiling the model);
+    ``load_shared(first, options)`` — load as another instance (``--instances``) of the loaded
+    backend ``first``, calling its model from this instance's own threads instead of loading
+    (and compiling) a copy."""
 
     name: str
 

@@ -148,6 +148,17 @@ class PyTorchBackend:
         self.arch, self.model, self.options = arch, model, options
         self.forward = self._compiled() if options.extra.get("compile") else self.net
 
+    def load_shared(self, first: PyTorchBackend, options: BackendOptions) -> None:
+        """Another instance of ``first``: its module and compiled graphs, called from this
+        instance's pinned worker (a module runs from several threads at once, compiled or
+        not), so N instances load and compile once and hold one copy of the weights."""
+        import torch
+
+        if options.threads:
+            torch.set_num_threads(int(options.threads))
+        vars(self).update(vars(first))
+        self.options = options
+
     def _load_program(self, model: Path, options: BackendOptions) -> None:
         """A calibrated int8 program, compiled at load (its int8 kernels exist only compiled)."""
         if options.precision != "int8":

@@ -58,11 +58,12 @@ def watch_parent(parent_pid: int) -> None:
 
 
 def build_local(spec: Any, phase: Any = None, cpus: list[int] | None = None,
-                threads: int | None = None) -> tuple[Any, Any]:
+                threads: int | None = None, first: Any = None) -> tuple[Any, Any]:
     """The task and the loaded, signature-checked backend a RunSpec names (used by a run's child
     process, by ``mlharness serve`` nodes and by Ray replicas); ``phase(name, allowance_s)``
     hears the steps.
-    ``cpus``/``threads``: one instance of several (``--instances``), on that block of cores."""
+    ``cpus``/``threads``: one instance of several (``--instances``), on that block of cores;
+    ``first``: the first instance, whose loaded model a backend with ``load_shared`` shares."""
     from mlharness.backends import (BackendOptions, backend_options, check_signature,
                                     create_backend)
     from mlharness.tasks import create_task
@@ -78,19 +79,23 @@ def build_local(spec: Any, phase: Any = None, cpus: list[int] | None = None,
                              extra=backend_options(backend, spec.backend_option),
                              scenario=spec.scenario, cpus=cpus or None,
                              task_inputs=list(task.model_inputs))
-    # a backend that compiles at load (torch.compile) says how much longer loading may take
-    allowance = getattr(backend, "load_allowance_s", lambda extra, model: 0.0)(
-        options.extra, model)
-    if allowance:
-        phase("loading the model", allowance)
-    backend.load(model, options)
+    if first is not None and hasattr(backend, "load_shared"):
+        backend.load_shared(first, options)
+    else:
+        # a backend that compiles at load (torch.compile) says how much longer it may take
+        allowance = getattr(backend, "load_allowance_s", lambda extra, model: 0.0)(
+            options.extra, model)
+        if allowance:
+            phase("loading the model", allowance)
+        backend.load(model, options)
     check_signature(task.model_inputs, backend.inputs, str(model), spec.batch_size)
     return task, backend
 
 
 def build_instances(spec: Any, phase: Any = None) -> tuple[Any, list[Any], Any]:
     """``--instances N --threads-per-instance M``: the task, N backends each loaded for its own
-    block of cores, and the placement (None for the usual single backend)."""
+    block of cores (sharing the first's model where the backend can), and the placement (None
+    for the usual single backend)."""
     from mlharness.sut.placement import place
 
     if spec.instances <= 1 and not spec.threads_per_instance:
@@ -99,8 +104,10 @@ def build_instances(spec: Any, phase: Any = None) -> tuple[Any, list[Any], Any]:
     placement = place(spec.instances, spec.threads_per_instance)
     instances = []
     for cpus in placement.cpus:
-        task, backend = build_local(spec, phase, cpus, placement.threads)
+        task, backend = build_local(spec, phase, cpus, placement.threads,
+                                    first=instances[0] if instances else None)
         instances.append(backend)
+    placement.shared_model = len(instances) > 1 and hasattr(instances[0], "load_shared")
     return task, instances, placement
 
 

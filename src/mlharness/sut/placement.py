@@ -13,10 +13,12 @@ class Placement:
     threads: int  # per instance
     cpus: list[list[int]] = field(default_factory=list)  # per instance
     oversubscribed: bool = False  # more threads than cores: blocks wrap around and share
+    shared_model: bool = False  # the instances call one loaded model (the backend's load_shared)
 
     def to_dict(self) -> dict:
         return {"instances": self.instances, "threads_per_instance": self.threads,
-                "cpus": self.cpus, "oversubscribed": self.oversubscribed}
+                "cpus": self.cpus, "oversubscribed": self.oversubscribed,
+                "shared_model": self.shared_model}
 
 
 def available_cpus() -> list[int]:
