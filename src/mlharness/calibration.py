@@ -88,7 +88,9 @@ def output_path(model: Path, output: Path | None, backend: str = "onnxruntime") 
 def calibrate(req: CalibrationRequest, progress: Any = None) -> dict[str, Any]:
     """Build the int8 model; return the record written beside it. ``progress(done, total,
     label)`` hears the pre-processing, then the quantising (``total`` 0: no count)."""
+    from mlharness.backends.base import check_index_ranges
     from mlharness.backends.onnx_precision import quantize_calibrated
+    from mlharness.backends.onnx_shapes import onnx_index_limits
     from mlharness.backends.openvino_int8 import quantize_nncf, require_nncf
     from mlharness.backends.pytorch_int8 import require_pt2e
     from mlharness.backends.quantised import calibration_file
@@ -114,6 +116,8 @@ def calibrate(req: CalibrationRequest, progress: Any = None) -> dict[str, Any]:
                    vocab=req.vocab, cache_dir=req.cache_dir, backend=req.backend,
                    task_option=dict(req.task_option or {}))  # read by the task (input names)
     task = create_task(req.benchmark, task_options(spec))
+    if req.backend != "pytorch":  # the checkpoint's tables are known once it is loaded
+        check_index_ranges(task.index_ranges(), onnx_index_limits(req.model), str(req.model))
     task.prepare(progress)
     indices, about = select(task, req.benchmark, req.calibration_list)
     task.load_samples(indices)
@@ -156,11 +160,13 @@ def _quantize_checkpoint(model: Path, target: Path, batches: list[dict], method:
                          task: Any) -> dict[str, Any]:
     """The checkpoint loaded in fp32 as a pytorch run loads it, then quantised by PT2E."""
     from mlharness.backends import BackendOptions, backend_options
+    from mlharness.backends.base import check_index_ranges
     from mlharness.backends.pytorch import PyTorchBackend
     from mlharness.backends.pytorch_int8 import quantize_pt2e
 
     backend = PyTorchBackend()
     backend.load(model, BackendOptions(precision="fp32", task_inputs=list(task.model_inputs),
                                        extra=backend_options(PyTorchBackend, {})))
+    check_index_ranges(task.index_ranges(), backend.index_limits, str(model))
     names = [spec.name for spec in backend.inputs]
     return quantize_pt2e(backend.net, backend.arch, names, target, batches, method)

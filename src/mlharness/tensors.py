@@ -12,3 +12,13 @@ class TensorSpec:
     name: str
     dtype: str
     shape: tuple[int | None, ...]
+
+
+@dataclass(frozen=True)
+class IndexRange:
+    """The values a task feeds an integer input that a model uses as row indices into a table
+    (BERT's token ids into its word embeddings)."""
+
+    values: int  # what is fed lies in 0 .. values - 1
+    source: str  # where the values come from, in words
+    hint: str  # what to do when the model's table has fewer rows

@@ -12,7 +12,7 @@ from typing import Any, Protocol, runtime_checkable
 
 import numpy as np
 
-from mlharness.tensors import TensorSpec
+from mlharness.tensors import IndexRange, TensorSpec
 
 
 @dataclass
@@ -45,6 +45,8 @@ class Backend(Protocol):
     ``framework()`` — the framework name and version for the system description;
     ``load_allowance_s(extra, model)`` — seconds ``load`` may take beyond the stall timeout
     with these options and this model file (e.g. compiling the model);
+    ``index_limits`` — ``{input: rows}`` of the tables the loaded model's integer inputs
+    index (checked against the task's :class:`IndexRange`s);
     ``load_shared(first, options)`` — load as another instance (``--instances``) of the loaded
     backend ``first``, calling its model from this instance's own threads instead of loading
     (and compiling) a copy."""
@@ -129,6 +131,20 @@ def check_signature(expected: list[TensorSpec], actual: list[TensorSpec] | None,
         raise ModelError(f"--batch-size {batch_size} exceeds the model's fixed batch of {fixed}",
                          hint=f"use --batch-size {fixed} or less, or export the model with a "
                               "free batch dimension")
+
+
+def check_index_ranges(ranges: dict[str, IndexRange], limits: dict[str, int],
+                       model: str) -> None:
+    """Raise ModelError when the task feeds an input values past the rows of the table the
+    model indexes with it (a vocab larger than the model's embeddings)."""
+    from mlharness.errors import ModelError
+
+    for name, fed in ranges.items():
+        rows = limits.get(name)
+        if rows is not None and fed.values > rows:
+            raise ModelError(f"the task feeds {name} up to {fed.values - 1} ({fed.source}), but "
+                             f"model {model} indexes a table of {rows} rows with it",
+                             hint=fed.hint)
 
 
 def fixed_batch(inputs: list[TensorSpec] | None) -> int | None:

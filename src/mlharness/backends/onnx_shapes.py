@@ -1,20 +1,29 @@
-"""Read an ONNX model's declared input shapes without loading its weights.
+"""Read an ONNX model's declared input shapes, and the tables its integer inputs index, without
+loading its weights.
 
 A BERT-large ONNX file is 1.3 GB, almost all initializers; parsing it whole takes seconds. Only
-``ModelProto.graph`` (field 7) and inside it ``GraphProto.input`` (field 11) are read here; every
-other field is skipped by seeking past it (protobuf wire format: varint keys, length-delimited
+``ModelProto.graph`` (field 7) and inside it ``GraphProto.input`` (field 11), ``node`` (1) and
+the names and dims of ``initializer`` (5) are read here; every other field, and every tensor's
+data, is skipped by seeking past it (protobuf wire format: varint keys, length-delimited
 payloads).
 """
 
 from __future__ import annotations
 
 from pathlib import Path
-from typing import BinaryIO
+from typing import Any, BinaryIO, Callable
 
 from mlharness.tensors import TensorSpec
 
 _GRAPH_FIELD = 7
+_NODE_FIELD = 1
+_INITIALIZER_FIELD = 5
 _INPUT_FIELD = 11
+_TENSOR_DIMS_FIELD = 1
+_TENSOR_NAME_FIELD = 8
+#: ops that hand an index tensor on unchanged in value (to a Gather), or a table (from one)
+_INDEX_PASSING = {"Cast", "Reshape", "Unsqueeze", "Squeeze", "Flatten", "Identity"}
+_TABLE_PASSING = {"Cast", "Identity", "DequantizeLinear"}
 
 
 def _varint(fh: BinaryIO) -> int | None:
@@ -55,6 +64,71 @@ def onnx_declared_inputs(path: Path) -> list[TensorSpec] | None:
     except ImportError:
         return None
     shapes: list[TensorSpec] = []
+
+    def read(fh: BinaryIO, field: int, size: int) -> None:
+        if field != _INPUT_FIELD:
+            fh.seek(size, 1)
+            return
+        info = ValueInfoProto.FromString(fh.read(size))
+        tensor = info.type.tensor_type
+        try:
+            dtype = helper.tensor_dtype_to_np_dtype(tensor.elem_type).name
+        except (KeyError, ValueError):
+            dtype = "unknown"
+        dims = tuple(d.dim_value if d.HasField("dim_value") else None for d in tensor.shape.dim)
+        shapes.append(TensorSpec(info.name, dtype, dims))
+
+    return shapes if _read_graph(path, read) else None
+
+
+def onnx_index_limits(path: Path) -> dict[str, int]:
+    """``{graph input: rows}`` for each input that indexes a table of weights (a ``Gather`` of
+    an initializer, such as BERT's ``input_ids`` into the word embeddings): its values must stay
+    below ``rows``. Empty when the file cannot be read or no input indexes a table."""
+    try:
+        from onnx import NodeProto
+    except ImportError:
+        return {}
+    inputs: list[str] = []
+    nodes: list[Any] = []
+    tables: dict[str, int] = {}  # initializer (or what passes it on) -> rows
+
+    def read(fh: BinaryIO, field: int, size: int) -> None:
+        if field == _NODE_FIELD:
+            nodes.append(NodeProto.FromString(fh.read(size)))
+        elif field == _INITIALIZER_FIELD:
+            name, dims = _tensor_name_and_dims(fh, fh.tell() + size)
+            if dims:
+                tables[name] = dims[0]
+        elif field == _INPUT_FIELD:
+            end = fh.tell() + size
+            inputs.append(_string_field(fh, end, 1))  # ValueInfoProto.name
+            fh.seek(end)
+        else:
+            fh.seek(size, 1)
+
+    if not _read_graph(path, read):
+        return {}
+    origin = {name: name for name in inputs}  # tensor -> the graph input its values are
+    limits: dict[str, int] = {}
+    for node in nodes:  # ONNX lists nodes in topological order
+        first = node.input[0] if node.input else ""
+        if node.op_type in _INDEX_PASSING and first in origin:
+            origin.update({out: origin[first] for out in node.output})
+        if node.op_type in _TABLE_PASSING and first in tables:
+            tables.update({out: tables[first] for out in node.output})
+        axis = next((a.i for a in node.attribute if a.name == "axis"), 0)
+        if node.op_type == "Gather" and axis == 0 and len(node.input) > 1 and \
+                node.input[1] in origin and first in tables:
+            name = origin[node.input[1]]
+            limits[name] = min(limits.get(name, tables[first]), tables[first])
+    return limits
+
+
+def _read_graph(path: Path, read: Callable[[BinaryIO, int, int], None]) -> bool:
+    """Call ``read(fh, field, size)`` for each length-delimited field of the model's graph,
+    ``fh`` at the field's payload (``read`` must consume or skip exactly ``size`` bytes);
+    False when the file cannot be read as ONNX."""
     try:
         with Path(path).open("rb") as fh:
             while (key := _varint(fh)) is not None:
@@ -67,19 +141,45 @@ def onnx_declared_inputs(path: Path) -> list[TensorSpec] | None:
                     key = _varint(fh)
                     if key is None:
                         break
-                    if key >> 3 == _INPUT_FIELD and key & 7 == 2:
-                        info = ValueInfoProto.FromString(fh.read(_varint(fh) or 0))
-                        tensor = info.type.tensor_type
-                        try:
-                            dtype = helper.tensor_dtype_to_np_dtype(tensor.elem_type).name
-                        except (KeyError, ValueError):
-                            dtype = "unknown"
-                        dims = tuple(d.dim_value if d.HasField("dim_value") else None
-                                     for d in tensor.shape.dim)
-                        shapes.append(TensorSpec(info.name, dtype, dims))
+                    if key & 7 == 2:
+                        read(fh, key >> 3, _varint(fh) or 0)
                     else:
                         _skip(fh, key & 7)
-                return shapes
+                return True
     except (OSError, ValueError):
-        return None
-    return None
+        return False
+    return False
+
+
+def _tensor_name_and_dims(fh: BinaryIO, end: int) -> tuple[str, list[int]]:
+    """A TensorProto's name and dims, its data skipped; ``fh`` ends at ``end``."""
+    name, dims = "", []
+    while fh.tell() < end:
+        key = _varint(fh)
+        if key is None:
+            break
+        field, wire = key >> 3, key & 7
+        if field == _TENSOR_DIMS_FIELD and wire == 0:
+            dims.append(_varint(fh) or 0)
+        elif field == _TENSOR_DIMS_FIELD and wire == 2:  # packed
+            stop = fh.tell() + (_varint(fh) or 0)
+            while fh.tell() < stop:
+                dims.append(_varint(fh) or 0)
+        elif field == _TENSOR_NAME_FIELD and wire == 2:
+            name = fh.read(_varint(fh) or 0).decode("utf-8", "replace")
+        else:
+            _skip(fh, wire)
+    fh.seek(end)
+    return name, dims
+
+
+def _string_field(fh: BinaryIO, end: int, wanted: int) -> str:
+    """The string field ``wanted`` of the message that ends at ``end`` ("" if absent)."""
+    while fh.tell() < end:
+        key = _varint(fh)
+        if key is None:
+            break
+        if key >> 3 == wanted and key & 7 == 2:
+            return fh.read(_varint(fh) or 0).decode("utf-8", "replace")
+        _skip(fh, key & 7)
+    return ""

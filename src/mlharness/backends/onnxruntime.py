@@ -118,6 +118,14 @@ class OnnxRuntimeBackend:
         self.options = options
 
     @property
+    def index_limits(self) -> dict[str, int]:
+        """The tables the model's integer inputs index, read from the file (weights skipped)."""
+        from mlharness.backends.onnx_shapes import onnx_index_limits
+
+        return onnx_index_limits(self.model) if self.model and self.model.suffix == ".onnx" \
+            else {}
+
+    @property
     def inputs(self) -> list[TensorSpec]:
         return [
             TensorSpec(i.name, _ONNX_TYPES.get(i.type, i.type), tuple(_dim(d) for d in i.shape))

@@ -59,6 +59,26 @@ def _dim(d: Any) -> int | None:
     return d.get_length() if d.is_static else None
 
 
+def _index_limits(model: Any) -> dict[str, int]:
+    """``{input: rows}`` for each model input that indexes a table (a Gather on axis 0 of a
+    tensor with a fixed first dimension, such as BERT's word embeddings)."""
+    limits: dict[str, int] = {}
+    for op in model.get_ordered_ops():
+        if op.get_type_name() != "Gather" or op.get_input_size() < 3:
+            continue
+        axis = op.input_value(2).get_node()
+        if axis.get_type_name() != "Constant" or axis.get_data().reshape(-1).tolist() != [0]:
+            continue
+        source = op.input_value(1).get_node()
+        while source.get_type_name() in ("Convert", "Reshape", "Unsqueeze", "Squeeze"):
+            source = source.input_value(0).get_node()
+        rows = op.get_input_partial_shape(0)
+        if source.get_type_name() == "Parameter" and rows.rank.is_static and rows[0].is_static:
+            name = source.output(0).get_any_name()
+            limits[name] = min(limits.get(name, rows[0].get_length()), rows[0].get_length())
+    return limits
+
+
 class OpenVinoOptions(Options):
     """``--backend-option`` keys of the openvino backend."""
 
@@ -82,6 +102,8 @@ class OpenVinoBackend:
         self.config: dict[str, Any] = {}
         self._requests: queue.Queue = queue.Queue()
         self._outputs: list[str] = []
+        #: the tables the model's integer inputs index (BackendProtocol's optional extra)
+        self.index_limits: dict[str, int] = {}
 
     def load(self, model: Path | None, options: BackendOptions) -> None:
         import openvino as ov
@@ -118,12 +140,14 @@ class OpenVinoBackend:
         self.calibration = calibration_record(model)
         self.config = self._config(options)
         try:
-            self.compiled = core.compile_model(core.read_model(str(model)), "CPU", self.config)
+            read = core.read_model(str(model))
+            self.compiled = core.compile_model(read, "CPU", self.config)
         except Exception as exc:  # openvino raises RuntimeError with long multi-line texts
             detail = " ".join(str(exc).split())[:300]
             raise ModelError(f"openvino cannot load {model}: {detail}",
                              hint="check that the file is a valid ONNX model or OpenVINO "
                                   "IR (.xml with its .bin)") from exc
+        self.index_limits = _index_limits(read)
         n = int(self.compiled.get_property("OPTIMAL_NUMBER_OF_INFER_REQUESTS"))
         for _ in range(max(1, n)):
             self._requests.put(self.compiled.create_infer_request())

@@ -265,6 +265,17 @@ class PyTorchBackend:
     def inputs(self) -> list[TensorSpec]:
         return self._inputs
 
+    @property
+    def index_limits(self) -> dict[str, int]:
+        """BERT's embedding tables, by the input that indexes each."""
+        if self.arch != "bert":
+            return {}
+        state = self.net.state_dict()
+        tables = {"input_ids": "word_embeddings.weight",
+                  "segment_ids": "token_type_embeddings.weight"}
+        return {name: int(tensor.shape[0]) for name, suffix in tables.items()
+                for key, tensor in state.items() if key.endswith(suffix)}
+
     def _autocast(self) -> Any:
         import torch
 

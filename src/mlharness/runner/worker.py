@@ -66,6 +66,7 @@ def build_local(spec: Any, phase: Any = None, cpus: list[int] | None = None,
     ``first``: the first instance, whose loaded model a backend with ``load_shared`` shares."""
     from mlharness.backends import (BackendOptions, backend_options, check_signature,
                                     create_backend)
+    from mlharness.backends.base import check_index_ranges
     from mlharness.tasks import create_task
 
     phase = phase or (lambda name, allowance_s=0.0: None)
@@ -89,6 +90,7 @@ def build_local(spec: Any, phase: Any = None, cpus: list[int] | None = None,
             phase("loading the model", allowance)
         backend.load(model, options)
     check_signature(task.model_inputs, backend.inputs, str(model), spec.batch_size)
+    check_index_ranges(task.index_ranges(), getattr(backend, "index_limits", {}), str(model))
     return task, backend
 
 

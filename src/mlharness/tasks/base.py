@@ -15,9 +15,9 @@ from typing import Any, Callable, Sequence, TypeVar
 import numpy as np
 
 from mlharness.options import Options, parse_options
-from mlharness.tensors import TensorSpec
+from mlharness.tensors import IndexRange, TensorSpec
 
-__all__ = ["AccuracyResult", "Progress", "Task", "TaskOptions", "TensorSpec"]
+__all__ = ["AccuracyResult", "IndexRange", "Progress", "Task", "TaskOptions", "TensorSpec"]
 
 O = TypeVar("O", bound=Options)
 
@@ -129,6 +129,11 @@ class Task(ABC):
         Runs in the parent process, so ``progress(done, total, label)`` can be shown to the user.
         The default does nothing.
         """
+
+    def index_ranges(self) -> dict[str, IndexRange]:
+        """Integer inputs whose values index a table in the model, with the range fed; checked
+        against the model's tables before a run. The default: none."""
+        return {}
 
     def sample_length(self, index: int) -> int:
         """A cost hint for length-aware batching (e.g. sequence length). 0 = all equal."""

@@ -28,7 +28,8 @@ from mlharness.files import cache_root
 from mlharness.options import Options
 from mlharness.rules import facts as round_facts
 from mlharness.errors import ConfigError, DatasetError, ModelError
-from mlharness.tasks.base import AccuracyResult, Progress, Task, TaskOptions, TensorSpec
+from mlharness.tasks.base import (AccuracyResult, IndexRange, Progress, Task, TaskOptions,
+                                  TensorSpec)
 from mlharness.tasks.question_answering import cache
 from mlharness.tasks.question_answering.evaluate import evaluate
 from mlharness.tasks.question_answering.features import (
@@ -228,6 +229,15 @@ class BertSquadTask(Task):
             "questions": len(questions), "features_logged": len(logits),
             "features": len(features), "dataset_features": self._all_count,
         })
+
+    def index_ranges(self) -> dict[str, IndexRange]:
+        """Token ids go up to the vocab's last: a model with fewer word embeddings would fail
+        on them (onnxruntime), answer with zeros for them (OpenVINO) or abort (compiled)."""
+        tokens = max(load_vocab(self.vocab_path).values()) + 1
+        return {"input_ids": IndexRange(
+            tokens, f"the {tokens} tokens of --vocab {self.vocab_path}",
+            "pass the vocab.txt the model was trained with (the official BERT-large vocab "
+            "has 30522 tokens, as many as the official model's word embeddings)")}
 
     def describe(self) -> dict[str, Any]:
         return {**super().describe(), "dataset": str(self.dataset), "vocab": str(self.vocab_path),
