@@ -88,7 +88,7 @@ def output_path(model: Path, output: Path | None, backend: str = "onnxruntime") 
 def calibrate(req: CalibrationRequest, progress: Any = None) -> dict[str, Any]:
     """Build the int8 model; return the record written beside it. ``progress(done, total,
     label)`` hears the pre-processing, then the quantising (``total`` 0: no count)."""
-    from mlharness.backends.base import check_index_ranges
+    from mlharness.backends import check_index_ranges
     from mlharness.backends.onnx_precision import quantize_calibrated
     from mlharness.backends.onnx_shapes import onnx_index_limits
     from mlharness.backends.openvino_int8 import quantize_nncf, require_nncf
@@ -159,8 +159,7 @@ def _check_source(model: Path, backend: str) -> None:
 def _quantize_checkpoint(model: Path, target: Path, batches: list[dict], method: str,
                          task: Any) -> dict[str, Any]:
     """The checkpoint loaded in fp32 as a pytorch run loads it, then quantised by PT2E."""
-    from mlharness.backends import BackendOptions, backend_options
-    from mlharness.backends.base import check_index_ranges
+    from mlharness.backends import BackendOptions, backend_options, check_index_ranges
     from mlharness.backends.pytorch import PyTorchBackend
     from mlharness.backends.pytorch_int8 import quantize_pt2e
 

@@ -6,13 +6,15 @@ import importlib
 from pathlib import Path
 from typing import Any
 
-from mlharness.backends.base import Backend, BackendOptions, SampleBackend, check_signature
+from mlharness.backends.base import (Backend, BackendOptions, SampleBackend, check_index_ranges,
+                                    check_signature)
 from mlharness.errors import ConfigError, HarnessError
 from mlharness.options import parse_options
 from mlharness.tensors import TensorSpec
 
 __all__ = ["Backend", "BackendOptions", "BACKENDS", "SampleBackend", "backend_options",
-           "create_backend", "check_signature", "declared_inputs", "framework_of"]
+           "create_backend", "check_index_ranges", "check_signature", "declared_inputs",
+           "framework_of"]
 
 #: name -> ("module:Class", pip extra that provides it)
 BACKENDS: dict[str, tuple[str, str]] = {

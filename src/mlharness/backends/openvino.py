@@ -102,7 +102,7 @@ class OpenVinoBackend:
         self.config: dict[str, Any] = {}
         self._requests: queue.Queue = queue.Queue()
         self._outputs: list[str] = []
-        #: the tables the model's integer inputs index (BackendProtocol's optional extra)
+        #: the tables the model's integer inputs index (an optional extra of the Backend protocol)
         self.index_limits: dict[str, int] = {}
 
     def load(self, model: Path | None, options: BackendOptions) -> None:

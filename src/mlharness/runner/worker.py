@@ -64,9 +64,8 @@ def build_local(spec: Any, phase: Any = None, cpus: list[int] | None = None,
     hears the steps.
     ``cpus``/``threads``: one instance of several (``--instances``), on that block of cores;
     ``first``: the first instance, whose loaded model a backend with ``load_shared`` shares."""
-    from mlharness.backends import (BackendOptions, backend_options, check_signature,
-                                    create_backend)
-    from mlharness.backends.base import check_index_ranges
+    from mlharness.backends import (BackendOptions, backend_options, check_index_ranges,
+                                    check_signature, create_backend)
     from mlharness.tasks import create_task
 
     phase = phase or (lambda name, allowance_s=0.0: None)
