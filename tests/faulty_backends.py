@@ -133,6 +133,16 @@ class SlowLoadingBackend(OnnxRuntimeBackend):
         super().load(model, options)
 
 
+class SlowInstanceBackend(OnnxRuntimeBackend):
+    """Takes 2.5 s to load each instance, asking for no allowance (a large model's session)."""
+
+    name = "slow-instance"
+
+    def load(self, model: Path | None, options: BackendOptions) -> None:
+        time.sleep(2.5)
+        super().load(model, options)
+
+
 class SegfaultingBackend(OnnxRuntimeBackend):
     """Crashes with SIGSEGV on the second batch, as a runtime's native bug does."""
 

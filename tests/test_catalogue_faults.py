@@ -107,6 +107,21 @@ def test_a_load_the_backend_allows_for_is_not_a_stall(tmp_path: Path, capsys) ->
     assert result.code in (0, 1), text  # the verdict depends on the machine; the run finished
 
 
+def test_loading_several_instances_is_not_a_stall(tmp_path: Path, capsys) -> None:
+    """Three instances of 2.5 s each against a 4 s stall timeout: each instance's load is
+    progress (before, the three were one phase of 7.5 s, and 16 instances of a large model
+    failed the run as stalled)."""
+    result = run_cli(["run", "-b", "demo", "-s", "Offline", "--target-qps", "100",
+                      "--backend", "faulty_backends:SlowInstanceBackend", "--instances", "3",
+                      "--threads-per-instance", "1", "--stall-timeout", STALL,
+                      "--output-dir", str(tmp_path / "runs"), "--no-progress"], capsys)
+    text = result.out + result.err
+    record = json.loads((_only_run(tmp_path / "runs") / "run.json").read_text())
+    assert record["status"] == "ok", text
+    assert record["sut"]["placement"]["instances"] == 3
+    assert result.code in (0, 1), text  # the verdict depends on the machine; the run finished
+
+
 def test_loadgen_building_its_queries_is_not_a_stall(tmp_path: Path, capsys) -> None:
     """LoadGen builds every query before issuing the first (2 x 3 s / 0.001 ms = 6 M queries,
     about 10 s here): longer than the 4 s stall timeout, yet progress, not a stall."""

@@ -103,9 +103,15 @@ def build_instances(spec: Any, phase: Any = None) -> tuple[Any, list[Any], Any]:
         task, backend = build_local(spec, phase)
         return task, [backend], None
     placement = place(spec.instances, spec.threads_per_instance)
-    instances = []
-    for cpus in placement.cpus:
-        task, backend = build_local(spec, phase, cpus, placement.threads,
+    instances: list[Any] = []
+    for k, cpus in enumerate(placement.cpus, 1):
+        # each instance's steps are phases of their own: the stall clock sees N loads as
+        # progress, not as one phase that takes N times as long
+        def instance_phase(name: str, allowance_s: float = 0.0, k: int = k) -> None:
+            if phase is not None:
+                phase(f"{name} (instance {k} of {len(placement.cpus)})", allowance_s)
+
+        task, backend = build_local(spec, instance_phase, cpus, placement.threads,
                                     first=instances[0] if instances else None)
         instances.append(backend)
     placement.shared_model = len(instances) > 1 and hasattr(instances[0], "load_shared")
