@@ -54,6 +54,8 @@ class LiveProgress:
         detail = f"{event.done:,} samples"
         if event.phase == "load":
             detail = "loading samples"
+        elif event.phase == "start":  # the worker's steps before LoadGen: no samples yet
+            detail = ""
         if event.total:
             self.progress.update(tid, description=event.label, completed=event.done,
                                  total=event.total, detail=f"{event.done:,}/{event.total:,} samples")

@@ -254,7 +254,8 @@ def _supervise(spec: RunSpec, settings: EffectiveSettings, task: Task, run_dir: 
     duration = settings.expected_duration_s() if settings.mode == "performance" else None
     queries = settings.generated_queries
     generating_s = queries * GENERATION_S_PER_QUERY
-    emit(RunProgress("start", label="starting LoadGen"))
+    shown_phase = watch.phase
+    emit(RunProgress("start", label=shown_phase))
     try:
         while True:
             try:
@@ -264,6 +265,9 @@ def _supervise(spec: RunSpec, settings: EffectiveSettings, task: Task, run_dir: 
             except queue.Empty:
                 pass
             now = time.monotonic()
+            if not watch.ready and watch.phase != shown_phase:  # e.g. a compile at load
+                shown_phase = watch.phase
+                emit(RunProgress("start", label=shown_phase))
             if watch.ready and run_t0 is None:
                 run_t0 = now
             activity = loaded.value + completed.value
