@@ -363,7 +363,8 @@ def show_record(data: dict[str, Any], run_dir: Path) -> None:
     console.print(results_table([data], title=f"{data['benchmark']} — {run_dir}"))
     for line in power_lines(data):
         console.print(line, highlight=False)
-    for note in (data.get("backend") or {}).get("notes", []):
+    for note in [*(data.get("backend") or {}).get("notes", []),
+                 *((data.get("sut") or {}).get("placement") or {}).get("notes", [])]:
         console.print(f"[yellow]note:[/] {note}", highlight=False)
     verdict, _ = verdict_text(data)
     if data.get("status") == "failed":
