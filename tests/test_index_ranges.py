@@ -58,6 +58,15 @@ def test_onnx_tables_read_without_the_weights(mismatched: Path, tmp_path: Path) 
     onnx.save(onnx.ModelProto(graph=graph, opset_import=[helper.make_opsetid("", 17)],
                               ir_version=8), str(tmp_path / "cast.onnx"))
     assert onnx_index_limits(tmp_path / "cast.onnx")["input_ids"] == SMALL_TABLE
+    # the segment table as a Constant node instead of an initializer
+    segments = next(t for t in graph.initializer if t.name == "emb.type")
+    graph.node.insert(0, helper.make_node("Constant", [], ["emb.type.c"], value=segments))
+    next(n for n in graph.node if n.op_type == "Gather" and
+         n.input[1] == "segment_ids").input[0] = "emb.type.c"
+    graph.initializer.remove(segments)
+    onnx.save(onnx.ModelProto(graph=graph, opset_import=[helper.make_opsetid("", 17)],
+                              ir_version=8), str(tmp_path / "constant.onnx"))
+    assert onnx_index_limits(tmp_path / "constant.onnx")["segment_ids"] == 2
     assert onnx_index_limits(tmp_path / "missing.onnx") == {}
     (tmp_path / "junk.onnx").write_bytes(b"\xff" * 64)
     assert onnx_index_limits(tmp_path / "junk.onnx") == {}

@@ -83,8 +83,9 @@ def onnx_declared_inputs(path: Path) -> list[TensorSpec] | None:
 
 def onnx_index_limits(path: Path) -> dict[str, int]:
     """``{graph input: rows}`` for each input that indexes a table of weights (a ``Gather`` of
-    an initializer, such as BERT's ``input_ids`` into the word embeddings): its values must stay
-    below ``rows``. Empty when the file cannot be read or no input indexes a table."""
+    an initializer or a ``Constant``, such as BERT's ``input_ids`` into the word embeddings):
+    its values must stay below ``rows``. Empty when the file cannot be read or no input indexes
+    a table."""
     try:
         from onnx import NodeProto
     except ImportError:
@@ -113,6 +114,10 @@ def onnx_index_limits(path: Path) -> dict[str, int]:
     limits: dict[str, int] = {}
     for node in nodes:  # ONNX lists nodes in topological order
         first = node.input[0] if node.input else ""
+        if node.op_type == "Constant":  # a table kept in the graph, not as an initializer
+            value = next((a.t for a in node.attribute if a.name == "value"), None)
+            if value is not None and value.dims:
+                tables[node.output[0]] = value.dims[0]
         if node.op_type in _INDEX_PASSING and first in origin:
             origin.update({out: origin[first] for out in node.output})
         if node.op_type in _TABLE_PASSING and first in tables:
