@@ -11,7 +11,7 @@ payloads).
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any, BinaryIO, Callable
+from typing import Any, BinaryIO, Callable, Iterator
 
 from mlharness.tensors import TensorSpec
 
@@ -136,34 +136,40 @@ def _read_graph(path: Path, read: Callable[[BinaryIO, int, int], None]) -> bool:
     False when the file cannot be read as ONNX."""
     try:
         with Path(path).open("rb") as fh:
-            while (key := _varint(fh)) is not None:
-                field, wire = key >> 3, key & 7
+            for field, wire in _fields(fh):
                 if field != _GRAPH_FIELD or wire != 2:
                     _skip(fh, wire)
                     continue
                 end = fh.tell() + (_varint(fh) or 0)
-                while fh.tell() < end:
-                    key = _varint(fh)
-                    if key is None:
-                        break
-                    if key & 7 == 2:
-                        read(fh, key >> 3, _varint(fh) or 0)
+                for field, wire in _fields(fh, end):
+                    if wire == 2:
+                        read(fh, field, _varint(fh) or 0)
                     else:
-                        _skip(fh, key & 7)
+                        _skip(fh, wire)
                 return True
     except (OSError, ValueError):
         return False
     return False
 
 
+def _fields(fh: BinaryIO, end: int | None = None) -> Iterator[tuple[int, int]]:
+    """``(field number, wire type)`` of each field of the message that ends at ``end`` (None:
+    the file's end), ``fh`` at the field's value, which the caller reads or ``_skip``s."""
+    while end is None or fh.tell() < end:
+        key = _varint(fh)
+        if key is None:
+            return
+        yield key >> 3, key & 7
+
+
+def _string(fh: BinaryIO) -> str:
+    return fh.read(_varint(fh) or 0).decode("utf-8", "replace")
+
+
 def _tensor_name_and_dims(fh: BinaryIO, end: int) -> tuple[str, list[int]]:
     """A TensorProto's name and dims, its data skipped; ``fh`` ends at ``end``."""
     name, dims = "", []
-    while fh.tell() < end:
-        key = _varint(fh)
-        if key is None:
-            break
-        field, wire = key >> 3, key & 7
+    for field, wire in _fields(fh, end):
         if field == _TENSOR_DIMS_FIELD and wire == 0:
             dims.append(_varint(fh) or 0)
         elif field == _TENSOR_DIMS_FIELD and wire == 2:  # packed
@@ -171,7 +177,7 @@ def _tensor_name_and_dims(fh: BinaryIO, end: int) -> tuple[str, list[int]]:
             while fh.tell() < stop:
                 dims.append(_varint(fh) or 0)
         elif field == _TENSOR_NAME_FIELD and wire == 2:
-            name = fh.read(_varint(fh) or 0).decode("utf-8", "replace")
+            name = _string(fh)
         else:
             _skip(fh, wire)
     fh.seek(end)
@@ -180,11 +186,8 @@ def _tensor_name_and_dims(fh: BinaryIO, end: int) -> tuple[str, list[int]]:
 
 def _string_field(fh: BinaryIO, end: int, wanted: int) -> str:
     """The string field ``wanted`` of the message that ends at ``end`` ("" if absent)."""
-    while fh.tell() < end:
-        key = _varint(fh)
-        if key is None:
-            break
-        if key >> 3 == wanted and key & 7 == 2:
-            return fh.read(_varint(fh) or 0).decode("utf-8", "replace")
-        _skip(fh, key & 7)
+    for field, wire in _fields(fh, end):
+        if field == wanted and wire == 2:
+            return _string(fh)
+        _skip(fh, wire)
     return ""

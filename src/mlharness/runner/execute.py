@@ -116,10 +116,12 @@ class _Watch:
         self.user_error: dict[str, Any] | None = None
         self.failure_at: float | None = None
         self.phase = STARTING_PHASE
+        self.phases = 0  # phases announced: each is progress, even under the same name
         self.allowance_s = 0.0  # the phase's time beyond the stall timeout (e.g. torch.compile)
 
     def take(self, kind: str, payload: dict[str, Any]) -> None:
         if kind == "phase":
+            self.phases += 1
             self.phase = str(payload.get("name", self.phase))
             self.allowance_s = float(payload.get("allowance_s") or 0.0)
         elif kind == "ready":
@@ -249,7 +251,7 @@ def _supervise(spec: RunSpec, settings: EffectiveSettings, task: Task, run_dir: 
     watch = _Watch()
     run_t0: float | None = None
     last_activity, last_change = -1, time.monotonic()
-    last_phase = watch.phase
+    last_phases = watch.phases
     total = expected_samples(settings, task)
     duration = settings.expected_duration_s() if settings.mode == "performance" else None
     queries = settings.generated_queries
@@ -271,8 +273,8 @@ def _supervise(spec: RunSpec, settings: EffectiveSettings, task: Task, run_dir: 
             if watch.ready and run_t0 is None:
                 run_t0 = now
             activity = loaded.value + completed.value
-            if activity != last_activity or watch.phase != last_phase:
-                last_activity, last_change, last_phase = activity, now, watch.phase
+            if activity != last_activity or watch.phases != last_phases:
+                last_activity, last_change, last_phases = activity, now, watch.phases
             if run_t0 is not None and not watch.failure:
                 phase = "run" if completed.value else "load"
                 label = f"{spec.scenario} {spec.mode}"

@@ -89,7 +89,9 @@ def build_local(spec: Any, phase: Any = None, cpus: list[int] | None = None,
             phase("loading the model", allowance)
         backend.load(model, options)
     check_signature(task.model_inputs, backend.inputs, str(model), spec.batch_size)
-    check_index_ranges(task.index_ranges(), getattr(backend, "index_limits", {}), str(model))
+    if first is None:  # the other instances load the same file: its tables are known
+        check_index_ranges(task.index_ranges(), getattr(backend, "index_limits", {}),
+                           str(model))
     return task, backend
 
 
@@ -105,8 +107,8 @@ def build_instances(spec: Any, phase: Any = None) -> tuple[Any, list[Any], Any]:
     placement = place(spec.instances, spec.threads_per_instance)
     instances: list[Any] = []
     for k, cpus in enumerate(placement.cpus, 1):
-        # each instance's steps are phases of their own: the stall clock sees N loads as
-        # progress, not as one phase that takes N times as long
+        # every announced phase is progress for the stall clock; the name tells the user
+        # which of the N instances is loading
         def instance_phase(name: str, allowance_s: float = 0.0, k: int = k) -> None:
             if phase is not None:
                 phase(f"{name} (instance {k} of {len(placement.cpus)})", allowance_s)
