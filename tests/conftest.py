@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import os
 import sys
 from pathlib import Path
+from typing import Iterator
 
 import pytest
 
@@ -11,6 +13,19 @@ TESTS_DIR = Path(__file__).resolve().parent
 # test-only backends/tasks live in tests/ and must import in the run's child process too
 if str(TESTS_DIR) not in sys.path:
     sys.path.insert(0, str(TESTS_DIR))
+
+
+@pytest.fixture(scope="session", autouse=True)
+def own_cache(tmp_path_factory: pytest.TempPathFactory) -> Iterator[None]:
+    """A cache of the session's own (tokenised features, compiled models), not the user's
+    ``~/.cache/mlharness``, for the tests that name no ``--cache-dir``."""
+    before = os.environ.get("MLHARNESS_CACHE")
+    os.environ["MLHARNESS_CACHE"] = str(tmp_path_factory.mktemp("cache"))
+    yield
+    if before is None:
+        os.environ.pop("MLHARNESS_CACHE", None)
+    else:
+        os.environ["MLHARNESS_CACHE"] = before
 
 
 @pytest.fixture

@@ -104,23 +104,95 @@ def test_bert_dynamic_int8_stays_close_to_fp32(bert: Path, onnx_logits: dict, tm
                      "--backend", "pytorch", "--precision", "int8",
                      "--backend-option", "compile=true")
     assert code == 2 and "compile=true" in capsys.readouterr().err
+    code, _, _ = run(tmp_path / "p", *bert_flags(bert, "ckpt/model.pytorch"), *ACCURACY,
+                     "--backend", "pytorch", "--precision", "bf16",
+                     "--backend-option", "package=true")
+    assert code == 2 and "package=true does not take bf16" in capsys.readouterr().err
 
 
 @pytest.mark.slow
 def test_bert_compiled_equals_onnx(bert: Path, onnx_logits: dict, tmp_path: Path) -> None:
     """``--backend-option compile=true``: torch.compile, compiled at load once for a dynamic
     batch axis (Offline), the same logits; the tail batch of one (8 = 7 + 1) runs padded; two
-    instances call the one compiled model from their own pinned workers."""
-    _, rec, pt_dir = run(tmp_path / "pt", *bert_flags(bert, "ckpt/model.pytorch"),
-                         *ACCURACY[:-1], "7", "--backend", "pytorch",
-                         "--backend-option", "compile=true", "--instances", "2")
+    instances call the one compiled model from their own pinned workers.
+    ``package=true``: compiled into a package kept in the cache, the same logits; a second
+    run, Server (batches of one too), loads it instead of compiling."""
+    import zipfile
+
+    from torch._inductor.runtime.cache_dir_utils import cache_dir
+
+    flags = [*bert_flags(bert, "ckpt/model.pytorch"), *ACCURACY[:-1], "7", "--backend",
+             "pytorch", "--instances", "2"]
+    _, rec, pt_dir = run(tmp_path / "pt", *flags, "--backend-option", "compile=true")
     assert rec["status"] == "ok", rec.get("error")
     assert rec["backend"]["compiled"] is True
     assert rec["backend"]["compiled_batches"] == ["dynamic"]
+    assert rec["backend"]["compiled_package"] is None
     assert rec["sut"]["placement"]["shared_model"] is True
-    a, b = onnx_logits, logits(pt_dir)
-    for i in a:
-        np.testing.assert_allclose(b[i], a[i], rtol=1e-3, atol=1e-3)
+    _, rec, built_dir = run(tmp_path / "built", *flags, "--backend-option", "package=true")
+    assert rec["status"] == "ok", rec.get("error")
+    built = rec["backend"]["compiled_package"]
+    assert built["from_cache"] is False and built["built_s"] > 0
+    package = Path(built["path"])
+    assert package.parent == bert / "cache" / "torch-packages"
+    assert [p.name for p in package.parent.iterdir()] == [package.name]  # nothing half-built
+    # inductor's own copy of the library the package holds (weights included) is gone
+    with zipfile.ZipFile(package) as archive:
+        library = next(Path(n).name for n in archive.namelist() if n.endswith(".wrapper.so"))
+    assert not list(Path(cache_dir()).glob(f"*/{library}"))
+    assert rec["backend"]["compiled"] is True and rec["backend"]["compiled_batches"] is None
+    _, rec, server_dir = run(tmp_path / "server", *flags, "--backend-option", "package=true",
+                             "-s", "Server", "--target-qps", "50")
+    assert rec["status"] == "ok", rec.get("error")
+    assert rec["backend"]["compiled_package"] == {**built, "from_cache": True, "built_s": None}
+    for run_dir in (pt_dir, built_dir, server_dir):
+        b = logits(run_dir)
+        for i in onnx_logits:
+            np.testing.assert_allclose(b[i], onnx_logits[i], rtol=1e-3, atol=1e-3)
+
+
+def test_a_changed_model_never_loads_a_stale_package(tmp_path: Path) -> None:
+    """A package is named by the model's bytes, what the backend derived from it, torch and
+    the CPU: another file of the same name gets its own. A package that does not load is built
+    again (the build is test_bert_compiled_equals_onnx's), and what a killed build left goes."""
+    from mlharness.backends.torch_package import BUILDING, load_or_build, package_path
+    from mlharness.errors import ModelError
+
+    model = tmp_path / "model.pth"
+    model.write_bytes(b"one")
+    first = package_path(tmp_path, model, {"arch": "resnet50"})
+    assert package_path(tmp_path, model, {"arch": "resnet50"}) == first
+    assert package_path(tmp_path, model, {"arch": "bert"}) != first
+    model.write_bytes(b"two")
+    assert package_path(tmp_path, model, {"arch": "resnet50"}) != first
+
+    first.parent.mkdir(parents=True)
+    first.write_bytes(b"truncated")
+    killed = first.parent / f"{BUILDING}999999999"
+    killed.mkdir()
+    (killed / first.name).write_bytes(b"partial")
+
+    def export() -> object:
+        raise RuntimeError("exported again")
+
+    with pytest.raises(ModelError, match="exported again"):
+        load_or_build(first, export, runners=1)
+    assert not list(first.parent.iterdir())
+
+
+@pytest.mark.parametrize("option", ["compile", "package"])
+def test_compiling_without_a_compiler_says_so(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+                                              option: str) -> None:
+    from mlharness.backends.base import BackendOptions
+    from mlharness.backends.pytorch import PyTorchBackend
+    from mlharness.backends.torch_models import ResNet
+    from mlharness.errors import ConfigError
+
+    torch.save(ResNet((1,), classes=10, base=4).state_dict(), tmp_path / "tiny.pth")
+    monkeypatch.setattr("shutil.which", lambda name: None)
+    with pytest.raises(ConfigError, match="needs a C\\+\\+ compiler"):
+        PyTorchBackend().load(tmp_path / "tiny.pth", BackendOptions(
+            cache_dir=tmp_path / "cache", extra={option: True}))
 
 
 @pytest.mark.slow

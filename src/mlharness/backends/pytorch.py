@@ -20,7 +20,12 @@ batch; the QA head stays fp32), like onnxruntime's int8 of an fp32 model; on a R
 checkpoint it is refused (dynamic int8 would leave the convolutions fp32). ResNet-50 runs
 channels-last (oneDNN's fast layout for convolutions). ``--backend-option compile=true`` runs the
 model through ``torch.compile`` (inductor with freezing; it needs a C++ compiler), compiled and
-warmed up at load for the batch sizes the run issues, so no query waits for it. ONNX files are
+warmed up at load for the batch sizes the run issues, so no query waits for it.
+``--backend-option package=true`` compiles instead into an AOTInductor package kept in the cache
+(:mod:`mlharness.backends.torch_package`): built once per model, runtime and CPU, then loaded in
+seconds by every later run and tune probe, but slower per query than ``torch.compile`` here
+(docs/performance.md), so not the default; not for bf16 (its autocast graph is not exported
+here). A calibrated int8 program is compiled either way. ONNX files are
 not read: the one converter (onnx2torch) is unkept since 2024 and requires torchvision unpinned.
 """
 
@@ -34,7 +39,7 @@ from typing import Any, Literal
 import numpy as np
 
 from mlharness.backends.base import BackendOptions
-from mlharness.backends.pytorch_int8 import is_program, load_program
+from mlharness.backends.pytorch_int8 import export_dims, is_program, load_exported, load_program
 from mlharness.backends.quantised import (MIN_QUANTISED_OUTPUTS, calibration_record,
                                          refuse_mislabelled)
 from mlharness.backends.torch_compile import batches_to_compile, compile_at_load, padded_to_two
@@ -80,6 +85,8 @@ class PyTorchOptions(Options):
     arch: Literal["bert", "resnet50"] | None = None  # None: told from the state dict's keys
     config: Path | None = None  # BERT's bert_config.json; None: the one beside the checkpoint
     compile: bool = False  # torch.compile, warmed up at load
+    #: compile into an AOTInductor package kept in the cache, loaded from there by later runs
+    package: bool = False
 
 
 #: how much longer than the stall timeout loading may take with torch.compile: compiling
@@ -94,7 +101,8 @@ class PyTorchBackend:
     @staticmethod
     def load_allowance_s(extra: dict[str, Any], model: Path | None = None) -> float:
         """Seconds loading may take beyond the stall timeout: compiling is not a stall."""
-        compiles = extra.get("compile") or (model is not None and is_program(model))
+        compiles = extra.get("compile") or extra.get("package") or (
+            model is not None and is_program(model))
         return COMPILE_ALLOWANCE_S if compiles else 0.0
 
     def __init__(self) -> None:
@@ -102,8 +110,9 @@ class PyTorchBackend:
         self.arch = ""
         self.model: Path | None = None
         self.options = BackendOptions()
-        self.forward: Any = None  # the model, or its torch.compile
-        self.compiled_batches: list[int] = []  # the batch sizes compiled at load
+        self.forward: Any = None  # the model, or what it was compiled into
+        self.compiled_batches: list[int] = []  # the batch sizes torch.compile compiled at load
+        self.package: Any = None  # the compiled package (torch_package.Package) forward runs
         self._inputs: list[TensorSpec] = []
         self.calibration: dict[str, Any] | None = None  # beside a calibrated program
 
@@ -120,6 +129,9 @@ class PyTorchBackend:
         if options.device != "cpu":
             raise ConfigError("the pytorch backend is built for cpu here",
                               hint="drop --device or use --device cpu")
+        if options.precision == "bf16" and options.extra.get("package"):
+            raise ConfigError("package=true does not take bf16 (its autocast graph is not "
+                              "exported here)", hint="use --backend-option compile=true")
         if options.precision == "bf16" and not bf16_supported():
             raise ConfigError("this CPU has no bf16 path in PyTorch (oneDNN)",
                               hint="bf16 needs AVX512_BF16 or AMX; use --precision fp32")
@@ -146,7 +158,8 @@ class PyTorchBackend:
         if arch == "resnet50":
             self.net = self.net.to(memory_format=torch.channels_last)
         self.arch, self.model, self.options = arch, model, options
-        self.forward = self._compiled() if options.extra.get("compile") else self.net
+        compiles = options.extra.get("compile") or options.extra.get("package")
+        self.forward = self._compiled() if compiles else self.net
 
     def load_shared(self, first: PyTorchBackend, options: BackendOptions) -> None:
         """Another instance of ``first``: its module and compiled graphs, called from this
@@ -188,9 +201,11 @@ class PyTorchBackend:
                               "convolutions in fp32)",
                               hint="mlharness calibrate -b resnet50 --backend pytorch --model "
                                    "CHECKPOINT --dataset DATA, then pass the .int8.pt2 it writes")
-        if options.extra.get("compile"):
+        if options.extra.get("compile") or options.extra.get("package"):
             raise ConfigError("torch.compile does not run dynamically quantised Linear layers",
-                              hint="drop --backend-option compile=true for --precision int8")
+                              hint="drop --backend-option compile=true/package=true for "
+                                   "--precision int8, or calibrate: mlharness calibrate "
+                                   "--backend pytorch")
         spec = {name: per_channel_dynamic_qconfig for name, m in net.named_modules()
                 if isinstance(m, torch.nn.Linear) and m.out_features >= MIN_QUANTISED_OUTPUTS}
         # torch 2.13 still has torch.ao quantisation but calls it deprecated (torchao is its
@@ -240,18 +255,48 @@ class PyTorchBackend:
         return self._load_state(resnet_from_state(state), state, self.model or Path("model"))
 
     def _compiled(self) -> Any:
-        """``torch.compile`` of the model, compiled now for the batch sizes the run issues
-        (BERT: every axis dynamic)."""
+        """The model compiled now: with ``package=true`` its package, else ``torch.compile``
+        for the batch sizes the run issues (BERT: every axis dynamic)."""
+        if self.options.extra.get("package"):
+            return self._packaged()
         self.compiled_batches = batches_to_compile(
             self.options.scenario, (self.options.run_spec or {}).get("batch_size"))
         return compile_at_load(self.net, self.arch == "bert", self.compiled_batches, self._warm)
 
-    def _warm(self, forward: Any, batch: int) -> None:
+    def _packaged(self) -> Any:
+        """The model's package from the cache, built and kept there first if it is not."""
+        from mlharness.backends.torch_compile import require_compiler
+        from mlharness.backends.torch_package import load_or_build, package_path
+        from mlharness.files import cache_root
+
+        require_compiler()
+        assert self.model is not None
+        derived = {"arch": self.arch, "precision": self.options.precision,
+                   "bert_config": getattr(self, "config", None), "inputs": self._inputs[0].name}
+        path = package_path(cache_root(self.options.cache_dir), self.model, derived)
+        runners = int((self.options.run_spec or {}).get("instances") or 1)
+        self.package = load_or_build(path, self._exported, runners)
+        return self.package.runner
+
+    def _exported(self) -> Any:
+        """The program a package is compiled from: the calibrated int8 program as saved, or
+        the module exported with a dynamic batch axis (and BERT's sequence axis)."""
+        import torch
+
+        assert self.model is not None
+        if is_program(self.model):
+            return load_exported(self.model)
+        names = BERT_INPUTS if self.arch == "bert" else (self._inputs[0].name,)
+        return torch.export.export(self.net, self._tensors(self._sample(2)),
+                                   dynamic_shapes=export_dims(names, self.arch))
+
+    def _sample(self, batch: int) -> dict[str, np.ndarray]:
         if self.arch == "bert":
-            sample = {n: np.ones((batch, 128), np.int64) for n in BERT_INPUTS}
-        else:
-            sample = {self._inputs[0].name: np.zeros((batch, 3, 224, 224), np.float32)}
-        self._run(forward, sample)
+            return {n: np.ones((batch, 128), np.int64) for n in BERT_INPUTS}
+        return {self._inputs[0].name: np.zeros((batch, 3, 224, 224), np.float32)}
+
+    def _warm(self, forward: Any, batch: int) -> None:
+        self._run(forward, self._sample(batch))
 
     def _quantization(self) -> str | None:
         if self.options.precision != "int8":
@@ -294,13 +339,21 @@ class PyTorchBackend:
 
         with torch.inference_mode(), self._autocast():
             if self.arch == "bert":
-                start, end = forward(*(torch.from_numpy(inputs[n]) for n in BERT_INPUTS))
+                start, end = forward(*self._tensors(inputs))
                 return {BERT_OUTPUTS[0]: start.float().numpy(),
                         BERT_OUTPUTS[1]: end.float().numpy()}
-            images = torch.from_numpy(inputs[self._inputs[0].name])
-            logits = forward(images.contiguous(memory_format=torch.channels_last)).float()
+            logits = forward(*self._tensors(inputs)).float()
             return {"ArgMax:0": logits.argmax(1).numpy(),
                     "softmax_tensor:0": torch.softmax(logits, 1).numpy()}
+
+    def _tensors(self, inputs: dict[str, np.ndarray]) -> tuple[Any, ...]:
+        """The model's arguments: BERT's three id tensors, or the images channels-last."""
+        import torch
+
+        if self.arch == "bert":
+            return tuple(torch.from_numpy(inputs[n]) for n in BERT_INPUTS)
+        images = torch.from_numpy(inputs[self._inputs[0].name])
+        return (images.contiguous(memory_format=torch.channels_last),)
 
     def describe(self) -> dict[str, Any]:
         import torch
@@ -313,5 +366,6 @@ class PyTorchBackend:
                 "compiled": self.forward is not self.net,
                 "compiled_batches": [("dynamic" if b > 1 else b) for b in self.compiled_batches]
                 or None,
+                "compiled_package": self.package.describe() if self.package else None,
                 "channels_last": self.arch == "resnet50",
                 "onednn_bf16": bf16_supported(), "model": str(self.model)}

@@ -74,7 +74,8 @@ def require_pt2e(method: str) -> None:
     import_torchao()
 
 
-def _dims(names: list[str], arch: str) -> tuple[dict[int, Any], ...]:
+def export_dims(names: list[str] | tuple[str, ...], arch: str) -> tuple[dict[int, Any], ...]:
+    """The dynamic axes of each input: the batch, and BERT's sequence."""
     import torch
 
     batch = torch.export.Dim("batch", min=1, max=MAX_BATCH)
@@ -131,7 +132,7 @@ def quantize_pt2e(net: Any, arch: str, names: list[str], target: Path,
     from torchao.quantization.pt2e.quantize_pt2e import convert_pt2e, prepare_pt2e
 
     reduce_range = matrix_isa()["int8"] not in ("amx", "avx512_vnni", "avx_vnni")
-    dims = _dims(names, arch)
+    dims = export_dims(names, arch)
     with quantised_file(Path(target), Path(target), "PT2E int8 quantisation",
                         "check the model runs in fp32 with --backend pytorch first",
                         suffix=PROGRAM_SUFFIX) as tmp, torch.no_grad(), _quiet_export():
@@ -167,12 +168,17 @@ def _without_unused_tensors(module: Any) -> Any:
 
 
 def load_program(model: Path) -> Any:
-    """The module of a saved int8 program (``torch.export.load``)."""
+    """The module of a saved int8 program."""
+    return load_exported(model).module()
+
+
+def load_exported(model: Path) -> Any:
+    """A saved int8 program (``torch.export.load``)."""
     import torch
 
     import_torchao()  # registers the quantised ops the program calls
     try:
-        return torch.export.load(str(model)).module()
+        return torch.export.load(str(model))
     except Exception as exc:  # torch raises assorted types for foreign files
         raise ModelError(f"torch cannot load the program {model}: "
                          f"{' '.join(str(exc).split())[:200]}",

@@ -35,6 +35,14 @@ def batches_to_compile(scenario: str | None, batch_size: int | None) -> list[int
     return [dynamic] if scenario in ("Offline", "MultiStream") else [dynamic, 1]
 
 
+def require_compiler() -> None:
+    """Inductor writes C++ and compiles it: without a compiler, say so in one line."""
+    if not (shutil.which("c++") or shutil.which("g++")):
+        raise ConfigError("compiling a model needs a C++ compiler, and none is on PATH",
+                          hint="install g++ (Debian: apt install g++), or run the model "
+                               "uncompiled (without compile=true or package=true)")
+
+
 def compile_at_load(net: Any, every_axis_dynamic: bool, batches: list[int],
                     warm: Callable[[Any, int], Any]) -> Any:
     """``torch.compile(net)``, compiled now by ``warm(forward, batch)`` for each of ``batches``
@@ -44,10 +52,7 @@ def compile_at_load(net: Any, every_axis_dynamic: bool, batches: list[int],
     import torch
 
     global graphs_compiled
-    if not (shutil.which("c++") or shutil.which("g++")):
-        raise ConfigError("torch.compile needs a C++ compiler, and none is on PATH",
-                          hint="install g++ (Debian: apt install g++), or drop "
-                               "--backend-option compile=true")
+    require_compiler()
     torch._inductor.config.freezing = True  # this process only runs inference
     # inductor's own advice to itself (how its oneDNN lowering copies a tensor)
     warnings.filterwarnings("ignore", category=UserWarning, module=r"torch\._inductor\.")

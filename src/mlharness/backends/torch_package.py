@@ -1,0 +1,151 @@
+"""Compiled models kept on disk: an AOTInductor package of a model (``torch.export`` then
+``torch._inductor.aoti_compile_and_package``), built the first time a model is compiled on a
+machine and loaded in seconds by every later run, tune probe and instance.
+
+A package is named by what it was built from: the model file's bytes (sha256), what the backend
+derived from it (architecture, precision, BERT config), the torch and torchao versions and this
+CPU's instruction sets (inductor generates code for them). A changed or recalibrated model,
+another torch or another CPU therefore never meets a stale package; it builds its own. A package
+holds the frozen weights (inductor's freezing: oneDNN-packed weights; a PT2E program's int8
+kernels) and serves every batch size through one dynamic batch axis (and BERT's sequence axis),
+so a Server run compiles once, not a batch of one apart. A package that fails to load (a
+truncated file) is built again; a build that is killed leaves no package, and what it left is
+removed by the next build.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import shutil
+import time
+import zipfile
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Callable
+
+from mlharness.errors import ConfigError, ModelError
+
+#: bump when what goes into a package changes
+PACKAGE_VERSION = 1
+#: the packages' folder under the cache root (``--cache-dir``, ``$MLHARNESS_CACHE``)
+FOLDER = "torch-packages"
+#: a build in progress: this, then the builder's pid
+BUILDING = ".building-"
+
+
+@dataclass
+class Package:
+    """A loaded package: ``runner(*tensors)`` runs the model."""
+
+    runner: Any
+    path: Path
+    built_s: float | None  # seconds it took to build here; None: loaded from the cache
+
+    def describe(self) -> dict[str, Any]:
+        return {"path": str(self.path), "from_cache": self.built_s is None,
+                "built_s": None if self.built_s is None else round(self.built_s, 1)}
+
+
+def package_path(root: Path, model: Path, derived: dict[str, Any]) -> Path:
+    """Where the package of ``model`` (with what the backend ``derived`` from it) lives."""
+    import torch
+    from torch._inductor.cpu_vec_isa import pick_vec_isa
+
+    from mlharness.hostinfo import cpu_flags, package_versions
+
+    with open(model, "rb") as f:  # 1.2 s for BERT-large's 1.3 GB
+        digest = hashlib.file_digest(f, "sha256").hexdigest()
+    facts = {"version": PACKAGE_VERSION, "model": digest, "derived": derived,
+             "torch": torch.__version__, "torchao": package_versions(("torchao",)).get("torchao"),
+             "cpu": sorted(cpu_flags()), "vec_isa": str(pick_vec_isa())}
+    key = hashlib.sha256(json.dumps(facts, sort_keys=True, default=str).encode()).hexdigest()
+    return Path(root) / FOLDER / f"{Path(model).stem}-{key[:24]}.pt2"
+
+
+def load_or_build(path: Path, export: Callable[[], Any], runners: int) -> Package:
+    """The package at ``path``, else the program ``export()`` returns, compiled into it first;
+    ``runners``: how many threads may run it at once (``--instances``)."""
+    if path.is_file():
+        try:
+            return Package(_load(path, runners), path, None)
+        except Exception:  # a truncated or foreign file: built again below
+            path.unlink(missing_ok=True)
+    started = time.perf_counter()
+    _build(path, export)
+    try:
+        runner = _load(path, runners)
+    except Exception as exc:  # torch raises assorted types
+        raise ModelError(f"the compiled package {path} does not load: {_line(exc)}",
+                         hint="drop --backend-option package=true") from exc
+    return Package(runner, path, time.perf_counter() - started)
+
+
+def _load(path: Path, runners: int) -> Any:
+    from torch._inductor.package import load_package
+
+    return load_package(str(path), num_runners=max(1, runners))
+
+
+def _build(path: Path, export: Callable[[], Any]) -> None:
+    import torch
+
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        raise ConfigError(f"cannot keep compiled models in {path.parent}: {exc.strerror}",
+                          hint="pass a writable --cache-dir") from exc
+    _drop_killed_builds(path.parent)
+    building = path.parent / f"{BUILDING}{os.getpid()}"  # the package's own name inside
+    partial = building / path.name
+    try:
+        building.mkdir(exist_ok=True)
+        # freezing (weights as constants, int8 patterns as kernels) applies without autograd only
+        with torch.no_grad():
+            program = export()
+            torch._inductor.aoti_compile_and_package(
+                program, package_path=str(partial), inductor_configs={"freezing": True})
+        _drop_build_files(partial)
+        os.replace(partial, path)  # whole, or not there: a killed build leaves no package
+    except (ConfigError, ModelError):
+        raise
+    except Exception as exc:  # export and inductor raise assorted types
+        raise ModelError(f"compiling the model failed: {_line(exc)}",
+                         hint="drop --backend-option package=true") from exc
+    finally:
+        shutil.rmtree(building, ignore_errors=True)
+
+
+def _drop_killed_builds(folder: Path) -> None:
+    """What builds left that were killed before they could clean up (their process is gone)."""
+    for stale in folder.glob(f"{BUILDING}*"):
+        pid = stale.name[len(BUILDING):]
+        if pid.isdigit() and not _alive(int(pid)):
+            shutil.rmtree(stale, ignore_errors=True)
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:  # another user's
+        return True
+    return True
+
+
+def _drop_build_files(package: Path) -> None:
+    """Inductor leaves the library it packaged in its own cache (``/tmp/torchinductor_$USER``),
+    weights included (BERT-large: 1.3 GB a build); the package holds it, so it goes."""
+    from torch._inductor.runtime.cache_dir_utils import cache_dir
+
+    with zipfile.ZipFile(package) as archive:
+        libraries = {Path(n).name for n in archive.namelist() if n.endswith(".wrapper.so")}
+    for name in libraries:
+        for library in Path(cache_dir()).glob(f"*/{name}"):
+            shutil.rmtree(library.parent, ignore_errors=True)
+
+
+def _line(exc: BaseException) -> str:
+    return " ".join(str(exc).split())[:300]
