@@ -34,6 +34,7 @@ PARENT_POLL_S = 0.5
 LOAD_CHUNK = 64
 #: exit status of a child whose parent vanished
 ORPHAN_EXIT = 70
+COMPILE_PHASE = "loading and compiling the model"  # a load the backend allows extra time for
 LOADGEN_PHASE = "running the LoadGen test"  # the phase while LoadGen runs (parent: stall clock)
 WARMUP_PHASE = "warming up the backend"  # untimed batches before LoadGen starts
 #: where a crashing worker's Python stacks go (faulthandler); removed when it stays empty
@@ -82,11 +83,12 @@ def build_local(spec: Any, phase: Any = None, cpus: list[int] | None = None,
     if first is not None and hasattr(backend, "load_shared"):
         backend.load_shared(first, options)
     else:
-        # a backend that compiles at load (torch.compile) says how much longer it may take
+        # a backend that compiles at load (torch.compile) says how much longer it may take;
+        # the user sees why the load takes minutes
         allowance = getattr(backend, "load_allowance_s", lambda extra, model: 0.0)(
             options.extra, model)
         if allowance:
-            phase("loading the model", allowance)
+            phase(COMPILE_PHASE, allowance)
         backend.load(model, options)
     check_signature(task.model_inputs, backend.inputs, str(model), spec.batch_size)
     if first is None:  # the other instances load the same file: its tables are known
