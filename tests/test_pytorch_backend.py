@@ -230,6 +230,15 @@ def test_every_compiled_model_is_compiled_and_instances_share_one(
                                   loaded[1].predict(images)["softmax_tensor:0"])
     assert counters["stats"]["unique_graphs"] - before == 2
     assert shared.forward is loaded[1].forward and shared.describe()["compiled"] is True
+    # package=true: the channels-last ResNet exported with a dynamic batch, the same answers
+    packaged = PyTorchBackend()
+    packaged.load(tmp_path / "tiny.pth", BackendOptions(threads=1, cache_dir=tmp_path / "cache",
+                                                        extra={"package": True}))
+    assert packaged.describe()["compiled_package"]["from_cache"] is False
+    for batch in (1, 3):
+        some = {"input_tensor:0": images["input_tensor:0"][:batch]}
+        np.testing.assert_allclose(packaged.predict(some)["softmax_tensor:0"],
+                                   loaded[1].predict(some)["softmax_tensor:0"], atol=1e-6)
 
 
 @pytest.mark.parametrize("scenario, flags", [

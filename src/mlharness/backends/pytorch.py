@@ -23,9 +23,9 @@ model through ``torch.compile`` (inductor with freezing; it needs a C++ compiler
 warmed up at load for the batch sizes the run issues, so no query waits for it.
 ``--backend-option package=true`` compiles instead into an AOTInductor package kept in the cache
 (:mod:`mlharness.backends.torch_package`): built once per model, runtime and CPU, then loaded in
-seconds by every later run and tune probe, but slower per query than ``torch.compile`` here
-(docs/performance.md), so not the default; not for bf16 (its autocast graph is not exported
-here). A calibrated int8 program is compiled either way. ONNX files are
+seconds by every later run and tune probe; not the default, as fp32 runs slower per query from
+it than through ``torch.compile`` here (calibrated int8 as fast: docs/performance.md); not for
+bf16 (its autocast graph is not exported here). A calibrated int8 program is compiled either way. ONNX files are
 not read: the one converter (onnx2torch) is unkept since 2024 and requires torchvision unpinned.
 """
 
@@ -42,7 +42,9 @@ from mlharness.backends.base import BackendOptions
 from mlharness.backends.pytorch_int8 import export_dims, is_program, load_exported, load_program
 from mlharness.backends.quantised import (MIN_QUANTISED_OUTPUTS, calibration_record,
                                          refuse_mislabelled)
-from mlharness.backends.torch_compile import batches_to_compile, compile_at_load, padded_to_two
+from mlharness.backends.torch_compile import (batches_to_compile, compile_at_load, padded_to_two,
+                                              require_compiler)
+from mlharness.backends.torch_package import Package, load_or_build, package_path
 from mlharness.errors import ConfigError, ModelError
 from mlharness.options import Options
 from mlharness.tensors import TensorSpec
@@ -112,7 +114,7 @@ class PyTorchBackend:
         self.options = BackendOptions()
         self.forward: Any = None  # the model, or what it was compiled into
         self.compiled_batches: list[int] = []  # the batch sizes torch.compile compiled at load
-        self.package: Any = None  # the compiled package (torch_package.Package) forward runs
+        self.package: Package | None = None  # with package=true: what forward runs
         self._inputs: list[TensorSpec] = []
         self.calibration: dict[str, Any] | None = None  # beside a calibrated program
 
@@ -265,8 +267,6 @@ class PyTorchBackend:
 
     def _packaged(self) -> Any:
         """The model's package from the cache, built and kept there first if it is not."""
-        from mlharness.backends.torch_compile import require_compiler
-        from mlharness.backends.torch_package import load_or_build, package_path
         from mlharness.files import cache_root
 
         require_compiler()
