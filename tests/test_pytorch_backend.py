@@ -141,10 +141,12 @@ def test_bert_compiled_equals_onnx(bert: Path, onnx_logits: dict, tmp_path: Path
         library = next(Path(n).name for n in archive.namelist() if n.endswith(".wrapper.so"))
     assert not list(Path(cache_dir()).glob(f"*/{library}"))
     assert rec["backend"]["compiled"] is True and rec["backend"]["compiled_batches"] is None
+    assert "later runs with package=true load it" in rec["backend"]["notes"][0]
     _, rec, server_dir = run(tmp_path / "server", *flags, "--backend-option", "package=true",
                              "-s", "Server", "--target-qps", "50")
     assert rec["status"] == "ok", rec.get("error")
     assert rec["backend"]["compiled_package"] == {**built, "from_cache": True, "built_s": None}
+    assert rec["backend"]["notes"] == [f"the compiled model was loaded from {package}"]
     for run_dir in (pt_dir, built_dir, server_dir):
         b = logits(run_dir)
         for i in onnx_logits:

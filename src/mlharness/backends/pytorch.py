@@ -367,5 +367,6 @@ class PyTorchBackend:
                 "compiled_batches": [("dynamic" if b > 1 else b) for b in self.compiled_batches]
                 or None,
                 "compiled_package": self.package.describe() if self.package else None,
+                "notes": [self.package.note()] if self.package else [],
                 "channels_last": self.arch == "resnet50",
                 "onednn_bf16": bf16_supported(), "model": str(self.model)}

@@ -47,6 +47,14 @@ class Package:
         return {"path": str(self.path), "from_cache": self.built_s is None,
                 "built_s": None if self.built_s is None else round(self.built_s, 1)}
 
+    def note(self) -> str:
+        """For the user, under the result: where the compiled model is, and what it saves."""
+        if self.built_s is None:
+            return f"the compiled model was loaded from {self.path}"
+        size = self.path.stat().st_size / 1e6 if self.path.is_file() else 0.0
+        return (f"the model was compiled in {self.built_s:.0f} s into {self.path} ({size:,.0f} MB); "
+                "later runs with package=true load it from there")
+
 
 def package_path(root: Path, model: Path, derived: dict[str, Any]) -> Path:
     """Where the package of ``model`` (with what the backend ``derived`` from it) lives."""
