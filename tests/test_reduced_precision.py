@@ -89,6 +89,12 @@ def test_int8_and_bf16_keep_f1_of_a_trained_bert(tmp_path: Path) -> None:
     program = calibrated(bert.checkpoint, "pytorch", ".pt2")
     assert f1(program, "--backend", "pytorch", "--precision", "int8",
               "--scenario", "SingleStream") >= fp32 - 2.0  # compiled once: batches of one
+    # the same program compiled ahead of time into a package (package=true)
+    assert f1(program, "--backend", "pytorch", "--precision", "int8",
+              "--backend-option", "package=true") >= fp32 - 2.0
+    [record] = [json.loads(p.read_text()) for p in (tmp_path / "runs").rglob("run.json")
+                if "package=true" in p.parent.parent.parent.name]
+    assert record["backend"]["compiled_package"]["from_cache"] is False
     pytest.importorskip("nncf")
     ir = calibrated(bert.onnx, "openvino", ".xml")
     assert f1(ir, "--backend", "openvino", "--precision", "int8") >= fp32 - 2.0
