@@ -157,6 +157,8 @@ def test_a_changed_model_never_loads_a_stale_package(tmp_path: Path) -> None:
     """A package is named by the model's bytes, what the backend derived from it, torch and
     the CPU: another file of the same name gets its own. A package that does not load is built
     again (the build is test_bert_compiled_equals_onnx's), and what a killed build left goes."""
+    import socket
+
     from mlharness.backends.torch_package import BUILDING, load_or_build, package_path
     from mlharness.errors import ModelError
 
@@ -170,16 +172,18 @@ def test_a_changed_model_never_loads_a_stale_package(tmp_path: Path) -> None:
 
     first.parent.mkdir(parents=True)
     first.write_bytes(b"truncated")
-    killed = first.parent / f"{BUILDING}999999999"
+    killed = first.parent / f"{BUILDING}{socket.gethostname()}-999999999"
     killed.mkdir()
     (killed / first.name).write_bytes(b"partial")
+    elsewhere = first.parent / f"{BUILDING}another-host-999999999"  # not ours to judge
+    elsewhere.mkdir()
 
     def export() -> object:
         raise RuntimeError("exported again")
 
     with pytest.raises(ModelError, match="exported again"):
         load_or_build(first, export, runners=1)
-    assert not list(first.parent.iterdir())
+    assert list(first.parent.iterdir()) == [elsewhere]
 
 
 @pytest.mark.parametrize("option", ["compile", "package"])

@@ -19,6 +19,7 @@ import hashlib
 import json
 import os
 import shutil
+import socket
 import time
 import zipfile
 from dataclasses import dataclass
@@ -31,7 +32,7 @@ from mlharness.errors import ConfigError, ModelError
 PACKAGE_VERSION = 1
 #: the packages' folder under the cache root (``--cache-dir``, ``$MLHARNESS_CACHE``)
 FOLDER = "torch-packages"
-#: a build in progress: this, then the builder's pid
+#: a build in progress: this, then the builder's host and pid
 BUILDING = ".building-"
 
 
@@ -105,7 +106,7 @@ def _build(path: Path, export: Callable[[], Any]) -> None:
         raise ConfigError(f"cannot keep compiled models in {path.parent}: {exc.strerror}",
                           hint="pass a writable --cache-dir") from exc
     _drop_killed_builds(path.parent)
-    building = path.parent / f"{BUILDING}{os.getpid()}"  # the package's own name inside
+    building = path.parent / _building_name(os.getpid())  # the package's own name inside
     partial = building / path.name
     try:
         building.mkdir(exist_ok=True)
@@ -125,11 +126,16 @@ def _build(path: Path, export: Callable[[], Any]) -> None:
         shutil.rmtree(building, ignore_errors=True)
 
 
+def _building_name(pid: int) -> str:
+    return f"{BUILDING}{socket.gethostname()}-{pid}"
+
+
 def _drop_killed_builds(folder: Path) -> None:
-    """What builds left that were killed before they could clean up (their process is gone)."""
-    for stale in folder.glob(f"{BUILDING}*"):
-        pid = stale.name[len(BUILDING):]
-        if pid.isdigit() and not _alive(int(pid)):
+    """What builds on this host left that were killed before they could clean up (their
+    process is gone); another host's (a cache on a shared file system) is not judged here."""
+    for stale in folder.glob(f"{_building_name(0)[:-1]}*"):
+        pid = stale.name.rpartition("-")[2]
+        if pid.isdigit() and stale.name == _building_name(int(pid)) and not _alive(int(pid)):
             shutil.rmtree(stale, ignore_errors=True)
 
 
