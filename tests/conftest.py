@@ -56,10 +56,10 @@ SHARED_GROUPS = {"test_power_e2e": "power", "test_power_faults": "power",
 #: the groups that take longest, longest first (seconds of one worker, measured with
 #: ``--durations=0`` on 2 shared cores): handed out first, so the short ones fill in at the end
 #: instead of one worker starting a 3-minute module while the other has nothing left
-SLOWEST_FIRST = ("power", "test_e2e_demo", "test_submission_e2e", "test_pytorch_backend",
-                 "test_reduced_precision", "test_tune", "test_compliance_e2e",
-                 "test_catalogue_faults", "test_compliance_checker", "test_distributed",
-                 "test_ray", "test_openvino_backend", "demo_runs", "test_typed_config")
+SLOWEST_FIRST = ("test_pytorch_backend", "test_reduced_precision", "test_submission_e2e",
+                 "power", "test_compliance_e2e", "test_openvino_backend", "test_catalogue_faults",
+                 "test_tune", "test_calibrate", "test_e2e_demo", "test_distributed", "demo_runs",
+                 "test_compliance_checker", "test_ray", "test_bert_e2e", "test_typed_config")
 
 
 def group_of(item: pytest.Item) -> str:
