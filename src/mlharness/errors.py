@@ -42,3 +42,9 @@ class Interrupted(KeyboardInterrupt):
         super().__init__(signal_name)
         self.signum = signum
         self.signal_name = signal_name
+
+
+def one_line(exc: BaseException, limit: int = 300) -> str:
+    """A library's exception as one line of at most ``limit`` characters (runtimes raise
+    multi-line messages with their own tracebacks in them)."""
+    return " ".join(str(exc).split())[:limit]

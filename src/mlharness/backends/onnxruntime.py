@@ -8,7 +8,7 @@ from typing import Any, Literal
 import numpy as np
 
 from mlharness.backends.base import BackendOptions
-from mlharness.errors import ConfigError, ModelError
+from mlharness.errors import ConfigError, ModelError, one_line
 from mlharness.options import Options
 from mlharness.tensors import TensorSpec
 
@@ -111,7 +111,7 @@ class OnnxRuntimeBackend:
         try:
             self.session = ort.InferenceSession(str(model), so, providers=providers)
         except Exception as exc:  # onnxruntime raises its own exception types
-            detail = " ".join(str(exc).split())[:300]
+            detail = one_line(exc)
             raise ModelError(f"onnxruntime cannot load {model}: {detail}",
                              hint="check that the file is a valid ONNX model") from exc
         self.model = model

@@ -25,7 +25,7 @@ import numpy as np
 from pydantic import BeforeValidator
 
 from mlharness.backends.base import BackendOptions
-from mlharness.errors import ConfigError, ModelError
+from mlharness.errors import ConfigError, ModelError, one_line
 from mlharness.options import Options
 from mlharness.tensors import TensorSpec
 
@@ -143,7 +143,7 @@ class OpenVinoBackend:
             read = core.read_model(str(model))
             self.compiled = core.compile_model(read, "CPU", self.config)
         except Exception as exc:  # openvino raises RuntimeError with long multi-line texts
-            detail = " ".join(str(exc).split())[:300]
+            detail = one_line(exc)
             raise ModelError(f"openvino cannot load {model}: {detail}",
                              hint="check that the file is a valid ONNX model or OpenVINO "
                                   "IR (.xml with its .bin)") from exc

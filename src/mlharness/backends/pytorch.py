@@ -45,7 +45,7 @@ from mlharness.backends.quantised import (MIN_QUANTISED_OUTPUTS, calibration_rec
 from mlharness.backends.torch_compile import (batches_to_compile, compile_at_load, padded_to_two,
                                               require_compiler)
 from mlharness.backends.torch_package import Package, load_or_build, package_path
-from mlharness.errors import ConfigError, ModelError
+from mlharness.errors import ConfigError, ModelError, one_line
 from mlharness.options import Options
 from mlharness.tensors import TensorSpec
 
@@ -69,7 +69,7 @@ def _state_dict(path: Path) -> dict[str, Any]:
     try:
         obj = torch.load(str(path), map_location="cpu", weights_only=True)
     except Exception as exc:  # torch raises assorted types for foreign files
-        raise ModelError(f"torch cannot read {path}: {' '.join(str(exc).split())[:200]}",
+        raise ModelError(f"torch cannot read {path}: {one_line(exc, 200)}",
                          hint="pass a state dict saved with torch.save") from exc
     for key in ("state_dict", "model"):
         if isinstance(obj, dict) and isinstance(obj.get(key), dict):
@@ -79,6 +79,11 @@ def _state_dict(path: Path) -> dict[str, Any]:
     # old TF-converted BERT checkpoints name LayerNorm parameters gamma/beta
     return {k.replace("LayerNorm.gamma", "LayerNorm.weight")
             .replace("LayerNorm.beta", "LayerNorm.bias"): v for k, v in obj.items()}
+
+
+def _compiles(extra: dict[str, Any]) -> bool:
+    """Whether the backend options compile the model at load (torch.compile or a package)."""
+    return bool(extra.get("compile") or extra.get("package"))
 
 
 class PyTorchOptions(Options):
@@ -103,8 +108,7 @@ class PyTorchBackend:
     @staticmethod
     def load_allowance_s(extra: dict[str, Any], model: Path | None = None) -> float:
         """Seconds loading may take beyond the stall timeout: compiling is not a stall."""
-        compiles = extra.get("compile") or extra.get("package") or (
-            model is not None and is_program(model))
+        compiles = _compiles(extra) or (model is not None and is_program(model))
         return COMPILE_ALLOWANCE_S if compiles else 0.0
 
     def __init__(self) -> None:
@@ -160,8 +164,7 @@ class PyTorchBackend:
         if arch == "resnet50":
             self.net = self.net.to(memory_format=torch.channels_last)
         self.arch, self.model, self.options = arch, model, options
-        compiles = options.extra.get("compile") or options.extra.get("package")
-        self.forward = self._compiled() if compiles else self.net
+        self.forward = self._compiled() if _compiles(options.extra) else self.net
 
     def load_shared(self, first: PyTorchBackend, options: BackendOptions) -> None:
         """Another instance of ``first``: its module and compiled graphs, called from this
@@ -203,7 +206,7 @@ class PyTorchBackend:
                               "convolutions in fp32)",
                               hint="mlharness calibrate -b resnet50 --backend pytorch --model "
                                    "CHECKPOINT --dataset DATA, then pass the .int8.pt2 it writes")
-        if options.extra.get("compile") or options.extra.get("package"):
+        if _compiles(options.extra):
             raise ConfigError("torch.compile does not run dynamically quantised Linear layers",
                               hint="drop --backend-option compile=true/package=true for "
                                    "--precision int8, or calibrate: mlharness calibrate "

@@ -25,7 +25,7 @@ from typing import Any, Iterator
 import numpy as np
 
 from mlharness.backends.quantised import MIN_QUANTISED_OUTPUTS, quiet_loggers
-from mlharness.errors import ConfigError, ModelError
+from mlharness.errors import ConfigError, ModelError, one_line
 
 #: bump when the recipe changes
 RECIPE = "torchao-pt2e-x86inductor-v1-minmax-fp32head"
@@ -181,5 +181,5 @@ def load_exported(model: Path) -> Any:
         return torch.export.load(str(model))
     except Exception as exc:  # torch raises assorted types for foreign files
         raise ModelError(f"torch cannot load the program {model}: "
-                         f"{' '.join(str(exc).split())[:200]}",
+                         f"{one_line(exc, 200)}",
                          hint="pass the .pt2 file mlharness calibrate --backend pytorch wrote")

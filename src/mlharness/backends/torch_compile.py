@@ -17,7 +17,7 @@ from typing import Any, Callable
 
 import numpy as np
 
-from mlharness.errors import ConfigError, ModelError
+from mlharness.errors import ConfigError, ModelError, one_line
 
 #: graphs compiled in this process so far: ``--instances N`` loads N models, and dynamo keeps
 #: the graphs of all of them on the one ``forward`` code object
@@ -68,7 +68,7 @@ def compile_at_load(net: Any, every_axis_dynamic: bool, batches: list[int],
         for batch in batches:
             warm(_marked(compiled) if batch > 1 else compiled, batch)
     except Exception as exc:  # inductor raises assorted types
-        raise ModelError(f"torch.compile failed: {' '.join(str(exc).split())[:300]}",
+        raise ModelError(f"torch.compile failed: {one_line(exc)}",
                          hint="drop --backend-option compile=true") from exc
     return compiled
 
