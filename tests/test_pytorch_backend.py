@@ -133,6 +133,7 @@ def test_bert_compiled_equals_onnx(bert: Path, onnx_logits: dict, tmp_path: Path
     assert rec["status"] == "ok", rec.get("error")
     built = rec["backend"]["compiled_package"]
     assert built["from_cache"] is False and built["built_s"] > 0
+    assert built["aligned_weights"] is True  # torch_package_runner
     package = Path(built["path"])
     assert package.parent == bert / "cache" / "torch-packages"
     assert [p.name for p in package.parent.iterdir()] == [package.name]  # nothing half-built
@@ -240,7 +241,8 @@ def test_every_compiled_model_is_compiled_and_instances_share_one(
     packaged = PyTorchBackend()
     packaged.load(tmp_path / "tiny.pth", BackendOptions(threads=1, cache_dir=tmp_path / "cache",
                                                         extra={"package": True}))
-    assert packaged.describe()["compiled_package"]["from_cache"] is False
+    package = packaged.describe()["compiled_package"]
+    assert package["from_cache"] is False and package["aligned_weights"] is True
     for batch in (1, 3):
         some = {"input_tensor:0": images["input_tensor:0"][:batch]}
         np.testing.assert_allclose(packaged.predict(some)["softmax_tensor:0"],

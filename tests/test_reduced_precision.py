@@ -95,6 +95,7 @@ def test_int8_and_bf16_keep_f1_of_a_trained_bert(tmp_path: Path) -> None:
     [record] = [json.loads(p.read_text()) for p in (tmp_path / "runs").rglob("run.json")
                 if "package=true" in p.parent.parent.parent.name]
     assert record["backend"]["compiled_package"]["from_cache"] is False
+    assert record["backend"]["compiled_package"]["aligned_weights"] is True
     pytest.importorskip("nncf")
     ir = calibrated(bert.onnx, "openvino", ".xml")
     assert f1(ir, "--backend", "openvino", "--precision", "int8") >= fp32 - 2.0

@@ -121,6 +121,7 @@ class PyTorchBackend:
         self.package: Package | None = None  # with package=true: what forward runs
         self._inputs: list[TensorSpec] = []
         self.calibration: dict[str, Any] | None = None  # beside a calibrated program
+        self._index_limits: dict[str, int] = {}
 
     def load(self, model: Path | None, options: BackendOptions) -> None:
         import torch
@@ -164,6 +165,7 @@ class PyTorchBackend:
         if arch == "resnet50":
             self.net = self.net.to(memory_format=torch.channels_last)
         self.arch, self.model, self.options = arch, model, options
+        self._index_limits = self._tables()
         self.forward = self._compiled() if _compiles(options.extra) else self.net
 
     def load_shared(self, first: PyTorchBackend, options: BackendOptions) -> None:
@@ -190,6 +192,7 @@ class PyTorchBackend:
         self._set_inputs(arch, options)
         self.net = load_program(model)
         self.arch, self.model, self.options = arch, model, options
+        self._index_limits = self._tables()
         self.forward = self._compiled()
 
     @staticmethod
@@ -279,6 +282,7 @@ class PyTorchBackend:
         path = package_path(cache_root(self.options.cache_dir), self.model, derived)
         runners = int((self.options.run_spec or {}).get("instances") or 1)
         self.package = load_or_build(path, self._exported, runners)
+        self.net = None  # the package holds the weights: the module's copy goes
         return self.package.runner
 
     def _exported(self) -> Any:
@@ -315,7 +319,11 @@ class PyTorchBackend:
 
     @property
     def index_limits(self) -> dict[str, int]:
-        """BERT's embedding tables, by the input that indexes each."""
+        return self._index_limits
+
+    def _tables(self) -> dict[str, int]:
+        """BERT's embedding tables, by the input that indexes each (read at load: a package
+        lets the module go)."""
         if self.arch != "bert":
             return {}
         state = self.net.state_dict()

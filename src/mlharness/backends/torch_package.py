@@ -10,7 +10,8 @@ holds the frozen weights (inductor's freezing: oneDNN-packed weights; a PT2E pro
 kernels) and serves every batch size through one dynamic batch axis (and BERT's sequence axis),
 so a Server run compiles once, not a batch of one apart. A package that fails to load (a
 truncated file) is built again; a build that is killed leaves no package, and what it left is
-removed by the next build.
+removed by the next build. A package is run by :class:`torch_package_runner.PackageRunner`,
+with its weights moved to aligned memory.
 """
 
 from __future__ import annotations
@@ -26,6 +27,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable
 
+from mlharness.backends.torch_package_runner import PackageRunner
 from mlharness.errors import ConfigError, ModelError, one_line
 from mlharness.files import sha256_file
 
@@ -41,13 +43,14 @@ BUILDING = ".building-"
 class Package:
     """A loaded package: ``runner(*tensors)`` runs the model."""
 
-    runner: Any
+    runner: PackageRunner
     path: Path
     built_s: float | None  # seconds it took to build here; None: loaded from the cache
 
     def describe(self) -> dict[str, Any]:
         return {"path": str(self.path), "from_cache": self.built_s is None,
-                "built_s": None if self.built_s is None else round(self.built_s, 1)}
+                "built_s": None if self.built_s is None else round(self.built_s, 1),
+                "aligned_weights": self.runner.aligned}
 
     def note(self) -> str:
         """For the user, under the result: where the compiled model is, and what it saves."""
@@ -90,10 +93,8 @@ def load_or_build(path: Path, export: Callable[[], Any], runners: int) -> Packag
     return Package(runner, path, time.perf_counter() - started)
 
 
-def _load(path: Path, runners: int) -> Any:
-    from torch._inductor.package import load_package
-
-    return load_package(str(path), num_runners=max(1, runners))
+def _load(path: Path, runners: int) -> PackageRunner:
+    return PackageRunner(path, runners)
 
 
 def _build(path: Path, export: Callable[[], Any]) -> None:
