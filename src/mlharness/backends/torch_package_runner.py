@@ -7,7 +7,8 @@ ahead from there, took 1.4-1.6x as long as the same kernel in ``torch.compile`` 
 AVX2 EPYC; bit-equal logits). So after loading, each weight is copied into torch's own memory
 (aligned to 64 bytes) and the runtime is told to read those copies instead (``user_managed``):
 the package then runs as fast as ``torch.compile``, or faster. The runtime keeps its own block
-(it has no call that frees the active one), so a loaded package holds its weights twice.
+(handing the copies in as its inactive buffer, then swapping and freeing, crashed the next run
+here), so a loaded package holds its weights twice.
 """
 
 from __future__ import annotations
