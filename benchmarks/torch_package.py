@@ -59,7 +59,7 @@ def measure(model: Path, cache: Path, mode: str, batch: int, batches: int, threa
     import numpy as np
 
     from mlharness.backends.base import BackendOptions
-    from mlharness.backends.pytorch import PyTorchBackend
+    from mlharness.backends.pytorch import BERT_INPUTS, PyTorchBackend
 
     extra = {"compile": True} if mode == "compile" else {"package": True}
     started = time.perf_counter()
@@ -72,9 +72,10 @@ def measure(model: Path, cache: Path, mode: str, batch: int, batches: int, threa
 
         backend.forward = load_package(backend.describe()["compiled_package"]["path"])
     rng = np.random.default_rng(0)
-    inputs = {"input_ids": rng.integers(1000, 30000, (batch, SEQUENCE)),
-              "input_mask": np.ones((batch, SEQUENCE), np.int64),
-              "segment_ids": np.zeros((batch, SEQUENCE), np.int64)}
+    ids, mask, segments = BERT_INPUTS
+    inputs = {ids: rng.integers(1000, 30000, (batch, SEQUENCE)),
+              mask: np.ones((batch, SEQUENCE), np.int64),
+              segments: np.zeros((batch, SEQUENCE), np.int64)}
     backend.predict(inputs)  # warm-up
     times = []
     for _ in range(batches):

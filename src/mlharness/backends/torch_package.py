@@ -27,7 +27,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable
 
-from mlharness.backends.torch_package_runner import PackageRunner
+from mlharness.backends.torch_package_runner import PackageRunner, libraries
 from mlharness.errors import ConfigError, ModelError, one_line
 from mlharness.files import sha256_file
 
@@ -155,7 +155,7 @@ def _drop_build_files(package: Path) -> None:
     from torch._inductor.runtime.cache_dir_utils import cache_dir
 
     with zipfile.ZipFile(package) as archive:
-        libraries = {Path(n).name for n in archive.namelist() if n.endswith(".wrapper.so")}
-    for name in libraries:
+        names = {Path(n).name for n in libraries(archive)}
+    for name in names:
         for library in Path(cache_dir()).glob(f"*/{name}"):
             shutil.rmtree(library.parent, ignore_errors=True)

@@ -46,13 +46,18 @@ class PackageRunner:
         return pytree.tree_unflatten(self._runner.run(list(tensors)), self._out_spec)
 
 
+def libraries(archive: zipfile.ZipFile) -> list[str]:
+    """The compiled libraries (the model's code and weights) a package holds, by member name."""
+    return [n for n in archive.namelist() if n.endswith(".wrapper.so")]
+
+
 def _open(path: Path, runners: int) -> Any:
     """The runtime of the package's library (its weights inside); the library is read from a
     temporary copy, which is gone once loaded."""
     import torch
 
     with zipfile.ZipFile(path) as archive:
-        names = [n for n in archive.namelist() if n.endswith(".wrapper.so")]
+        names = libraries(archive)
         if len(names) != 1:
             raise ValueError(f"{path} holds {len(names)} compiled libraries, not one")
         folder = tempfile.mkdtemp(prefix="mlharness-package-")
