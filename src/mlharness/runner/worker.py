@@ -67,6 +67,7 @@ def build_local(spec: Any, phase: Any = None, cpus: list[int] | None = None,
     ``first``: the first instance, whose loaded model a backend with ``load_shared`` shares."""
     from mlharness.backends import (BackendOptions, backend_options, check_index_ranges,
                                     check_signature, create_backend)
+    from mlharness.sut.placement import pinned
     from mlharness.tasks import create_task
 
     phase = phase or (lambda name, allowance_s=0.0: None)
@@ -89,7 +90,10 @@ def build_local(spec: Any, phase: Any = None, cpus: list[int] | None = None,
             options.extra, model)
         if allowance:
             phase(COMPILE_PHASE, allowance)
-        backend.load(model, options)
+        # an instance with a model of its own loads it on its own cores, so its weights land
+        # in their NUMA node's memory; a shared model (and its compile workers) keeps them all
+        with pinned(None if hasattr(backend, "load_shared") else cpus):
+            backend.load(model, options)
     check_signature(task.model_inputs, backend.inputs, str(model), spec.batch_size)
     if first is None:  # the other instances load the same file: its tables are known
         check_index_ranges(task.index_ranges(), getattr(backend, "index_limits", {}),
