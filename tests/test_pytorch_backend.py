@@ -133,7 +133,8 @@ def test_bert_compiled_equals_onnx(bert: Path, onnx_logits: dict, tmp_path: Path
     assert rec["status"] == "ok", rec.get("error")
     built = rec["backend"]["compiled_package"]
     assert built["from_cache"] is False and built["built_s"] > 0
-    assert built["aligned_weights"] is True  # torch_package_runner
+    # torch_package_runner: every weight copied to aligned memory, the runtime's block freed
+    assert built["aligned_weights"] is True and built["weights_not_moved"] == []
     package = Path(built["path"])
     assert package.parent == bert / "cache" / "torch-packages"
     assert [p.name for p in package.parent.iterdir()] == [package.name]  # nothing half-built
@@ -243,6 +244,7 @@ def test_every_compiled_model_is_compiled_and_instances_share_one(
                                                         extra={"package": True}))
     package = packaged.describe()["compiled_package"]
     assert package["from_cache"] is False and package["aligned_weights"] is True
+    assert package["weights_not_moved"] == []
     for batch in (1, 3):
         some = {"input_tensor:0": images["input_tensor:0"][:batch]}
         np.testing.assert_allclose(packaged.predict(some)["softmax_tensor:0"],

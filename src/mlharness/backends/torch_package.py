@@ -50,7 +50,8 @@ class Package:
     def describe(self) -> dict[str, Any]:
         return {"path": str(self.path), "from_cache": self.built_s is None,
                 "built_s": None if self.built_s is None else round(self.built_s, 1),
-                "aligned_weights": self.runner.aligned}
+                "aligned_weights": self.runner.aligned,
+                "weights_not_moved": self.runner.not_moved}
 
     def note(self) -> str:
         """For the user, under the result: where the compiled model is, and what it saves."""
