@@ -132,7 +132,8 @@ def add_run_arguments(p: argparse.ArgumentParser) -> None:
     how.add_argument("--workers", type=int, metavar="N", help="worker threads feeding the backend (default 1; remote/ray: 2 per node)")
     how.add_argument("--threads", type=int, metavar="N", help="runtime intra-op threads")
     how.add_argument("--instances", type=int, metavar="N",
-                     help="backend instances, each with its own worker and pinned cores (default 1)")
+                     help="backend instances, each with its own worker and pinned block of cores, kept "
+                     "inside a NUMA node where it fits, a thread per physical core first (default 1)")
     how.add_argument("--threads-per-instance", type=int, metavar="M",
                      help="threads of each instance (default: the cores / instances)")
     how.add_argument("--precision", metavar="P", help="fp32 (default), bf16, int8 — never changed silently")
