@@ -14,7 +14,9 @@ heads, intermediate 4096, vocab 30522; ``tests/synthetic_squad.make_bert_onnx``)
               QDQ model (``mlharness calibrate``, official SQuAD feature list) and the NNCF IR
               (``mlharness calibrate --backend openvino``, also with its unquantised rest in
               bf16) on OpenVINO; pytorch runs the same weights as the official checkpoint format
-              (model.pytorch + bert_config.json).
+              (model.pytorch + bert_config.json); without --quick also compiled ahead of time
+              into packages (``package=true``: fp32 and the PT2E int8 program); a package row
+              whose run built the package is measured again from it, as later runs load it.
 
 Then reduced precision on a small TRAINED BERT with decisive outputs (``tests/trained_bert``: 2
 layers trained for a minute or two on synthetic who/year/place SQuAD questions, exported with the
@@ -133,6 +135,10 @@ def reference(files: dict[str, Path], n: int, workdir: Path, python: str) -> flo
     return parse_run_logs(out).value
 
 
+#: pytorch's AOTInductor package, built once into the cache (docs/performance.md)
+PACKAGE = (("package", "true"),)
+
+
 class Config(NamedTuple):
     """One row: a runtime, a precision, the model file (its key in ``files``) and backend
     options."""
@@ -148,12 +154,17 @@ class Config(NamedTuple):
                                                         ("pytorch", "int8", "pytorch")):
             return f"{self.runtime} int8 (dynamic)"
         rest = " + bf16 rest" if ("unquantised", "bf16") in self.options else ""
-        return f"{self.runtime} {self.precision}{MODEL_NOTES[self.key]}{rest}"
+        note = MODEL_NOTES[self.key]
+        if PACKAGE[0] in self.options:
+            note = " (calibrated PT2E, package)" if self.key == "pt2e" else " (package)"
+        return f"{self.runtime} {self.precision}{note}{rest}"
 
 
-def configs(bf16: dict[str, bool], files: dict[str, Path]) -> list[Config]:
+def configs(bf16: dict[str, bool], files: dict[str, Path],
+            packages: bool = False) -> list[Config]:
     """The rows; onnxruntime int8 on the fp32 model is its dynamic quantisation, and the NNCF IR
-    also runs with what it leaves unquantised in bf16 where the CPU has bf16."""
+    also runs with what it leaves unquantised in bf16 where the CPU has bf16; ``packages``: the
+    pytorch rows again from AOTInductor packages (their builds take minutes: not --quick)."""
     out = [Config("onnxruntime", "fp32", "onnx"), Config("onnxruntime", "int8", "onnx")]
     if installed("openvino"):
         out.append(Config("openvino", "fp32", "onnx"))
@@ -168,6 +179,9 @@ def configs(bf16: dict[str, bool], files: dict[str, Path]) -> list[Config]:
             out.append(Config("pytorch", "bf16", "pytorch"))
         out.append(Config("pytorch", "int8", "pytorch"))
         out += [Config("pytorch", "int8", "pt2e")] if "pt2e" in files else []
+        if packages:  # the same models compiled ahead of time into a package (package=true)
+            out.append(Config("pytorch", "fp32", "pytorch", PACKAGE))
+            out += [Config("pytorch", "int8", "pt2e", PACKAGE)] if "pt2e" in files else []
     return out
 
 
@@ -178,6 +192,11 @@ def harness(files: dict[str, Path], config: Config, n: int, workdir: Path,
                     backend_option=dict(config.options),
                     task_option={"sequence_length": "dynamic"})
     record = execute(spec)
+    package = (record.data.get("backend") or {}).get("compiled_package") or {}
+    if package.get("from_cache") is False:  # this run built it: the next ones load it
+        print(f"  ({config.label}: package built in {package['built_s']:.0f} s; measured again "
+              "from it, as later runs load it)", flush=True)
+        record = execute(spec)
     if record.status != "ok" or record.result is None:
         raise SystemExit(f"{config.label} failed: {record.data.get('error')}")
     return {"runtime": config.runtime, "precision": config.precision, "batch": batch,
@@ -280,9 +299,9 @@ def main() -> None:
         ref = reference(files, n, args.workdir, python)
         print(f"  {ref:.3f} samples/s", flush=True)
     rows = []
-    for config in configs(bf16, files):
+    for config in configs(bf16, files, packages=not args.quick):
         r = harness(files, config, n, args.workdir, args.batch_size)
-        print(f"  mlharness {r['label']:<36} {r['samples_per_s']:8.3f} samples/s "
+        print(f"  mlharness {r['label']:<44} {r['samples_per_s']:8.3f} samples/s "
               f"(warm-up {r['warmup_s']:.1f} s)", flush=True)
         rows.append(r)
     print("EM/F1 of a small trained BERT (fp32 vs reduced precision) ...", flush=True)

@@ -10,11 +10,11 @@ AVX2 EPYC; bit-equal logits). So after loading, each weight is copied into torch
 The runtime names a weight by its own name (``bert_encoder_layer_0_..._bias``), but hands its
 weights out by the module's name (``bert.encoder.layer.0....bias``); the copies go back under
 the runtime's names. When every weight has a module name of its own (fp32 checkpoints), the
-copies become the runtime's second set of weights, that set the active one,
+copies are handed in as the runtime's second set of weights, that set is made the active one
 and the runtime's block is freed: the weights are held once. A PT2E int8 program gives several
 quantisation parameters one module name (twelve ``x_zp`` scalars, pairs of per-channel zero
 points), so those cannot be read one by one: the rest is copied and read in place, and the
-runtime's block stays for them (the weights are then held twice; the int8 ones are a quarter of
+runtime's block stays for them (the weights are then held twice; int8 ones are a quarter of
 fp32's).
 """
 
