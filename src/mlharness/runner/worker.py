@@ -81,7 +81,8 @@ def build_local(spec: Any, phase: Any = None, cpus: list[int] | None = None,
                              extra=backend_options(backend, spec.backend_option),
                              scenario=spec.scenario, cpus=cpus or None,
                              task_inputs=list(task.model_inputs))
-    if first is not None and hasattr(backend, "load_shared"):
+    shares = hasattr(backend, "load_shared")  # instances call one model (pytorch)
+    if first is not None and shares:
         backend.load_shared(first, options)
     else:
         # a backend that compiles at load (torch.compile) says how much longer it may take;
@@ -92,7 +93,7 @@ def build_local(spec: Any, phase: Any = None, cpus: list[int] | None = None,
             phase(COMPILE_PHASE, allowance)
         # an instance with a model of its own loads it on its own cores, so its weights land
         # in their NUMA node's memory; a shared model (and its compile workers) keeps them all
-        with pinned(None if hasattr(backend, "load_shared") else cpus):
+        with pinned(None if shares else cpus):
             backend.load(model, options)
     check_signature(task.model_inputs, backend.inputs, str(model), spec.batch_size)
     if first is None:  # the other instances load the same file: its tables are known

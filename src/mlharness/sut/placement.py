@@ -112,15 +112,15 @@ def _core_order(cores: list[list[int]], used: int) -> list[int]:
 def pinned(cpus: list[int] | None) -> Iterator[None]:
     """Run the body with the calling thread on ``cpus`` (nothing changes for None), then give
     it back the cores it had."""
-    if not cpus or not hasattr(os, "sched_setaffinity"):
+    if not cpus or not hasattr(os, "sched_getaffinity"):
         yield
         return
-    before = os.sched_getaffinity(0)
-    os.sched_setaffinity(0, cpus)
+    before = sorted(os.sched_getaffinity(0))
+    pin_current_thread(cpus)
     try:
         yield
     finally:
-        os.sched_setaffinity(0, before)
+        pin_current_thread(before)
 
 
 def pin_current_thread(cpus: list[int]) -> None:
