@@ -6,12 +6,14 @@ Each row is a process of its own that loads the model as a run does (``PyTorchBa
 times ``--batches`` batches of ``--batch`` x 384 tokens after one warm-up:
 
   compile            torch.compile with freezing (the weights packed by oneDNN at load)
-  package build      the first load: export, AOTInductor build, then load
+  package build      the first load: export and AOTInductor build (in a process of their
+                     own), then load
   package            a later load, from the cache (what runs and tune probes do)
   package, torch's   the same package through torch's own loader (``load_package``), whose
   loader             weights sit 16 bytes off a 64-byte line (``torch_package_runner``)
 
-Ends with the machine-readable lines:
+Memory: anonymous resident memory after the batches, the row's peak (``VmHWM``) and, for the
+build, the build process's peak. Ends with the machine-readable lines:
 
   RATIO package/compile per batch = X.XX
   RATIO torch-loader/package per batch = X.XX
@@ -24,6 +26,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import resource
 import statistics
 import subprocess
 import sys
@@ -82,14 +85,17 @@ def measure(model: Path, cache: Path, mode: str, batch: int, batches: int, threa
         t = time.perf_counter()
         backend.predict(inputs)
         times.append(time.perf_counter() - t)
-    return {"load_s": load_s, "batch_s": times, "memory_mb": anonymous_mb(),
+    return {"load_s": load_s, "batch_s": times, "memory_mb": status_mb("RssAnon"),
+            "peak_mb": status_mb("VmHWM"),
+            "build_peak_mb": resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss / 1e3,
             "package": backend.describe()["compiled_package"]}
 
 
-def anonymous_mb() -> float:
-    """This process's anonymous resident memory (weights, activations), MB."""
+def status_mb(field: str) -> float:
+    """A line of this process's ``/proc/self/status``, MB: ``RssAnon`` (anonymous resident
+    memory: weights, activations), ``VmHWM`` (the most it was resident at once)."""
     with open("/proc/self/status") as status:
-        kb = next(int(line.split()[1]) for line in status if line.startswith("RssAnon"))
+        kb = next(int(line.split()[1]) for line in status if line.startswith(field + ":"))
     return kb / 1e3
 
 
@@ -143,7 +149,9 @@ def main() -> None:
             per = result["batch_s"]
             print(f"  {label:<26} load {result['load_s']:7.1f} s   per batch "
                   f"{statistics.median(per):6.2f} s (min {min(per):.2f}, max {max(per):.2f})   "
-                  f"memory {result['memory_mb']:,.0f} MB", flush=True)
+                  f"memory {result['memory_mb']:,.0f} MB (peak {result['peak_mb']:,.0f}"
+                  + (f", build process {result['build_peak_mb']:,.0f}"
+                     if label == "package build" else "") + " MB)", flush=True)
     median = {label: statistics.median(r["batch_s"]) for label, r in rows.items()}
     print(f"RATIO package/compile per batch = {median['package'] / median['compile']:.2f}")
     print(f"RATIO torch-loader/package per batch = {median[torchs] / median['package']:.2f}")

@@ -11,6 +11,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+import child_support
 from mlharness.cli.main import main
 from synthetic_squad import bert_checkpoint, make_bert_onnx, make_squad, make_vocab, vocab_size
 from synthetic_vision import make_imagenet
@@ -180,11 +181,14 @@ def test_a_changed_model_never_loads_a_stale_package(tmp_path: Path) -> None:
     elsewhere = first.parent / f"{BUILDING}another-host-999999999"  # not ours to judge
     elsewhere.mkdir()
 
-    def export() -> object:
-        raise RuntimeError("exported again")
-
+    # a build runs in a process of its own (child_support: functions it can import)
     with pytest.raises(ModelError, match="exported again"):
-        load_or_build(first, export, runners=1)
+        load_or_build(first, child_support.export_fails, runners=1)
+    assert list(first.parent.iterdir()) == [elsewhere]
+    # a build killed (the out-of-memory killer) is named, and what it left goes at once
+    with pytest.raises(ModelError, match=r"^compiling the model failed: the package build "
+                                         r"process was killed by SIGKILL \(out of memory\?\)"):
+        load_or_build(first, child_support.kill_self, runners=1)
     assert list(first.parent.iterdir()) == [elsewhere]
 
 

@@ -32,6 +32,8 @@ not read: the one converter (onnx2torch) is unkept since 2024 and requires torch
 from __future__ import annotations
 
 import contextlib
+import dataclasses
+import functools
 import warnings
 from pathlib import Path
 from typing import Any, Literal
@@ -159,6 +161,7 @@ class PyTorchBackend:
         else:
             raise ModelError(f"cannot tell the architecture of {model} from its keys",
                              hint="pass --backend-option arch=bert or arch=resnet50")
+        del state  # the module holds copies: not a second set of weights while it compiles
         self.net.eval()
         if options.precision == "int8":
             self.net = self._dynamic_int8(self.net, arch, options)
@@ -281,18 +284,15 @@ class PyTorchBackend:
                    "bert_config": getattr(self, "config", None), "inputs": self._inputs[0].name}
         path = package_path(cache_root(self.options.cache_dir), self.model, derived)
         runners = int((self.options.run_spec or {}).get("instances") or 1)
-        self.package = load_or_build(path, self._exported, runners)
-        self.net = None  # the package holds the weights: the module's copy goes
+        self.net = None  # the package holds the weights (a build loads the model afresh)
+        self.package = load_or_build(
+            path, functools.partial(exported_for_package, self.model, self.options), runners)
         return self.package.runner
 
     def _exported(self) -> Any:
-        """The program a package is compiled from: the calibrated int8 program as saved, or
-        the module exported with a dynamic batch axis (and BERT's sequence axis)."""
+        """The module exported with a dynamic batch axis (and BERT's sequence axis)."""
         import torch
 
-        assert self.model is not None
-        if is_program(self.model):
-            return load_exported(self.model)
         names = BERT_INPUTS if self.arch == "bert" else (self._inputs[0].name,)
         return torch.export.export(self.net, self._tensors(self._sample(2)),
                                    dynamic_shapes=export_dims(names, self.arch))
@@ -381,3 +381,15 @@ class PyTorchBackend:
                 "notes": [self.package.note()] if self.package else [],
                 "channels_last": self.arch == "resnet50",
                 "onednn_bf16": bf16_supported(), "model": str(self.model)}
+
+
+def exported_for_package(model: Path, options: BackendOptions) -> Any:
+    """The program a package of ``model`` is compiled from, made afresh in the build's own
+    process: a calibrated int8 program as saved, else the module loaded as a run loads it
+    (without compiling) and exported."""
+    if is_program(model):
+        return load_exported(model)
+    backend = PyTorchBackend()
+    extra = {k: v for k, v in options.extra.items() if k not in ("compile", "package")}
+    backend.load(model, dataclasses.replace(options, extra=extra))
+    return backend._exported()

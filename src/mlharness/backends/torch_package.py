@@ -8,9 +8,10 @@ CPU's instruction sets (inductor generates code for them). A changed or recalibr
 another torch or another CPU therefore never meets a stale package; it builds its own. A package
 holds the frozen weights (inductor's freezing: oneDNN-packed weights; a PT2E program's int8
 kernels) and serves every batch size through one dynamic batch axis (and BERT's sequence axis),
-so a Server run compiles once, not a batch of one apart. A package that fails to load (a
-truncated file) is built again; a build that is killed leaves no package, and what it left is
-removed by the next build. A package is run by :class:`torch_package_runner.PackageRunner`,
+so a Server run compiles once, not a batch of one apart. A package is built in a process of
+its own, so the run that builds it holds no more memory afterwards than one that loads it. A
+package that fails to load (a truncated file) is built again; a build that is killed leaves no
+package, and what it left is removed by the next build. A package is run by :class:`torch_package_runner.PackageRunner`,
 with its weights moved to aligned memory.
 """
 
@@ -28,6 +29,7 @@ from pathlib import Path
 from typing import Any, Callable
 
 from mlharness.backends.torch_package_runner import PackageRunner, libraries
+from mlharness.children import ChildDied, call_in_child
 from mlharness.errors import ConfigError, ModelError, one_line
 from mlharness.files import sha256_file
 
@@ -37,6 +39,8 @@ PACKAGE_VERSION = 1
 FOLDER = "torch-packages"
 #: a build in progress: this, then the builder's host and pid
 BUILDING = ".building-"
+#: the build's process, as errors name it
+BUILDER = "package build"
 
 
 @dataclass
@@ -77,15 +81,22 @@ def package_path(root: Path, model: Path, derived: dict[str, Any]) -> Path:
 
 
 def load_or_build(path: Path, export: Callable[[], Any], runners: int) -> Package:
-    """The package at ``path``, else the program ``export()`` returns, compiled into it first;
-    ``runners``: how many threads may run it at once (``--instances``)."""
+    """The package at ``path``, else the program ``export()`` returns, compiled into it first
+    in a child process (``export`` picklable: it runs there), whose memory (the exported
+    program, inductor's compile state: BERT-large 2.6 GB beyond what a loaded package holds)
+    goes back when it ends; ``runners``: how many threads may run it at once (``--instances``)."""
     if path.is_file():
         try:
             return Package(_load(path, runners), path, None)
         except Exception:  # a truncated or foreign file: built again below
             path.unlink(missing_ok=True)
     started = time.perf_counter()
-    _build(path, export)
+    try:
+        call_in_child(_build, path, export, name=BUILDER)
+    except ChildDied as exc:
+        _drop_killed_builds(path.parent)  # what it left
+        raise ModelError(f"compiling the model failed: {exc}",
+                         hint="drop --backend-option package=true") from None
     try:
         runner = _load(path, runners)
     except Exception as exc:  # torch raises assorted types
@@ -99,6 +110,7 @@ def _load(path: Path, runners: int) -> PackageRunner:
 
 
 def _build(path: Path, export: Callable[[], Any]) -> None:
+    """Runs in the build's own process."""
     import torch
 
     try:

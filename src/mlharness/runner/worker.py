@@ -12,14 +12,12 @@ parent ends it) and exits by itself when its parent is gone (e.g. killed with SI
 from __future__ import annotations
 
 import faulthandler
-import os
-import signal
 import threading
-import time
 import traceback
 from pathlib import Path
 from typing import Any
 
+from mlharness.children import watch_parent
 from mlharness.errors import HarnessError
 
 
@@ -29,33 +27,13 @@ def _counter_thread(engine: Any, completed: Any, stop: threading.Event) -> None:
     completed.value = engine.completed
 
 
-PARENT_POLL_S = 0.5
 #: samples per load request to nodes / replicas
 LOAD_CHUNK = 64
-#: exit status of a child whose parent vanished
-ORPHAN_EXIT = 70
 COMPILE_PHASE = "loading and compiling the model"  # a load the backend allows extra time for
 LOADGEN_PHASE = "running the LoadGen test"  # the phase while LoadGen runs (parent: stall clock)
 WARMUP_PHASE = "warming up the backend"  # untimed batches before LoadGen starts
 #: where a crashing worker's Python stacks go (faulthandler); removed when it stays empty
 CRASH_FILE = "worker_crash.txt"
-
-
-def _watch_parent(parent_pid: int) -> None:
-    """Exit the process as soon as ``parent_pid`` is no longer its parent."""
-    while True:
-        if os.getppid() != parent_pid:
-            os._exit(ORPHAN_EXIT)
-        time.sleep(PARENT_POLL_S)
-
-
-def watch_parent(parent_pid: int) -> None:
-    """Start the daemon thread that ends this process when the parent dies; ignore the
-    terminal's SIGINT/SIGHUP (the parent decides how the run ends)."""
-    for sig in (signal.SIGINT, signal.SIGHUP):
-        signal.signal(sig, signal.SIG_IGN)
-    threading.Thread(target=_watch_parent, args=(parent_pid,), name="watch-parent",
-                     daemon=True).start()
 
 
 def build_local(spec: Any, phase: Any = None, cpus: list[int] | None = None,
