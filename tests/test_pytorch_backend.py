@@ -277,6 +277,21 @@ def test_missing_config_and_onnx_refused(bert: Path, tmp_path: Path,
     flags[flags.index("--model") + 1] = str(lone)  # no bert_config.json beside it
     code, _, _ = run(tmp_path, *flags, "--backend", "pytorch")
     assert code == 2 and "bert_config.json" in capsys.readouterr().err
+    # a weight missing: said by the load, or with package=true by the build's process (the run
+    # itself never builds the module), with the hint either way
+    short = tmp_path / "short"
+    short.mkdir()
+    state = torch.load(bert / "ckpt" / "model.pytorch", weights_only=True)
+    del state["qa_outputs.bias"]
+    torch.save(state, short / "model.pytorch")
+    (short / "bert_config.json").write_text((bert / "ckpt" / "bert_config.json").read_text())
+    flags[flags.index("--model") + 1] = str(short / "model.pytorch")
+    for option in ("compile=false", "package=true"):
+        code, _, _ = run(tmp_path / option, *flags, "--backend", "pytorch",
+                         "--backend-option", option)
+        err = capsys.readouterr().err
+        assert code == 2 and "lacks 1 weight(s), e.g. qa_outputs.bias" in err, err
+        assert "hint: pass the checkpoint of this architecture" in err
 
 
 @pytest.mark.slow

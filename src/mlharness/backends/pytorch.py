@@ -35,6 +35,7 @@ import contextlib
 import dataclasses
 import functools
 import warnings
+import zipfile
 from pathlib import Path
 from typing import Any, Literal
 
@@ -69,7 +70,10 @@ def _state_dict(path: Path) -> dict[str, Any]:
     import torch
 
     try:
-        obj = torch.load(str(path), map_location="cpu", weights_only=True)
+        # mapped, not read (torch's zip format; the legacy one is read): the module copies
+        # the weights, so they are in memory once
+        obj = torch.load(str(path), map_location="cpu", weights_only=True,
+                         mmap=zipfile.is_zipfile(path))
     except Exception as exc:  # torch raises assorted types for foreign files
         raise ModelError(f"torch cannot read {path}: {one_line(exc, 200)}",
                          hint="pass a state dict saved with torch.save") from exc
@@ -81,6 +85,44 @@ def _state_dict(path: Path) -> dict[str, Any]:
     # old TF-converted BERT checkpoints name LayerNorm parameters gamma/beta
     return {k.replace("LayerNorm.gamma", "LayerNorm.weight")
             .replace("LayerNorm.beta", "LayerNorm.bias"): v for k, v in obj.items()}
+
+
+def _bert_config(model: Path, options: BackendOptions) -> dict[str, Any]:
+    """``bert_config.json`` beside the checkpoint, or the one ``config=PATH`` names."""
+    from mlharness.backends.torch_models import read_bert_config
+
+    path = Path(options.extra.get("config") or model.with_name("bert_config.json"))
+    if not path.is_file():
+        raise ModelError(f"no BERT config at {path}",
+                         hint="put bert_config.json beside the checkpoint or pass "
+                              "--backend-option config=PATH")
+    try:
+        return read_bert_config(path)
+    except (ValueError, OSError) as exc:
+        raise ModelError(f"bad BERT config: {exc}", hint="use the official bert_config.json")
+
+
+def _embedding_rows(state: dict[str, Any]) -> dict[str, int]:
+    """BERT's embedding tables' rows, by the input that indexes each (from the weights'
+    shapes: a package run never builds the module)."""
+    tables = {"input_ids": "word_embeddings.weight", "segment_ids": "token_type_embeddings.weight"}
+    return {name: int(tensor.shape[0]) for name, suffix in tables.items()
+            for key, tensor in state.items() if key.endswith(suffix)}
+
+
+def _refuse_dynamic_int8(arch: str, options: BackendOptions) -> None:
+    """``--precision int8`` of a checkpoint is dynamic int8 of BERT's Linear layers, eager."""
+    if arch != "bert":
+        raise ConfigError("int8 of a ResNet-50 checkpoint on the pytorch backend needs a "
+                          "calibrated program (dynamic quantisation would leave its "
+                          "convolutions in fp32)",
+                          hint="mlharness calibrate -b resnet50 --backend pytorch --model "
+                               "CHECKPOINT --dataset DATA, then pass the .int8.pt2 it writes")
+    if _compiles(options.extra):
+        raise ConfigError("torch.compile does not run dynamically quantised Linear layers",
+                          hint="drop --backend-option compile=true/package=true for "
+                               "--precision int8, or calibrate: mlharness calibrate "
+                               "--backend pytorch")
 
 
 def _compiles(extra: dict[str, Any]) -> bool:
@@ -123,6 +165,7 @@ class PyTorchBackend:
         self.package: Package | None = None  # with package=true: what forward runs
         self._inputs: list[TensorSpec] = []
         self.calibration: dict[str, Any] | None = None  # beside a calibrated program
+        self.config: dict[str, Any] | None = None  # BERT's bert_config.json
         self._index_limits: dict[str, int] = {}
 
     def load(self, model: Path | None, options: BackendOptions) -> None:
@@ -154,21 +197,24 @@ class PyTorchBackend:
         state = _state_dict(model)
         arch = str(options.extra.get("arch") or ("bert" if any(
             k.startswith("bert.") for k in state) else "resnet50" if "fc.weight" in state else ""))
-        if arch == "bert":
-            self.net = self._bert(model, state, options)
-        elif arch == "resnet50":
-            self.net = self._resnet(state, options)
-        else:
+        if arch not in ("bert", "resnet50"):
             raise ModelError(f"cannot tell the architecture of {model} from its keys",
                              hint="pass --backend-option arch=bert or arch=resnet50")
-        del state  # the module holds copies: not a second set of weights while it compiles
-        self.net.eval()
         if options.precision == "int8":
-            self.net = self._dynamic_int8(self.net, arch, options)
+            _refuse_dynamic_int8(arch, options)
+        self._set_inputs(arch, options)
+        self.config = _bert_config(model, options) if arch == "bert" else None
+        self.arch, self.model, self.options = arch, model, options
+        self._index_limits = _embedding_rows(state) if arch == "bert" else {}
+        if options.extra.get("package"):  # it holds the weights; a build loads the model itself
+            self.forward = self._packaged()
+            return
+        self.net = self._module(state).eval()
+        del state  # the module holds copies: not a second set of weights while it compiles
+        if options.precision == "int8":
+            self.net = self._dynamic_int8(self.net)
         if arch == "resnet50":
             self.net = self.net.to(memory_format=torch.channels_last)
-        self.arch, self.model, self.options = arch, model, options
-        self._index_limits = self._tables()
         self.forward = self._compiled() if _compiles(options.extra) else self.net
 
     def load_shared(self, first: PyTorchBackend, options: BackendOptions) -> None:
@@ -195,28 +241,17 @@ class PyTorchBackend:
         self._set_inputs(arch, options)
         self.net = load_program(model)
         self.arch, self.model, self.options = arch, model, options
-        self._index_limits = self._tables()
+        self._index_limits = _embedding_rows(self.net.state_dict()) if arch == "bert" else {}
         self.forward = self._compiled()
 
     @staticmethod
-    def _dynamic_int8(net: Any, arch: str, options: BackendOptions) -> Any:
+    def _dynamic_int8(net: Any) -> Any:
         """BERT's Linear layers quantised dynamically (int8 weights per output channel, int8
         activations ranged per batch), as ``--precision int8`` does for an fp32 model on
         onnxruntime; heads with fewer than 16 outputs (the QA head) stay fp32."""
         import torch
         from torch.ao.quantization import per_channel_dynamic_qconfig, quantize_dynamic
 
-        if arch != "bert":
-            raise ConfigError("int8 of a ResNet-50 checkpoint on the pytorch backend needs a "
-                              "calibrated program (dynamic quantisation would leave its "
-                              "convolutions in fp32)",
-                              hint="mlharness calibrate -b resnet50 --backend pytorch --model "
-                                   "CHECKPOINT --dataset DATA, then pass the .int8.pt2 it writes")
-        if _compiles(options.extra):
-            raise ConfigError("torch.compile does not run dynamically quantised Linear layers",
-                              hint="drop --backend-option compile=true/package=true for "
-                                   "--precision int8, or calibrate: mlharness calibrate "
-                                   "--backend pytorch")
         spec = {name: per_channel_dynamic_qconfig for name, m in net.named_modules()
                 if isinstance(m, torch.nn.Linear) and m.out_features >= MIN_QUANTISED_OUTPUTS}
         # torch 2.13 still has torch.ao quantisation but calls it deprecated (torchao is its
@@ -228,29 +263,17 @@ class PyTorchBackend:
                                     category=UserWarning)
             return quantize_dynamic(net, spec, dtype=torch.qint8)
 
-    def _load_state(self, net: Any, state: dict[str, Any], model: Path) -> Any:
+    def _module(self, state: dict[str, Any]) -> Any:
+        """The architecture's module holding the checkpoint's weights."""
+        from mlharness.backends.torch_models import BertForQA, resnet_from_state
+
+        net = BertForQA(self.config) if self.arch == "bert" else resnet_from_state(state)
         missing, _unexpected = net.load_state_dict(state, strict=False)  # pooler etc. unused
         wanted = [k for k in missing if not k.endswith("num_batches_tracked")]
         if wanted:
-            raise ModelError(f"{model} lacks {len(wanted)} weight(s), e.g. {wanted[0]}",
+            raise ModelError(f"{self.model} lacks {len(wanted)} weight(s), e.g. {wanted[0]}",
                              hint="pass the checkpoint of this architecture (or set arch=...)")
         return net
-
-    def _bert(self, model: Path, state: dict[str, Any], options: BackendOptions) -> Any:
-        from mlharness.backends.torch_models import BertForQA, read_bert_config
-
-        cfg_path = Path(options.extra.get("config") or model.with_name("bert_config.json"))
-        if not cfg_path.is_file():
-            raise ModelError(f"no BERT config at {cfg_path}",
-                             hint="put bert_config.json beside the checkpoint or pass "
-                                  "--backend-option config=PATH")
-        try:
-            config = read_bert_config(cfg_path)
-        except (ValueError, OSError) as exc:
-            raise ModelError(f"bad BERT config: {exc}", hint="use the official bert_config.json")
-        self._set_inputs("bert", options)
-        self.config = config
-        return self._load_state(BertForQA(config), state, model)
 
     def _set_inputs(self, arch: str, options: BackendOptions) -> None:
         if arch == "bert":
@@ -258,12 +281,6 @@ class PyTorchBackend:
             return
         name = options.task_inputs[0].name if options.task_inputs else "input_tensor:0"
         self._inputs = [TensorSpec(name, "float32", (None, 3, None, None))]
-
-    def _resnet(self, state: dict[str, Any], options: BackendOptions) -> Any:
-        from mlharness.backends.torch_models import resnet_from_state
-
-        self._set_inputs("resnet50", options)
-        return self._load_state(resnet_from_state(state), state, self.model or Path("model"))
 
     def _compiled(self) -> Any:
         """The model compiled now: with ``package=true`` its package, else ``torch.compile``
@@ -281,7 +298,7 @@ class PyTorchBackend:
         require_compiler()
         assert self.model is not None
         derived = {"arch": self.arch, "precision": self.options.precision,
-                   "bert_config": getattr(self, "config", None), "inputs": self._inputs[0].name}
+                   "bert_config": self.config, "inputs": self._inputs[0].name}
         path = package_path(cache_root(self.options.cache_dir), self.model, derived)
         runners = int((self.options.run_spec or {}).get("instances") or 1)
         self.net = None  # the package holds the weights (a build loads the model afresh)
@@ -320,17 +337,6 @@ class PyTorchBackend:
     @property
     def index_limits(self) -> dict[str, int]:
         return self._index_limits
-
-    def _tables(self) -> dict[str, int]:
-        """BERT's embedding tables, by the input that indexes each (read at load: a package
-        lets the module go)."""
-        if self.arch != "bert":
-            return {}
-        state = self.net.state_dict()
-        tables = {"input_ids": "word_embeddings.weight",
-                  "segment_ids": "token_type_embeddings.weight"}
-        return {name: int(tensor.shape[0]) for name, suffix in tables.items()
-                for key, tensor in state.items() if key.endswith(suffix)}
 
     def _autocast(self) -> Any:
         import torch

@@ -41,6 +41,9 @@ FOLDER = "torch-packages"
 BUILDING = ".building-"
 #: the build's process, as errors name it
 BUILDER = "package build"
+#: environment settings that change the vector instructions inductor generates code for
+#: (``torch/_inductor/cpu_vec_isa.py``, ``torch/_inductor/config.py``)
+VECTOR_SETTINGS = ("ATEN_CPU_CAPABILITY", "TORCHINDUCTOR_VEC_ISA_OK")
 
 
 @dataclass
@@ -69,13 +72,15 @@ class Package:
 def package_path(root: Path, model: Path, derived: dict[str, Any]) -> Path:
     """Where the package of ``model`` (with what the backend ``derived`` from it) lives."""
     import torch
-    from torch._inductor.cpu_vec_isa import pick_vec_isa
 
     from mlharness.hostinfo import cpu_flags, package_versions
 
+    # inductor picks its vector instructions from the CPU's flags unless these settings cap
+    # them (asking inductor itself costs 3-4 s a load: its import, and a test compile)
     facts = {"version": PACKAGE_VERSION, "model": sha256_file(model), "derived": derived,
              "torch": torch.__version__, "torchao": package_versions(("torchao",)).get("torchao"),
-             "cpu": sorted(cpu_flags()), "vec_isa": str(pick_vec_isa())}
+             "cpu": sorted(cpu_flags()),
+             "isa_settings": {k: os.environ.get(k) for k in VECTOR_SETTINGS}}
     key = hashlib.sha256(json.dumps(facts, sort_keys=True, default=str).encode()).hexdigest()
     return Path(root) / FOLDER / f"{Path(model).stem}-{key[:24]}.pt2"
 
