@@ -88,15 +88,15 @@ def call_in_child(function: Callable[..., Any], *args: Any, name: str) -> Any:
     if this process is interrupted meanwhile, the child is ended too."""
     work = pickle.dumps((function, args))
     read_fd, write_fd = os.pipe()
-    try:
-        child = subprocess.Popen(
-            [sys.executable, "-c", f"from mlharness.children import _child_main; "
-                                   f"_child_main({write_fd})"],
-            stdin=subprocess.PIPE, pass_fds=(write_fd,), start_new_session=True,
-            env={**os.environ, "PYTHONPATH": os.pathsep.join(p for p in sys.path if p)})
-    finally:
-        os.close(write_fd)  # the child holds the only writer: its end is our end of file
     with os.fdopen(read_fd, "rb") as answers:
+        try:
+            child = subprocess.Popen(
+                [sys.executable, "-c", f"from mlharness.children import _child_main; "
+                                       f"_child_main({write_fd})"],
+                stdin=subprocess.PIPE, pass_fds=(write_fd,), start_new_session=True,
+                env={**os.environ, "PYTHONPATH": os.pathsep.join(p for p in sys.path if p)})
+        finally:
+            os.close(write_fd)  # the child holds the only writer: its end is our end of file
         try:
             try:
                 assert child.stdin is not None

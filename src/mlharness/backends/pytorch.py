@@ -22,10 +22,11 @@ channels-last (oneDNN's fast layout for convolutions). ``--backend-option compil
 model through ``torch.compile`` (inductor with freezing; it needs a C++ compiler), compiled and
 warmed up at load for the batch sizes the run issues, so no query waits for it.
 ``--backend-option package=true`` compiles instead into an AOTInductor package kept in the cache
-(:mod:`mlharness.backends.torch_package`): built once per model, runtime and CPU, then loaded in
-seconds by every later run and tune probe; not the default, as fp32 runs slower per query from
-it than through ``torch.compile`` here (calibrated int8 as fast: docs/performance.md); not for
-bf16 (its autocast graph is not exported here). A calibrated int8 program is compiled either way. ONNX files are
+(:mod:`mlharness.backends.torch_package`): built once per model, runtime and CPU in a process of
+its own, then loaded in seconds by every later run and tune probe (the run builds no module:
+the package holds the weights), as fast per query as ``torch.compile`` (docs/performance.md);
+not the default, as it keeps a file per model in the cache, and not for bf16 (its autocast
+graph is not exported here). A calibrated int8 program is compiled either way. ONNX files are
 not read: the one converter (onnx2torch) is unkept since 2024 and requires torchvision unpinned.
 """
 
@@ -207,6 +208,7 @@ class PyTorchBackend:
         self.arch, self.model, self.options = arch, model, options
         self._index_limits = _embedding_rows(state) if arch == "bert" else {}
         if options.extra.get("package"):  # it holds the weights; a build loads the model itself
+            del state
             self.forward = self._packaged()
             return
         self.net = self._module(state).eval()
