@@ -67,10 +67,11 @@ def _portable(exc: BaseException) -> BaseException:
 def _child_main(answer_fd: int) -> None:
     """The child's side of :func:`call_in_child`: the work from stdin, the answer to
     ``answer_fd``."""
-    path, parent_pid, work = pickle.load(sys.stdin.buffer)
+    parent_pid, work = pickle.load(sys.stdin.buffer)
     watch_parent(parent_pid)
-    sys.path[:] = path  # where the parent found the function's module
     try:
+        # unpickled here, so a module that fails to import is an answer too (found through
+        # the parent's sys.path, which PYTHONPATH carries)
         function, args = pickle.loads(work)
         answer = pickle.dumps(("ok", function(*args)))
     except BaseException as exc:  # noqa: BLE001 - every failure goes back to the parent
@@ -86,13 +87,14 @@ def call_in_child(function: Callable[..., Any], *args: Any, name: str) -> Any:
     imports only what the work needs (not the caller's ``__main__``, unlike multiprocessing's
     spawn), in a session of its own (the terminal's Ctrl-C reaches the parent, which decides);
     if this process is interrupted meanwhile, the child is ended too."""
-    work = pickle.dumps((function, args))
+    work = pickle.dumps((os.getpid(), pickle.dumps((function, args))))
     read_fd, write_fd = os.pipe()
     with os.fdopen(read_fd, "rb") as answers:
         try:
+            # -P: the child's sys.path starts with the parent's (PYTHONPATH), not its own folder
             child = subprocess.Popen(
-                [sys.executable, "-c", f"from mlharness.children import _child_main; "
-                                       f"_child_main({write_fd})"],
+                [sys.executable, "-P", "-c", f"from mlharness.children import _child_main; "
+                                             f"_child_main({write_fd})"],
                 stdin=subprocess.PIPE, pass_fds=(write_fd,), start_new_session=True,
                 env={**os.environ, "PYTHONPATH": os.pathsep.join(p for p in sys.path if p)})
         finally:
@@ -100,7 +102,7 @@ def call_in_child(function: Callable[..., Any], *args: Any, name: str) -> Any:
         try:
             try:
                 assert child.stdin is not None
-                child.stdin.write(pickle.dumps((sys.path, os.getpid(), work)))
+                child.stdin.write(work)
                 child.stdin.close()
             except BrokenPipeError:  # it died before it read its work: said below
                 pass

@@ -105,7 +105,7 @@ def _bert_config(model: Path, options: BackendOptions) -> dict[str, Any]:
 
 def _embedding_rows(state: dict[str, Any]) -> dict[str, int]:
     """BERT's embedding tables' rows, by the input that indexes each (from the weights'
-    shapes: a package run never builds the module)."""
+    shapes: a package run never builds the module); none for a ResNet."""
     tables = {"input_ids": "word_embeddings.weight", "segment_ids": "token_type_embeddings.weight"}
     return {name: int(tensor.shape[0]) for name, suffix in tables.items()
             for key, tensor in state.items() if key.endswith(suffix)}
@@ -206,7 +206,7 @@ class PyTorchBackend:
         self._set_inputs(arch, options)
         self.config = _bert_config(model, options) if arch == "bert" else None
         self.arch, self.model, self.options = arch, model, options
-        self._index_limits = _embedding_rows(state) if arch == "bert" else {}
+        self._index_limits = _embedding_rows(state)
         if options.extra.get("package"):  # it holds the weights; a build loads the model itself
             del state
             self.forward = self._packaged()
@@ -243,7 +243,7 @@ class PyTorchBackend:
         self._set_inputs(arch, options)
         self.net = load_program(model)
         self.arch, self.model, self.options = arch, model, options
-        self._index_limits = _embedding_rows(self.net.state_dict()) if arch == "bert" else {}
+        self._index_limits = _embedding_rows(self.net.state_dict())
         self.forward = self._compiled()
 
     @staticmethod

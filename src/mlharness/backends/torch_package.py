@@ -11,8 +11,8 @@ kernels) and serves every batch size through one dynamic batch axis (and BERT's 
 so a Server run compiles once, not a batch of one apart. A package is built in a process of
 its own, so the run that builds it holds no more memory afterwards than one that loads it. A
 package that fails to load (a truncated file) is built again; a build that is killed leaves no
-package, and what it left is removed by the next build. A package is run by :class:`torch_package_runner.PackageRunner`,
-with its weights moved to aligned memory.
+package, and what it left is removed by the next build. A package is run by
+:class:`torch_package_runner.PackageRunner`, with its weights moved to aligned memory.
 """
 
 from __future__ import annotations
