@@ -25,15 +25,39 @@ def task(files: tuple[Path, Path, Path], mode: str = "dynamic") -> BertSquadTask
 
 def test_batch_inputs_dynamic_and_fixed(files: tuple[Path, Path, Path]) -> None:
     dyn, fixed = task(files), task(files, "fixed")
+    exact = BertSquadTask("bert-99", *files, sequence_length="dynamic", sequence_step=1)
     lengths = dyn.features.seq_len
     rows = [int(np.argmin(lengths)), int(np.argmax(lengths < 300))]
+    longest = int(lengths[rows].max())
+    width = -(-longest // 32) * 32  # the default step rounds the width up to a multiple of 32
+    assert width % 32 == 0 and longest <= width < longest + 32
     batch = dyn.batch_inputs(rows)
-    width = int(lengths[rows].max())
     assert set(batch) == {"input_ids", "input_mask", "segment_ids"}
     assert all(v.dtype == np.int64 and v.shape == (2, width) for v in batch.values())
     assert (batch["input_ids"] == dyn.features.input_ids[rows, :width]).all()
+    assert (batch["input_mask"][:, longest:] == 0).all()  # the extra columns are padding
+    assert all(v.shape == (2, longest) for v in exact.batch_inputs(rows).values())
     assert all(v.shape == (2, 384) for v in fixed.batch_inputs(rows).values())
     assert dyn.sample_length(rows[0]) == lengths[rows[0]]
+    assert dyn.describe()["sequence_step"] == 32 and "sequence_step" not in fixed.describe()
+    with pytest.raises(ConfigError, match="sequence_step must be 1..384"):
+        BertSquadTask("bert-99", *files, sequence_length="dynamic", sequence_step=0)
+
+
+def test_warmup_batches_cover_every_width(files: tuple[Path, Path, Path]) -> None:
+    """One batch per width the features need, widest first; fixed and very fine steps keep
+    the single batch they are given."""
+    dyn = task(files)
+    lengths = dyn.features.seq_len
+    needed = {-(-int(n) // 32) * 32 for n in lengths}
+    batches = dyn.warmup_batches([0, 0, 0])
+    widths = [dyn.batch_inputs(b)["input_ids"].shape for b in batches]
+    assert all(len(b) == 3 and len(set(b)) == 1 for b in batches)
+    assert [w for _, w in widths] == sorted(needed, reverse=True) and len(needed) > 1
+    assert task(files, "fixed").warmup_batches([0, 0]) == [[0, 0]]
+    exact = BertSquadTask("bert-99", *files, sequence_length="dynamic", sequence_step=1)
+    distinct = len(set(lengths.tolist()))
+    assert len(exact.warmup_batches([0])) == (1 if distinct > 24 else distinct)
 
 
 def test_two_outputs_fixed_is_raw(files: tuple[Path, Path, Path]) -> None:

@@ -185,6 +185,22 @@ def test_warm_up_runs_untimed_batches_on_every_worker_and_answers_nothing() -> N
     assert rec.got == {} and engine.completed == 0 and engine.batches == 0
 
 
+class ShapedTask(CountingTask):
+    """A task whose inputs come in three shapes (as BERT's batch widths)."""
+
+    def warmup_batches(self, batch: list[int]) -> list[list[int]]:
+        return [[i] * len(batch) for i in (30, 20, 10)]
+
+
+def test_warm_up_runs_each_shape_the_task_names_on_every_worker() -> None:
+    backend = DoublingBackend()
+    engine = Engine(ShapedTask(), backend, policy_for("Offline", 2), Recorder(), workers=2)
+    engine.warm_up(2)
+    # 3 shapes x 2 batches x 2 workers, every batch the full batch size
+    assert sorted(map(tuple, backend.batches)) == sorted([(i, i) for i in (30, 20, 10)] * 4)
+    assert engine.completed == 0 and engine.batches == 0
+
+
 def test_warm_up_of_an_inline_policy_is_one_sample_and_zero_means_none() -> None:
     backend = DoublingBackend()
     engine = Engine(CountingTask(), backend, policy_for("SingleStream"), Recorder())

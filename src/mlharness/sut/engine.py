@@ -85,7 +85,8 @@ class Engine:
 
     def warm_up(self, batches: int, index: int = 0) -> float:
         """Run ``batches`` untimed batches of the loaded sample ``index`` on every worker's
-        backend at once, before LoadGen starts, and return the seconds it took.
+        backend at once, before LoadGen starts, and return the seconds it took; ``batches`` of
+        each input shape the task names (``Task.warmup_batches``: BERT's batch widths).
 
         First calls pay one-time costs (kernel JIT, memory pools, per-stream setup) that a short
         timed run would otherwise count; the official vision harness warms up the same way
@@ -98,14 +99,15 @@ class Engine:
         if self._holds_samples:
             self.backend.warm_up(batches, batch)
             return time.monotonic() - t0
-        inputs = self.task.batch_inputs(batch)
+        shapes = [self.task.batch_inputs(b) for b in self.task.warmup_batches(batch)]
         errors: list[BaseException] = []
 
         def run(n: int) -> None:  # as worker n runs: its instance, its pinned cores
             try:
                 self._pin(n)
-                for _ in range(batches):
-                    self.instances[n % len(self.instances)].predict(inputs)
+                for inputs in shapes:
+                    for _ in range(batches):
+                        self.instances[n % len(self.instances)].predict(inputs)
             except BaseException as exc:  # noqa: BLE001 - re-raised on the caller's thread
                 errors.append(exc)
 

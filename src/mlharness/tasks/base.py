@@ -139,6 +139,13 @@ class Task(ABC):
         """A cost hint for length-aware batching (e.g. sequence length). 0 = all equal."""
         return 0
 
+    def warmup_batches(self, batch: list[int]) -> list[list[int]]:
+        """The batches a warm-up runs, given one ``batch`` of loaded samples: one per input
+        shape the run will feed, so runtimes that build kernels per shape (OpenVINO, oneDNN's
+        AMX kernels) build them before LoadGen starts. The default: ``batch`` alone (every batch
+        has the same shape)."""
+        return [batch]
+
     def describe(self) -> dict[str, Any]:
         """Facts about the task worth keeping in run.json."""
         return {"name": self.name, "loadgen_model": self.loadgen_model,
