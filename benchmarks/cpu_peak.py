@@ -59,7 +59,6 @@ def int8_gemm_ops() -> float | None:
     """Measured int8 rate of onnxruntime's MatMulInteger (u8 x s8 -> s32, MLAS: AMX where
     there is AMX), or None where the graph cannot run."""
     import numpy as np
-    import onnx
     import onnxruntime as ort
     from onnx import TensorProto, helper, numpy_helper
 
