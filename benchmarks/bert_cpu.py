@@ -9,14 +9,16 @@ heads, intermediate 4096, vocab 30522; ``tests/synthetic_squad.make_bert_onnx``)
               transformers (its tokenizer) and absl: it runs in its own venv (``--reference-python``,
               or one made under --workdir with pip the first time).
   mlharness   onnxruntime / openvino / pytorch x fp32 / bf16 / int8, batches cut to their longest
-              sequence (length-sorted Offline); bf16 only where the CPU has it (AMX or
-              AVX512_BF16), int8 = onnxruntime's and pytorch's dynamic int8, the calibrated
-              QDQ model (``mlharness calibrate``, official SQuAD feature list) and the NNCF IR
-              (``mlharness calibrate --backend openvino``, also with its unquantised rest in
-              bf16) on OpenVINO; pytorch runs the same weights as the official checkpoint format
-              (model.pytorch + bert_config.json); without --quick also compiled ahead of time
-              into packages (``package=true``: fp32 and the PT2E int8 program); a package row
-              whose run built the package is measured again from it, as later runs load it.
+              sequence rounded up to 32 (length-sorted Offline; the warm-up runs a batch of
+              each width); bf16 only where the CPU has it (AMX or AVX512_BF16; on pytorch
+              eager and with torch.compile), int8 = onnxruntime's and pytorch's dynamic int8,
+              the calibrated QDQ model (``mlharness calibrate``, official SQuAD feature list)
+              and the NNCF IR (``mlharness calibrate --backend openvino``, also with its
+              unquantised rest in bf16) on OpenVINO; pytorch runs the same weights as the
+              official checkpoint format (model.pytorch + bert_config.json); without --quick
+              also compiled ahead of time into packages (``package=true``: fp32 and the PT2E
+              int8 program); a package row whose run built the package is measured again from
+              it, as later runs load it.
 
 Then reduced precision on a small TRAINED BERT with decisive outputs (``tests/trained_bert``: 2
 layers trained for a minute or two on synthetic who/year/place SQuAD questions, exported with the
@@ -137,6 +139,8 @@ def reference(files: dict[str, Path], n: int, workdir: Path, python: str) -> flo
 
 #: pytorch's AOTInductor package, built once into the cache (docs/performance.md)
 PACKAGE = (("package", "true"),)
+#: torch.compile at load (inductor with freezing; bf16 only: fp32 compiled is not faster here)
+COMPILE = (("compile", "true"),)
 
 
 class Config(NamedTuple):
@@ -157,6 +161,8 @@ class Config(NamedTuple):
         note = MODEL_NOTES[self.key]
         if PACKAGE[0] in self.options:
             note = " (calibrated PT2E, package)" if self.key == "pt2e" else " (package)"
+        elif COMPILE[0] in self.options:
+            note = " (torch.compile)"
         return f"{self.runtime} {self.precision}{note}{rest}"
 
 
@@ -176,7 +182,8 @@ def configs(bf16: dict[str, bool], files: dict[str, Path],
     if "pytorch" in files:
         out.append(Config("pytorch", "fp32", "pytorch"))
         if bf16["pytorch"]:
-            out.append(Config("pytorch", "bf16", "pytorch"))
+            out += [Config("pytorch", "bf16", "pytorch"), Config("pytorch", "bf16", "pytorch",
+                                                                  COMPILE)]
         out.append(Config("pytorch", "int8", "pytorch"))
         out += [Config("pytorch", "int8", "pt2e")] if "pt2e" in files else []
         if packages:  # the same models compiled ahead of time into a package (package=true)
