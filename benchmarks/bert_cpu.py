@@ -290,6 +290,7 @@ def main() -> None:
     args.workdir = args.workdir.resolve()  # the reference harness runs in its own folder
     n = args.samples or (24 if args.quick else 64)
     isa, bf16 = print_machine()
+    print(describe(isa), flush=True)  # measured now, before anything else runs
     files = build_inputs(args.workdir, args)
     from mlharness.tasks.question_answering.task import BertSquadTask
 

@@ -174,6 +174,7 @@ def main() -> None:
     args.workdir = args.workdir.resolve()  # the reference harness runs in its own folder
     images = args.images or (128 if args.quick else 256)
     isa, bf16 = print_machine()
+    print(describe(isa), flush=True)  # measured now, before anything else runs
     files = build_inputs(args.workdir, images)
 
     print(f"reference harness ({REFERENCE.relative_to(OFFICIAL)}), {images} samples ...",
