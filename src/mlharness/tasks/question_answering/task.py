@@ -16,9 +16,9 @@ declares a fixed sequence length — as its backend reads it — and ``dynamic``
   built per input shape, and each new shape costs about a batch's time (on a Xeon with AMX,
   96 features on OpenVINO with no batch of each width warmed: 7.9 samples/s exact, 9.5 in steps
   of 32; onnxruntime the same either way). The warm-up runs one batch of each width the run's
-  features need (docs/performance.md). Positions past a sample's own
-  real length are sent as -10000 — the value the accuracy script uses for positions a response
-  does not cover — so a response never depends on which other samples shared its batch.
+  features need (docs/performance.md). Positions past a sample's own real length are sent as
+  -10000 — the value the accuracy script uses for positions a response does not cover — so a
+  response never depends on which other samples shared its batch.
 """
 
 from __future__ import annotations
