@@ -56,6 +56,7 @@ def test_each_scenario_runs_valid(runs_dir: Path, scenario: str, flags: list[str
     assert '"effective_min_duration_ms", "value": 2000' in detail
     # one untimed batch per worker before LoadGen started, recorded with its seconds
     assert data["sut"]["warmup_batches"] == 1 and data["sut"]["warmup_s"] >= 0
+    assert data["sut"]["warmup_shapes"] == 1  # the demo's inputs have one shape
 
 
 def test_accuracy_run_scores_top1(runs_dir: Path) -> None:
@@ -94,6 +95,7 @@ def test_warmup_zero_runs_no_warm_up(runs_dir: Path) -> None:
     assert code == 0
     assert data["spec"]["warmup"] == 0
     assert data["sut"]["warmup_batches"] == 0 and data["sut"]["warmup_s"] == 0
+    assert data["sut"]["warmup_shapes"] == 0
 
 
 def test_toml_config_and_flag_override(runs_dir: Path, tmp_path: Path) -> None:

@@ -198,7 +198,7 @@ def test_warm_up_runs_each_shape_the_task_names_on_every_worker() -> None:
     engine.warm_up(2)
     # 3 shapes x 2 batches x 2 workers, every batch the full batch size
     assert sorted(map(tuple, backend.batches)) == sorted([(i, i) for i in (30, 20, 10)] * 4)
-    assert engine.completed == 0 and engine.batches == 0
+    assert engine.completed == 0 and engine.batches == 0 and engine.warmup_shapes == 3
 
 
 def test_warm_up_of_an_inline_policy_is_one_sample_and_zero_means_none() -> None:

@@ -193,6 +193,7 @@ def _execute(spec: RunSpec, progress: ProgressSink | None,
         data.sut = watch.ready.get("policy")
         if data.sut is not None and watch.done:
             data.sut["warmup_s"] = watch.done.get("warmup_s")
+            data.sut["warmup_shapes"] = watch.done.get("warmup_shapes")
         data.task = watch.ready.get("task", data.task)
     report = (watch.done or watch.failure or {}).get("backend_report")
     if report:  # several nodes / replicas: who served what, who was lost, failovers

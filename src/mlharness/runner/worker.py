@@ -210,6 +210,7 @@ def child_main(spec_data: dict[str, Any], run_dir: str, channel: Any, loaded: An
                 backend.close()
         channel.put(("done", {"completed": engine.completed, "batches": engine.batches,
                               "warmup_s": round(warmup_s, 3),
+                              "warmup_shapes": engine.warmup_shapes,
                               "failure": engine.failure, "backend_report": report()}))
     except HarnessError as exc:
         channel.put(("error", {"type": type(exc).__name__, "message": exc.message,

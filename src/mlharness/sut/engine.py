@@ -73,6 +73,7 @@ class Engine:
         self._holds_samples = isinstance(backend, SampleBackend)
         self.completed = 0  # samples answered (including failed ones); under _count_lock
         self.batches = 0
+        self.warmup_shapes = 0  # the input shapes the warm-up ran (Task.warmup_batches)
         self._count_lock = threading.Lock()  # worker threads add, progress/stall watch reads
 
     # ---- lifecycle -------------------------------------------------------------------------
@@ -98,8 +99,10 @@ class Engine:
         batch = [index] * (1 if self.policy.inline else self.policy.max_batch)
         if self._holds_samples:
             self.backend.warm_up(batches, batch)
+            self.warmup_shapes = 1
             return time.monotonic() - t0
         shapes = [self.task.batch_inputs(b) for b in self.task.warmup_batches(batch)]
+        self.warmup_shapes = len(shapes)
         errors: list[BaseException] = []
 
         def run(n: int) -> None:  # as worker n runs: its instance, its pinned cores
