@@ -102,19 +102,22 @@ def test_tune_writes_a_sut_config_that_run_uses(runs_dir: Path, tmp_path: Path,
 @pytest.mark.slow
 def test_server_search_brackets_and_keeps_every_point(runs_dir: Path) -> None:
     # an open-division bound far above the demo's latency: the search's upper end is where the
-    # system saturates (queues grow without bound), which holds on any machine
-    spec = RunSpec(benchmark="demo", scenario="Server", server_latency=100,
+    # system saturates (queues grow without bound, or it completes less than it is sent: BEHIND),
+    # which holds on any machine; 1 s, not 100 ms: with the other test workers on the same two
+    # cores, 3 s probes far below saturation saw p99 spikes of 101-109 ms
+    spec = RunSpec(benchmark="demo", scenario="Server", server_latency=1000,
                    output_dir=runs_dir)
     search = search_server_qps(spec, precision=1.3, probe_ms=1000)
     assert search.best is not None and search.best.valid
     servers = [p for p in search.points if p.scenario == "Server"]
-    assert all(p.p99_ms is not None and p.verdict in ("VALID", "INVALID") for p in servers)
+    assert all(p.p99_ms is not None and p.verdict in ("VALID", "INVALID", "BEHIND")
+               for p in servers)
     above = [p for p in servers if p.target > search.best.target]
     assert above and not any(p.valid for p in above)  # bracketed: INVALID just above the best
     assert min(p.target for p in above) <= search.best.target * 1.3 * 1.01
     assert search.target_qps == round(search.best.target * search.margin, 1)
-    # held for a longer probe, stepping down by the margin until VALID (100 ms is far above
-    # the demo's latency below saturation, so a step or two is enough on a loaded machine)
+    # held for a longer probe, stepping down by the margin until VALID (1 s is far above the
+    # demo's latency below saturation, so a step or two is enough on a loaded machine)
     n = len(search.points)
     confirm_target(spec, search, confirm_ms=3000)
     held = search.confirmed
