@@ -156,17 +156,18 @@ class BertSquadTask(Task):
     def batch_inputs(self, indices: Sequence[int]) -> dict[str, np.ndarray]:
         f = self.features
         rows = np.asarray(indices)
-        width = self._width(int(f.seq_len[rows].max())) if self.dynamic else MAX_SEQ_LENGTH
+        width = int(self._widths(f.seq_len[rows].max())) if self.dynamic else MAX_SEQ_LENGTH
         return {
             "input_ids": f.input_ids[rows, :width].astype(np.int64),
             "input_mask": f.input_mask[rows, :width].astype(np.int64),
             "segment_ids": f.segment_ids[rows, :width].astype(np.int64),
         }
 
-    def _width(self, longest: int) -> int:
-        """A dynamic batch's width: its longest sequence rounded up to the step, at most 384."""
-        step = self.sequence_step
-        return min(MAX_SEQ_LENGTH, -(-longest // step) * step)
+    def _widths(self, longest: Any) -> Any:
+        """Dynamic batch widths (of a longest length, or of an array of them): rounded up to the
+        step, at most 384."""
+        step, longest = self.sequence_step, np.asarray(longest, np.int64)
+        return np.minimum(MAX_SEQ_LENGTH, -(-longest // step) * step)
 
     def warmup_batches(self, batch: list[int]) -> list[list[int]]:
         """Dynamic: a batch of ``len(batch)`` copies of one feature per width the features need,
@@ -174,13 +175,9 @@ class BertSquadTask(Task):
         (a sequence_step under 16) the widest alone, as a warm-up of hundreds would take long."""
         if not self.dynamic:
             return [batch]
-        widths: dict[int, int] = {}
-        for index, length in enumerate(self.features.seq_len.tolist()):
-            widths.setdefault(self._width(int(length)), index)
-        chosen = sorted(widths, reverse=True)
-        if len(chosen) > WARMUP_WIDTHS:
-            chosen = chosen[:1]
-        return [[widths[w]] * len(batch) for w in chosen]
+        widths, first = np.unique(self._widths(self.features.seq_len), return_index=True)
+        chosen = first[::-1][:1 if len(widths) > WARMUP_WIDTHS else None]  # widest first
+        return [[int(index)] * len(batch) for index in chosen]
 
     # ---- responses -------------------------------------------------------------------------
     @staticmethod
