@@ -139,7 +139,7 @@ def reference(files: dict[str, Path], n: int, workdir: Path, python: str) -> flo
 
 #: pytorch's AOTInductor package, built once into the cache (docs/performance.md)
 PACKAGE = (("package", "true"),)
-#: torch.compile at load (inductor with freezing; bf16 only: fp32 compiled is not faster here)
+#: torch.compile at load (inductor with freezing; a row for bf16 only, as a compile takes a minute)
 COMPILE = (("compile", "true"),)
 
 
@@ -162,7 +162,7 @@ class Config(NamedTuple):
         if PACKAGE[0] in self.options:
             note = " (calibrated PT2E, package)" if self.key == "pt2e" else " (package)"
         elif COMPILE[0] in self.options:
-            note = " (torch.compile)"
+            note = MODEL_NOTES["pth-compiled"]
         return f"{self.runtime} {self.precision}{note}{rest}"
 
 
