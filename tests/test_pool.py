@@ -1,5 +1,5 @@
-"""The replica pool that the remote and Ray backends share, on in-process replicas: the warm-up
-reaches every live replica and is not counted as served; a replica lost while warming up fails
+"""The replica pool that the remote and Ray backends share, on in-process replicas: batches
+sent one at a time take turns; the warm-up reaches every live replica and is not counted as served; a replica lost while warming up fails
 the warm-up, named."""
 
 from __future__ import annotations
@@ -47,3 +47,19 @@ def test_replica_lost_while_warming_up_fails_the_warm_up(failover: bool) -> None
         pool.warm_up(1, [0])
     assert pool.down == {"b": "connection refused"}
     assert [e["event"] for e in pool.events] == ["lost"]
+
+
+def test_batches_sent_one_at_a_time_take_turns() -> None:
+    # nothing is outstanding when a batch is picked, so the tie goes to the least served: a
+    # single busy worker (as on a loaded machine) still spreads its batches over the replicas
+    replicas = [Replica("a"), Replica("b"), Replica("c")]
+    pool = ReplicaPool(replicas, failover=False, kind="node")
+    for first in range(0, 12, 2):
+        pool.run([first, first + 1])
+    assert [len(r.batches) for r in replicas] == [2, 2, 2]
+    assert pool.served == {"a": 4, "b": 4, "c": 4}
+    pool.run(list(range(5)))  # a big batch to "a": it is served last from now on
+    pool.run([0])
+    pool.run([1])
+    assert [len(r.batches) for r in replicas] == [3, 3, 3]
+    assert pool.served == {"a": 9, "b": 5, "c": 5}

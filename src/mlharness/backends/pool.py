@@ -1,5 +1,7 @@
 """Dispatch batches to several replicas (network nodes or Ray actors): least outstanding work
-first, a replica that dies or stalls is named, and with failover its batch goes to the others.
+first (on a tie, the one that has served fewest samples, so batches sent one at a time take turns
+instead of all going to the first), a replica that dies or stalls is named, and with failover its
+batch goes to the others.
 
 A replica raises :class:`ReplicaDown` when it is gone (connection refused or reset, no answer
 within the timeout, actor died); any other exception is a backend error and fails the run as an
@@ -67,7 +69,7 @@ class ReplicaPool:
             alive = [r for r in self.replicas if r.name not in self.down]
             if not alive:
                 return None
-            best = min(alive, key=lambda r: self.outstanding[r.name])
+            best = min(alive, key=lambda r: (self.outstanding[r.name], self.served[r.name]))
             self.outstanding[best.name] += n
             return best
 
