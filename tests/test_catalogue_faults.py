@@ -49,7 +49,7 @@ TASK_FAULTS = [
     ("dataset-index-hangs", "faulty_tasks:hanging_index", 3,
      "no progress while loading the dataset for 4 s"),
     ("sample-loading-hangs", "faulty_tasks:hanging_samples", 3,
-     "no progress while loading a sample for the warm-up for 4 s"),
+     "no progress while loading samples for the warm-up for 4 s"),
     ("sample-loading-hangs-no-warmup", "faulty_tasks:hanging_samples", 3,
      "no sample loaded or completed for 4 s"),
     ("scoring-raises", "faulty_tasks:raising_score", 3,

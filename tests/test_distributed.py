@@ -209,3 +209,32 @@ def test_resnet50_shaped_through_two_nodes_matches_in_process(vision: Path, tmp_
         rules.find("resnet50"), rules, "network", "")} for d in (local_runs, remote_runs)}
     assert "network-sut-name" in codes[local_runs]
     assert "network-sut-name" not in codes[remote_runs]
+
+
+def test_bert_nodes_warm_every_batch_width_on_loaded_samples(tmp_path: Path) -> None:
+    from synthetic_squad import make_bert_onnx, make_squad, make_vocab, vocab_size
+
+    squad = make_squad(tmp_path / "dev-v1.1.json", articles=2, seed=5)
+    vocab = make_vocab(tmp_path / "vocab.txt", squad)
+    make_bert_onnx(tmp_path / "bert.onnx", vocab_size(vocab))
+    common = ["-b", "bert-99", "--model", str(tmp_path / "bert.onnx"), "--dataset", str(squad),
+              "--vocab", str(vocab), "--cache-dir", str(tmp_path / "cache"),
+              "--task-option", "sequence_step=16"]
+    nodes = start_nodes(tmp_path, 1, *common[1:])
+    try:
+        runs = tmp_path / "runs"
+        code = main(["run", *common, "--test", "--no-progress", "--output-dir", str(runs),
+                     "--batch-size", "2", "--target-qps", "100", "--backend", "remote",
+                     *endpoints(nodes)])
+        stats = nodes[0].stats()
+    finally:
+        for node in nodes:
+            node.stop()
+    data = json.loads((only_run_dir(runs, "bert-99") / "run.json").read_text())
+    assert data["status"] == "ok" and code in (0, 1)  # the verdict depends on this machine
+    shapes = data["sut"]["warmup_shapes"]
+    assert shapes > 1  # the synthetic questions need several widths in steps of 16
+    served = sum(data["distributed"]["samples_served"].values())
+    # one batch of 2 per width, on samples loaded for the warm-up and unloaded after it
+    assert stats["samples"] == served + 2 * shapes
+    assert stats["late_loads"] == 0 and stats["loaded"] == 0

@@ -219,3 +219,46 @@ def test_warm_up_raises_the_backends_failure() -> None:
     else:
         raise AssertionError("the warm-up hid the backend's failure")
     assert engine.failure is None  # nothing was issued: the run's failure is reported by the caller
+
+
+class IndexReplica:
+    """An in-process replica of a pool backend: records the batches of indices it ran."""
+
+    def __init__(self, name: str) -> None:
+        self.name = name
+        self.batches: list[list[int]] = []
+        self.loaded: set[int] = set()
+
+    def run(self, indices: list[int]) -> list[bytes]:
+        assert set(indices) <= self.loaded, "a warm-up sample was not loaded first"
+        self.batches.append(list(indices))
+        return [b""] * len(indices)
+
+    def load(self, indices: list[int]) -> None:
+        self.loaded.update(indices)
+
+    def unload(self, indices: list[int]) -> None:
+        self.loaded.difference_update(indices)
+
+    def close(self) -> None: ...
+
+
+def test_warm_up_through_replicas_runs_each_shape_on_each_and_unloads_its_samples() -> None:
+    from mlharness.backends.pool import PoolBackend, ReplicaPool
+    from mlharness.runner.worker import warm_up
+
+    class IndexPool(PoolBackend):  # as the remote and ray backends, without their replicas
+        sut_name = None
+
+    replicas = [IndexReplica("a"), IndexReplica("b")]
+    backend = IndexPool()
+    backend._start(ReplicaPool(replicas, failover=False, kind="node"), {})
+    engine = Engine(ShapedTask(), backend, policy_for("Offline", 2), Recorder(), workers=4)
+    phases: list[str] = []
+    took = warm_up(backend, engine, 2, phases.append)
+    assert took >= 0.0 and engine.warmup_shapes == 3
+    for r in replicas:  # each shape twice on every replica, then nothing left loaded
+        assert r.batches == [[i, i] for i in (30, 20, 10) for _ in range(2)]
+        assert r.loaded == set()
+    assert backend.pool is not None and backend.pool.served == {"a": 0, "b": 0}
+    assert phases[-1] == "warming up the backend"

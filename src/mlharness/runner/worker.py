@@ -106,17 +106,19 @@ def build_instances(spec: Any, phase: Any = None) -> tuple[Any, list[Any], Any]:
 
 
 def warm_up(holder: Any, engine: Any, batches: int, phase: Any) -> float:
-    """``batches`` untimed batches per worker on the first sample, loaded for them alone by
-    ``holder`` (the task, or the backend that holds the samples); the seconds they took."""
+    """``batches`` untimed batches per worker of each warm-up shape, from the first sample; the
+    samples they name are loaded for them alone by ``holder`` (the task, or the backend that
+    holds the samples); the seconds they took."""
     if not batches:
         return 0.0
-    phase("loading a sample for the warm-up")
-    holder.load_samples([0])
+    phase("loading samples for the warm-up")
+    needed = sorted({i for batch in engine.warmup_plan(0) for i in batch})
+    holder.load_samples(needed)
     try:
         phase(WARMUP_PHASE)
         return engine.warm_up(batches, 0)
     finally:
-        holder.unload_samples([0])
+        holder.unload_samples(needed)
 
 
 def child_main(spec_data: dict[str, Any], run_dir: str, channel: Any, loaded: Any,

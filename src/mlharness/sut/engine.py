@@ -84,25 +84,32 @@ class Engine:
             t.start()
             self._threads.append(t)
 
-    def warm_up(self, batches: int, index: int = 0) -> float:
-        """Run ``batches`` untimed batches of the loaded sample ``index`` on every worker's
-        backend at once, before LoadGen starts, and return the seconds it took; ``batches`` of
-        each input shape the task names (``Task.warmup_batches``: BERT's batch widths).
+    def warmup_plan(self, index: int = 0) -> list[list[int]]:
+        """The warm-up's batches of sample indices, from the loaded sample ``index``: one per
+        input shape the task names (``Task.warmup_batches``: BERT's batch widths)."""
+        batch = [index] * (1 if self.policy.inline else self.policy.max_batch)
+        return self.task.warmup_batches(batch)
 
-        First calls pay one-time costs (kernel JIT, memory pools, per-stream setup) that a short
-        timed run would otherwise count; the official vision harness warms up the same way
-        (``vision/classification_and_detection/python/main.py``). Backends that hold the samples
-        themselves (remote nodes, Ray replicas) run the batches on each of their replicas."""
+    def warm_up(self, batches: int, index: int = 0) -> float:
+        """Run ``batches`` untimed batches of each of :meth:`warmup_plan`'s batches on every
+        worker's backend at once, before LoadGen starts, and return the seconds it took (the
+        samples they name must be loaded).
+
+        First calls pay one-time costs (kernel JIT, memory pools, per-stream setup, kernels built
+        per input shape) that a short timed run would otherwise count; the official vision
+        harness warms up the same way (``vision/classification_and_detection/python/main.py``).
+        Backends that hold the samples themselves (remote nodes, Ray replicas) run the batches
+        on each of their replicas."""
         if batches < 1:
             return 0.0
         t0 = time.monotonic()
-        batch = [index] * (1 if self.policy.inline else self.policy.max_batch)
+        plan = self.warmup_plan(index)
+        self.warmup_shapes = len(plan)
         if self._holds_samples:
-            self.backend.warm_up(batches, batch)
-            self.warmup_shapes = 1
+            for batch in plan:
+                self.backend.warm_up(batches, batch)
             return time.monotonic() - t0
-        shapes = [self.task.batch_inputs(b) for b in self.task.warmup_batches(batch)]
-        self.warmup_shapes = len(shapes)
+        shapes = [self.task.batch_inputs(b) for b in plan]
         errors: list[BaseException] = []
 
         def run(n: int) -> None:  # as worker n runs: its instance, its pinned cores

@@ -140,10 +140,10 @@ class Task(ABC):
         return 0
 
     def warmup_batches(self, batch: list[int]) -> list[list[int]]:
-        """The batches a warm-up runs, given one ``batch`` of loaded samples: one per input
+        """The batches a warm-up runs, given one ``batch`` of the first sample: one per input
         shape the run will feed, so runtimes that build kernels per shape (OpenVINO, oneDNN's
-        AMX kernels) build them before LoadGen starts. The default: ``batch`` alone (every batch
-        has the same shape)."""
+        AMX kernels) build them before LoadGen starts; the runner loads every sample they name.
+        The default: ``batch`` alone (every batch has the same shape)."""
         return [batch]
 
     def describe(self) -> dict[str, Any]:

@@ -171,8 +171,8 @@ class BertSquadTask(Task):
 
     def warmup_batches(self, batch: list[int]) -> list[list[int]]:
         """Dynamic: a batch of ``len(batch)`` copies of one feature per width the features need,
-        widest first (the features are always in memory); with more than WARMUP_WIDTHS widths
-        (a sequence_step under 16) the widest alone, as a warm-up of hundreds would take long."""
+        widest first; with more than WARMUP_WIDTHS widths (a sequence_step under 16) the widest
+        alone, as a warm-up of hundreds would take long."""
         if not self.dynamic:
             return [batch]
         widths, first = np.unique(self._widths(self.features.seq_len), return_index=True)
