@@ -188,6 +188,7 @@ def configs(bf16: dict[str, bool], files: dict[str, Path],
         out += [Config("pytorch", "int8", "pt2e")] if "pt2e" in files else []
         if packages:  # the same models compiled ahead of time into a package (package=true)
             out.append(Config("pytorch", "fp32", "pytorch", PACKAGE))
+            out += [Config("pytorch", "bf16", "pytorch", PACKAGE)] if bf16["pytorch"] else []
             out += [Config("pytorch", "int8", "pt2e", PACKAGE)] if "pt2e" in files else []
     return out
 

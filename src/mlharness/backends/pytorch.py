@@ -25,8 +25,9 @@ warmed up at load for the batch sizes the run issues, so no query waits for it.
 (:mod:`mlharness.backends.torch_package`): built once per model, runtime and CPU in a process of
 its own, then loaded in seconds by every later run and tune probe (the run builds no module:
 the package holds the weights), as fast per query as ``torch.compile`` (docs/performance.md);
-not the default, as it keeps a file per model in the cache, and not for bf16 (its autocast
-graph is not exported here). A calibrated int8 program is compiled either way. ONNX files are
+not the default, as it keeps a file per model in the cache. A bf16 package is compiled from the
+model under autocast (:class:`torch_models.Bf16Autocast`), the same graph ``compile=true``
+runs. A calibrated int8 program is compiled either way. ONNX files are
 not read: the one converter (onnx2torch) is unkept since 2024 and requires torchvision unpinned.
 """
 
@@ -182,9 +183,6 @@ class PyTorchBackend:
         if options.device != "cpu":
             raise ConfigError("the pytorch backend is built for cpu here",
                               hint="drop --device or use --device cpu")
-        if options.precision == "bf16" and options.extra.get("package"):
-            raise ConfigError("package=true does not take bf16 (its autocast graph is not "
-                              "exported here)", hint="use --backend-option compile=true")
         if options.precision == "bf16" and not bf16_supported():
             raise ConfigError("this CPU has no bf16 path in PyTorch (oneDNN)",
                               hint="bf16 needs AVX512_BF16 or AMX; use --precision fp32")
@@ -309,12 +307,19 @@ class PyTorchBackend:
         return self.package.runner
 
     def _exported(self) -> Any:
-        """The module exported with a dynamic batch axis (and BERT's sequence axis)."""
+        """The module exported with a dynamic batch axis (and BERT's sequence axis); bf16: the
+        module under autocast."""
         import torch
 
+        from mlharness.backends.torch_models import Bf16Autocast
+
         names = BERT_INPUTS if self.arch == "bert" else (self._inputs[0].name,)
+        dims = export_dims(names, self.arch)
+        if self.options.precision == "bf16":  # its forward takes *inputs: one argument
+            return torch.export.export(Bf16Autocast(self.net), self._tensors(self._sample(2)),
+                                       dynamic_shapes=(dims,))
         return torch.export.export(self.net, self._tensors(self._sample(2)),
-                                   dynamic_shapes=export_dims(names, self.arch))
+                                   dynamic_shapes=dims)
 
     def _sample(self, batch: int) -> dict[str, np.ndarray]:
         if self.arch == "bert":

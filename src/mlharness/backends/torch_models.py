@@ -4,6 +4,8 @@
   builds it from ``bert_config.json`` (module names ``bert.embeddings.*``,
   ``bert.encoder.layer.N.*``, ``qa_outputs``; no pooler), so the fine-tuned ``model.pytorch``
   loads without transformers.
+* ``Bf16Autocast``: either of them run under bf16 autocast as a module of its own, so that
+  ``torch.export`` keeps the autocast region in the program (a bf16 package).
 * ``resnet50``: torchvision's ResNet-50 (v1.5: stride on the 3x3 conv; ``conv1``, ``bn1``,
   ``layerN.M.{conv,bn}{1,2,3}``, ``downsample.{0,1}``, ``fc``), so torchvision's weights file
   loads without torchvision (whose PyPI build does not import beside torch 2.13).
@@ -194,3 +196,16 @@ def resnet_from_state(state: dict[str, torch.Tensor]) -> ResNet:
     base = state["conv1.weight"].shape[0]
     return ResNet(tuple(layers), state["fc.weight"].shape[0], base)
 
+
+
+class Bf16Autocast(nn.Module):
+    """``inner`` under ``torch.autocast("cpu", bfloat16)``: exported, the program keeps the
+    autocast region (an autocast entered around ``torch.export`` is not recorded)."""
+
+    def __init__(self, inner: nn.Module) -> None:
+        super().__init__()
+        self.inner = inner
+
+    def forward(self, *inputs: torch.Tensor) -> Any:
+        with torch.autocast("cpu", dtype=torch.bfloat16):
+            return self.inner(*inputs)
