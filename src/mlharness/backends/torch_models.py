@@ -197,7 +197,6 @@ def resnet_from_state(state: dict[str, torch.Tensor]) -> ResNet:
     return ResNet(tuple(layers), state["fc.weight"].shape[0], base)
 
 
-
 class Bf16Autocast(nn.Module):
     """``inner`` under ``torch.autocast("cpu", bfloat16)``: exported, the program keeps the
     autocast region (an autocast entered around ``torch.export`` is not recorded)."""
