@@ -121,11 +121,14 @@ def test_bert_bf16_package_runs_the_autocast_graph(bert: Path, onnx_logits: dict
              "--precision", "bf16"]
     _, rec, eager_dir = run(tmp_path / "eager", *flags)
     assert rec["status"] == "ok", rec.get("error")
-    _, rec, package_dir = run(tmp_path / "package", *flags, "--backend-option", "package=true")
+    # a cache of its own: test_bert_compiled_equals_onnx counts the packages in the shared one
+    _, rec, package_dir = run(tmp_path / "package", *flags, "--backend-option", "package=true",
+                              "--cache-dir", str(tmp_path / "cache"))
     assert rec["status"] == "ok", rec.get("error")
     assert rec["backend"]["autocast"] == "bf16" and rec["backend"]["precision"] == "bf16"
     package = rec["backend"]["compiled_package"]
     assert package["from_cache"] is False and package["aligned_weights"] is True
+    assert Path(package["path"]).parent == tmp_path / "cache" / "torch-packages"
     eager, packaged = logits(eager_dir), logits(package_dir)
     for i, fp32 in onnx_logits.items():
         n = int((fp32[:, 0] > -10000).sum())
