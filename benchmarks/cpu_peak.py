@@ -21,14 +21,22 @@ from typing import Any, Callable
 N = 2048  # the matrices' side: large enough to run at the GEMM's full rate
 
 
+#: each rate is the best product of at least this long a spell: on a shared VM (Xeon with AMX,
+#: 2 vCPUs) the rate rose for seconds after an idle spell: 0.3 s probes gave 187 GFLOP/s fp32,
+#: and four 3 s spells in a row in one process 257, 270, 279 and 297
+MIN_SECONDS = 10.0
+
+
 def _best_rate(product: Callable[[], Any]) -> float:
-    """Multiply-adds x 2 per second of the best of five runs of an N x N x N ``product``."""
+    """Multiply-adds x 2 per second of the best of at least five runs of an N x N x N
+    ``product``, repeated for MIN_SECONDS."""
     product()  # warm-up: threads started, caches filled, kernels chosen
-    best = 0.0
-    for _ in range(5):
+    best, runs, start = 0.0, 0, time.perf_counter()
+    while runs < 5 or time.perf_counter() - start < MIN_SECONDS:
         t = time.perf_counter()
         product()
         best = max(best, 2 * N ** 3 / (time.perf_counter() - t))
+        runs += 1
     return best
 
 
