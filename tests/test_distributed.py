@@ -18,6 +18,7 @@ from mlharness.cli.main import main
 from mlharness.loadgen.mllog import parse_detail_log
 from mlharness.rules import load as load_rules
 from mlharness.submission.check import performance_problems
+from synthetic_squad import make_bert_onnx, make_squad, make_vocab, vocab_size
 from synthetic_vision import make_imagenet, resnet50_onnx
 
 pytestmark = pytest.mark.slow
@@ -212,8 +213,6 @@ def test_resnet50_shaped_through_two_nodes_matches_in_process(vision: Path, tmp_
 
 
 def test_bert_nodes_warm_every_batch_width_on_loaded_samples(tmp_path: Path) -> None:
-    from synthetic_squad import make_bert_onnx, make_squad, make_vocab, vocab_size
-
     squad = make_squad(tmp_path / "dev-v1.1.json", articles=2, seed=5)
     vocab = make_vocab(tmp_path / "vocab.txt", squad)
     make_bert_onnx(tmp_path / "bert.onnx", vocab_size(vocab))

@@ -26,9 +26,9 @@ warmed up at load for the batch sizes the run issues, so no query waits for it.
 its own, then loaded in seconds by every later run and tune probe (the run builds no module:
 the package holds the weights), as fast per query as ``torch.compile`` (docs/performance.md);
 not the default, as it keeps a file per model in the cache. A bf16 package is compiled from the
-model under autocast (:class:`torch_models.Bf16Autocast`), the same graph ``compile=true``
-runs. A calibrated int8 program is compiled either way. ONNX files are
-not read: the one converter (onnx2torch) is unkept since 2024 and requires torchvision unpinned.
+model under autocast (:class:`torch_models.Bf16Autocast`), the same graph ``compile=true`` runs.
+A calibrated int8 program is compiled either way. ONNX files are not read: the one converter
+(onnx2torch) is unkept since 2024 and requires torchvision unpinned.
 """
 
 from __future__ import annotations
@@ -314,12 +314,10 @@ class PyTorchBackend:
         from mlharness.backends.torch_models import Bf16Autocast
 
         names = BERT_INPUTS if self.arch == "bert" else (self._inputs[0].name,)
-        dims = export_dims(names, self.arch)
+        net, dims = self.net, export_dims(names, self.arch)
         if self.options.precision == "bf16":  # its forward takes *inputs: one argument
-            return torch.export.export(Bf16Autocast(self.net), self._tensors(self._sample(2)),
-                                       dynamic_shapes=(dims,))
-        return torch.export.export(self.net, self._tensors(self._sample(2)),
-                                   dynamic_shapes=dims)
+            net, dims = Bf16Autocast(net), (dims,)
+        return torch.export.export(net, self._tensors(self._sample(2)), dynamic_shapes=dims)
 
     def _sample(self, batch: int) -> dict[str, np.ndarray]:
         if self.arch == "bert":
@@ -346,10 +344,10 @@ class PyTorchBackend:
         return self._index_limits
 
     def _autocast(self) -> Any:
-        import torch
-
         if self.options.precision == "bf16":
-            return torch.autocast("cpu", dtype=torch.bfloat16)
+            from mlharness.backends.torch_models import bf16_autocast
+
+            return bf16_autocast()
         return contextlib.nullcontext()
 
     def predict(self, inputs: dict[str, np.ndarray]) -> dict[str, np.ndarray]:

@@ -197,14 +197,20 @@ def resnet_from_state(state: dict[str, torch.Tensor]) -> ResNet:
     return ResNet(tuple(layers), state["fc.weight"].shape[0], base)
 
 
+def bf16_autocast() -> Any:
+    """The autocast every bf16 run of these models is under (bf16 matmuls/convolutions through
+    oneDNN: AMX or AVX512_BF16)."""
+    return torch.autocast("cpu", dtype=torch.bfloat16)
+
+
 class Bf16Autocast(nn.Module):
-    """``inner`` under ``torch.autocast("cpu", bfloat16)``: exported, the program keeps the
-    autocast region (an autocast entered around ``torch.export`` is not recorded)."""
+    """``inner`` under :func:`bf16_autocast`: exported, the program keeps the autocast region
+    (an autocast entered around ``torch.export`` is not recorded)."""
 
     def __init__(self, inner: nn.Module) -> None:
         super().__init__()
         self.inner = inner
 
     def forward(self, *inputs: torch.Tensor) -> Any:
-        with torch.autocast("cpu", dtype=torch.bfloat16):
+        with bf16_autocast():
             return self.inner(*inputs)
