@@ -2,7 +2,9 @@
 
 Side by side in one run, Offline, the same first N features of the same synthetic SQuAD v1.1 set
 on each side, on a BERT-large-shaped ONNX model with random weights (24 layers, hidden 1024, 16
-heads, intermediate 4096, vocab 30522; ``tests/synthetic_squad.make_bert_onnx``):
+heads, intermediate 4096, vocab 30522; ``tests/synthetic_squad.make_bert_onnx``). The set's
+lengths (``--lengths``): ``squad`` (default) as real SQuAD v1.1 dev's, about 46 % of 384 real
+tokens, or ``long``, the set of the tables before 2026-11-27 (80 % in ``--quick``'s features):
 
   reference   ``language/bert/run.py --backend onnxruntime`` from the official checkout
               (``../shared/official``): batch 1, every feature padded to 384, fp32. It needs
@@ -62,35 +64,74 @@ REFERENCE_PACKAGES = ["transformers<5", "absl-py", "six", "numpy", "onnxruntime"
                       "mlcommons-loadgen==6.0.17"]
 
 
+class Lengths(NamedTuple):
+    """A synthetic SQuAD set: ``make_squad``'s paragraphs x questions per article and the share
+    of its words the vocab holds whole (the rest split into pieces, as rare words are)."""
+
+    paragraphs: int
+    questions: int
+    whole_word_share: float
+    about: str
+
+
+#: Contexts of 50-170 words in both (real SQuAD contexts average ~120 words).
+LENGTHS = {
+    # Real SQuAD v1.1 dev at 384: padding is 54 % of the tokens (Zeng et al., "Boosting
+    # distributed training performance of the unpadded BERT model",
+    # https://openreview.net/forum?id=3nzKUh9a4M), so ~177 real. One question per context, so
+    # that --quick's 24 features are 24 contexts; 95 % whole words: ~1.2 pieces per word
+    # (the contexts here: 120 words on average).
+    "squad": Lengths(12, 1, 0.95, "as real SQuAD v1.1 dev's, about 177 real tokens of 384"),
+    # The set until 2026-11-27: a fifth of the words in pieces doubles the tokens per word
+    "long": Lengths(3, 4, 0.8, "the earlier tables' longer set"),
+}
+
+
 def build_inputs(workdir: Path, args: argparse.Namespace) -> dict[str, Path]:
+    """The model (built once in ``workdir``) and, under ``workdir/lengths-NAME``, the data set,
+    links to the model and the int8 models calibrated on that set."""
     import synthetic_squad as synth
 
-    workdir.mkdir(parents=True, exist_ok=True)
-    out = {"squad": workdir / "dev-v1.1.json", "vocab": workdir / "vocab.txt"}
+    data = workdir / f"lengths-{args.lengths}"
+    data.mkdir(parents=True, exist_ok=True)
+    out = {"data": data, "squad": data / "dev-v1.1.json", "vocab": data / "vocab.txt"}
     if not out["squad"].is_file():
-        # SQuAD-like lengths: ~120-word contexts, one long context (several windows)
-        synth.make_squad(out["squad"], articles=args.articles, paragraphs=3, questions=4, seed=7,
-                         long_every=10_000, short_words=(50, 170))
-        synth.make_vocab(out["vocab"], out["squad"])
+        lengths = LENGTHS[args.lengths]
+        synth.make_squad(out["squad"], articles=args.articles, paragraphs=lengths.paragraphs,
+                         questions=lengths.questions, seed=7, long_every=10_000,
+                         short_words=(50, 170))
+        synth.make_vocab(out["vocab"], out["squad"], whole_word_share=lengths.whole_word_share)
     shape = (args.layers, args.hidden, args.heads, args.intermediate)
     name = "bert-l{}-h{}-a{}-i{}".format(*shape)
-    out["onnx"] = workdir / f"{name}.onnx"
-    if not out["onnx"].is_file():
+    model = workdir / f"{name}.onnx"
+    if not model.is_file():
         t0 = time.time()
         print(f"building {name}.onnx (random weights) ...", flush=True)
-        synth.make_bert_onnx(out["onnx"], vocab_size=30522, layers=args.layers,
+        synth.make_bert_onnx(model, vocab_size=30522, layers=args.layers,
                              hidden=args.hidden, heads=args.heads,
                              intermediate=args.intermediate, seed=1)
-        print(f"  {out['onnx'].stat().st_size / 1e6:.0f} MB in {time.time() - t0:.0f} s",
-              flush=True)
+        print(f"  {model.stat().st_size / 1e6:.0f} MB in {time.time() - t0:.0f} s", flush=True)
+    # linked into the set's folder, so that the int8 models calibrated on it are built there
+    out["onnx"] = _linked(model, data)
     if installed("torch"):
-        out["pytorch"] = workdir / f"{name}-pytorch" / "model.pytorch"
-        if not out["pytorch"].is_file():
-            synth.bert_checkpoint(out["onnx"], out["pytorch"].parent, *shape, 30522)
+        checkpoint = workdir / f"{name}-pytorch" / "model.pytorch"
+        if not checkpoint.is_file():
+            synth.bert_checkpoint(model, checkpoint.parent, *shape, 30522)
+        out["pytorch"] = _linked(checkpoint, data / checkpoint.parent.name)
+        _linked(checkpoint.with_name("bert_config.json"), data / checkpoint.parent.name)
     print("calibrated int8 (official SQuAD feature list) ...", flush=True)
-    out.update(calibrated("bert-99", out["onnx"], out["squad"], workdir / "cache", out["vocab"],
+    out.update(calibrated("bert-99", out["onnx"], out["squad"], data / "cache", out["vocab"],
                           checkpoint=out.get("pytorch")))
     return out
+
+
+def _linked(path: Path, folder: Path) -> Path:
+    """A symbolic link to ``path`` in ``folder`` (made once)."""
+    folder.mkdir(parents=True, exist_ok=True)
+    link = folder / path.name
+    if not link.is_symlink():
+        link.symlink_to(path.resolve())
+    return link
 
 
 def spec_for(files: dict[str, Path], n: int, workdir: Path, **kw: Any) -> RunSpec:
@@ -281,6 +322,9 @@ def main() -> None:
     p.add_argument("--heads", type=int, default=16)
     p.add_argument("--intermediate", type=int, default=4096)
     p.add_argument("--articles", type=int, default=12, help="synthetic articles (12 questions each)")
+    p.add_argument("--lengths", choices=sorted(LENGTHS), default="squad",
+                   help="the synthetic set's lengths: " + "; ".join(
+                       f"{k}: {v.about}" for k, v in LENGTHS.items()) + " (default squad)")
     p.add_argument("--batch-size", type=int, default=4,
                    help="largest batch (default 4: with two streams a batch is two features each)")
     p.add_argument("--reference-python", help="python with transformers<5 and absl for run.py")
@@ -293,23 +337,26 @@ def main() -> None:
     isa, bf16 = print_machine()
     print(describe(isa), flush=True)  # measured now, before anything else runs
     files = build_inputs(args.workdir, args)
+    data = files["data"]  # the set's folder: its feature caches and runs
     from mlharness.tasks.question_answering.task import BertSquadTask
 
-    task = BertSquadTask("bert-99", files["squad"], files["vocab"], cache_dir=args.workdir / "cache",
+    task = BertSquadTask("bert-99", files["squad"], files["vocab"], cache_dir=data / "cache",
                          max_samples=n)
     task.prepare()
     lengths = task.features.seq_len
-    print(f"{n} features, real length mean {lengths.mean():.0f} (of 384)", flush=True)
+    print(f"{n} features, real length mean {lengths.mean():.0f} of 384 (padding to 384: "
+          f"{1 - lengths.mean() / 384:.0%} of the tokens; --lengths {args.lengths}: "
+          f"{LENGTHS[args.lengths].about})", flush=True)
 
     ref = None
     if args.reference:
         python = reference_python(args.workdir, args.reference_python)
         print("reference harness (language/bert/run.py --backend onnxruntime) ...", flush=True)
-        ref = reference(files, n, args.workdir, python)
+        ref = reference(files, n, data, python)
         print(f"  {ref:.3f} samples/s", flush=True)
     rows = []
     for config in configs(bf16, files, packages=not args.quick):
-        r = harness(files, config, n, args.workdir, args.batch_size)
+        r = harness(files, config, n, data, args.batch_size)
         print(f"  mlharness {r['label']:<44} {r['samples_per_s']:8.3f} samples/s "
               f"(warm-up {r['warmup_s']:.1f} s)", flush=True)
         rows.append(r)
@@ -334,13 +381,15 @@ def main() -> None:
           "are noisy; ratios come from one run")
     if ref:
         print(f"RATIO best/reference Offline samples/s = {best['samples_per_s'] / ref:.2f} "
-              f"(best: {best['label']} batch {best['batch']} dynamic length)")
+              f"(best: {best['label']} batch {best['batch']} dynamic length; "
+              f"--lengths {args.lengths}, mean {lengths.mean():.0f} of 384)")
     print()
     print("\n".join(f1_lines(accuracy)))
     if args.json:
         args.json.write_text(json.dumps({"reference": ref, "harness": rows, "isa": isa,
                                          "accuracy": accuracy,
-                                         "samples": n, "mean_length": float(lengths.mean())},
+                                         "samples": n, "mean_length": float(lengths.mean()),
+                                         "lengths": args.lengths},
                                         indent=2, default=str))
 
 
