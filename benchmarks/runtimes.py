@@ -61,6 +61,9 @@ def print_machine() -> tuple[dict[str, Any], dict[str, bool]]:
     print(f"machine: {cpu_info()['model']}, {os.cpu_count()} cpus; matrix paths: "
           f"bf16={isa['bf16'] or 'none'}, int8={isa['int8'] or 'none'} "
           f"(flags: {' '.join(isa['flags'])})", flush=True)
+    if isa.get("onednn_max_cpu_isa"):
+        print(f"  capped by ONEDNN_MAX_CPU_ISA={isa['onednn_max_cpu_isa']}: OpenVINO and PyTorch "
+              "obey it, onnxruntime does not", flush=True)
     bf16 = bf16_paths()
     print(f"bf16 used by: {', '.join(k for k, v in bf16.items() if v) or 'none'}", flush=True)
     return isa, bf16

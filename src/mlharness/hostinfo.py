@@ -173,15 +173,45 @@ def cpu_flags() -> set[str]:
     return set(m.group(1).split()) if m else set()
 
 
-def matrix_isa(flags: set[str] | None = None) -> dict[str, Any]:
+#: oneDNN's ISA cap (the ``ONEDNN_MAX_CPU_ISA`` values of ``dnnl_cpu_isa_t``, oneDNN's
+#: developer guide) -> the matrix flags it leaves usable; OpenVINO and PyTorch run on oneDNN
+_AVX2 = {"avx2"}
+_AVX512_VNNI = _AVX2 | {"avx_vnni", "avx512f", "avx512_vnni"}
+_AVX512_BF16 = _AVX512_VNNI | {"avx512_bf16"}
+ONEDNN_ISA_CAPS: dict[str, set[str]] = {
+    "SSE41": set(), "AVX": set(), "AVX2": _AVX2, "AVX2_VNNI": _AVX2 | {"avx_vnni"},
+    "AVX2_VNNI_2": _AVX2 | {"avx_vnni"}, "AVX512_CORE": _AVX2 | {"avx512f"},
+    "AVX512_CORE_VNNI": _AVX512_VNNI, "AVX512_CORE_BF16": _AVX512_BF16,
+    "AVX512_CORE_FP16": _AVX512_BF16, "AVX10_1_512": _AVX512_BF16,
+    "AVX512_CORE_AMX": set(MATRIX_FLAGS), "AVX512_CORE_AMX_FP16": set(MATRIX_FLAGS),
+    "AVX10_1_512_AMX": set(MATRIX_FLAGS), "AVX10_1_512_AMX_FP16": set(MATRIX_FLAGS),
+    "ALL": set(MATRIX_FLAGS), "DEFAULT": set(MATRIX_FLAGS),
+}
+
+
+def onednn_isa_cap() -> str | None:
+    """``ONEDNN_MAX_CPU_ISA`` (or its old name ``DNNL_MAX_CPU_ISA``) when it names a cap."""
+    value = (os.environ.get("ONEDNN_MAX_CPU_ISA") or os.environ.get("DNNL_MAX_CPU_ISA") or "")
+    return value.upper() if value.upper() in ONEDNN_ISA_CAPS else None
+
+
+def matrix_isa(flags: set[str] | None = None, cap: str | None = None) -> dict[str, Any]:
     """Which bf16 / int8 paths this CPU has: ``{"flags": [...], "bf16": ..., "int8": ...}``.
 
     ``bf16``/``int8`` name the best hardware path (``amx``, ``avx512_bf16``, ``avx512_vnni``,
     ``avx_vnni``, and for int8 without VNNI ``avx2``: u8 x s8 pairs summed into int16, about
     half VNNI's rate) or None when there is none (bf16 is refused: it would be emulated).
+    Under oneDNN's ISA cap (``cap``, else ``ONEDNN_MAX_CPU_ISA``: OpenVINO and PyTorch obey
+    it, onnxruntime does not) they are the paths the cap leaves, and ``onednn_max_cpu_isa``
+    names it; ``flags`` stay the CPU's.
     """
     flags = cpu_flags() if flags is None else flags
-    bf16 = "amx" if "amx_bf16" in flags else "avx512_bf16" if "avx512_bf16" in flags else None
-    int8 = ("amx" if "amx_int8" in flags else "avx512_vnni" if "avx512_vnni" in flags
-            else "avx_vnni" if "avx_vnni" in flags else "avx2" if "avx2" in flags else None)
-    return {"flags": [f for f in MATRIX_FLAGS if f in flags], "bf16": bf16, "int8": int8}
+    cap = cap if cap is not None else onednn_isa_cap()
+    usable = flags & ONEDNN_ISA_CAPS[cap] if cap else flags
+    bf16 = "amx" if "amx_bf16" in usable else "avx512_bf16" if "avx512_bf16" in usable else None
+    int8 = ("amx" if "amx_int8" in usable else "avx512_vnni" if "avx512_vnni" in usable
+            else "avx_vnni" if "avx_vnni" in usable else "avx2" if "avx2" in usable else None)
+    out = {"flags": [f for f in MATRIX_FLAGS if f in flags], "bf16": bf16, "int8": int8}
+    if cap:
+        out["onednn_max_cpu_isa"] = cap
+    return out
