@@ -8,7 +8,7 @@ from pathlib import Path
 from typing import Any
 
 from mlharness.calibration import CalibrationRequest, calibrate, output_path
-from mlharness.hostinfo import cpu_info, matrix_isa
+from mlharness.hostinfo import ONEDNN_ISA_VARIABLES, cpu_info, matrix_isa
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -62,8 +62,9 @@ def print_machine() -> tuple[dict[str, Any], dict[str, bool]]:
           f"bf16={isa['bf16'] or 'none'}, int8={isa['int8'] or 'none'} "
           f"(flags: {' '.join(isa['flags'])})", flush=True)
     if isa.get("onednn_max_cpu_isa"):
-        print(f"  capped by ONEDNN_MAX_CPU_ISA={isa['onednn_max_cpu_isa']}: OpenVINO and PyTorch "
-              "obey it, onnxruntime does not", flush=True)
+        where = " or ".join(ONEDNN_ISA_VARIABLES)
+        print(f"  oneDNN's ISA capped at {isa['onednn_max_cpu_isa']} ({where}): OpenVINO and "
+              "PyTorch obey it, onnxruntime does not", flush=True)
     bf16 = bf16_paths()
     print(f"bf16 used by: {', '.join(k for k, v in bf16.items() if v) or 'none'}", flush=True)
     return isa, bf16

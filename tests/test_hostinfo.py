@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 
 from mlharness.cli.main import main
-from mlharness.hostinfo import cpu_flags, matrix_isa
+from mlharness.hostinfo import ONEDNN_ISA_VARIABLES, cpu_flags, matrix_isa
 from mlharness.tasks.demo import DEMO_MODEL
 
 XEON_AMX = {"avx2", "avx512f", "avx512_vnni", "avx512_bf16", "avx_vnni", "amx_bf16", "amx_int8",
@@ -24,8 +24,8 @@ EPYC_AVX2 = {"avx2", "fpu"}
 @pytest.fixture(autouse=True)
 def no_cap_in_the_environment(monkeypatch: pytest.MonkeyPatch) -> None:
     """``cap=None`` reads the environment: these tests set it themselves."""
-    monkeypatch.delenv("ONEDNN_MAX_CPU_ISA", raising=False)
-    monkeypatch.delenv("DNNL_MAX_CPU_ISA", raising=False)
+    for name in ONEDNN_ISA_VARIABLES:
+        monkeypatch.delenv(name, raising=False)
 
 
 @pytest.mark.parametrize("flags, cap, bf16, int8", [
@@ -49,7 +49,7 @@ def test_paths_are_the_cpus_under_the_cap(flags: set[str], cap: str | None, bf16
     assert set(isa["flags"]) == flags - {"fpu", "sse4_2"}  # the CPU's own flags, never capped
 
 
-@pytest.mark.parametrize("name", ["ONEDNN_MAX_CPU_ISA", "DNNL_MAX_CPU_ISA"])
+@pytest.mark.parametrize("name", ONEDNN_ISA_VARIABLES)
 def test_the_cap_is_read_from_the_environment(monkeypatch: pytest.MonkeyPatch, name: str) -> None:
     uncapped = matrix_isa(XEON_AMX)
     assert (uncapped["bf16"], uncapped["int8"]) == ("amx", "amx")
@@ -87,8 +87,7 @@ print(json.dumps([(op.get_rt_info()["layerType"].astype(str),
 def openvino_primitives(cap: str | None) -> dict[str, str]:
     """Layer type -> kernel of the demo MLP compiled by OpenVINO in a process of its own (the
     cap is read once, when oneDNN first asks for the CPU's ISA)."""
-    env = {k: v for k, v in os.environ.items() if k not in ("ONEDNN_MAX_CPU_ISA",
-                                                             "DNNL_MAX_CPU_ISA")}
+    env = {k: v for k, v in os.environ.items() if k not in ONEDNN_ISA_VARIABLES}
     if cap:
         env["ONEDNN_MAX_CPU_ISA"] = cap
     done = subprocess.run([sys.executable, "-c", PRIMITIVES.format(model=str(DEMO_MODEL))],

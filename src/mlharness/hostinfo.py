@@ -173,26 +173,27 @@ def cpu_flags() -> set[str]:
     return set(m.group(1).split()) if m else set()
 
 
-#: oneDNN's ISA cap (the ``ONEDNN_MAX_CPU_ISA`` values of ``dnnl_cpu_isa_t``, oneDNN's
-#: developer guide) -> the matrix flags it leaves usable; OpenVINO and PyTorch run on oneDNN
-_AVX2 = {"avx2"}
-_AVX512_VNNI = _AVX2 | {"avx_vnni", "avx512f", "avx512_vnni"}
+#: where oneDNN reads its ISA cap (the second is its old name); OpenVINO and PyTorch run on it
+ONEDNN_ISA_VARIABLES = ("ONEDNN_MAX_CPU_ISA", "DNNL_MAX_CPU_ISA")
+#: the cap's values (``dnnl_cpu_isa_t``, oneDNN's developer guide) -> the matrix flags it leaves
+_AVX2, _ALL = {"avx2"}, set(MATRIX_FLAGS)
+_AVX2_VNNI = _AVX2 | {"avx_vnni"}
+_AVX512_VNNI = _AVX2_VNNI | {"avx512f", "avx512_vnni"}
 _AVX512_BF16 = _AVX512_VNNI | {"avx512_bf16"}
 ONEDNN_ISA_CAPS: dict[str, set[str]] = {
-    "SSE41": set(), "AVX": set(), "AVX2": _AVX2, "AVX2_VNNI": _AVX2 | {"avx_vnni"},
-    "AVX2_VNNI_2": _AVX2 | {"avx_vnni"}, "AVX512_CORE": _AVX2 | {"avx512f"},
+    "SSE41": set(), "AVX": set(), "AVX2": _AVX2, "AVX2_VNNI": _AVX2_VNNI,
+    "AVX2_VNNI_2": _AVX2_VNNI, "AVX512_CORE": _AVX2 | {"avx512f"},
     "AVX512_CORE_VNNI": _AVX512_VNNI, "AVX512_CORE_BF16": _AVX512_BF16,
     "AVX512_CORE_FP16": _AVX512_BF16, "AVX10_1_512": _AVX512_BF16,
-    "AVX512_CORE_AMX": set(MATRIX_FLAGS), "AVX512_CORE_AMX_FP16": set(MATRIX_FLAGS),
-    "AVX10_1_512_AMX": set(MATRIX_FLAGS), "AVX10_1_512_AMX_FP16": set(MATRIX_FLAGS),
-    "ALL": set(MATRIX_FLAGS), "DEFAULT": set(MATRIX_FLAGS),
+    "AVX512_CORE_AMX": _ALL, "AVX512_CORE_AMX_FP16": _ALL, "AVX10_1_512_AMX": _ALL,
+    "AVX10_1_512_AMX_FP16": _ALL, "ALL": _ALL, "DEFAULT": _ALL,
 }
 
 
 def onednn_isa_cap() -> str | None:
-    """``ONEDNN_MAX_CPU_ISA`` (or its old name ``DNNL_MAX_CPU_ISA``) when it names a cap."""
-    value = (os.environ.get("ONEDNN_MAX_CPU_ISA") or os.environ.get("DNNL_MAX_CPU_ISA") or "")
-    return value.upper() if value.upper() in ONEDNN_ISA_CAPS else None
+    """The cap the first set of ``ONEDNN_ISA_VARIABLES`` names, if it names one."""
+    value = next((v for v in map(os.environ.get, ONEDNN_ISA_VARIABLES) if v), "").upper()
+    return value if value in ONEDNN_ISA_CAPS else None
 
 
 def matrix_isa(flags: set[str] | None = None, cap: str | None = None) -> dict[str, Any]:
