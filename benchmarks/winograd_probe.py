@@ -1,7 +1,7 @@
 """Does a Winograd rewrite of ResNet-50's 3x3 convolutions make fp32 faster here? Measured.
 
 vision_cpu.py's fp32 goal (1.5x the reference) is out of reach by GEMM speed alone: the
-reference already runs at 71-87 % of this CPU's fp32 GEMM rate. The one known way to do fewer
+reference already runs at 66-87 % of this CPU's fp32 GEMM rate. The one known way to do fewer
 fp32 multiplications is Winograd's minimal filtering (Lavin & Gray, "Fast Algorithms for
 Convolutional Neural Networks", arXiv:1509.09308, whose matrices are used here): F(2x2,3x3)
 needs 2.25x fewer, F(4x4,3x3) 4x fewer, on the 3x3 stride-1 convolutions only. No runtime
@@ -13,10 +13,11 @@ plain ONNX graph, the only form every runtime reads:
   output transform A^T M A   a grouped 1x1 convolution (bias included) and DepthToSpace
 
 Each of ResNet-50 v1.5's stride-1 3x3 shapes (Conv + bias + Relu, batch as vision_cpu.py's)
-runs in its direct form and in both rewrites, in rounds taken in turn, best time each. The
-outputs must agree with the direct form. The end: the whole-model gain a rewrite would give
-(each layer in its faster form; the rest of the model unchanged), and the bound a transform
-costing nothing would give:
+runs in its direct form and in both rewrites, and each rewrite's batched MatMul alone (what a
+fused kernel whose transforms cost nothing would run), in rounds taken in turn, best time
+each. The rewrites' outputs must agree with the direct form. The end: the whole-model gain the
+rewrite gives (each layer in its faster form; the rest of the model unchanged), the gain with
+transforms costing nothing, and the gain by multiplication count:
 
   RATIO winograd/direct ResNet-50 fp32 (RUNTIME) = X.XX (...)
 
@@ -130,39 +131,62 @@ def openvino_runner(model: onnx.ModelProto) -> Callable[[np.ndarray], np.ndarray
     import openvino as ov
 
     core = ov.Core()
-    compiled = core.compile_model(core.read_model(model.SerializeToString(), b""), "CPU",
-                                  {"INFERENCE_PRECISION_HINT": "f32", "PERFORMANCE_HINT": "LATENCY"})
+    config = {"INFERENCE_PRECISION_HINT": "f32", "PERFORMANCE_HINT": "LATENCY"}
+    compiled = core.compile_model(core.read_model(model.SerializeToString(), b""), "CPU", config)
     request = compiled.create_infer_request()
     return lambda x: request.infer({0: x})[0]
 
 
+def products_model(n: int, c: int, h: int, m: int) -> onnx.ModelProto:
+    """F(m x m, 3 x 3)'s products alone: the batched MatMul of ``conv_model`` on its input
+    ``x`` [(m+2)^2, c, n * tiles], what a fused kernel whose transforms cost nothing would run."""
+    a, t = m + 2, -(-h // m)
+    u = np.random.default_rng(0).standard_normal((a * a, c, c)).astype(np.float32)
+    graph = helper.make_graph(
+        [helper.make_node("MatMul", ["u", "x"], ["y"])], "products",
+        [helper.make_tensor_value_info("x", TensorProto.FLOAT, [a * a, c, n * t * t])],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, [a * a, c, n * t * t])],
+        [numpy_helper.from_array(u, "u")])
+    return helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
+
+
 RUNNERS = {"onnxruntime": onnxruntime_runner, "openvino": openvino_runner}
 FORMS = {"direct": None, "F(2x2,3x3)": 2, "F(4x4,3x3)": 4}
+PRODUCTS = " products"  # suffix of the forms that time the products alone
 
 
 def measure(runtime: str, batch: int, rounds: int) -> dict[tuple[int, int], dict[str, float]]:
-    """Best seconds per form, per (channels, size); fails if a rewrite disagrees."""
+    """Best seconds per form (and per rewrite's products alone), per (channels, size); fails
+    if a rewrite disagrees with the direct form."""
     times: dict[tuple[int, int], dict[str, float]] = {}
+    rng = np.random.default_rng(1)
     for c, h, _ in stride1_shapes():
-        x = np.random.default_rng(1).random((batch, c, h, h), np.float32)
-        runs = {form: RUNNERS[runtime](conv_model(batch, c, h, m)) for form, m in FORMS.items()}
-        direct = runs["direct"](x)
-        for form, run in runs.items():
+        x = rng.random((batch, c, h, h), np.float32)
+        runs = {form: (RUNNERS[runtime](conv_model(batch, c, h, m)), x)
+                for form, m in FORMS.items()}
+        direct = runs["direct"][0](x)
+        for form, (run, _) in runs.items():
             error = float(np.abs(run(x) - direct).max() / np.abs(direct).max())
             if error > TOLERANCE:
                 raise SystemExit(f"{runtime} {form} on {c}x{h}x{h} is off by {error:.1e}")
+        for form, m in FORMS.items():
+            if m is not None:
+                t = -(-h // m)
+                runs[form + PRODUCTS] = (RUNNERS[runtime](products_model(batch, c, h, m)),
+                                         rng.random(((m + 2) ** 2, c, batch * t * t), np.float32))
         best = {form: float("inf") for form in runs}
         for _ in range(rounds):
-            for form, run in runs.items():
+            for form, (run, inputs) in runs.items():
                 start = time.perf_counter()
-                run(x)
+                run(inputs)
                 best[form] = min(best[form], time.perf_counter() - start)
         times[(c, h)] = best
     return times
 
 
 def main() -> None:
-    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p = argparse.ArgumentParser(description=__doc__,
+                                formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--batch", type=int, default=32, help="images a run (vision_cpu.py's: 32)")
     p.add_argument("--rounds", type=int, default=8, help="timed rounds per form (best taken)")
     args = p.parse_args()
@@ -173,17 +197,19 @@ def main() -> None:
           f"{args.batch}; best of {args.rounds} rounds")
     for runtime in (r for r in RUNNERS if installed(r)):
         times = measure(runtime, args.batch, args.rounds)
-        rest = 1 - total
+        rewrite = free = 1 - total  # the model's time, the direct form's = 1
         for (c, h), best in times.items():
             d = best["direct"]
-            print(f"  {runtime:11} {c:3} ch {h:2}x{h:<2}: direct {d * 1e3:7.2f} ms; " + "; ".join(
-                f"{form} {t * 1e3:7.2f} ms ({d / t:.2f}x)" for form, t in best.items()
-                if form != "direct"))
-            rest += share[(c, h)] * min(best.values()) / d
-        free = {m: 1 / (1 - total + total * (m + 2) ** 2 / (9 * m * m)) for m in (2, 4)}
-        print(f"RATIO winograd/direct ResNet-50 fp32 ({runtime}) = {1 / rest:.2f} (each layer in "
-              f"its faster form; a transform costing nothing would give "
-              f"{free[2]:.2f} with F(2x2,3x3), {free[4]:.2f} with F(4x4,3x3))")
+            print(f"  {runtime:11} {c:3} ch {h:2}x{h:<2}: direct {d * 1e3:6.1f} ms; " + "; ".join(
+                f"{form} {best[form] * 1e3:6.1f} ms ({d / best[form]:.2f}x; products alone "
+                f"{d / best[form + PRODUCTS]:.2f}x)" for form in FORMS if form != "direct"))
+            whole = [t for form, t in best.items() if not form.endswith(PRODUCTS)]
+            rewrite += share[(c, h)] * min(whole) / d
+            free += share[(c, h)] * min(best.values()) / d
+        count = {m: 1 / (1 - total + total * (m + 2) ** 2 / (9 * m * m)) for m in (2, 4)}
+        print(f"RATIO winograd/direct ResNet-50 fp32 ({runtime}) = {1 / rewrite:.2f} (each layer "
+              f"in its faster form; with transforms costing nothing {1 / free:.2f}, by "
+              f"multiplication count {count[2]:.2f} for F(2x2,3x3), {count[4]:.2f} for F(4x4,3x3))")
 
 
 if __name__ == "__main__":
