@@ -1,7 +1,7 @@
 """Does a Winograd rewrite of ResNet-50's 3x3 convolutions make fp32 faster here? Measured.
 
 vision_cpu.py's fp32 goal (1.5x the reference) is out of reach by GEMM speed alone: the
-reference already runs at 66-87 % of this CPU's fp32 GEMM rate. The one known way to do fewer
+reference already runs at 62-87 % of this CPU's fp32 GEMM rate. The one known way to do fewer
 fp32 multiplications is Winograd's minimal filtering (Lavin & Gray, "Fast Algorithms for
 Convolutional Neural Networks", arXiv:1509.09308, whose matrices are used here): F(2x2,3x3)
 needs 2.25x fewer, F(4x4,3x3) 4x fewer, on the 3x3 stride-1 convolutions only. No runtime
@@ -45,7 +45,7 @@ RESNET50_MACS = 4.09e9
 #: the largest output difference accepted, relative to the output's largest value
 TOLERANCE = 1e-4
 
-# (B^T, G, A^T) of F(m x m, 3 x 3), Lavin & Gray (arXiv:1509.09308), sections 4.1-4.2
+# (B^T, G, A^T) of F(m x m, 3 x 3) as Lavin & Gray (arXiv:1509.09308) give them
 MATRICES = {
     2: ([[1, 0, -1, 0], [0, 1, 1, 0], [0, -1, 1, 0], [0, 1, 0, -1]],
         [[1, 0, 0], [.5, .5, .5], [.5, -.5, .5], [0, 0, 1]],
