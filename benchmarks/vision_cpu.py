@@ -44,7 +44,7 @@ from mlharness.rules.calibration_lists import official_list  # noqa: E402
 from mlharness.runner import execute  # noqa: E402
 from mlharness.spec import RunSpec  # noqa: E402
 from cpu_peak import describe, peak_flops  # noqa: E402
-from resnet50_graph import build_resnet50  # noqa: E402
+from resnet50_graph import MACS, build_resnet50  # noqa: E402
 from runtimes import (MODEL_NOTES, calibrated, installed, no_bf16_note,  # noqa: E402
                       official_dir, print_machine)
 from trained_fixtures import make_set, make_trained_cnn  # noqa: E402
@@ -53,8 +53,8 @@ from trained_fixtures import make_set, make_trained_cnn  # noqa: E402
 
 OFFICIAL = official_dir()
 REFERENCE = OFFICIAL / "vision" / "classification_and_detection" / "python" / "main.py"
-#: multiply-adds x 2 of one 224x224 image through ResNet-50 v1.5 (4.09 G multiply-adds)
-RESNET50_FLOPS = 2 * 4.09e9
+#: FLOPs of one 224x224 image through ResNet-50 v1.5 (a multiply-add is two)
+RESNET50_FLOPS = 2 * MACS
 #: how the pytorch backend reads the set for torchvision's weights (1000 classes)
 TORCHVISION = {"label_offset": 0, "preprocessing": "torchvision"}
 

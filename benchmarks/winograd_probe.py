@@ -37,11 +37,9 @@ import onnx
 from onnx import TensorProto, helper, numpy_helper
 
 sys.path.insert(0, str(Path(__file__).parent))
-from resnet50_graph import STAGES  # noqa: E402
+from resnet50_graph import MACS, STAGES  # noqa: E402
 from runtimes import installed  # noqa: E402
 
-#: ResNet-50 v1.5's MACs an image (the same figure as vision_cpu.py's RESNET50_FLOPS / 2)
-RESNET50_MACS = 4.09e9
 #: the largest output difference accepted, relative to the output's largest value
 TOLERANCE = 1e-4
 
@@ -191,7 +189,7 @@ def main() -> None:
     p.add_argument("--rounds", type=int, default=8, help="timed rounds per form (best taken)")
     args = p.parse_args()
     shapes = stride1_shapes()
-    share = {(c, h): n * h * h * c * c * 9 / RESNET50_MACS for c, h, n in shapes}
+    share = {(c, h): n * h * h * c * c * 9 / MACS for c, h, n in shapes}
     total = sum(share.values())
     print(f"ResNet-50 v1.5: the stride-1 3x3 convolutions are {total:.1%} of its MACs; batch "
           f"{args.batch}; best of {args.rounds} rounds")
