@@ -344,8 +344,9 @@ def main() -> None:
                          max_samples=n)
     task.prepare()
     lengths = task.features.seq_len
-    print(f"{n} features, real length mean {lengths.mean():.0f} of 384 (padding to 384: "
-          f"{1 - lengths.mean() / 384:.0%} of the tokens; --lengths {args.lengths}: "
+    mean_length = float(lengths.mean())
+    print(f"{n} features, real length mean {mean_length:.0f} of 384 (padding to 384: "
+          f"{1 - mean_length / 384:.0%} of the tokens; --lengths {args.lengths}: "
           f"{LENGTHS[args.lengths].about})", flush=True)
 
     ref = None
@@ -382,13 +383,13 @@ def main() -> None:
     if ref:
         print(f"RATIO best/reference Offline samples/s = {best['samples_per_s'] / ref:.2f} "
               f"(best: {best['label']} batch {best['batch']} dynamic length; "
-              f"--lengths {args.lengths}, mean {lengths.mean():.0f} of 384)")
+              f"--lengths {args.lengths}, mean {mean_length:.0f} of 384)")
     print()
     print("\n".join(f1_lines(accuracy)))
     if args.json:
         args.json.write_text(json.dumps({"reference": ref, "harness": rows, "isa": isa,
                                          "accuracy": accuracy,
-                                         "samples": n, "mean_length": float(lengths.mean()),
+                                         "samples": n, "mean_length": mean_length,
                                          "lengths": args.lengths},
                                         indent=2, default=str))
 

@@ -66,6 +66,11 @@ def stride1_shapes() -> list[tuple[int, int, int]]:
     return shapes
 
 
+def tiles(h: int, m: int) -> int:
+    """F(m x m, 3 x 3)'s output tiles along a side of h (the last one padded whole)."""
+    return -(-h // m)
+
+
 def conv_model(n: int, c: int, h: int, m: int | None, seed: int = 0) -> onnx.ModelProto:
     """Conv 3x3/1 (pads 1) + bias + Relu on [n, c, h, h]: direct (m None) or as F(m x m, 3 x 3)."""
     rng = np.random.default_rng(seed)
@@ -82,7 +87,7 @@ def conv_model(n: int, c: int, h: int, m: int | None, seed: int = 0) -> onnx.Mod
                                   kernel_shape=[3, 3], pads=[1] * 4)]
     else:
         bt, g, at = (np.array(a, np.float64) for a in MATRICES[m])
-        a, t = m + 2, -(-h // m)  # tile size, tiles a side
+        a, t = m + 2, tiles(h, m)  # tile size, tiles a side
         pad = t * m + 2 - h - 1  # bottom/right padding: whole tiles
         k_in = np.tile(np.einsum("xi,vj->xvij", bt, bt).reshape(a * a, 1, a, a), (c, 1, 1, 1))
         u = np.einsum("xk,ockl,vl->xvoc", g, w, g).reshape(a * a, c, c)
@@ -138,7 +143,7 @@ def openvino_runner(model: onnx.ModelProto) -> Callable[[np.ndarray], np.ndarray
 def products_model(n: int, c: int, h: int, m: int) -> onnx.ModelProto:
     """F(m x m, 3 x 3)'s products alone: the batched MatMul of ``conv_model`` on its input
     ``x`` [(m+2)^2, c, n * tiles], what a fused kernel whose transforms cost nothing would run."""
-    a, t = m + 2, -(-h // m)
+    a, t = m + 2, tiles(h, m)
     u = np.random.default_rng(0).standard_normal((a * a, c, c)).astype(np.float32)
     graph = helper.make_graph(
         [helper.make_node("MatMul", ["u", "x"], ["y"])], "products",
@@ -169,7 +174,7 @@ def measure(runtime: str, batch: int, rounds: int) -> dict[tuple[int, int], dict
                 raise SystemExit(f"{runtime} {form} on {c}x{h}x{h} is off by {error:.1e}")
         for form, m in FORMS.items():
             if m is not None:
-                t = -(-h // m)
+                t = tiles(h, m)
                 runs[form + PRODUCTS] = (RUNNERS[runtime](products_model(batch, c, h, m)),
                                          rng.random(((m + 2) ** 2, c, batch * t * t), np.float32))
         best = {form: float("inf") for form in runs}
