@@ -257,3 +257,64 @@ def test_check_tree_with_damaged_system_json_is_a_problem_not_a_traceback(made: 
     result = run_cli(["check", tree], capsys)
     assert result.code == 1 and "Traceback" not in result.out + result.err
     assert "not a JSON object" in result.out
+
+
+# ---- a submit that failed half way, then --force ---------------------------------------------
+def _failed_submit(ws: Path, monkeypatch) -> None:
+    """A submit whose summaries hit a full disk after the tree was laid out."""
+    import errno
+
+    from mlharness.submission import submit, summary
+
+    def full_disk(*_args, **_kwargs):
+        raise OSError(errno.ENOSPC, "No space left on device")
+
+    with monkeypatch.context() as m:
+        m.setattr(summary, "write", full_disk)
+        with pytest.raises(OSError, match="No space"):
+            submit(ws / "runs", ws / "out", "MyOrg", "open", "tiny",
+                   system_json=ws / "tiny.json")
+
+
+@pytest.mark.parametrize("where", ["open/mine.txt", "mine.txt", "open/MyOrg/notes/mine.txt"])
+def test_force_after_a_failed_submit_keeps_what_the_user_added(where, ws: Path, capsys,
+                                                              monkeypatch):
+    """The reproduced data loss: a submit fails half way, the user puts files in the tree,
+    the next ``submit --force`` must refuse and name them, deleting nothing."""
+    _failed_submit(ws, monkeypatch)
+    marker = json.loads((ws / "out" / ".mlharness-owned").read_text())
+    assert marker["files"], "the marker lists what the failed submit wrote"
+    mine = ws / "out" / where
+    mine.parent.mkdir(parents=True, exist_ok=True)
+    mine.write_text("the user's own file")
+    before = snapshot(ws / "out")
+    result = _submit(ws, capsys, "--force")
+    assert_clean_error(result, 2, where)
+    assert snapshot(ws / "out") == before
+    assert mine.read_text() == "the user's own file"
+
+
+def test_force_after_a_failed_submit_replaces_only_its_own_files(ws: Path, capsys, monkeypatch):
+    _failed_submit(ws, monkeypatch)
+    result = _submit(ws, capsys, "--force")
+    assert result.code in (0, 1), result.err  # 1: the tiny fixture's own findings
+    assert "Traceback" not in result.err and "replaced" in result.out + result.err
+    assert (ws / "out" / "submission.tar.gz").is_file()
+
+
+@pytest.mark.parametrize("listed", [None, []], ids=["marker-without-list", "marker-empty-list"])
+def test_force_with_a_marker_that_lists_nothing_deletes_nothing(listed, ws: Path, capsys):
+    """A marker that names no files (an older mlharness, or a crash before the seal) makes every
+    file in the directory foreign."""
+    out = ws / "out"
+    (out / "open").mkdir(parents=True)
+    marker = {"created_by": "mlharness", "kind": "submission"}
+    if listed is not None:
+        marker["files"] = listed
+    (out / ".mlharness-owned").write_text(json.dumps(marker))
+    (out / "open" / "mine.txt").write_text("x")
+    (out / "summary.csv").write_text("a name mlharness also writes, but it did not write this")
+    before = snapshot(out)
+    result = _submit(ws, capsys, "--force")
+    assert_clean_error(result, 2, "did not write")
+    assert snapshot(out) == before

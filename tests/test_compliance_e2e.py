@@ -19,6 +19,7 @@ import referee
 from compliance_support import official_passes, results_layout, run_official
 from mlharness.cli.main import main
 from mlharness.compliance import VerificationInputError, run_audit, verify
+from mlharness.errors import ConfigError
 from mlharness.spec import RunSpec
 
 DELAY = "compliance_backends:DelayBackend"
@@ -218,6 +219,20 @@ def test_verify_refuses_wrong_inputs(reference: dict[str, Path], audits: dict[st
     with pytest.raises(VerificationInputError, match="already holds"):
         verify("TEST04", perf, None, audit, tmp_path / "c")
     assert verify("TEST04", perf, None, audit, tmp_path / "c", overwrite=True).passed
+    # --force replaces only what a verification wrote: a file the user added stops it
+    mine = tmp_path / "c" / "TEST04" / "performance" / "my-notes.txt"
+    mine.write_text("mine")
+    with pytest.raises(ConfigError, match="performance/my-notes.txt"):
+        verify("TEST04", perf, None, audit, tmp_path / "c", overwrite=True)
+    assert mine.read_text() == "mine"
+    # a TEST0X directory without a marker (an older mlharness) is recognised by its shape only
+    mine.unlink()
+    (tmp_path / "c" / "TEST04" / ".mlharness-owned").unlink()
+    assert verify("TEST04", perf, None, audit, tmp_path / "c", overwrite=True).passed
+    (tmp_path / "c" / "TEST04" / ".mlharness-owned").unlink()
+    (tmp_path / "c" / "TEST04" / "performance" / "run_1" / "mine.txt").write_text("mine")
+    with pytest.raises(ConfigError, match="did not write"):
+        verify("TEST04", perf, None, audit, tmp_path / "c", overwrite=True)
     other = tmp_path / "other"
     shutil.copytree(perf, other)
     run = json.loads((other / "run.json").read_text())

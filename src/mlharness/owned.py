@@ -2,9 +2,13 @@
 delete.
 
 A directory may be replaced when it is empty, or when it carries mlharness's marker file and
-holds nothing but the names mlharness writes there. It is never replaced when it is the working
-directory or one of its parents, the home directory, a filesystem root, or a git work tree.
-Refusals are ConfigErrors that say what would have been deleted.
+holds nothing but the files that marker lists (the marker names exactly what mlharness wrote;
+one that lists nothing, e.g. left by a command that failed before it could seal, makes every
+file foreign). A directory with a well-known shape that predates the marker (a compliance
+TEST0X directory) may be replaced when every file in it matches that shape. It is never
+replaced when it is the working directory or one of its parents, the home directory, a
+filesystem root, or a git work tree. Refusals are ConfigErrors that say what would have been
+deleted.
 """
 
 from __future__ import annotations
@@ -22,16 +26,18 @@ MARKER = ".mlharness-owned"
 
 
 def mark(path: Path, kind: str, seal: bool = False) -> None:
-    """Record that mlharness created ``path`` for ``kind`` (e.g. "submission"); ``seal`` also
-    records every file it holds now (the files mlharness wrote), so that files added later by
-    someone else are never deleted by ``--force``."""
+    """Record that mlharness created ``path`` for ``kind`` (e.g. "submission") and the files it
+    wrote there: none when it is just created; with ``seal``, every file it holds now (call it
+    right after mlharness wrote them, also when the command fails half way), so that files
+    added later by someone else are never deleted by ``--force``. Written atomically."""
     from mlharness import __version__
 
-    data = {"created_by": "mlharness", "kind": kind, "version": __version__}
-    if seal:
-        data["files"] = sorted(p.relative_to(path).as_posix() for p in _files(path)
-                               if p.name != MARKER)
-    (path / MARKER).write_text(json.dumps(data, indent=1) + "\n")
+    files = sorted(p.relative_to(path).as_posix() for p in _files(path)
+                   if p.name != MARKER) if seal else []
+    data = {"created_by": "mlharness", "kind": kind, "version": __version__, "files": files}
+    tmp = path / f"{MARKER}.tmp"
+    tmp.write_text(json.dumps(data, indent=1) + "\n")
+    os.replace(tmp, path / MARKER)
 
 
 def _marker(path: Path) -> dict:
@@ -83,9 +89,11 @@ def replace_owned(path: Path, kind: str, allowed: Iterable[str], flag: str = "--
                   force: bool = False, marked: bool = True, dry_run: bool = False) -> str | None:
     """Make ``path`` an empty directory, deleting it first only if mlharness may.
 
-    ``allowed``: glob patterns of the top-level names mlharness writes in such a directory.
-    ``marked``: whether the marker is required (False for directories with a well-known shape
-    that predate the marker, such as a compliance TEST0X directory). Returns a sentence saying
+    ``allowed``: glob patterns of the relative paths mlharness writes in such a directory
+    (``performance/run_1/*.txt``). ``marked``: whether the marker is required; its file list
+    then decides. Without it (directories with a well-known shape that predate the marker, such
+    as a compliance TEST0X directory) a marker is used when present, else every file must match
+    ``allowed``. Returns a sentence saying
     what was deleted, or None when nothing was. ``dry_run``: only raise the refusals.
     """
     if path.is_symlink() or (path.exists() and not path.is_dir()):
@@ -108,13 +116,7 @@ def replace_owned(path: Path, kind: str, allowed: Iterable[str], flag: str = "--
                               f"(no {kind} marker); it holds {len(files)} files, e.g. "
                               f"{_sample(files, path)}",
                               hint=f"choose a new {flag}, or delete it yourself if you are sure")
-        patterns = [MARKER, *allowed, ".*.tmp"]
-        foreign = [p for p in path.iterdir() if not any(fnmatch(p.name, pat) for pat in patterns)]
-        written = _marker(path).get("files") if marked else None
-        if isinstance(written, list):
-            known = set(written)
-            foreign += [p for p in files if p.relative_to(path).as_posix() not in known
-                        and p.name != MARKER and not fnmatch(p.name, ".*.tmp")]
+        foreign = _foreign(path, files, allowed, marked)
         if foreign:
             raise ConfigError(f"refusing to replace {path}: it holds files mlharness did not write "
                               f"({_sample(foreign, path)})",
@@ -135,3 +137,18 @@ def replace_owned(path: Path, kind: str, allowed: Iterable[str], flag: str = "--
     if marked:
         mark(path, kind)
     return done
+
+
+def _foreign(path: Path, files: list[Path], allowed: Iterable[str], marked: bool) -> list[Path]:
+    """The files under ``path`` that mlharness cannot show it wrote."""
+    def rel(p: Path) -> str:
+        return p.relative_to(path).as_posix()
+
+    candidates = [p for p in files if p.name != MARKER]
+    marker = _marker(path)
+    listed = marker.get("files")
+    if marked or marker:
+        known = set(listed) if isinstance(listed, list) else set()
+        return [p for p in candidates if rel(p) not in known]
+    patterns = list(allowed)
+    return [p for p in candidates if not any(fnmatch(rel(p), pat) for pat in patterns)]

@@ -116,12 +116,14 @@ def submit(runs: Path, output: Path, submitter: str, division: str, system: str,
                                "or pick runs with --run DIR")
     desc, defaulted = system_description(system, system_json, system_toml)
     replaced = prepare_output(output, force)
-    layout = lay_out(inventory, rules, output, division, submitter, system, desc)
-    chosen = {r.path for e in layout.entries for r in (e.performance, e.accuracy)}
-    not_chosen = inventory.not_chosen(chosen)
-    paths = summary.write(layout, rules, output)
-    archive = output / "submission.tar.gz"
-    links = packing.pack(output, [division], archive)
-    seal_output(output)
+    try:
+        layout = lay_out(inventory, rules, output, division, submitter, system, desc)
+        chosen = {r.path for e in layout.entries for r in (e.performance, e.accuracy)}
+        not_chosen = inventory.not_chosen(chosen)
+        paths = summary.write(layout, rules, output)
+        archive = output / "submission.tar.gz"
+        links = packing.pack(output, [division], archive)
+    finally:  # the marker lists what was written, also when a step failed half way
+        seal_output(output)
     problems = check_tree(output, rules)
     return SubmitResult(layout, paths, archive, problems, links, defaulted, replaced, not_chosen)
