@@ -209,7 +209,7 @@ def test_signals_end_the_worker_record_interrupted_and_exit_128_plus_n(tmp_path:
         for pid in orphans:  # the worker notices its parent is gone
             _wait_for(lambda: not alive(pid), 5, f"orphaned worker {pid} to end")
         # the killed run's record is never trusted
-        from mlharness.runner.record import read_record, untrusted_reason
+        from mlharness.record import read_record, untrusted_reason
 
         run_dir = _only_run(killed_root / "runs")
         record = read_record(run_dir)

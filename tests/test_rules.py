@@ -9,7 +9,7 @@ import pytest
 import referee
 from mlharness import rules
 from mlharness.errors import ConfigError
-from mlharness.rules import installed
+from mlharness.loadgen import installed
 
 OFFICIAL = referee.INFERENCE / "tools" / "submission"
 

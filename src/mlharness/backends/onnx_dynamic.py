@@ -59,7 +59,8 @@ def check_equivalent(original: Path, dynamic: Path, lengths: tuple[int, ...] = (
             b = cut.run(None, {k: v[:, :n] for k, v in feeds.items()})
         except Exception as exc:  # onnxruntime raises its own types
             raise ModelError(f"the model does not run at length {n}: {exc}".splitlines()[0],
-                             hint="it has the sequence length built in; use sequence_length=fixed")
+                             hint="it has the sequence length built in; use sequence_length=fixed"
+                             ) from None
         for x, y in zip(a, b):
             worst = max(worst, float(np.abs(x[:, :n] - y[:, :n]).max()))
     if worst > atol:

@@ -101,7 +101,8 @@ def _bert_config(model: Path, options: BackendOptions) -> dict[str, Any]:
     try:
         return read_bert_config(path)
     except (ValueError, OSError) as exc:
-        raise ModelError(f"bad BERT config: {exc}", hint="use the official bert_config.json")
+        raise ModelError(f"bad BERT config: {exc}",
+                         hint="use the official bert_config.json") from None
 
 
 def _embedding_rows(state: dict[str, Any]) -> dict[str, int]:

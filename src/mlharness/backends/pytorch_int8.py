@@ -182,4 +182,5 @@ def load_exported(model: Path) -> Any:
     except Exception as exc:  # torch raises assorted types for foreign files
         raise ModelError(f"torch cannot load the program {model}: "
                          f"{one_line(exc, 200)}",
-                         hint="pass the .pt2 file mlharness calibrate --backend pytorch wrote")
+                         hint="pass the .pt2 file mlharness calibrate --backend pytorch wrote"
+                         ) from None

@@ -72,7 +72,7 @@ def _rows(table: Comparison) -> list[list[str]]:
     rows = [head]
     for group in table.groups:
         rows.append([group] + [cell_text(table.cells[group].get(c.key)) for c in table.columns])
-    for group, base, deltas in table.deltas:
+    for group, _base, deltas in table.deltas:
         label = "Delta" if len(table.groups) == 2 else f"Delta {group}"
         rows.append([label] + [delta_text(deltas[c.key]) for c in table.columns])
     return rows

@@ -54,8 +54,7 @@ def spec_of_run(run_dir: Path, **overrides: Any) -> RunSpec:
     """The RunSpec a finished run was made with (from its ``run.json``), as an audit's base."""
     from mlharness.compliance.accuracy_check import VerificationInputError
     from mlharness.errors import ConfigError
-    from mlharness.record import RUN_FILE
-    from mlharness.runner.record import read_record
+    from mlharness.record import RUN_FILE, read_record
 
     if not (Path(run_dir) / RUN_FILE).is_file():
         raise VerificationInputError(f"no {RUN_FILE} in {run_dir}",

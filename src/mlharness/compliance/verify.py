@@ -120,8 +120,7 @@ def _run_data(run_dir: Path) -> dict[str, Any]:
 
 def _record(run_dir: Path) -> Any:
     from mlharness.errors import ConfigError
-    from mlharness.record import RUN_FILE
-    from mlharness.runner.record import read_record
+    from mlharness.record import RUN_FILE, read_record
 
     if not (run_dir / RUN_FILE).is_file():
         raise VerificationInputError(f"no {RUN_FILE} in {run_dir}",

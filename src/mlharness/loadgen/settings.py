@@ -24,6 +24,7 @@ from dataclasses import asdict, dataclass, field
 from typing import Any, Mapping
 
 from mlharness.errors import ConfigError
+from mlharness.loadgen.installed import embedded_conf
 
 SCENARIOS = ("SingleStream", "MultiStream", "Server", "Offline")
 MODES = ("performance", "accuracy")
@@ -246,11 +247,9 @@ def effective_settings(cfg: TestConfig, conf: Mapping[str, str] | None = None) -
     """THE decision of a test's LoadGen settings (precedence in the module docstring).
 
     ``conf`` is the mlperf.conf as ``{"model.scenario.key": value}`` (default: the copy embedded
-    in the installed LoadGen, ``rules.installed.embedded_conf``).
+    in the installed LoadGen, ``loadgen.installed.embedded_conf``).
     """
     if conf is None:
-        from mlharness.rules.installed import embedded_conf
-
         conf = embedded_conf()
     layers: list[tuple[str, dict[str, Any]]] = [("flag", _flag_entries(cfg))]
     sut = {k: v for k, v in cfg.sut.items()}

@@ -242,9 +242,8 @@ def run_power(spec: Any, opts: PowerOptions, progress: Progress | None = None) -
     run directory and its logs kept."""
     from mlharness.errors import RunFailed
     from mlharness.loadgen.mllog import parse_run_logs
-    from mlharness.record import RUN_FORMAT, RunRecord
+    from mlharness.record import RUN_FORMAT, RunRecord, owner_fields
     from mlharness.runner.execute import RunOutcome
-    from mlharness.runner.record import owner_fields
     from mlharness.store import record_run
     from mlharness.runner.rundir import new_run_dir, now_iso
 

@@ -54,7 +54,7 @@ def main(argv: list[str] | None = None) -> int:
     except HarnessError as exc:
         print(f"mlharness workload: error: {exc.message} ({exc.hint})", flush=True)
         return 2
-    # one half of a power measurement, not a result by itself (runner/record.py probe_reason)
+    # one half of a power measurement, not a result by itself (record.py probe_reason)
     record.record.purpose = f"power-{label}"
     record.record.save(record.run_dir)
     verdict = (record.data.get("result") or {}).get("valid")

@@ -176,7 +176,7 @@ def csv_entries(path: Path) -> list[Entry]:
                                    "SystemName, Model, Scenario, Result, Units, …")
         out = []
         for line, row in enumerate(reader, start=2):
-            get = lambda k: (row.get(cols[k]) or "").strip() if cols[k] else ""  # noqa: E731
+            get = lambda k: (row.get(cols[k]) or "").strip() if cols[k] else ""  # noqa: E731, B023
             scenario = _SCENARIOS.get(get("scenario").lower())
             if scenario is None:
                 continue

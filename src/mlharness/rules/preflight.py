@@ -9,7 +9,7 @@ from typing import Any, Callable
 
 from mlharness.errors import ConfigError
 from mlharness.loadgen.settings import EffectiveSettings
-from mlharness.rules import installed
+from mlharness.loadgen import installed
 from mlharness.rules.loader import ROUNDS, load
 from mlharness.rules.model import BenchmarkRules, Rules
 from mlharness.rules.problems import Problem

@@ -25,8 +25,7 @@ from mlharness.loadgen.mllog import LoadGenResult, parse_run_logs, read_accuracy
 from mlharness.loadgen.settings import EffectiveSettings
 from mlharness.files import write_text_atomic
 from mlharness.hostinfo import describe_system, package_versions
-from mlharness.record import RunRecord
-from mlharness.runner.record import owner_fields
+from mlharness.record import RunRecord, owner_fields
 from mlharness.runner.rundir import new_run_dir, now_iso
 from mlharness.runner.worker import (CRASH_FILE, LOADGEN_PHASE, WARMUP_PHASE, child_main,
                                      task_options)

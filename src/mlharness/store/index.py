@@ -267,7 +267,7 @@ def open_store(root: Path, sync: bool = True) -> Store:
 def run_state(row: dict[str, Any]) -> str:
     """``status`` for finished runs; an unfinished one is ``running`` only while the process
     named in its run.json is alive on this host, else ``crashed``."""
-    from mlharness.runner.record import process_alive
+    from mlharness.record import process_alive
 
     if row["status"] != "running":
         return row["status"]

@@ -58,7 +58,7 @@ class RunRow:
     versions: dict[str, str] = field(default_factory=dict)
     model_git_commit: str | None = None
     command: str = ""
-    pid: int | None = None  # the process running it, while it runs (runner.record.owner_fields)
+    pid: int | None = None  # the process running it, while it runs (record.owner_fields)
     host: str | None = None
 
     def to_dict(self) -> dict[str, Any]:
@@ -74,7 +74,7 @@ def _read(run_dir: Path) -> RunRecord:
     """The typed record of ``run_dir`` through the runner's one reader (ValueError if missing,
     unreadable or not ours)."""
     from mlharness.errors import ConfigError
-    from mlharness.runner.record import read_record
+    from mlharness.record import read_record
 
     try:
         return read_record(Path(run_dir))
@@ -119,7 +119,7 @@ def run_round(data: dict[str, Any]) -> str | None:
 
 
 def kind_of(rel: Path, record: RunRecord) -> str:
-    from mlharness.runner.record import probe_reason
+    from mlharness.record import probe_reason
 
     if probe_reason(rel, record):
         return "probe"

@@ -1,7 +1,7 @@
 """Find the run directories (``run.json`` + LoadGen logs) and compliance verifications to lay out,
 and choose, with reasons, which run stands for each benchmark x scenario x mode.
 
-A run is a candidate only if its record can be trusted (``runner.record.untrusted_reason``: not
+A run is a candidate only if its record can be trusted (``record.untrusted_reason``: not
 left at "running", finished ok, not a probe) and it is not a compliance audit. Among candidates a
 ``--valid`` run beats a ``--test`` run, then the newest wins; ``--run DIR`` picks one by hand.
 """
@@ -13,8 +13,7 @@ from pathlib import Path
 
 from mlharness.errors import ConfigError
 from mlharness.files import sha256_file
-from mlharness.record import RunRecord
-from mlharness.runner.record import read_record, untrusted_reason
+from mlharness.record import RunRecord, read_record, untrusted_reason
 from mlharness.spec import RunSpec
 
 COMPLIANCE_TESTS = ("TEST01", "TEST04")
@@ -45,7 +44,7 @@ class Run:
 
     @property
     def problem(self) -> str | None:
-        """Why this run cannot be used (see runner.record.untrusted_reason), or None."""
+        """Why this run cannot be used (see record.untrusted_reason), or None."""
         return untrusted_reason(self.path, self.record)
 
     @property
