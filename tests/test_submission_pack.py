@@ -13,7 +13,7 @@ import pytest
 import referee
 from mlharness.errors import ConfigError
 from mlharness.submission import pack, truncate
-from mlharness.submission.files import prepare_output
+from mlharness.submission.files import prepare_output, seal_output
 
 
 def _tree(root: Path) -> None:
@@ -106,7 +106,10 @@ def test_output_is_never_overwritten_silently(tmp_path: Path):
     (out / "keep").unlink()
     prepare_output(out, force=False)  # empty: taken and marked
     (out / "open").mkdir()
-    (out / "open" / "x.txt").write_text("ours")
+    (out / "open" / "x.txt").write_text("not listed in the marker: someone else's")
+    with pytest.raises(ConfigError, match="did not write"):
+        prepare_output(out, force=True)
+    seal_output(out)  # what submit does once it wrote the tree: now it is ours
     assert "replaced" in (prepare_output(out, force=True) or "")
     assert [p.name for p in out.iterdir()] == [".mlharness-owned"]
 

@@ -133,6 +133,9 @@ def test_compliance_takes_auto(runs_dir: Path, tmp_path: Path,
     reference = execute(resolve_targets(RunSpec(benchmark="demo", scenario="SingleStream",
                                                  target_latency="auto", output_dir=runs_dir)))
     assert reference.status == "ok"
+    # a measured target is recorded as measured, never as a flag the user gave
+    assert reference.data["settings"]["sources"]["target_latency"] == "measured"
+    assert reference.data["spec"]["measured"] == ["target_latency"]
     code = main(["compliance", "--audit", "TEST04", "--reference-perf", str(reference.run_dir),
                  "--output", str(tmp_path / "out"), "--target-latency", "auto", "--json",
                  "--no-progress", "--output-dir", str(runs_dir)])

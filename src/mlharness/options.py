@@ -79,7 +79,7 @@ def config_error(exc: ValidationError, model: type[BaseModel], what: str = "sett
         op, bound = (">", ctx.get("gt")) if err["type"] == "greater_than" else (">=", ctx.get("ge"))
         return ConfigError(f"{loc} must be {op} {bound}, got {value!r}",
                            hint=f"give a number {op} {bound} ({how})")
-    if err["type"] == "literal_error":
+    if err["type"] in ("literal_error", "enum"):
         return ConfigError(f"unknown {key} {value!r}",
                            hint="choose one of: " + str(ctx.get("expected", "")).replace("'", ""))
     message = str(cause) if cause is not None else err["msg"]

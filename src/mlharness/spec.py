@@ -17,12 +17,12 @@ from pydantic import (BaseModel, ConfigDict, Field, StrictBool, ValidationError,
 from mlharness.errors import ConfigError
 from mlharness.files import read_toml
 from mlharness.options import RuleError, config_error
-from mlharness.loadgen.settings import (SCENARIOS, EffectiveSettings, TestConfig,
-                                        check_user_conf_key, effective_settings)
+from mlharness.loadgen.settings import (EffectiveSettings, TestConfig, check_user_conf_key,
+                                        effective_settings)
+from mlharness.names import (DEFAULT_MODE, DEFAULT_PRECISION, DEFAULT_SCENARIO, Mode, Precision,
+                             Scenario)
 
-PRECISIONS = ("fp32", "bf16", "int8")
 AUTO = "auto"  # a target measured by short probe runs before the run (mlharness.tune)
-_SCENARIO_BY_LOWER = {s.lower(): s for s in SCENARIOS}
 #: LoadGen schedules every query of a run up front (``qps x duration`` entries): beyond this a
 #: target exhausts memory inside LoadGen before the first sample is issued
 MAX_TARGET_QPS = 10_000_000.0
@@ -46,8 +46,8 @@ class RunSpec(BaseModel):
                               validate_assignment=True)
 
     benchmark: str
-    scenario: str = "Offline"
-    mode: Literal["performance", "accuracy"] = "performance"
+    scenario: Scenario = DEFAULT_SCENARIO
+    mode: Annotated[Mode, Field(strict=False)] = DEFAULT_MODE
     backend: str = "onnxruntime"
     model: Path | None = None
     dataset: Path | None = None
@@ -66,7 +66,7 @@ class RunSpec(BaseModel):
     batch_size: PositiveInt | None = None
     workers: PositiveInt = 1
     threads: PositiveInt | None = None
-    precision: Literal["fp32", "bf16", "int8"] = "fp32"
+    precision: Annotated[Precision, Field(strict=False)] = DEFAULT_PRECISION
     device: str = "cpu"
     length_sort: StrictBool = True
     #: untimed batches per worker before LoadGen starts (performance mode; 0: none)
@@ -89,15 +89,18 @@ class RunSpec(BaseModel):
     #: the user.conf keys that configuration supplies for this benchmark x scenario (filled in by
     #: resolve_targets; the effective settings record them with the source "sut-config")
     sut_conf: dict[str, int | float] = Field(default_factory=dict)
+    #: the targets among target_qps / target_latency that probe runs measured (filled in by
+    #: resolve_targets; the effective settings record their source as "measured")
+    measured: list[Literal["target_qps", "target_latency"]] = Field(default_factory=list)
 
     # ---- validation -------------------------------------------------------------------------
 
     @field_validator("scenario", mode="before")
     @classmethod
     def _scenario(cls, value: Any) -> Any:
-        found = _SCENARIO_BY_LOWER.get(str(value).lower())
+        found = Scenario.parse(value)
         if found is None:
-            raise ValueError(f"unknown scenario {value!r}; choose one of: " + ", ".join(SCENARIOS))
+            raise ValueError(f"unknown scenario {value!r}; choose one of: " + ", ".join(Scenario))
         return found
 
     @field_validator("model", "dataset", "vocab", "cache_dir", "audit_config", "output_dir",
@@ -181,6 +184,8 @@ class RunSpec(BaseModel):
             performance_sample_count=self.performance_sample_count,
             extra=dict(self.set), enable_trace=self.trace,
             sut=dict(self.sut_conf if sut is None else sut),
+            measured=tuple("target_qps" if name == "target_qps" else "target_latency"
+                           for name in self.measured),
         )
 
     def settings(self, loadgen_model: str, sut: dict[str, Any] | None = None,
@@ -196,13 +201,13 @@ class RunSpec(BaseModel):
 def check_consistency(spec: RunSpec) -> None:
     """Rules between fields (raise ValueError; the model turns it into a ConfigError)."""
     s = spec.scenario
-    if spec.target_latency is not None and s not in ("SingleStream", "MultiStream"):
+    if spec.target_latency is not None and not s.latency_metric:
         raise RuleError(f"--target-latency applies to SingleStream/MultiStream, not {s}",
                     "use --target-qps for Server and Offline")
     if spec.server_latency is not None and s != "Server":
         raise RuleError("--server-latency applies to the Server scenario only",
                     "drop it or use --scenario Server")
-    if spec.target_qps is not None and s not in ("Server", "Offline"):
+    if spec.target_qps is not None and not s.qps_target:
         raise RuleError(f"--target-qps applies to Server/Offline, not {s}",
                     "use --target-latency for SingleStream and MultiStream")
     if isinstance(spec.target_qps, float) and spec.target_qps > MAX_TARGET_QPS:

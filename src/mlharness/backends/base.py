@@ -12,6 +12,7 @@ from typing import Any, Protocol, runtime_checkable
 
 import numpy as np
 
+from mlharness.names import DEFAULT_PRECISION, Precision
 from mlharness.tensors import IndexRange, TensorSpec
 
 
@@ -22,7 +23,7 @@ class BackendOptions:
     ``options_model`` when it declares one (defaults filled in)."""
 
     threads: int | None = None  # intra-op threads; None = runtime default
-    precision: str = "fp32"  # fp32 | bf16 | int8 — never changed silently
+    precision: Precision = DEFAULT_PRECISION  # never changed silently
     device: str = "cpu"
     extra: dict[str, Any] = field(default_factory=dict)
     cache_dir: Path | None = None  # where derived models (e.g. int8) are cached

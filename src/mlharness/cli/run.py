@@ -10,6 +10,7 @@ from typing import Any
 from mlharness.cli.render import (LiveProgress, console, console_err, power_lines, print_json,
                                   results_table, verdict_text)
 from mlharness.errors import ConfigError
+from mlharness.names import Mode
 from mlharness.rules.loader import DEFAULT_ROUND
 from mlharness.options import parse_scalar
 from mlharness.spec import RunSpec, load_toml
@@ -226,7 +227,7 @@ def register(sub: argparse._SubParsersAction) -> None:
                     "run directory (runs/<benchmark>/<scenario>-<mode>-<time>/).",
         epilog=EXAMPLES, formatter_class=argparse.RawDescriptionHelpFormatter)
     add_run_arguments(p)
-    p.add_argument("--mode", choices=("performance", "accuracy"),
+    p.add_argument("--mode", choices=[m.value for m in Mode],
                    help="performance (default) or accuracy")
     rules = p.add_argument_group("round rules (checked before --valid runs)")
     rules.add_argument("--round", metavar="ROUND",

@@ -9,6 +9,7 @@ from typing import Any
 
 from mlharness.cli.render import LiveProgress, console, console_err, print_json
 from mlharness.errors import ConfigError
+from mlharness.names import QPS_SCENARIOS, Scenario
 
 EXAMPLES = """\
 examples:
@@ -31,7 +32,7 @@ exit codes: 0 every scenario got a target, 1 some scenario found no VALID point,
             2 bad input (message + hint), 3 a probe run failed
 """
 
-SCENARIOS = ("SingleStream", "MultiStream", "Server", "Offline")
+SCENARIOS = tuple(Scenario)
 CONFIRM_S = 60.0
 
 
@@ -76,7 +77,7 @@ def _scenarios(text: str | None) -> list[str]:
 
 def point_line(point: Any) -> str:
     """One probe as a line: scenario, target, what it measured, verdict."""
-    qps = point.scenario in ("Server", "Offline")
+    qps = point.scenario in QPS_SCENARIOS
     target = f"target {point.target:,.1f} QPS" if qps else f"hint {point.target:.4g} ms"
     value = "-" if point.value is None else (
         f"{point.value:,.1f}/s" if qps else f"{point.value:.4g} ms")
@@ -164,7 +165,7 @@ def points_table(tried: list[Any]) -> Any:
     for tuned in tried:
         settings = _settings_text(tuned.settings)
         for p in tuned.points:
-            qps = p.scenario in ("Server", "Offline")
+            qps = p.scenario in QPS_SCENARIOS
             table.add_row(p.scenario, settings,
                           f"{p.target:,.1f} QPS" if qps else f"{p.target:.4g} ms",
                           "-" if p.value is None else (f"{p.value:,.1f}/s" if qps

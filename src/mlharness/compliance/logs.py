@@ -17,6 +17,7 @@ from typing import Any
 
 from mlharness.compliance.accuracy_check import VerificationInputError
 from mlharness.loadgen.mllog import METRICS
+from mlharness.names import Scenario
 
 MLLOG = ":::MLLOG"
 
@@ -83,7 +84,6 @@ _SUMMARY_SCORE = {
     "Server": re.compile(r"Completed samples per second"),
     "Offline": re.compile(r"Samples per second"),
 }
-_INVERTED = ("SingleStream", "MultiStream")
 
 
 def _after_colon(line: str) -> str:
@@ -108,7 +108,8 @@ def read_summary(path: Path) -> SummaryFacts:
             facts.score_line = line.strip()
             try:
                 value = float(_after_colon(line))
-                facts.score = 1e9 / value if facts.scenario in _INVERTED else value
+                facts.score = (1e9 / value if Scenario(facts.scenario).latency_metric
+                               else value)
             except (ValueError, IndexError, ZeroDivisionError):
                 facts.unreadable = facts.score_line
             continue

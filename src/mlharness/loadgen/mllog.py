@@ -12,6 +12,7 @@ from pathlib import Path
 from typing import Any, NamedTuple
 
 from mlharness.errors import HarnessError
+from mlharness.names import LATENCY_SCENARIOS
 
 MLLOG_PREFIX = ":::MLLOG"
 
@@ -163,8 +164,8 @@ def _add_hints(result: LoadGenResult, v: dict[str, Any]) -> None:
             reason = (f"min duration not met: measured {result.value:,.0f} samples/s, so the "
                       f"target of {float(target_qps or 0):,.0f} QPS issued too few samples; "
                       f"re-run with --target-qps {result.value * 1.2:.0f} or more")
-        elif reason.startswith("min duration") and ran_out and result.scenario in (
-                "SingleStream", "MultiStream"):
+        elif reason.startswith("min duration") and ran_out and (
+                result.scenario in LATENCY_SCENARIOS):
             mean = result.latencies_ms.get("mean")
             reason = ("LoadGen ran out of queries before the min duration: the --target-latency "
                       "hint is above the real latency" +

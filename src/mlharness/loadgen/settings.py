@@ -7,7 +7,9 @@ run directory is exactly what was used. mlperf.conf is the copy compiled into Lo
 Precedence of one key, highest first (:func:`effective_settings`):
 
 1. ``flag`` — a run flag (``--target-qps`` …) or ``--set KEY=VALUE`` (never both for one key:
-   ``--set`` of a key that has its own flag is refused);
+   ``--set`` of a key that has its own flag is refused); ``measured`` — a target the run
+   measured first with probe runs (``--target-qps auto``, or none given for a ``--test`` run),
+   in the flag's place (``TestConfig.measured``);
 2. ``sut-config`` — a named SUT configuration (``TestConfig.sut``);
 3. ``test-run`` — the short-run values of ``--test``;
 4. ``mlperf.conf`` — the copy compiled into the installed LoadGen (``model.scenario.key``, then
@@ -25,9 +27,9 @@ from typing import Any, Mapping
 
 from mlharness.errors import ConfigError
 from mlharness.loadgen.installed import embedded_conf
+from mlharness.names import MULTISTREAM_SAMPLES_PER_QUERY, QPS_SCENARIOS, Scenario
 
-SCENARIOS = ("SingleStream", "MultiStream", "Server", "Offline")
-MODES = ("performance", "accuracy")
+SCENARIOS = tuple(Scenario)
 
 #: short-run values used by ``--test``: long enough for early stopping where LoadGen needs it
 #: (SingleStream >= 64 queries, MultiStream >= 662 queries; ``loadgen/early_stopping.cc``)
@@ -64,7 +66,7 @@ _LOADGEN_DEFAULTS: dict[str, dict[str, float]] = {
           "max_query_count": 0, "performance_sample_count_override": 0,
           "accuracy_sample_count_override": 0},
     "SingleStream": {"target_latency": 1.0},
-    "MultiStream": {"target_latency": 8.0, "samples_per_query": 8},
+    "MultiStream": {"target_latency": 8.0, "samples_per_query": MULTISTREAM_SAMPLES_PER_QUERY},
     "Server": {"target_latency": 100.0, "target_qps": 1.0},
     "Offline": {"target_qps": 1.0},
 }
@@ -78,7 +80,7 @@ def generated_queries(scenario: str, min_duration_ms: float, target: float) -> i
     (loadgen/loadgen.cc GenerateQueries): SingleStream/MultiStream for twice the min duration at
     the expected latency ``target`` (ms), Server for the min duration at ``target`` QPS, Offline
     one query."""
-    if scenario in ("SingleStream", "MultiStream"):
+    if Scenario(scenario).latency_metric:
         return int(2 * min_duration_ms / target)
     if scenario == "Server":
         return int(min_duration_ms / 1000 * target)
@@ -130,12 +132,16 @@ class TestConfig:
     enable_trace: bool = False
     #: hook for a named SUT configuration: user.conf keys below the flags, above --test
     sut: dict[str, Any] = field(default_factory=dict)
+    #: the user.conf keys among the flags' whose value was measured by probe runs, not given
+    measured: tuple[str, ...] = ()
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
 
     def samples_per_query(self) -> int:
-        return int(self.extra.get("samples_per_query", 8)) if self.scenario == "MultiStream" else 1
+        if self.scenario != Scenario.MULTI_STREAM:
+            return 1
+        return int(self.extra.get("samples_per_query", MULTISTREAM_SAMPLES_PER_QUERY))
 
 
 def _fmt(value: Any) -> str:
@@ -146,9 +152,9 @@ def _fmt(value: Any) -> str:
 
 def _flag_entries(cfg: TestConfig) -> dict[str, Any]:
     entries: dict[str, Any] = {}
-    if cfg.target_qps is not None and cfg.scenario in ("Server", "Offline"):
+    if cfg.target_qps is not None and Scenario(cfg.scenario).qps_target:
         entries["target_qps"] = cfg.target_qps
-    if cfg.target_latency_ms is not None and cfg.scenario in ("SingleStream", "MultiStream"):
+    if cfg.target_latency_ms is not None and Scenario(cfg.scenario).latency_metric:
         entries["target_latency"] = cfg.target_latency_ms
     if cfg.server_latency_ms is not None and cfg.scenario == "Server":
         entries["target_latency"] = cfg.server_latency_ms
@@ -209,7 +215,7 @@ class EffectiveSettings:
     def samples_per_query(self) -> int:
         """Samples in one query: MultiStream's query size, Offline's one big query, else 1."""
         if self.scenario == "MultiStream":
-            return int(self.values.get("samples_per_query", 8))
+            return int(self.values.get("samples_per_query", MULTISTREAM_SAMPLES_PER_QUERY))
         if self.scenario == "Offline":
             target = int(OFFLINE_SLACK * self.min_duration_ms / 1000.0
                          * float(self.values.get("target_qps", 1.0)))
@@ -221,7 +227,7 @@ class EffectiveSettings:
         """Queries LoadGen builds before issuing the first (performance mode)."""
         if self.mode != "performance":
             return 0
-        key = "target_qps" if self.scenario in ("Server", "Offline") else "target_latency"
+        key = "target_qps" if self.scenario in QPS_SCENARIOS else "target_latency"
         return max(int(self.values.get("min_query_count", 1)),
                    generated_queries(self.scenario, self.min_duration_ms,
                                      float(self.values.get(key, 1.0))))
@@ -251,7 +257,10 @@ def effective_settings(cfg: TestConfig, conf: Mapping[str, str] | None = None) -
     """
     if conf is None:
         conf = embedded_conf()
-    layers: list[tuple[str, dict[str, Any]]] = [("flag", _flag_entries(cfg))]
+    flags = _flag_entries(cfg)
+    layers: list[tuple[str, dict[str, Any]]] = [
+        ("flag", {k: v for k, v in flags.items() if k not in cfg.measured}),
+        ("measured", {k: v for k, v in flags.items() if k in cfg.measured})]
     sut = {k: v for k, v in cfg.sut.items()}
     layers.append(("sut-config", sut))
     test: dict[str, Any] = {}

@@ -14,8 +14,9 @@ from dataclasses import asdict, dataclass, field
 from typing import Any
 
 from mlharness.loadgen.mllog import METRICS
+from mlharness.names import Scenario
 
-SCENARIO_ORDER = ("SingleStream", "MultiStream", "Server", "Offline")
+SCENARIO_ORDER = tuple(Scenario)
 SCENARIO_TITLE = {"SingleStream": "Single Stream", "MultiStream": "Multi Stream",
                   "Server": "Server", "Offline": "Offline"}
 BENCHMARK_TITLE = {"resnet50": "ResNet50", "retinanet": "RetinaNet", "bert-99": "BERT-99",
@@ -52,7 +53,7 @@ class Column:
 
     @property
     def lower_is_better(self) -> bool:
-        return self.scenario in ("SingleStream", "MultiStream")
+        return Scenario(self.scenario).latency_metric
 
     @property
     def title(self) -> str:

@@ -7,8 +7,10 @@ from pathlib import Path
 from typing import Any
 
 from mlharness import __version__
+from mlharness.names import Precision
 from mlharness.store.record import reproduce_command
 from mlharness.submission.runs import Run
+
 
 def run_command(run: Run) -> str:
     """The ``mlharness run`` command line that reproduces ``run`` (from its recorded spec)."""
@@ -21,7 +23,7 @@ def measurements(run: Run, accuracy: Run | None) -> dict[str, Any]:
     """``measurements.json``: the fields the checker requires (``SYSTEM_IMP_REQUIRED_FILES``)
     as non-empty strings, plus what produced the result."""
     spec = run.spec.to_dict()
-    precision = str(spec.get("precision") or "fp32")
+    precision = str(run.spec.precision)
     model = spec.get("model") or (run.record.backend or {}).get("model") or "unknown"
     return {
         "input_data_types": precision,
@@ -39,7 +41,7 @@ def measurements(run: Run, accuracy: Run | None) -> dict[str, Any]:
 def weight_transformations(precision: str, backend: dict[str, Any]) -> str:
     """What was done to the weights, naming the calibration of a calibrated int8 model (the
     record ``mlharness calibrate`` left beside it, as the run found it)."""
-    if precision == "fp32":
+    if precision == Precision.FP32:
         return "No"
     cal = backend.get("calibration")
     if not isinstance(cal, dict):

@@ -80,12 +80,12 @@ def probe(spec: RunSpec, progress: ProgressSink | None = None, **changes: Any) -
     if outcome.status != "ok" or result is None:
         err = (outcome.record.error or {}).get("message", "no result")
         raise RunFailed(f"{run.scenario} probe failed: {err}", hint=f"see {outcome.run_dir}")
-    target = run.target_qps if run.scenario in ("Server", "Offline") else run.target_latency
+    target = run.target_qps if run.scenario.qps_target else run.target_latency
     lat = result.latencies_ms
     bound = result.effective.get("effective_target_latency_ns")
     return Point(
         scenario=run.scenario, target=float(target or 0.0), value=result.value,
-        verdict=result.verdict, p99_ms=lat.get("p99.00"), mean_ms=lat.get("mean"),
+        verdict=outcome.record.verdict()[0], p99_ms=lat.get("p99.00"), mean_ms=lat.get("mean"),
         p50_ms=lat.get("p50.00"),
         bound_ms=float(bound) / 1e6 if bound and run.scenario == "Server" else None,
         reasons=list(result.reasons), conditions=dict(result.conditions),

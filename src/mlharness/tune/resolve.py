@@ -102,7 +102,8 @@ def resolve_targets(spec: RunSpec, *, explicit: Iterable[str] | None = None,
                           hint=_why(tuned))
     unit = "QPS" if name == "target_qps" else "ms"
     say(f"{name.replace('_', ' ')}: {tuned.target:g} {unit} ({tuned.method})")
-    return spec.replace(**{name: fit_query_set(spec, tuned.target, tuned.measured, say)})
+    return spec.replace(**{name: fit_query_set(spec, tuned.target, tuned.measured, say),
+                           "measured": [*spec.measured, name]})
 
 
 def fit_query_set(spec: RunSpec, target: float, measured: float | None = None,
@@ -122,7 +123,7 @@ def fit_query_set(spec: RunSpec, target: float, measured: float | None = None,
     queries = generated_queries(spec.scenario, duration, target)
     if queries <= budget:
         return target
-    latency = spec.scenario in ("SingleStream", "MultiStream")
+    latency = spec.scenario.latency_metric
     if latency and measured:
         fitting = float(f"{smallest_fitting_hint(duration, budget):.4g}")
         if fitting <= measured * FIT_LIMIT:

@@ -6,16 +6,15 @@ from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from typing import Any
 
+from mlharness.names import Scenario
 from mlharness.spec import RunSpec
 from mlharness.tune import latency, offline, server
 from mlharness.tune.probe import Point, PointSink, ProgressSink, engine_settings
 
-QPS_SCENARIOS = ("Server", "Offline")
-
 
 def target_field(scenario: str) -> str:
     """The RunSpec field that holds the scenario's target."""
-    return "target_qps" if scenario in QPS_SCENARIOS else "target_latency"
+    return "target_qps" if Scenario(scenario).qps_target else "target_latency"
 
 
 @dataclass
@@ -42,7 +41,7 @@ class Tuned:
             return False
         if other is None or other.measured is None or other.target is None:
             return True
-        if self.scenario in QPS_SCENARIOS:
+        if Scenario(self.scenario).qps_target:
             return self.measured > other.measured
         return self.measured < other.measured
 
@@ -59,7 +58,7 @@ def tune_scenario(spec: RunSpec, *, quick: bool = False, margin: float | None = 
     """
     s = spec.scenario
     settings = engine_settings(spec)
-    if s in ("SingleStream", "MultiStream"):
+    if Scenario(s).latency_metric:
         measured, points = latency.probe_latency(spec, progress, on_point)
         target = float(f"{measured * latency.MARGIN:.4g}")
         method = (f"{len(points)} probes (last {latency.PROBE_MS} ms); expected latency = "

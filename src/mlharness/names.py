@@ -1,0 +1,65 @@
+"""The names every layer shares, each declared once: LoadGen's scenarios and test modes, the
+numeric precisions, and their defaults.
+
+String enums: a member equals, hashes and prints as its value (``Scenario.SERVER == "Server"``),
+so records, TOML files and LoadGen's own names read and write them unchanged.
+"""
+
+from __future__ import annotations
+
+from enum import StrEnum
+
+
+class Scenario(StrEnum):
+    """A LoadGen scenario (``loadgen/test_settings.h``: ``TestScenario``)."""
+
+    SINGLE_STREAM = "SingleStream"
+    MULTI_STREAM = "MultiStream"
+    SERVER = "Server"
+    OFFLINE = "Offline"
+
+    @classmethod
+    def parse(cls, text: object) -> Scenario | None:
+        """The scenario named ``text`` in any letter case, or None."""
+        return _BY_LOWER.get(str(text).lower())
+
+    @property
+    def latency_metric(self) -> bool:
+        """Its result is a latency (SingleStream, MultiStream), not a throughput."""
+        return self in LATENCY_SCENARIOS
+
+    @property
+    def qps_target(self) -> bool:
+        """It takes a target QPS (Server, Offline) rather than an expected latency."""
+        return self in QPS_SCENARIOS
+
+
+_BY_LOWER = {s.value.lower(): s for s in Scenario}
+#: the scenarios whose result is a latency, and those that take a target QPS; plain names test
+#: membership too (``"Server" in QPS_SCENARIOS``)
+LATENCY_SCENARIOS = frozenset({Scenario.SINGLE_STREAM, Scenario.MULTI_STREAM})
+QPS_SCENARIOS = frozenset({Scenario.SERVER, Scenario.OFFLINE})
+DEFAULT_SCENARIO = Scenario.OFFLINE
+#: samples in one MultiStream query (mlperf.conf ``*.MultiStream.samples_per_query = 8``)
+MULTISTREAM_SAMPLES_PER_QUERY = 8
+
+
+class Mode(StrEnum):
+    """A LoadGen test mode as mlharness names it (``TestMode``: PerformanceOnly, AccuracyOnly)."""
+
+    PERFORMANCE = "performance"
+    ACCURACY = "accuracy"
+
+
+DEFAULT_MODE = Mode.PERFORMANCE
+
+
+class Precision(StrEnum):
+    """The numeric precision a backend runs a model in; never changed silently."""
+
+    FP32 = "fp32"
+    BF16 = "bf16"
+    INT8 = "int8"
+
+
+DEFAULT_PRECISION = Precision.FP32
