@@ -6,10 +6,13 @@ MLPP_DEBUG (0.5 s analyzer settle instead of 10 s) to keep these short."""
 from __future__ import annotations
 
 import json
+import signal
+import time
 from pathlib import Path
 
 import pytest
 
+from catalogue_support import alive, cli_subprocess
 from mlharness.cli.main import main
 from power_support import POWER_DEV, free_port, need_power_dev, ntp_responder, power_server
 
@@ -67,3 +70,50 @@ def test_power_server_stall(ntp, tmp_path: Path, capsys):
     assert code == 3 and "stalled" in err, err
     _, data = _record(tmp_path / "runs")
     assert data["status"] == "failed" and "no progress from the power client" in data["error"]["message"]
+
+
+def _processes_naming(text: str) -> list[int]:
+    """Live processes whose command line mentions ``text`` (the power client, its workload)."""
+    found = []
+    for entry in Path("/proc").iterdir():
+        if entry.name.isdigit():
+            try:
+                cmdline = (entry / "cmdline").read_bytes().replace(b"\0", b" ").decode()
+            except OSError:
+                continue
+            if text in cmdline and alive(int(entry.name)):
+                found.append(int(entry.name))
+    return found
+
+
+@pytest.mark.parametrize("sig", [signal.SIGTERM, signal.SIGINT], ids=["SIGTERM", "SIGINT"])
+def test_a_signal_during_a_power_run_ends_the_client_and_records_it(ntp, tmp_path: Path, sig):
+    """The record says "interrupted" (never "running") and the official client, which would
+    go on talking to the power server, ends with the run."""
+    with power_server(tmp_path / "director", debug=True) as srv:
+        proc = cli_subprocess(["run", "-b", "demo", "-s", "SingleStream", "--power",
+                               "--power-server", srv, "--ntp", "127.0.0.1", "--power-dev",
+                               POWER_DEV, "--output-dir", tmp_path / "runs", "--no-progress",
+                               "--min-duration", "60000"], cwd=tmp_path)
+        deadline = time.monotonic() + 120
+        log = None
+        while time.monotonic() < deadline and proc.poll() is None:  # until the client talks
+            logs = list((tmp_path / "runs").glob("demo/SingleStream-power-*/power_client.txt"))
+            if logs and logs[0].stat().st_size > 0 and _processes_naming(str(logs[0].parent)):
+                log = logs[0]
+                break
+            time.sleep(0.5)
+        assert log is not None and proc.poll() is None, proc.communicate()
+        run_dir = log.parent
+        assert _processes_naming(str(run_dir)), "the official client is running"
+        proc.send_signal(sig)
+        _, err = proc.communicate(timeout=60)
+    assert proc.returncode == 128 + sig, err
+    assert "Traceback" not in err
+    data = json.loads((run_dir / "run.json").read_text())
+    assert data["status"] == "interrupted", data.get("error")
+    for _ in range(20):  # its session is ended with SIGTERM, then SIGKILL
+        if not _processes_naming(str(run_dir)):
+            break
+        time.sleep(0.5)
+    assert not _processes_naming(str(run_dir)), "the official client outlived the run"

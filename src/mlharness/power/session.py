@@ -21,10 +21,12 @@ reads like any other; ``run.json`` gets a ``power`` section with the round's met
 from __future__ import annotations
 
 import json
+import os
 import queue
 import re
 import shlex
 import shutil
+import signal
 import subprocess
 import sys
 import threading
@@ -126,8 +128,33 @@ class ClientOutcome:
 def run_client(cmd: list[str], cwd: Path, log: Path, silence_s: float,
                progress: Progress) -> ClientOutcome:
     """Run the official client; tee its output to ``log``; end it after ``silence_s`` of silence."""
+    # a session of its own: on any way out of here (Ctrl-C, SIGTERM, a bug) the client and the
+    # workload it started end with us instead of talking on to the power server
     proc = subprocess.Popen(cmd, cwd=cwd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
-                            text=True, bufsize=1, env=clean_env())
+                            text=True, bufsize=1, env=clean_env(), start_new_session=True)
+    try:
+        return _follow(proc, log, silence_s, progress)
+    finally:
+        if proc.poll() is None:
+            _end_group(proc)
+
+
+def _end_group(proc: subprocess.Popen) -> None:
+    """End ``proc`` and every process of its session: SIGTERM, then SIGKILL after 5 s."""
+    for sig, wait_s in ((signal.SIGTERM, 5.0), (signal.SIGKILL, 5.0)):
+        try:
+            os.killpg(proc.pid, sig)
+        except (ProcessLookupError, PermissionError):
+            return
+        try:
+            proc.wait(timeout=wait_s)
+            return
+        except subprocess.TimeoutExpired:
+            continue
+
+
+def _follow(proc: subprocess.Popen, log: Path, silence_s: float,
+            progress: Progress) -> ClientOutcome:
     lines: queue.Queue[str | None] = queue.Queue()
 
     def pump() -> None:
@@ -147,7 +174,7 @@ def run_client(cmd: list[str], cwd: Path, log: Path, silence_s: float,
             except queue.Empty:
                 if time.monotonic() - last > silence_s:
                     stalled = True
-                    proc.kill()
+                    _end_group(proc)
                     break
                 continue
             if line is None:
@@ -240,12 +267,9 @@ def run_power(spec: Any, opts: PowerOptions, progress: Progress | None = None) -
     """Run ``spec`` (a performance RunSpec) under the official power client; return its
     RunRecord. Raises HarnessError (exit 2: set-up, exit 3: the measurement failed) with the
     run directory and its logs kept."""
-    from mlharness.errors import RunFailed
-    from mlharness.loadgen.mllog import parse_run_logs
-    from mlharness.record import RUN_FORMAT, RunRecord, owner_fields
-    from mlharness.runner.execute import RunOutcome
-    from mlharness.store import record_run
-    from mlharness.runner.rundir import new_run_dir, now_iso
+    from mlharness.record import RunRecord
+    from mlharness.runner.journal import Journal
+    from mlharness.runner.rundir import new_run_dir
 
     say = progress or (lambda text: None)
     dev = prepare(opts)
@@ -256,14 +280,32 @@ def run_power(spec: Any, opts: PowerOptions, progress: Progress | None = None) -
     plan = run_dir / "power_workload.json"
     write_json_atomic(plan, {"spec": spec.to_dict(), "loadgen_dir": str(run_dir / "loadgen"),
                              "settle_s": opts.settle_s})
-    data: dict[str, Any] = {"format": RUN_FORMAT, "status": "running", "error": None,
-                            "benchmark": spec.benchmark, "spec": spec.to_dict(),
-                            "power": {"kind": "mlperf-power", **opts.to_dict(),
-                                      "power_dev": str(dev.root)},
-                            "result": None, "accuracy": None, "started": now_iso(),
-                            **owner_fields()}
-    write_json_atomic(run_dir / "run.json", data)
-    started = time.monotonic()
+    journal = Journal.open(run_dir, RunRecord(
+        benchmark=spec.benchmark, spec=spec,
+        power={"kind": "mlperf-power", **opts.to_dict(), "power_dev": str(dev.root)}))
+    try:
+        return _measure(spec, opts, dev, journal, plan, say)
+    except BaseException as exc:  # a signal or a bug: the record never stays at "running"
+        if not journal.finished:
+            name = getattr(exc, "signal_name", "SIGINT")
+            status, message = (("interrupted", f"interrupted by {name}")
+                               if isinstance(exc, KeyboardInterrupt)
+                               else ("error", f"{type(exc).__name__}: {exc}"))
+            journal.finish(status, {"message": message})  # type: ignore[arg-type]
+            if isinstance(exc, KeyboardInterrupt):
+                exc.run_dir = run_dir  # type: ignore[attr-defined]
+        raise
+
+
+def _measure(spec: Any, opts: PowerOptions, dev: PowerDev, journal: Any, plan: Path,
+             say: Progress) -> Any:
+    """The power session of ``run_power`` once its record is open."""
+    from mlharness.errors import RunFailed
+    from mlharness.loadgen.mllog import parse_run_logs
+    from mlharness.record import read_record
+    from mlharness.runner.execute import RunOutcome
+
+    run_dir, record = journal.run_dir, journal.record
     silence = spec.stall_timeout + SILENCE_MARGIN_S + opts.settle_s
     label = _label(opts.label or f"{spec.benchmark}-{spec.scenario}")
     say(f"power client → {opts.to_dict()['server']} (NTP {opts.to_dict()['ntp']}), "
@@ -272,10 +314,7 @@ def run_power(spec: Any, opts: PowerOptions, progress: Progress | None = None) -
                          run_dir / CLIENT_LOG, silence, say)
 
     def fail(err: HarnessError, status: str) -> HarnessError:
-        data.update(status=status, error={"message": err.message, "hint": err.hint},
-                    finished=now_iso(), duration_s=round(time.monotonic() - started, 3))
-        write_json_atomic(run_dir / "run.json", data)
-        record_run(run_dir)
+        journal.finish(status, {"message": err.message, "hint": err.hint})  # type: ignore[arg-type]
         err.hint = f"{err.hint}; logs kept in {run_dir}" if err.hint else f"logs kept in {run_dir}"
         return err
 
@@ -288,7 +327,11 @@ def run_power(spec: Any, opts: PowerOptions, progress: Progress | None = None) -
         raise fail(RunFailed("the power session is incomplete: missing "
                              + ", ".join(missing or ["the testing run"]),
                              hint="see power_client.txt"), "failed")
-    inner = json.loads((testing / "run.json").read_text())
+    try:
+        inner = read_record(testing)
+    except HarnessError as exc:
+        raise fail(RunFailed(f"the testing run's record is unreadable: {exc.message}",
+                             hint="see power_client.txt"), "failed") from None
     for name in ("mlperf_log_summary.txt", "mlperf_log_detail.txt", "mlperf_log_accuracy.json",
                  "mlperf_log_trace.json", "user.conf"):
         if (testing / name).is_file():
@@ -299,19 +342,23 @@ def run_power(spec: Any, opts: PowerOptions, progress: Progress | None = None) -
         power = {"kind": "mlperf-power", **opts.to_dict(), "metric": None,
                  "error": f"{exc.message} ({exc.hint})"}
     power["power_dev"] = str(dev.root)
-    data.update({k: v for k, v in inner.items()
-                 if k not in ("spec", "started", "purpose", "pid", "host")})
-    data.update(power=power, finished=now_iso(), duration_s=round(time.monotonic() - started, 3),
-                loadgen_runs={"ranging": str(next(iter(sorted((run_dir / "loadgen").glob(
-                    "*/*-ranging-*"))), "")), "testing": str(testing)})
-    data["status"] = str(inner.get("status"))
+    # the testing run's findings are this run's (its own start, purpose and process are not)
+    for key in INNER_FIELDS:
+        setattr(record, key, getattr(inner, key))
+    record.power = power
+    record.loadgen_runs = {  # type: ignore[attr-defined]  # an extra field of power runs
+        "ranging": str(next(iter(sorted((run_dir / "loadgen").glob("*/*-ranging-*"))), "")),
+        "testing": str(testing)}
     result = None
     try:
         result = parse_run_logs(run_dir)
-        data["result"] = result.to_dict()
+        record.result = result.to_dict()
     except HarnessError:
         pass
-    record = RunOutcome(run_dir, RunRecord.from_dict(data, str(run_dir / "run.json")), result)
-    record.record.save(run_dir)
-    record_run(run_dir)  # the result index (mlharness.store)
-    return record
+    journal.finish(inner.status, inner.error)
+    return RunOutcome(run_dir, record, result)
+
+
+#: what a power run takes from its testing run's record
+INNER_FIELDS = ("loadgen_model", "settings", "test_config", "task", "backend", "sut", "system",
+                "versions", "result", "accuracy", "model_git_commit", "distributed")

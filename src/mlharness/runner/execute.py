@@ -25,12 +25,13 @@ from mlharness.loadgen.mllog import LoadGenResult, parse_run_logs, read_accuracy
 from mlharness.loadgen.settings import EffectiveSettings
 from mlharness.files import write_text_atomic
 from mlharness.hostinfo import describe_system, package_versions
-from mlharness.record import RunRecord, owner_fields
-from mlharness.runner.rundir import new_run_dir, now_iso
+from mlharness.record import RunRecord
+from mlharness.runner.journal import Journal
+from mlharness.runner.rundir import new_run_dir
 from mlharness.runner.worker import (CRASH_FILE, LOADGEN_PHASE, WARMUP_PHASE, child_main,
                                      task_options)
 from mlharness.spec import RunSpec
-from mlharness.store import git_commit_of, record_run
+from mlharness.store import git_commit_of
 from mlharness.tasks import AccuracyResult, Task, create_task
 
 #: LoadGen builds its whole query set before issuing the first query and releases it after the
@@ -141,24 +142,24 @@ def execute(spec: RunSpec, progress: ProgressSink | None = None) -> RunOutcome:
     missing dataset, model that does not fit the task). Whatever ends it (a signal while the
     logs are parsed or scored, a bug), a started run's record never stays at ``"running"``.
     """
-    started: list[tuple[RunOutcome, float]] = []  # the run once its run.json exists
+    started: list[Journal] = []  # the run once its run.json exists
     try:
         return _execute(spec, progress, started)
     except BaseException as exc:
-        if started and started[0][0].record.status == "running":
-            outcome, t0 = started[0]
+        if started and not started[0].finished:
+            journal = started[0]
             name = getattr(exc, "signal_name", "SIGINT")
             status, message = (("interrupted", f"interrupted by {name}")
                                if isinstance(exc, KeyboardInterrupt)
                                else ("error", f"{type(exc).__name__}: {exc}"))
-            _finish(outcome, status, t0, {"message": message})
+            journal.finish(status, {"message": message})
             if isinstance(exc, KeyboardInterrupt):
-                exc.run_dir = outcome.run_dir  # type: ignore[attr-defined]
+                exc.run_dir = journal.run_dir  # type: ignore[attr-defined]
         raise
 
 
 def _execute(spec: RunSpec, progress: ProgressSink | None,
-             started_runs: list[tuple[RunOutcome, float]]) -> RunOutcome:
+             started_runs: list[Journal]) -> RunOutcome:
     from mlharness.backends import check_backend_options
 
     emit = progress or (lambda p: None)
@@ -179,13 +180,11 @@ def _execute(spec: RunSpec, progress: ProgressSink | None,
         benchmark=spec.benchmark, loadgen_model=task.loadgen_model, purpose=spec.purpose,
         spec=spec, settings=settings.to_dict(),
         test_config=spec.test_config(task.loadgen_model).to_dict(), task=task.describe(),
-        system=describe_system(), versions=package_versions(), started=now_iso(), **owner_fields(),
+        system=describe_system(), versions=package_versions(),
         model_git_commit=git_commit_of(spec.model))
-    data.save(run_dir)
-    record_run(run_dir)  # the result index (mlharness.store)
-    started = time.monotonic()
+    journal = Journal.open(run_dir, data)
     record = RunOutcome(run_dir, data)
-    started_runs.append((record, started))  # execute() records the end if anything below raises
+    started_runs.append(journal)  # execute() records the end if anything below raises
     watch = _supervise(spec, settings, task, run_dir, emit)
     if watch.ready:
         data.backend = watch.ready.get("backend")
@@ -206,11 +205,11 @@ def _execute(spec: RunSpec, progress: ProgressSink | None,
             pass
 
     if watch.user_error:
-        _finish(record, "error", started, watch.user_error)
+        journal.finish("error", watch.user_error)
         raise HarnessError(watch.user_error["message"], watch.user_error.get("hint", ""))
     if watch.failure or not watch.done:
         failure = watch.failure or {"message": "the run ended without a result"}
-        _finish(record, "failed", started, failure)
+        journal.finish("failed", failure)
         return record
 
     if spec.mode == "accuracy":
@@ -221,21 +220,12 @@ def _execute(spec: RunSpec, progress: ProgressSink | None,
         except HarnessError:
             raise
         except Exception as exc:  # noqa: BLE001 - a task's scoring bug fails the run, not the CLI
-            _finish(record, "failed", started,
-                    {"message": f"scoring failed: {type(exc).__name__}: {exc}"})
+            journal.finish("failed", {"message": f"scoring failed: {type(exc).__name__}: {exc}"})
             return record
         write_text_atomic(run_dir / "accuracy.txt", record.accuracy.text + "\n")
         data.accuracy = record.accuracy.to_dict()
-    _finish(record, "ok", started, None)
+    journal.finish("ok")
     return record
-
-
-def _finish(outcome: RunOutcome, status: str, started: float, error: dict | None) -> None:
-    rec = outcome.record
-    rec.status, rec.error, rec.finished = status, error, now_iso()  # type: ignore[assignment]
-    rec.duration_s = round(time.monotonic() - started, 3)
-    rec.save(outcome.run_dir)
-    record_run(outcome.run_dir)
 
 
 def _supervise(spec: RunSpec, settings: EffectiveSettings, task: Task, run_dir: Path,
