@@ -1,0 +1,201 @@
+"""``get`` and ``check``: bring an artefact into the cache (download, adopt, unpack) or
+re-verify what the cache holds."""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass
+from pathlib import Path
+
+from mlharness.artefacts.adopt import adopt
+from mlharness.artefacts.cache import (download_path, locked, part_path, read_stamp,
+                                       remove_quietly, stamp_current, stamp_path, status, target,
+                                       write_stamp)
+from mlharness.artefacts.catalogue import Artefact, Catalogue
+from mlharness.artefacts.digest import algorithm, file_digest, matches, mismatch_text
+from mlharness.artefacts.download import Policy, Progress, Report, fetch
+from mlharness.artefacts.errors import ArtefactError
+from mlharness.artefacts.layouts import check_imagenet
+from mlharness.artefacts.unpack import unpack
+
+
+@dataclass(frozen=True)
+class Outcome:
+    """What ``get`` did for one artefact and where it is now."""
+
+    name: str
+    path: Path
+    action: str  # cached | downloaded | adopted | bundled | unpacked
+    digest: str | None
+    verified: bool
+
+
+def get(artefact: Artefact, root: Path, *, source: Path | None = None,
+        mirror: str | None = None, policy: Policy | None = None,
+        report: Report | None = None, catalogue: Catalogue | None = None) -> Outcome:
+    """Make ``artefact`` usable from the cache: adopt ``source``, or keep a verified copy, or
+    download (resume, retry, verify) and unpack it. Nothing is fetched when it is cached."""
+    report = report or (lambda _p: None)
+    with locked(root, artefact):
+        if source is not None:
+            return _adopted(artefact, root, source, report, catalogue)
+        if artefact.access == "bundled":
+            return _bundled(artefact, root)
+        current = status(artefact, root)
+        if current.usable:
+            return Outcome(artefact.name, current.path, "cached", current.digest,
+                           artefact.verified)
+        if artefact.access in ("user", "gated"):
+            raise ArtefactError(f"{artefact.name} is not downloaded by mlharness "
+                                f"({artefact.licence})", hint=artefact.obtain or "")
+        archive = download_path(artefact, root)
+        action = "cached"
+        digest = _reverified(artefact, archive, report)
+        if digest is None:
+            digest = fetch(artefact, archive, mirror=mirror, policy=policy, report=report)
+            action = "downloaded"
+        if artefact.unpack and artefact.unpacked:
+            _unpack(artefact, root, archive, digest)
+            action = "unpacked" if action == "cached" else action
+        return Outcome(artefact.name, target(artefact, root), action, digest, True)
+
+
+def _reverified(artefact: Artefact, path: Path, report: Report) -> str | None:
+    """The digest of a file already at ``path`` that is the published one (re-stamped), or
+    None; a wrong file is moved aside to ``<name>.bad`` so a download can take its place."""
+    stamp = stamp_current(path)
+    if stamp is not None:
+        return str(stamp.get("digest"))
+    if not path.is_file():
+        return None
+    report(Progress(artefact.name, "verify", 0, path.stat().st_size, message="re-verifying"))
+    digest = file_digest(path, algorithm(artefact))
+    if matches(artefact, digest):
+        write_stamp(path, artefact, digest, source=(read_stamp(path) or {}).get("source", ""))
+        return digest
+    os.replace(path, path.with_name(path.name + ".bad"))
+    remove_quietly(stamp_path(path))
+    report(Progress(artefact.name, "retry", message=f"cached file refused: "
+                    f"{mismatch_text(artefact, digest)}; moved to {path.name}.bad"))
+    return None
+
+
+def _unpack(artefact: Artefact, root: Path, archive: Path, digest: str) -> None:
+    folder = root / str(artefact.unpacked)
+    stamp = stamp_current(folder)
+    if stamp is not None and stamp.get("digest") == digest:
+        return
+    unpack(archive, str(artefact.unpack), folder)
+    write_stamp(folder, artefact, digest, source=f"unpacked from {archive.name}")
+
+
+def _bundled(artefact: Artefact, root: Path) -> Outcome:
+    path = target(artefact, root)
+    if not path.is_file():
+        raise ArtefactError(f"{artefact.name}: {path} is missing from the installed package",
+                            hint="reinstall mlharness")
+    digest = file_digest(path, algorithm(artefact))
+    if not matches(artefact, digest):
+        raise ArtefactError(f"{artefact.name}: the packaged {path.name} is damaged: "
+                            f"{mismatch_text(artefact, digest)}", hint="reinstall mlharness")
+    return Outcome(artefact.name, path, "bundled", digest, True)
+
+
+def _adopted(artefact: Artefact, root: Path, source: Path, report: Report,
+             catalogue: Catalogue | None) -> Outcome:
+    aux = None
+    if artefact.layout == "imagenet" and catalogue and "imagenet-aux" in catalogue.artefacts:
+        aux_entry = catalogue.artefacts["imagenet-aux"]
+        if status(aux_entry, root).usable:
+            aux = target(aux_entry, root)
+    done = 0
+
+    def on_bytes(n: int) -> None:
+        nonlocal done
+        done += n
+        report(Progress(artefact.name, "verify", done, None, message=f"verifying {source}"))
+
+    path = adopt(artefact, source, root, aux=aux, on_bytes=on_bytes)
+    stamp = read_stamp(path) or {}
+    digest = stamp.get("digest")
+    if artefact.unpack and artefact.unpacked and digest:
+        _unpack(artefact, root, path, str(digest))
+        path = target(artefact, root)
+    return Outcome(artefact.name, path, "adopted", str(digest) if digest else None,
+                   artefact.verified)
+
+
+@dataclass(frozen=True)
+class Checked:
+    """``check``'s verdict on one artefact."""
+
+    name: str
+    state: str  # ok | unverified | bad | missing | partial | bundled
+    path: Path
+    detail: str = ""
+
+
+def check(catalogue: Catalogue, root: Path, names: list[str] | None = None,
+          report: Report | None = None) -> list[Checked]:
+    """Re-hash every cached artefact (or ``names``); a file that is no longer the published
+    one is moved to ``<name>.bad`` and reported, so the next ``get`` fetches it again."""
+    report = report or (lambda _p: None)
+    entries = [catalogue.get(n) for n in names] if names else list(catalogue.artefacts.values())
+    results: list[Checked] = []
+    for artefact in entries:
+        with locked(root, artefact):
+            results.append(_check_one(artefact, root, report))
+    return results
+
+
+def _check_one(artefact: Artefact, root: Path, report: Report) -> Checked:
+    where = target(artefact, root)
+    if artefact.access == "bundled":
+        try:
+            _bundled(artefact, root)
+        except ArtefactError as exc:
+            return Checked(artefact.name, "bad", where, exc.message)
+        return Checked(artefact.name, "bundled", where)
+    if artefact.is_folder:
+        if not (where.exists() and read_stamp(where)):
+            return Checked(artefact.name, "missing", where)
+        if artefact.layout == "imagenet":
+            try:
+                count = check_imagenet(where, expected=artefact.items or 0)
+            except ArtefactError as exc:
+                remove_quietly(stamp_path(where))
+                return Checked(artefact.name, "bad", where, exc.message)
+            return Checked(artefact.name, "ok", where, f"{count:,} images, val_map.txt checked")
+        return Checked(artefact.name, "unverified", where, "a folder: no published digest")
+    archive = download_path(artefact, root)
+    if not archive.is_file():
+        part = part_path(archive)
+        if part.exists():
+            return Checked(artefact.name, "partial", where,
+                           f"{part.stat().st_size:,} bytes of a download; `get` resumes it")
+        return Checked(artefact.name, "missing", where)
+    size = archive.stat().st_size
+    done = 0
+
+    def on_bytes(n: int) -> None:
+        nonlocal done
+        done += n
+        report(Progress(artefact.name, "verify", done, size))
+
+    digest = file_digest(archive, algorithm(artefact), on_bytes)
+    if not artefact.verified:
+        recorded = (read_stamp(archive) or {}).get("digest")
+        if recorded and recorded != digest:
+            return Checked(artefact.name, "bad", where,
+                           f"changed since it was adopted (sha256 {digest}, was {recorded})")
+        return Checked(artefact.name, "unverified", where, f"sha256 {digest} (no published digest)")
+    if not matches(artefact, digest):
+        os.replace(archive, archive.with_name(archive.name + ".bad"))
+        remove_quietly(stamp_path(archive))
+        return Checked(artefact.name, "bad", where, f"{mismatch_text(artefact, digest)}; "
+                       f"moved to {archive.name}.bad, `mlharness get {artefact.name}` fetches it again")
+    write_stamp(archive, artefact, digest, source=(read_stamp(archive) or {}).get("source", ""))
+    if artefact.unpacked and not (root / artefact.unpacked).is_dir():
+        return Checked(artefact.name, "missing", where, "the archive is good, its folder is gone; "
+                       f"`mlharness get {artefact.name}` unpacks it")
+    return Checked(artefact.name, "ok", where, f"{algorithm(artefact)} {digest}")
