@@ -48,7 +48,18 @@ def _targz(files: dict[str, bytes]) -> bytes:
     return buf.getvalue()
 
 
-ANNOTATIONS = _zip({"openimages-mlperf.json": b'{"images": [], "annotations": []}'})
+def _jpeg(width: int, height: int) -> bytes:
+    from PIL import Image
+
+    buf = io.BytesIO()
+    Image.new("RGB", (width, height), (200, 10, 10)).save(buf, "JPEG")
+    return buf.getvalue()
+
+
+PICTURES = {"0a1b.jpg": (8, 6), "0c2d.jpg": (5, 7), "0e3f.jpg": (4, 4)}
+COCO = {"images": [{"id": i, "file_name": name, "width": w, "height": h}
+                   for i, (name, (w, h)) in enumerate(PICTURES.items())], "annotations": []}
+ANNOTATIONS = _zip({"openimages-mlperf.json": json.dumps(COCO).encode()})
 AUX = _targz({"val.txt": VAL_TXT.encode(), "synsets.txt": b"n01440764\n"})
 
 
@@ -89,6 +100,22 @@ unpack = "zip"
 unpacked = "datasets/openimages/annotations"
 licence = "test"
 
+[artefacts.openimages-mlperf]
+kind = "dataset"
+benchmarks = ["retinanet"]
+access = "prepare"
+summary = "openimages subset"
+path = "datasets/openimages-mlperf"
+aliases = ["openimages"]
+layout = "openimages"
+items = {len(PICTURES)}
+requires = ["annotations"]
+item_url = "{base}/images/{{file}}"
+unverified = "per image: decodes with the annotated size"
+checksum_source = "annotations"
+obtain = "get it"
+licence = "CC BY"
+
 [artefacts.imagenet-aux]
 kind = "auxiliary"
 benchmarks = ["resnet50"]
@@ -107,6 +134,7 @@ benchmarks = ["resnet50"]
 access = "user"
 summary = "imagenet"
 path = "datasets/imagenet-val"
+aliases = ["imagenet"]
 layout = "imagenet"
 items = {len(IMAGES)}
 unverified = "layout checked"
@@ -135,6 +163,8 @@ def server() -> Iterator[ArtefactServer]:
         srv.files["official/vocab.txt"] = VOCAB
         srv.files["official/annotations.zip"] = ANNOTATIONS
         srv.files["official/caffe_ilsvrc12.tar.gz"] = AUX
+        for name, (w, h) in PICTURES.items():
+            srv.files[f"images/{name}"] = _jpeg(w, h)
         yield srv
 
 
@@ -338,7 +368,7 @@ def test_a_mirror_serves_everything_under_the_cache_paths(setup: tuple) -> None:
         assert out.action == "downloaded" and out.verified
     assert {p.split("/")[0] for p, _ in server.requests} == {"mirror"}
     assert json.loads((root / "datasets/openimages/annotations/openimages-mlperf.json")
-                      .read_text()) == {"images": [], "annotations": []}
+                      .read_text()) == COCO
     assert (root / "datasets/imagenet-aux/caffe_ilsvrc12/val.txt").read_text() == VAL_TXT
 
 
@@ -365,6 +395,32 @@ def test_check_rehashes_and_moves_a_damaged_file_aside(setup: tuple) -> None:
     assert bad.state == "bad" and "is not the published" in bad.detail
     assert status(catalogue.get("model"), root).state == "missing"
     assert get(catalogue.get("model"), root, policy=FAST).action == "downloaded"
+
+
+def test_openimages_subset_is_built_from_its_annotations_image_by_image(setup: tuple) -> None:
+    server, catalogue, root, _ = setup
+    server.fault("images/0a1b.jpg", "corrupt")  # not a JPEG any more: refused, fetched again
+    server.files["images/0c2d.jpg"] = _jpeg(5, 5)  # not the annotated size: refused
+    events: list = []
+    with pytest.raises(DownloadFailed, match=r"1 of 3 images could not be downloaded; first: "
+                       r".*0c2d.jpg: image is 5x5, its annotation says 5x7") as exc:
+        get(catalogue.get("openimages-mlperf"), root, policy=FAST, report=events.append,
+            catalogue=catalogue)
+    assert "2 images already there are kept" in exc.value.hint
+    assert server.asked("images/0a1b.jpg") == [None, None]
+    server.files["images/0c2d.jpg"] = _jpeg(5, 7)
+    out = get(catalogue.get("openimages-mlperf"), root, policy=FAST, catalogue=catalogue)
+    assert out.action == "prepared"
+    assert server.asked("images/0e3f.jpg") == [None]  # kept, not fetched again
+    assert server.asked("official/annotations.zip") == [None]
+    data = out.path / "validation/data"
+    assert sorted(p.name for p in data.iterdir()) == sorted(PICTURES)
+    assert json.loads((out.path / "annotations/openimages-mlperf.json").read_text()) == COCO
+    assert status(catalogue.get("openimages"), root).state == "checked"
+    assert [r.state for r in check(catalogue, root, ["openimages-mlperf"])] == ["ok"]
+    again = get(catalogue.get("openimages-mlperf"), root, policy=FAST, catalogue=catalogue)
+    assert again.action == "cached" and len(server.requests) == 9
+    assert {e.event for e in events} >= {"items"} and _leftovers(root) == []
 
 
 # ------------------------------------------------------------------ adoption (--from)
@@ -420,6 +476,22 @@ def test_imagenet_without_val_map_takes_caffes_val_txt(setup: tuple, tmp_path: P
     assert sorted(p.name for p in val.iterdir()) == sorted(IMAGES)  # the user's folder untouched
     assert (out.path / "ILSVRC2012_val_00000001.JPEG").read_bytes() == IMAGES[
         "ILSVRC2012_val_00000001.JPEG"]
+
+
+def test_imagenet_from_the_users_tar_archive(setup: tuple, tmp_path: Path) -> None:
+    server, catalogue, root, _ = setup
+    archive = tmp_path / "ILSVRC2012_img_val.tar"
+    with tarfile.open(archive, "w") as tf:
+        for name, data in IMAGES.items():
+            info = tarfile.TarInfo(name)
+            info.size = len(data)
+            tf.addfile(info, io.BytesIO(data))
+    get(catalogue.get("imagenet-aux"), root, policy=FAST)
+    out = get(catalogue.get("imagenet-val"), root, source=archive, catalogue=catalogue)
+    assert out.action == "adopted" and archive.is_file()  # unpacked into the cache, not moved
+    assert (out.path / "val_map.txt").read_text() == VAL_TXT
+    assert sorted(p.name for p in out.path.iterdir()) == sorted([*IMAGES, "val_map.txt"])
+    assert status(catalogue.get("imagenet"), root).state == "checked"
 
 
 def test_gated_artefacts_are_never_downloaded_and_adopted_unverified(setup: tuple,

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import os
 import shutil
+import tarfile
 from pathlib import Path
 from typing import Callable
 
@@ -13,7 +14,8 @@ from mlharness.artefacts.cache import (download_path, part_path, remove_quietly,
 from mlharness.artefacts.catalogue import Artefact
 from mlharness.artefacts.digest import algorithm, file_digest, matches, mismatch_text
 from mlharness.artefacts.errors import ArtefactError, ChecksumMismatch
-from mlharness.artefacts.layouts import check_imagenet
+from mlharness.artefacts.layouts import check_imagenet, check_openimages
+from mlharness.artefacts.unpack import unpack
 from mlharness.files import write_text_atomic
 
 OnBytes = Callable[[int], None]
@@ -72,6 +74,8 @@ def _adopt_file(artefact: Artefact, source: Path, root: Path, on_bytes: OnBytes 
 
 
 def _adopt_folder(artefact: Artefact, source: Path, root: Path, aux: Path | None) -> Path:
+    if artefact.layout == "imagenet" and source.is_file() and tarfile.is_tarfile(source):
+        return _imagenet_from_archive(artefact, source, root, aux)
     if not source.is_dir():
         raise ArtefactError(f"--from {source}: {artefact.name} is a folder, this is a file",
                             hint="give the folder")
@@ -85,9 +89,27 @@ def _adopt_folder(artefact: Artefact, source: Path, root: Path, aux: Path | None
             _link(dest, source)
         else:
             extra["images"] = _imagenet_from_aux(source, aux / "val.txt", dest, expected)
+    elif artefact.layout == "openimages":
+        extra["images"] = check_openimages(source, expected=artefact.items or 0)
+        _link(dest, source)
     else:
         _link(dest, source)
     write_stamp(dest, artefact, "unverified", source=f"--from {source}", **extra)
+    return dest
+
+
+def _imagenet_from_archive(artefact: Artefact, archive: Path, root: Path,
+                           aux: Path | None) -> Path:
+    """ILSVRC2012_img_val.tar as the user downloaded it: unpacked into the cache (the archive
+    stays where it is), val_map.txt from caffe's val.txt when the archive has none."""
+    dest = target(artefact, root)
+    if dest.is_symlink():
+        dest.unlink()
+    unpack(archive, "tar", dest)
+    if not (dest / "val_map.txt").is_file() and aux is not None and (aux / "val.txt").is_file():
+        shutil.copyfile(aux / "val.txt", dest / "val_map.txt")
+    count = check_imagenet(dest, expected=artefact.items or 0)
+    write_stamp(dest, artefact, "unverified", source=f"--from {archive}", images=count)
     return dest
 
 

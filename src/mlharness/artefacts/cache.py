@@ -88,14 +88,14 @@ def locked(root: Path, artefact: Artefact) -> Iterator[None]:
 class Status:
     """What the cache holds of one artefact."""
 
-    state: str  # cached | unverified | missing | partial | changed | bundled
+    state: str  # cached | checked | unverified | missing | partial | changed | bundled
     path: Path
     detail: str = ""
     digest: str | None = None
 
     @property
     def usable(self) -> bool:
-        return self.state in ("cached", "unverified", "bundled")
+        return self.state in ("cached", "checked", "unverified", "bundled")
 
 
 def status(artefact: Artefact, root: Path) -> Status:
@@ -105,7 +105,8 @@ def status(artefact: Artefact, root: Path) -> Status:
         return Status("bundled" if where.is_file() else "missing", where)
     stamp = stamp_current(where)
     if stamp is not None:
-        state = "cached" if artefact.verified else "unverified"
+        state = ("cached" if artefact.verified else "checked" if artefact.layout
+                 else "unverified")
         return Status(state, where, stamp.get("source", ""), stamp.get("digest"))
     if where.exists() or where.is_symlink():
         return Status("changed", where, "changed since it was verified (or never verified)")

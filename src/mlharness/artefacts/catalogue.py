@@ -16,7 +16,7 @@ from mlharness.files import read_toml
 DEFAULT_CATALOGUE = Path(__file__).with_name("catalogue.toml")
 
 Kind = Literal["model", "dataset", "vocabulary", "annotations", "calibration", "auxiliary"]
-Access = Literal["download", "user", "gated", "bundled"]
+Access = Literal["download", "user", "gated", "bundled", "prepare"]
 
 
 class Artefact(BaseModel):
@@ -25,6 +25,7 @@ class Artefact(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True)
 
     name: str
+    aliases: list[str] = []
     kind: Kind
     benchmarks: list[str]
     summary: str
@@ -41,9 +42,11 @@ class Artefact(BaseModel):
     size: int | None = None
     unpack: Literal["zip", "tar.gz"] | None = None
     unpacked: str | None = None
-    layout: Literal["imagenet"] | None = None
+    layout: Literal["imagenet", "openimages"] | None = None
     folder: bool = False
     items: int | None = None
+    requires: list[str] = []
+    item_url: str | None = None
     bundled: str | None = None
     obtain: str | None = None
     licence: str
@@ -79,6 +82,8 @@ class Artefact(BaseModel):
             raise ValueError("access = bundled needs `bundled` (its path inside mlharness)")
         if self.is_folder and self.verified:
             raise ValueError("a folder has no single digest: give `unverified` (and a layout)")
+        if self.access == "prepare" and not (self.requires and self.item_url and self.layout):
+            raise ValueError("access = prepare needs requires, item_url and layout")
         if bool(self.unpack) != bool(self.unpacked):
             raise ValueError("unpack and unpacked go together")
         return self
@@ -101,17 +106,36 @@ class Artefact(BaseModel):
         return "unverified"
 
 
+class Defaults(BaseModel):
+    """What ``run`` takes from the cache for a benchmark when no path is given: a model per
+    framework, the dataset and (BERT) the vocabulary, by artefact name."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    model: dict[str, str]
+    dataset: str
+    vocab: str | None = None
+
+
 class Catalogue(BaseModel):
-    """Every artefact by name."""
+    """Every artefact by name, and each benchmark's defaults for ``run``."""
 
     model_config = ConfigDict(extra="forbid", frozen=True)
 
     artefacts: dict[str, Artefact]
+    defaults: dict[str, Defaults] = {}
+
+    def find(self, name: str) -> Artefact | None:
+        """The entry called ``name`` or with ``name`` among its aliases."""
+        if name in self.artefacts:
+            return self.artefacts[name]
+        return next((a for a in self.artefacts.values() if name in a.aliases), None)
 
     def get(self, name: str) -> Artefact:
         """The entry ``name``; an unknown name is a ConfigError naming the closest ones."""
-        if name in self.artefacts:
-            return self.artefacts[name]
+        found = self.find(name)
+        if found is not None:
+            return found
         close = difflib.get_close_matches(name, self.artefacts, n=3, cutoff=0.5)
         hint = f"did you mean {', '.join(close)}? " if close else ""
         raise ConfigError(f"no artefact named {name!r} in the catalogue",
@@ -126,8 +150,9 @@ def load_catalogue(path: Path | None = None) -> Catalogue:
     path = Path(path) if path else DEFAULT_CATALOGUE
     raw = read_toml(path, "artefact catalogue")
     entries = raw.get("artefacts")
-    if not isinstance(entries, dict) or set(raw) - {"artefacts"}:
-        raise ConfigError(f"{path}: a catalogue holds only [artefacts.NAME] tables",
+    if not isinstance(entries, dict) or set(raw) - {"artefacts", "defaults"}:
+        raise ConfigError(f"{path}: a catalogue holds only [artefacts.NAME] and "
+                          "[defaults.BENCHMARK] tables",
                           hint="see docs/get.md for the format")
     artefacts = {}
     for name, body in entries.items():
@@ -141,4 +166,16 @@ def load_catalogue(path: Path | None = None) -> Catalogue:
         except TypeError as exc:
             raise ConfigError(f"{path}: artefact {name!r} is not a table",
                               hint="see docs/get.md for the format") from exc
-    return Catalogue(artefacts=artefacts)
+    try:
+        catalogue = Catalogue(artefacts=artefacts, defaults=raw.get("defaults", {}))
+    except ValidationError as exc:
+        first = exc.errors()[0]
+        where = ".".join(str(p) for p in first.get("loc", ()))
+        raise ConfigError(f"{path}: {where}: {first['msg']}",
+                          hint="see docs/get.md for the format") from exc
+    for benchmark, chosen in catalogue.defaults.items():
+        for name in [*chosen.model.values(), chosen.dataset, chosen.vocab]:
+            if name is not None and catalogue.find(name) is None:
+                raise ConfigError(f"{path}: defaults.{benchmark} names {name!r}, which is not "
+                                  "in the catalogue", hint="fix the name")
+    return catalogue

@@ -72,18 +72,36 @@ def fetch(artefact: Artefact, dest: Path, *, mirror: str | None = None,
           policy: Policy | None = None, report: Report | None = None) -> str:
     """Download ``artefact`` to ``dest`` (resuming ``dest.part``), verify it, rename it into
     place and stamp it; returns the digest. Raises DownloadFailed naming the file and why."""
+    report = report or (lambda _p: None)
+
+    def verify(part: Path, url: str) -> str:
+        return _verify(artefact, part, url, report)
+
+    digest, url = fetch_file(artefact.name, artefact.path, sources(artefact, mirror), dest,
+                             verify, policy=policy, report=report, size=artefact.size)
+    write_stamp(dest, artefact, digest, source=url)
+    report(Progress(artefact.name, "done", url=url))
+    return digest
+
+
+def fetch_file(name: str, what: str, urls: list[str], dest: Path,
+               verify: Callable[[Path, str], str], *, policy: Policy | None = None,
+               report: Report | None = None, size: int | None = None) -> tuple[str, str]:
+    """Try ``urls`` in order, each with retries, resuming ``dest.part``; ``verify(part, url)``
+    returns the digest or raises _Transient (wrong bytes: it deletes the part). The verified
+    part is renamed onto ``dest``; returns (digest, the URL that served it)."""
     policy = policy or Policy()
     report = report or (lambda _p: None)
     part = part_path(dest)
     dest.parent.mkdir(parents=True, exist_ok=True)
     failures: list[str] = []
-    for url in sources(artefact, mirror):
+    for url in urls:
         attempt = 0
         while True:
             attempt += 1
             try:
-                _transfer(artefact, url, part, policy, report)
-                digest = _verify(artefact, part, url, report)
+                _transfer(name, url, part, policy, report, size)
+                digest = verify(part, url)
             except _Permanent as exc:
                 failures.append(f"{url}: {exc}")
                 break
@@ -92,25 +110,23 @@ def fetch(artefact: Artefact, dest: Path, *, mirror: str | None = None,
                 if attempt > policy.retries:
                     break
                 wait = policy.delay(attempt)
-                report(Progress(artefact.name, "retry", url=url,
+                report(Progress(name, "retry", url=url,
                                 message=f"{exc}; attempt {attempt + 1} of "
                                 f"{policy.retries + 1} in {wait:g}s"))
                 policy.sleep(wait)
                 continue
             os.replace(part, dest)
-            write_stamp(dest, artefact, digest, source=url)
-            report(Progress(artefact.name, "done", url=url))
-            return digest
+            return digest, url
     last = failures[-1] if failures else "no source to download from"
-    raise DownloadFailed(f"{artefact.name}: could not download {artefact.path}: {last}",
-                         hint=_hint(failures, mirror))
+    raise DownloadFailed(f"{name}: could not download {what}: {last}",
+                         hint=_hint(failures, urls, part.exists()))
 
 
-def _hint(failures: list[str], mirror: str | None) -> str:
-    tried = len(failures)
-    where = f"the mirror {mirror}" if mirror else "every published URL"
-    return (f"{tried} attempt(s) at {where} failed; a partial file is kept and the next "
-            "`mlharness get` resumes it; or `mlharness get NAME --from FILE` adopts a copy you have")
+def _hint(failures: list[str], urls: list[str], partial: bool) -> str:
+    where = f"{len(urls)} URL(s)" if len(urls) != 1 else urls[0]
+    kept = "; the partial file is kept and the next `mlharness get` resumes it" if partial else ""
+    return (f"{len(failures)} attempt(s) at {where} failed{kept}; "
+            "`mlharness get NAME --from FILE` adopts a copy you have")
 
 
 def _verify(artefact: Artefact, part: Path, url: str, report: Report) -> str:
@@ -130,7 +146,8 @@ def _verify(artefact: Artefact, part: Path, url: str, report: Report) -> str:
     return digest
 
 
-def _transfer(artefact: Artefact, url: str, part: Path, policy: Policy, report: Report) -> None:
+def _transfer(name: str, url: str, part: Path, policy: Policy, report: Report,
+              size: int | None) -> None:
     """One attempt: append to ``part`` from where it ends; raise _Transient or _Permanent."""
     have = part.stat().st_size if part.exists() else 0
     headers = {"User-Agent": f"mlharness/{__version__}"}
@@ -158,9 +175,9 @@ def _transfer(artefact: Artefact, url: str, part: Path, policy: Policy, report: 
             raise _Transient("the server resumed at another byte than asked; starting over")
         if mode == "wb":
             have = 0
-        if artefact.size is not None and total is not None and total != artefact.size:
-            raise _Permanent(f"serves {total:,} bytes, the catalogue says {artefact.size:,}")
-        report(Progress(artefact.name, "start", have, total, url))
+        if size is not None and total is not None and total != size:
+            raise _Permanent(f"serves {total:,} bytes, the catalogue says {size:,}")
+        report(Progress(name, "start", have, total, url))
         try:
             with part.open(mode) as fh:
                 while True:
@@ -169,7 +186,7 @@ def _transfer(artefact: Artefact, url: str, part: Path, policy: Policy, report: 
                         break
                     fh.write(block)
                     have += len(block)
-                    report(Progress(artefact.name, "bytes", have, total, url))
+                    report(Progress(name, "bytes", have, total, url))
         except (socket.timeout, TimeoutError) as exc:
             raise _Transient(f"no data for {policy.timeout_s:g}s at byte {have:,}") from exc
         except (OSError, http.client.HTTPException) as exc:
@@ -196,4 +213,6 @@ def _range_of(response: http.client.HTTPResponse, have: int) -> tuple[int | None
     return (int(length) if length and length.isdigit() else None), "wb"
 
 
-__all__ = ["Policy", "Progress", "Report", "fetch", "sources"]
+__all__ = ["Policy", "Progress", "Report", "Transient", "fetch", "fetch_file", "sources"]
+
+Transient = _Transient  # for verify callbacks outside this module

@@ -38,3 +38,43 @@ def check_imagenet(folder: Path, val_map: Path | None = None, *, expected: int =
         if on_count and number % 1000 == 0:
             on_count(number, expected)
     return len(lines)
+
+
+#: where the OpenImages MLPerf folder keeps its annotation file and its images
+OPENIMAGES_ANNOTATIONS = "annotations/openimages-mlperf.json"
+OPENIMAGES_IMAGES = "validation/data"
+
+
+def openimages_images(annotations: Path) -> list[dict]:
+    """The ``images`` of an OpenImages MLPerf (COCO format) annotation file."""
+    import json
+
+    try:
+        data = json.loads(annotations.read_text(encoding="utf-8"))
+        images = data["images"]
+        for image in images:
+            str(image["file_name"]), int(image["width"]), int(image["height"])
+    except (OSError, ValueError, KeyError, TypeError) as exc:
+        raise ArtefactError(f"{annotations}: not an OpenImages MLPerf annotation file ({exc})",
+                            hint="`mlharness get openimages-annotations` again") from exc
+    return images
+
+
+def check_openimages(folder: Path, *, expected: int) -> int:
+    """Check an OpenImages MLPerf folder: its annotation file lists ``expected`` images and
+    every one is in ``validation/data/`` (or the folder itself); returns the image count."""
+    annotations = folder / OPENIMAGES_ANNOTATIONS
+    if not annotations.is_file():
+        raise ArtefactError(f"{folder}: no {OPENIMAGES_ANNOTATIONS}",
+                            hint="the folder tools/openimages_mlperf.sh writes has it; or "
+                            "`mlharness get openimages-mlperf` builds one")
+    images = openimages_images(annotations)
+    if expected and len(images) != expected:
+        raise ArtefactError(f"{annotations}: {len(images):,} images listed, the MLPerf subset "
+                            f"has {expected:,}", hint="use the complete subset's annotation file")
+    for image in images:
+        name = image["file_name"]
+        if not ((folder / OPENIMAGES_IMAGES / name).is_file() or (folder / name).is_file()):
+            raise ArtefactError(f"{folder}: image {name} is missing",
+                                hint="`mlharness get openimages-mlperf` fetches what is missing")
+    return len(images)

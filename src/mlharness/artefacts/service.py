@@ -15,7 +15,8 @@ from mlharness.artefacts.catalogue import Artefact, Catalogue
 from mlharness.artefacts.digest import algorithm, file_digest, matches, mismatch_text
 from mlharness.artefacts.download import Policy, Progress, Report, fetch
 from mlharness.artefacts.errors import ArtefactError
-from mlharness.artefacts.layouts import check_imagenet
+from mlharness.artefacts.layouts import check_imagenet, check_openimages
+from mlharness.artefacts.prepare import prepare_openimages
 from mlharness.artefacts.unpack import unpack
 
 
@@ -25,7 +26,7 @@ class Outcome:
 
     name: str
     path: Path
-    action: str  # cached | downloaded | adopted | bundled | unpacked
+    action: str  # cached | downloaded | adopted | bundled | unpacked | prepared
     digest: str | None
     verified: bool
 
@@ -45,6 +46,8 @@ def get(artefact: Artefact, root: Path, *, source: Path | None = None,
         if current.usable:
             return Outcome(artefact.name, current.path, "cached", current.digest,
                            artefact.verified)
+        if artefact.access == "prepare":
+            return _prepared(artefact, root, mirror, policy, report, catalogue)
         if artefact.access in ("user", "gated"):
             raise ArtefactError(f"{artefact.name} is not downloaded by mlharness "
                                 f"({artefact.licence})", hint=artefact.obtain or "")
@@ -58,6 +61,20 @@ def get(artefact: Artefact, root: Path, *, source: Path | None = None,
             _unpack(artefact, root, archive, digest)
             action = "unpacked" if action == "cached" else action
         return Outcome(artefact.name, target(artefact, root), action, digest, True)
+
+
+def _prepared(artefact: Artefact, root: Path, mirror: str | None, policy: Policy | None,
+              report: Report, catalogue: Catalogue | None) -> Outcome:
+    """A dataset built from its required artefacts plus one download per item."""
+    if catalogue is None:
+        raise ArtefactError(f"{artefact.name} is prepared from {', '.join(artefact.requires)}",
+                            hint="pass the catalogue")
+    needed = [get(catalogue.get(name), root, mirror=mirror, policy=policy, report=report,
+                  catalogue=catalogue) for name in artefact.requires]
+    annotations = needed[0].path / "openimages-mlperf.json"
+    folder = prepare_openimages(artefact, root, annotations, mirror=mirror, policy=policy,
+                                report=report)
+    return Outcome(artefact.name, folder, "prepared", None, False)
 
 
 def _reverified(artefact: Artefact, path: Path, report: Report) -> str | None:
@@ -159,13 +176,15 @@ def _check_one(artefact: Artefact, root: Path, report: Report) -> Checked:
     if artefact.is_folder:
         if not (where.exists() and read_stamp(where)):
             return Checked(artefact.name, "missing", where)
-        if artefact.layout == "imagenet":
+        if artefact.layout:
+            checker = check_imagenet if artefact.layout == "imagenet" else check_openimages
             try:
-                count = check_imagenet(where, expected=artefact.items or 0)
+                count = checker(where, expected=artefact.items or 0)
             except ArtefactError as exc:
                 remove_quietly(stamp_path(where))
                 return Checked(artefact.name, "bad", where, exc.message)
-            return Checked(artefact.name, "ok", where, f"{count:,} images, val_map.txt checked")
+            return Checked(artefact.name, "ok", where, f"{count:,} images, "
+                           f"{artefact.layout} layout checked (no per-image digests published)")
         return Checked(artefact.name, "unverified", where, "a folder: no published digest")
     archive = download_path(artefact, root)
     if not archive.is_file():

@@ -19,7 +19,7 @@ def _safe(name: str, archive: Path) -> None:
 
 
 def unpack(archive: Path, kind: str, dest: Path) -> None:
-    """Extract ``archive`` (zip or tar.gz) into ``dest`` via a temporary sibling folder, so
+    """Extract ``archive`` (zip, or tar: plain or compressed) into ``dest`` via a temporary sibling folder, so
     ``dest`` appears complete or not at all."""
     dest.parent.mkdir(parents=True, exist_ok=True)
     tmp = Path(tempfile.mkdtemp(prefix=f".{dest.name}.", suffix=".tmp", dir=dest.parent))
@@ -30,7 +30,7 @@ def unpack(archive: Path, kind: str, dest: Path) -> None:
                     _safe(name, archive)
                 zf.extractall(tmp)
         else:
-            with tarfile.open(archive, "r:gz") as tf:
+            with tarfile.open(archive, "r:*") as tf:
                 members = tf.getmembers()
                 for member in members:
                     _safe(member.name, archive)

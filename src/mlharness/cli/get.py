@@ -7,8 +7,7 @@ import os
 from pathlib import Path
 from typing import Any
 
-from rich.progress import (BarColumn, DownloadColumn, Progress, TaskID, TextColumn,
-                           TimeRemainingColumn, TransferSpeedColumn)
+from rich.progress import BarColumn, Progress, TaskID, TextColumn, TimeRemainingColumn
 from rich.table import Table
 
 from mlharness.cli.render import console, console_err, print_json
@@ -170,9 +169,14 @@ def _list(catalogue: Any, root: Path, args: argparse.Namespace) -> int:
     return 0
 
 
+def _mb(n: float | None) -> str:
+    return f"{(n or 0) / 1e6:,.1f} MB"
+
+
 _HOW = {"download": "download", "user": "--from (licence)", "gated": "--from (gated)",
-        "bundled": "shipped"}
+        "bundled": "shipped", "prepare": "download + prepare"}
 _STATE = {"cached": "[green]cached[/]", "bundled": "[green]shipped[/]",
+          "checked": "[green]cached[/] (layout checked)",
           "unverified": "[yellow]cached, UNVERIFIED[/]", "missing": "-",
           "partial": "[yellow]partial[/]", "changed": "[red]changed[/]"}
 
@@ -207,7 +211,7 @@ class DownloadDisplay:
     def __init__(self, enabled: bool = True) -> None:
         self.enabled = enabled
         self.progress = Progress(TextColumn("[bold]{task.description}"), BarColumn(),
-                                 DownloadColumn(), TransferSpeedColumn(), TimeRemainingColumn(),
+                                 TextColumn("{task.fields[detail]}"), TimeRemainingColumn(),
                                  console=console_err, transient=True, disable=not enabled)
         self.tasks: dict[tuple[str, str], TaskID] = {}
 
@@ -219,23 +223,34 @@ class DownloadDisplay:
         self.progress.__exit__(*exc)
 
     def __call__(self, event: Any) -> None:
-        if event.event in ("retry",):
+        if event.event == "retry":
             self._say(f"[yellow]{event.name}[/]: {event.message}")
             return
         if event.event == "done":
             return
-        phase = "verify" if event.event == "verify" else "download"
+        phase = {"verify": "verify", "items": "images"}.get(event.event, "download")
         key = (event.name, phase)
         if key not in self.tasks:
-            self.tasks[key] = self.progress.add_task(f"{phase} {event.name}", total=event.total)
-        self.progress.update(self.tasks[key], completed=event.done, total=event.total)
+            self.tasks[key] = self.progress.add_task(f"{phase} {event.name}", total=event.total,
+                                                     detail="")
+        tid = self.tasks[key]
+        self.progress.update(tid, completed=event.done, total=event.total)
+        speed = next(t.speed for t in self.progress.tasks if t.id == tid)
+        if phase == "images":
+            rate = f" {speed:,.0f}/s" if speed else ""
+            detail = f"{event.done:,}/{event.total or 0:,} images{rate}"
+        else:
+            size = f"/{_mb(event.total)}" if event.total else ""
+            rate = f" {_mb(speed)}/s" if speed else ""
+            detail = f"{_mb(event.done)}{size}{rate}"
+        self.progress.update(tid, detail=detail)
 
     def done(self, outcome: Any) -> None:
         for key in [k for k in self.tasks if k[0] == outcome.name]:
             self.progress.remove_task(self.tasks.pop(key))
         what = {"cached": "already cached, nothing downloaded", "downloaded": "downloaded",
                 "adopted": "adopted", "bundled": "ships with mlharness",
-                "unpacked": "unpacked"}[outcome.action]
+                "unpacked": "unpacked", "prepared": "prepared"}[outcome.action]
         check = (f"[green]verified[/] {outcome.digest}" if outcome.verified
                  else "[bold yellow]UNVERIFIED[/] (no published checksum; "
                  f"recorded sha256 {outcome.digest})")
