@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import difflib
+import os
 import re
 from pathlib import Path, PurePosixPath
 from typing import Literal
@@ -146,8 +147,9 @@ class Catalogue(BaseModel):
 
 
 def load_catalogue(path: Path | None = None) -> Catalogue:
-    """Read and validate a catalogue file (default: the one shipped with mlharness)."""
-    path = Path(path) if path else DEFAULT_CATALOGUE
+    """Read and validate a catalogue file (default: ``$MLHARNESS_CATALOGUE``, a site's own,
+    else the one shipped with mlharness)."""
+    path = Path(path or os.environ.get("MLHARNESS_CATALOGUE") or DEFAULT_CATALOGUE)
     raw = read_toml(path, "artefact catalogue")
     entries = raw.get("artefacts")
     if not isinstance(entries, dict) or set(raw) - {"artefacts", "defaults"}:

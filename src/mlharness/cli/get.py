@@ -53,8 +53,8 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--cache-dir", type=Path, metavar="DIR",
                    help="cache root (default $MLHARNESS_CACHE or ~/.cache/mlharness)")
     p.add_argument("--catalogue", type=Path, metavar="FILE",
-                   default=os.environ.get("MLHARNESS_CATALOGUE"),
-                   help="another catalogue file (a site's own; default: the shipped one)")
+                   help="another catalogue file, a site's own (default $MLHARNESS_CATALOGUE, "
+                   "else the shipped one; `run` reads the same)")
     p.add_argument("--retries", type=_count, default=4, metavar="N",
                    help="retries per source after the first attempt (default 4)")
     p.add_argument("--timeout", type=_seconds, default=30.0, metavar="S",
