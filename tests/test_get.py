@@ -530,3 +530,12 @@ def test_cli_get_list_and_check(setup: tuple, capsys: pytest.CaptureFixture[str]
     assert main(["get", "vocab", "--retries", "0", *common]) == 3
     assert "vocab: could not download datasets/squad/vocab.txt: " in capsys.readouterr().err
     assert main(["get", "nosuch", *common]) == 2
+
+
+def test_docs_list_every_artefact_with_its_checksum() -> None:
+    """docs/get.md's table is the catalogue: every name and every published digest."""
+    text = (Path(__file__).resolve().parents[1] / "docs" / "get.md").read_text()
+    for a in load_catalogue().artefacts.values():
+        assert f"| `{a.name}`" in text, a.name
+        for digest in [*a.md5, *a.sha256]:
+            assert digest in text, (a.name, digest)
