@@ -1,6 +1,6 @@
 """A real HTTP server on 127.0.0.1 (ephemeral port) serving fixture files under relative
 paths, with faults queued per path: a dropped connection, wrong bytes, 404, 500, a slow
-trickle, a stall, and a switch that turns Range support off."""
+trickle, a stall, redirects, and a switch that turns Range support off."""
 
 from __future__ import annotations
 
@@ -20,6 +20,7 @@ class ArtefactServer:
         self.files: dict[str, bytes] = {}
         self.faults: dict[str, list[str]] = defaultdict(list)
         self.requests: list[tuple[str, str | None]] = []
+        self.redirects: dict[str, str] = {}  # path -> another path (302, as Zenodo answers)
         self.ranges = True
         self.stall_s = 1.0
         self.lock = threading.Lock()
@@ -67,6 +68,12 @@ class ArtefactServer:
         with self.lock:
             self.requests.append((path, rng))
             fault = self.faults[path].pop(0) if self.faults.get(path) else None
+        if path in self.redirects:
+            h.send_response(302)
+            h.send_header("Location", f"{self.base}/{self.redirects[path]}")
+            h.send_header("Content-Length", "0")
+            h.end_headers()
+            return
         if fault in ("404", "500") or path not in self.files:
             code = 500 if fault == "500" else 404
             body = b"no such file" if code == 404 else b"boom"

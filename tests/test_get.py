@@ -279,6 +279,17 @@ def test_an_interrupted_get_leaves_a_part_file_that_the_next_get_resumes(setup: 
     assert server.asked("official/model.onnx")[-1] == f"bytes={have}-"
 
 
+def test_a_redirected_resume_keeps_its_range(setup: tuple) -> None:
+    """Zenodo answers a file URL with a redirect: the resumed request still asks for the rest."""
+    server, catalogue, root, _ = setup
+    server.files["files/model.onnx?download=1"] = server.files.pop("official/model.onnx")
+    server.redirects["official/model.onnx"] = "files/model.onnx?download=1"
+    server.fault("files/model.onnx?download=1", "drop")
+    out = get(catalogue.get("model"), root, policy=FAST)
+    assert out.path.read_bytes() == MODEL
+    assert server.asked("files/model.onnx?download=1") == [None, f"bytes={len(MODEL) // 2}-"]
+
+
 def test_wrong_bytes_are_refused_and_fetched_again(setup: tuple) -> None:
     server, catalogue, root, _ = setup
     server.fault("official/model.onnx", "corrupt")
@@ -370,6 +381,17 @@ def test_a_mirror_serves_everything_under_the_cache_paths(setup: tuple) -> None:
     assert json.loads((root / "datasets/openimages/annotations/openimages-mlperf.json")
                       .read_text()) == COCO
     assert (root / "datasets/imagenet-aux/caffe_ilsvrc12/val.txt").read_text() == VAL_TXT
+
+
+def test_two_gets_at_once_download_once(setup: tuple) -> None:
+    server, catalogue, root, _ = setup
+    server.fault("official/model.onnx", "trickle")
+    from concurrent.futures import ThreadPoolExecutor
+
+    with ThreadPoolExecutor(2) as pool:
+        outs = list(pool.map(lambda _: get(catalogue.get("model"), root, policy=FAST), range(2)))
+    assert sorted(o.action for o in outs) == ["cached", "downloaded"]
+    assert server.asked("official/model.onnx") == [None]
 
 
 def test_a_cached_file_changed_on_disk_is_refused_and_fetched_again(setup: tuple) -> None:
