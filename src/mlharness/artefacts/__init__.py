@@ -8,7 +8,8 @@ from mlharness.artefacts.cache import Status, artefacts_root, status, target
 from mlharness.artefacts.catalogue import Artefact, Catalogue, load_catalogue
 from mlharness.artefacts.download import Policy, Progress
 from mlharness.artefacts.errors import ArtefactError, ChecksumMismatch, DownloadFailed
-from mlharness.artefacts.service import Checked, Outcome, check, get
+from mlharness.artefacts.check import Checked, check
+from mlharness.artefacts.service import Outcome, get
 
 __all__ = ["Artefact", "ArtefactError", "Catalogue", "Checked", "ChecksumMismatch",
            "DownloadFailed", "Outcome", "Policy", "Progress", "Status", "artefacts_root",

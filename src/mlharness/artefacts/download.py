@@ -53,8 +53,9 @@ class Policy:
         return min(self.backoff_s * 2 ** (attempt - 1), self.max_backoff_s)
 
 
-class _Transient(Exception):
-    """Worth another attempt at the same source (5xx, dropped connection, timeout)."""
+class Transient(Exception):
+    """Worth another attempt at the same source (5xx, dropped connection, timeout, wrong
+    bytes); a ``verify`` callback raises it for a part file it refused (and deleted)."""
 
 
 class _Permanent(Exception):
@@ -88,7 +89,7 @@ def fetch_file(name: str, what: str, urls: list[str], dest: Path,
                verify: Callable[[Path, str], str], *, policy: Policy | None = None,
                report: Report | None = None, size: int | None = None) -> tuple[str, str]:
     """Try ``urls`` in order, each with retries, resuming ``dest.part``; ``verify(part, url)``
-    returns the digest or raises _Transient (wrong bytes: it deletes the part). The verified
+    returns the digest or raises Transient (wrong bytes: it deletes the part). The verified
     part is renamed onto ``dest``; returns (digest, the URL that served it)."""
     policy = policy or Policy()
     report = report or (lambda _p: None)
@@ -105,7 +106,7 @@ def fetch_file(name: str, what: str, urls: list[str], dest: Path,
             except _Permanent as exc:
                 failures.append(f"{url}: {exc}")
                 break
-            except _Transient as exc:
+            except Transient as exc:
                 failures.append(f"{url}: {exc}")
                 if attempt > policy.retries:
                     break
@@ -119,14 +120,14 @@ def fetch_file(name: str, what: str, urls: list[str], dest: Path,
             return digest, url
     last = failures[-1] if failures else "no source to download from"
     raise DownloadFailed(f"{name}: could not download {what}: {last}",
-                         hint=_hint(failures, urls, part.exists()))
+                         hint=_hint(name, failures, urls, part.exists()))
 
 
-def _hint(failures: list[str], urls: list[str], partial: bool) -> str:
-    where = f"{len(urls)} URL(s)" if len(urls) != 1 else urls[0]
+def _hint(name: str, failures: list[str], urls: list[str], partial: bool) -> str:
+    where = f"{len(urls)} URLs" if len(urls) != 1 else urls[0]
     kept = "; the partial file is kept and the next `mlharness get` resumes it" if partial else ""
     return (f"{len(failures)} attempt(s) at {where} failed{kept}; "
-            "`mlharness get NAME --from FILE` adopts a copy you have")
+            f"`mlharness get {name} --from FILE` adopts a copy you have")
 
 
 def _verify(artefact: Artefact, part: Path, url: str, report: Report) -> str:
@@ -142,13 +143,13 @@ def _verify(artefact: Artefact, part: Path, url: str, report: Report) -> str:
     digest = file_digest(part, algorithm(artefact), on_bytes)
     if not matches(artefact, digest):
         remove_quietly(part)  # wrong bytes: never resumed, fetched again from the start
-        raise _Transient(f"downloaded file refused: {mismatch_text(artefact, digest)}")
+        raise Transient(f"downloaded file refused: {mismatch_text(artefact, digest)}")
     return digest
 
 
 def _transfer(name: str, url: str, part: Path, policy: Policy, report: Report,
               size: int | None) -> None:
-    """One attempt: append to ``part`` from where it ends; raise _Transient or _Permanent."""
+    """One attempt: append to ``part`` from where it ends; raise Transient or _Permanent."""
     have = part.stat().st_size if part.exists() else 0
     headers = {"User-Agent": f"mlharness/{__version__}"}
     if have:
@@ -160,19 +161,19 @@ def _transfer(name: str, url: str, part: Path, policy: Policy, report: Report,
         exc.close()
         if exc.code == 416 and have:
             remove_quietly(part)  # the part is not a prefix the server knows: start again
-            raise _Transient(f"HTTP 416 for a resume at byte {have:,}; starting over") from None
+            raise Transient(f"HTTP 416 for a resume at byte {have:,}; starting over") from None
         text = f"HTTP {exc.code} {exc.reason}"
         if exc.code in (408, 425, 429) or exc.code >= 500:
-            raise _Transient(text) from None
+            raise Transient(text) from None
         raise _Permanent(text) from None
     except (urllib.error.URLError, OSError, http.client.HTTPException) as exc:
         reason = getattr(exc, "reason", exc)
-        raise _Transient(f"cannot connect: {reason}") from None
+        raise Transient(f"cannot connect: {reason}") from None
     with response:
         total, mode = _range_of(response, have)
         if mode == "wb-restart":
             remove_quietly(part)
-            raise _Transient("the server resumed at another byte than asked; starting over")
+            raise Transient("the server resumed at another byte than asked; starting over")
         if mode == "wb":
             have = 0
         if size is not None and total is not None and total != size:
@@ -181,21 +182,22 @@ def _transfer(name: str, url: str, part: Path, policy: Policy, report: Report,
         try:
             with part.open(mode) as fh:
                 while True:
-                    block = response.read1(1 << 16)  # what has arrived: progress, and no bytes lost at a stall
+                    # read1: what has arrived (progress; no bytes lost at a stall)
+                    block = response.read1(1 << 16)
                     if not block:
                         break
                     fh.write(block)
                     have += len(block)
                     report(Progress(name, "bytes", have, total, url))
         except (socket.timeout, TimeoutError) as exc:
-            raise _Transient(f"no data for {policy.timeout_s:g}s at byte {have:,}") from exc
+            raise Transient(f"no data for {policy.timeout_s:g}s at byte {have:,}") from exc
         except (OSError, http.client.HTTPException) as exc:
-            raise _Transient(f"connection lost at byte {have:,}: {exc!r}") from exc
+            raise Transient(f"connection lost at byte {have:,}: {exc!r}") from exc
     if total is not None and have < total:
-        raise _Transient(f"connection closed at byte {have:,} of {total:,}")
+        raise Transient(f"connection closed at byte {have:,} of {total:,}")
     if total is not None and have > total:
         remove_quietly(part)
-        raise _Transient(f"received {have:,} bytes, more than the {total:,} announced")
+        raise Transient(f"received {have:,} bytes, more than the {total:,} announced")
 
 
 _CONTENT_RANGE = re.compile(r"bytes (\d+)-(\d+)/(\d+|\*)")
@@ -214,5 +216,3 @@ def _range_of(response: http.client.HTTPResponse, have: int) -> tuple[int | None
 
 
 __all__ = ["Policy", "Progress", "Report", "Transient", "fetch", "fetch_file", "sources"]
-
-Transient = _Transient  # for verify callbacks outside this module

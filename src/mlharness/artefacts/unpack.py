@@ -19,8 +19,8 @@ def _safe(name: str, archive: Path) -> None:
 
 
 def unpack(archive: Path, kind: str, dest: Path) -> None:
-    """Extract ``archive`` (zip, or tar: plain or compressed) into ``dest`` via a temporary sibling folder, so
-    ``dest`` appears complete or not at all."""
+    """Extract ``archive`` (zip, or tar: plain or compressed) into ``dest`` via a temporary
+    sibling folder, so ``dest`` appears complete or not at all."""
     dest.parent.mkdir(parents=True, exist_ok=True)
     tmp = Path(tempfile.mkdtemp(prefix=f".{dest.name}.", suffix=".tmp", dir=dest.parent))
     try:
