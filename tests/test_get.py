@@ -264,7 +264,8 @@ def test_an_interrupted_get_leaves_a_part_file_that_the_next_get_resumes(setup: 
     server, catalogue, root, _ = setup
     server.fault("official/model.onnx", "drop")
     server.fault("second/model.onnx", "drop")
-    with pytest.raises(DownloadFailed, match="model: could not download models/m/model.onnx") as exc:
+    with pytest.raises(DownloadFailed,
+                       match="model: could not download models/m/model.onnx") as exc:
         get(catalogue.get("model"), root, policy=Policy(retries=0, backoff_s=0))
     assert exc.value.exit_code == 3 and "resumes" in exc.value.hint
     dest = root / "models/m/model.onnx"

@@ -90,7 +90,8 @@ def get_command(args: argparse.Namespace) -> int:
         return _check(catalogue, root, args)
     if not args.names:
         raise ConfigError("name at least one artefact",
-                          hint="`mlharness get --list` shows them; e.g. mlharness get resnet50-onnx")
+                          hint="`mlharness get --list` shows them; "
+                          "e.g. mlharness get resnet50-onnx")
     entries = [catalogue.get(name) for name in dict.fromkeys(args.names)]
     adopt_into = _adoption_target(entries, args.source)
     return _get(entries, adopt_into, catalogue, root, args)
