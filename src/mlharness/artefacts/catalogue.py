@@ -116,6 +116,7 @@ class Defaults(BaseModel):
     model: dict[str, str]
     dataset: str
     vocab: str | None = None
+    also: dict[str, list[str]] = {}  # per framework: files the model needs beside it
 
 
 class Catalogue(BaseModel):
@@ -176,7 +177,8 @@ def load_catalogue(path: Path | None = None) -> Catalogue:
         raise ConfigError(f"{path}: {where}: {first['msg']}",
                           hint="see docs/get.md for the format") from exc
     for benchmark, chosen in catalogue.defaults.items():
-        for name in [*chosen.model.values(), chosen.dataset, chosen.vocab]:
+        also = [name for names in chosen.also.values() for name in names]
+        for name in [*chosen.model.values(), chosen.dataset, chosen.vocab, *also]:
             if name is not None and catalogue.find(name) is None:
                 raise ConfigError(f"{path}: defaults.{benchmark} names {name!r}, which is not "
                                   "in the catalogue", hint="fix the name")

@@ -42,20 +42,27 @@ def fill_from_cache(data: dict[str, Any],
         name = wanted[role] if given is None else _catalogue_name(given, catalogue)
         if name is None:
             continue
-        artefact = catalogue.get(name)
-        state = status(artefact, root)
-        if not state.usable:
-            missing.append(artefact)
-            continue
-        data[role] = state.path
-        checksum = f"{algorithm(artefact)} {state.digest}" if artefact.verified else (
-            "layout checked" if artefact.layout else "UNVERIFIED")
-        notes.append(f"{role}: {artefact.name} from the cache ({checksum}) {state.path}")
+        needed = [catalogue.get(name)]
+        if role == "model":  # what the model reads beside it (BERT's pytorch bert_config.json)
+            needed += [catalogue.get(n) for n in defaults.also.get(framework, [])]
+        for artefact in needed:
+            state = status(artefact, root)
+            if not state.usable:
+                missing.append(artefact)
+            elif artefact is needed[0]:
+                data[role] = state.path
+                notes.append(_note(role, artefact, state.digest, state.path))
     if missing and not own_files:
         raise ArtefactError(f"{data['benchmark']} needs {', '.join(a.name for a in missing)}, "
                             f"not in the cache ({root}); nothing was run",
                             hint=get_command(missing))
     return data, notes
+
+
+def _note(role: str, artefact: Artefact, digest: str | None, path: Path) -> str:
+    checksum = f"{algorithm(artefact)} {digest}" if artefact.verified else (
+        "layout checked" if artefact.layout else "UNVERIFIED")
+    return f"{role}: {artefact.name} from the cache ({checksum}) {path}"
 
 
 def _catalogue_name(given: Any, catalogue: Catalogue) -> str | None:
