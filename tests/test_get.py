@@ -326,6 +326,16 @@ def test_404_moves_on_to_the_next_url_without_retrying(setup: tuple) -> None:
     assert len(server.asked("official/vocab.txt")) == 1
 
 
+def test_an_unknown_host_is_not_retried(setup: tuple) -> None:
+    server, catalogue, root, path = setup
+    text = path.read_text().replace(f"{server.base}/official/model.onnx",
+                                    "http://no-such-host.invalid/model.onnx")
+    path.write_text(text)
+    waits: list[float] = []
+    out = get(load_catalogue(path).get("model"), root, policy=Policy(sleep=waits.append))
+    assert out.path.read_bytes() == MODEL and waits == []  # straight on to the second URL
+
+
 def test_500_is_retried_with_back_off(setup: tuple) -> None:
     server, catalogue, root, _ = setup
     server.fault("official/model.onnx", "500", "500")

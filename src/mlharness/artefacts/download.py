@@ -168,6 +168,8 @@ def _transfer(name: str, url: str, part: Path, policy: Policy, report: Report,
         raise _Permanent(text) from None
     except (urllib.error.URLError, OSError, http.client.HTTPException) as exc:
         reason = getattr(exc, "reason", exc)
+        if isinstance(reason, socket.gaierror):  # no such host (or no DNS: an air-gapped site)
+            raise _Permanent(f"cannot resolve the host: {reason}") from None
         raise Transient(f"cannot connect: {reason}") from None
     with response:
         total, mode = _range_of(response, have)
