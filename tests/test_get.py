@@ -142,6 +142,10 @@ checksum_source = "none"
 obtain = "image-net.org, then --from"
 licence = "research only"
 
+[defaults.resnet50]
+model = {{ onnx = "model" }}
+dataset = "imagenet-val"
+
 [artefacts.gated]
 kind = "dataset"
 benchmarks = ["llama2-70b"]
@@ -565,6 +569,10 @@ def test_cli_get_list_and_check(setup: tuple, capsys: pytest.CaptureFixture[str]
     assert main(["get", "vocab", "--retries", "0", *common]) == 3
     assert "vocab: could not download datasets/squad/vocab.txt: " in capsys.readouterr().err
     assert main(["get", "nosuch", *common]) == 2
+    capsys.readouterr()
+    assert main(["get", "-b", "resnet50", *common]) == 2  # the model is there; ImageNet: --from
+    err = capsys.readouterr().err
+    assert "model: already cached" in err and "imagenet-val is not downloaded" in err
 
 
 def test_docs_list_every_artefact_with_its_checksum() -> None:

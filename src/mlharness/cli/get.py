@@ -17,7 +17,8 @@ EXAMPLES = """examples:
   mlharness get --list                              # every artefact, and what the cache holds
   mlharness get resnet50-onnx                       # download, resume, verify (md5 from MLCommons)
   mlharness get resnet50-onnx imagenet-val --from /data/ILSVRC2012_val
-  mlharness get bert-onnx bert-vocab squad-dev      # everything BERT needs
+  mlharness get bert-onnx bert-vocab squad-dev      # everything BERT needs, or:
+  mlharness get -b bert-99 [--format pytorch]       # what `run -b bert-99` takes from the cache
   mlharness get squad-dev --from ~/Downloads/dev-v1.1.json   # adopt a copy you have (verified)
   mlharness get --check                             # re-hash the whole cache
   mlharness get retinanet-onnx --mirror http://mirror.internal/mlperf   # air-gapped site
@@ -49,7 +50,11 @@ def register(sub: argparse._SubParsersAction) -> None:
                    help="adopt this file or folder (verified, linked or copied, never moved)")
     p.add_argument("--mirror", metavar="URL", default=os.environ.get("MLHARNESS_MIRROR"),
                    help="base URL serving the cache's relative paths (default $MLHARNESS_MIRROR)")
-    p.add_argument("--benchmark", "-b", metavar="NAME", help="with --list: only this benchmark")
+    p.add_argument("--benchmark", "-b", metavar="NAME",
+                   help="without NAMEs: what `run -b NAME` takes from the cache; with --list: "
+                   "only this benchmark's artefacts")
+    p.add_argument("--format", dest="framework", choices=("onnx", "pytorch"), default="onnx",
+                   help="with -b: the model format (onnx for onnxruntime/openvino, pytorch)")
     p.add_argument("--cache-dir", type=Path, metavar="DIR",
                    help="cache root (default $MLHARNESS_CACHE or ~/.cache/mlharness)")
     p.add_argument("--catalogue", type=Path, metavar="FILE",
@@ -88,6 +93,8 @@ def get_command(args: argparse.Namespace) -> int:
         return _list(catalogue, root, args)
     if args.check:
         return _check(catalogue, root, args)
+    if not args.names and args.benchmark:
+        args.names = _run_defaults(catalogue, args.benchmark, args.framework)
     if not args.names:
         raise ConfigError("name at least one artefact",
                           hint="`mlharness get --list` shows them; "
@@ -95,6 +102,17 @@ def get_command(args: argparse.Namespace) -> int:
     entries = [catalogue.get(name) for name in dict.fromkeys(args.names)]
     adopt_into = _adoption_target(entries, args.source)
     return _get(entries, adopt_into, catalogue, root, args)
+
+
+def _run_defaults(catalogue: Any, benchmark: str, framework: str) -> list[str]:
+    """The artefacts `run -b BENCHMARK` takes from the cache for a model format."""
+    chosen = catalogue.defaults.get(benchmark)
+    if chosen is None:
+        raise ConfigError(f"no defaults for benchmark {benchmark!r} in the catalogue",
+                          hint=f"benchmarks with defaults: {', '.join(catalogue.defaults)}")
+    model = chosen.model.get(framework)
+    names = [model, *chosen.also.get(framework, []), chosen.dataset, chosen.vocab]
+    return [name for name in names if name]
 
 
 def _adoption_target(entries: list[Any], source: Path | None) -> str | None:
