@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import contextlib
-import fcntl
 import json
 import os
 from dataclasses import dataclass
@@ -76,6 +75,11 @@ def locked(root: Path, artefact: Artefact) -> Iterator[None]:
     """One process at a time fetches or adopts an artefact (others wait)."""
     lock_dir = root / ".locks"
     lock_dir.mkdir(parents=True, exist_ok=True)
+    try:
+        import fcntl
+    except ImportError:  # Windows: no advisory locks here; one get at a time is up to the user
+        yield
+        return
     with (lock_dir / f"{artefact.name}.lock").open("a") as fh:
         fcntl.flock(fh, fcntl.LOCK_EX)
         try:
