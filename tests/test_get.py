@@ -507,10 +507,12 @@ def test_imagenet_without_val_map_takes_caffes_val_txt(setup: tuple, tmp_path: P
     val.mkdir()
     for name, data in IMAGES.items():
         (val / name).write_bytes(data)
-    with pytest.raises(ArtefactError, match="no val_map.txt"):
-        get(catalogue.get("imagenet-val"), root, source=val, catalogue=catalogue)
-    get(catalogue.get("imagenet-aux"), root, policy=FAST)
-    out = get(catalogue.get("imagenet-val"), root, source=val, catalogue=catalogue)
+    server.files.pop("official/caffe_ilsvrc12.tar.gz")
+    with pytest.raises(DownloadFailed, match="imagenet-aux: could not download"):
+        get(catalogue.get("imagenet-val"), root, source=val, catalogue=catalogue, policy=FAST)
+    server.files["official/caffe_ilsvrc12.tar.gz"] = AUX  # the labels come with imagenet-aux
+    out = get(catalogue.get("imagenet-val"), root, source=val, catalogue=catalogue, policy=FAST)
+    assert server.asked("official/caffe_ilsvrc12.tar.gz") == [None, None]
     assert (out.path / "val_map.txt").read_text() == VAL_TXT
     assert sorted(p.name for p in val.iterdir()) == sorted(IMAGES)  # the user's folder untouched
     assert (out.path / "ILSVRC2012_val_00000001.JPEG").read_bytes() == IMAGES[

@@ -37,7 +37,7 @@ def get(artefact: Artefact, root: Path, *, source: Path | None = None,
     report = report or (lambda _p: None)
     with locked(root, artefact):
         if source is not None:
-            return _adopted(artefact, root, source, report, catalogue)
+            return _adopted(artefact, root, source, report, catalogue, mirror, policy)
         if artefact.access == "bundled":
             return bundled(artefact, root)
         current = status(artefact, root)
@@ -118,12 +118,16 @@ def bundled(artefact: Artefact, root: Path) -> Outcome:
 
 
 def _adopted(artefact: Artefact, root: Path, source: Path, report: Report,
-             catalogue: Catalogue | None) -> Outcome:
+             catalogue: Catalogue | None, mirror: str | None = None,
+             policy: Policy | None = None) -> Outcome:
     aux = None
     if artefact.layout == "imagenet" and catalogue and "imagenet-aux" in catalogue.artefacts:
         aux_entry = catalogue.artefacts["imagenet-aux"]
         if status(aux_entry, root).usable:
             aux = target(aux_entry, root)
+        elif not (Path(source).expanduser() / "val_map.txt").is_file():
+            # the images as image-net.org ships them carry no labels: caffe's val.txt does
+            aux = get(aux_entry, root, mirror=mirror, policy=policy, report=report).path
     done = 0
 
     def on_bytes(n: int) -> None:
