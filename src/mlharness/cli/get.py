@@ -270,9 +270,13 @@ class DownloadDisplay:
         what = {"cached": "already cached, nothing downloaded", "downloaded": "downloaded",
                 "adopted": "adopted", "bundled": "ships with mlharness",
                 "unpacked": "unpacked", "prepared": "prepared"}[outcome.action]
-        check = (f"[green]verified[/] {outcome.digest}" if outcome.verified
-                 else "[bold yellow]UNVERIFIED[/] (no published checksum; "
-                 f"recorded sha256 {outcome.digest})")
+        if outcome.verified:
+            check = f"[green]verified[/] {outcome.digest}"
+        elif outcome.digest in (None, "unverified"):  # a folder: its layout was checked
+            check = "[green]layout checked[/] (no per-file checksums are published)"
+        else:
+            check = ("[bold yellow]UNVERIFIED[/] (no published checksum; recorded sha256 "
+                     f"{outcome.digest})")
         self._say(f"{outcome.name}: {what}, {check}\n  {outcome.path}")
 
     def error(self, name: str, exc: HarnessError) -> None:
