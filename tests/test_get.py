@@ -482,6 +482,21 @@ def test_from_adopts_a_good_file_by_link_and_refuses_a_wrong_one(setup: tuple,
     assert not (root / "fresh" / "models/m/model.onnx").exists()
 
 
+def test_from_another_file_system_copies_and_verifies(setup: tuple, tmp_path: Path,
+                                                      monkeypatch: pytest.MonkeyPatch) -> None:
+    server, catalogue, root, _ = setup
+    mine = tmp_path / "model.onnx"
+    mine.write_bytes(MODEL)
+
+    def no_link(*args: object) -> None:
+        raise OSError(18, "Invalid cross-device link")
+
+    monkeypatch.setattr(os, "link", no_link)
+    out = get(catalogue.get("model"), root, source=mine)
+    assert out.path.read_bytes() == MODEL and out.path.stat().st_ino != mine.stat().st_ino
+    assert mine.exists() and _leftovers(root) == []
+
+
 def test_imagenet_folder_is_checked_against_val_map_and_linked(setup: tuple,
                                                                tmp_path: Path) -> None:
     server, catalogue, root, _ = setup

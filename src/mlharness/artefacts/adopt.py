@@ -59,18 +59,24 @@ def _adopt_file(artefact: Artefact, source: Path, root: Path, on_bytes: OnBytes 
     dest.parent.mkdir(parents=True, exist_ok=True)
     part = part_path(dest)
     remove_quietly(part)
-    try:
-        os.link(source, part)  # same filesystem: no copy, and the user's file stays put
-    except OSError:
+    if not _linked(source, part):  # another file system: a copy, verified again
         shutil.copyfile(source, part)
-        copied = file_digest(part, algorithm(artefact))
-        if copied != digest:
+        if file_digest(part, algorithm(artefact)) != digest:
             remove_quietly(part)
             raise ArtefactError(f"copying {source} into the cache changed its bytes",
                                 hint="check the disk holding the cache")
     os.replace(part, dest)
     write_stamp(dest, artefact, digest, source=f"--from {source}")
     return dest
+
+
+def _linked(source: Path, link: Path) -> bool:
+    """A hard link (same file system: no copy, and the user's file stays put), if possible."""
+    try:
+        os.link(source, link)
+    except OSError:
+        return False
+    return True
 
 
 def _adopt_folder(artefact: Artefact, source: Path, root: Path, aux: Path | None) -> Path:
