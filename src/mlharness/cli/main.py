@@ -25,8 +25,8 @@ from mlharness.errors import HarnessError, Interrupted
 END_SIGNALS = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
 
 #: command modules under mlharness.cli, in the order --help lists them
-COMMANDS = ("run", "tune", "demo", "compliance", "submit", "check", "system", "runs", "compare",
-            "report", "serve", "calibrate")
+COMMANDS = ("run", "get", "tune", "demo", "compliance", "submit", "check", "system", "runs",
+            "compare", "report", "serve", "calibrate")
 
 
 def build_parser() -> argparse.ArgumentParser:

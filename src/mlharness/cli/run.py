@@ -189,7 +189,18 @@ def given_spec(args: argparse.Namespace, **overrides: Any) -> tuple[RunSpec, set
     data.update(overrides)
     if "benchmark" not in data:
         raise ConfigError("no benchmark given", hint="pass --benchmark demo (or see --help)")
-    return RunSpec.from_mapping(data), given
+    return RunSpec.from_mapping(_from_cache(data)), given
+
+
+def _from_cache(data: dict[str, Any]) -> dict[str, Any]:
+    """The benchmark's official model/dataset/vocab from the cache (`mlharness get`) where the
+    command gives no path, or gives a catalogue name (``-d imagenet``)."""
+    from mlharness.artefacts.for_run import fill_from_cache
+
+    data, notes = fill_from_cache(data)
+    for note in notes:
+        console_err.print(note, highlight=False, soft_wrap=True)
+    return data
 
 
 def _spec_mapping(args: argparse.Namespace) -> dict[str, Any]:
@@ -323,11 +334,22 @@ def run_command(args: argparse.Namespace) -> int:
             meter.stop()
     if meter:
         meter.attach(record.run_dir, record.record)
+    _record_artefacts(spec, record)
     if args.json:
         print_json({**record.data, "run_dir": str(record.run_dir)})
         return record.exit_code
     show_record(record.data, record.run_dir)
     return record.exit_code
+
+
+def _record_artefacts(spec: RunSpec, record: Any) -> None:
+    """run.json's ``artefacts``: the catalogue artefacts (name, checksum) the run used."""
+    from mlharness.artefacts.for_run import used_by
+
+    used = used_by(spec)
+    if used:
+        record.record.artefacts = used
+        record.record.save(record.run_dir)
 
 
 def resolved_spec(spec: RunSpec, explicit: set[str] | None = None, quiet: bool = False,
