@@ -67,6 +67,8 @@ class RunRecord(BaseModel):
     distributed: dict[str, Any] | None = None  # remote nodes / Ray replicas: who served what
     power: dict[str, Any] | None = None  # --power: the official measurement (docs/power.md)
     energy: dict[str, Any] | None = None  # --energy: a RAPL estimate, not an MLPerf result
+    #: the catalogue artefacts (``mlharness get``) the run used: role, name, checksum, source
+    artefacts: list[dict[str, Any]] | None = None
 
     @field_validator("format")
     @classmethod

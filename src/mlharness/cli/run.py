@@ -334,22 +334,11 @@ def run_command(args: argparse.Namespace) -> int:
             meter.stop()
     if meter:
         meter.attach(record.run_dir, record.record)
-    _record_artefacts(spec, record)
     if args.json:
         print_json({**record.data, "run_dir": str(record.run_dir)})
         return record.exit_code
     show_record(record.data, record.run_dir)
     return record.exit_code
-
-
-def _record_artefacts(spec: RunSpec, record: Any) -> None:
-    """run.json's ``artefacts``: the catalogue artefacts (name, checksum) the run used."""
-    from mlharness.artefacts.for_run import used_by
-
-    used = used_by(spec)
-    if used:
-        record.record.artefacts = used
-        record.record.save(record.run_dir)
 
 
 def resolved_spec(spec: RunSpec, explicit: set[str] | None = None, quiet: bool = False,

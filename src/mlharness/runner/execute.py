@@ -20,6 +20,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable
 
+from mlharness.artefacts.for_run import used_by
 from mlharness.errors import HarnessError, RunFailed
 from mlharness.loadgen.mllog import LoadGenResult, parse_run_logs, read_accuracy_log
 from mlharness.loadgen.settings import EffectiveSettings
@@ -181,7 +182,7 @@ def _execute(spec: RunSpec, progress: ProgressSink | None,
         spec=spec, settings=settings.to_dict(),
         test_config=spec.test_config(task.loadgen_model).to_dict(), task=task.describe(),
         system=describe_system(), versions=package_versions(),
-        model_git_commit=git_commit_of(spec.model))
+        model_git_commit=git_commit_of(spec.model), artefacts=used_by(spec) or None)
     journal = Journal.open(run_dir, data)
     record = RunOutcome(run_dir, data)
     started_runs.append(journal)  # execute() records the end if anything below raises
