@@ -39,7 +39,7 @@ def test_tasks_take_targets_and_counts_from_the_rules(tmp_path: Path) -> None:
 
 
 def test_registry_and_audit_values_are_rules_data() -> None:
-    assert set(BENCHMARKS) == {"demo", *rules.loader.task_factories()}
+    assert set(BENCHMARKS) == {"demo", *rules.loader.task_entries()}
     assert TEST01_SAMPLING_TARGET["resnet50"] == rules.load().audit["test01_sampling_target"]["resnet50"]
     assert "*.*.accuracy_log_sampling_target = 4096" in audit_config("TEST01", "demo").render()
 

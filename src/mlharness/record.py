@@ -11,6 +11,7 @@ mlharness adds later are kept as they are (``extra="allow"``).
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import os
 import socket
@@ -21,7 +22,9 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_valida
 
 from mlharness.errors import ConfigError, HarnessError
 from mlharness.files import write_json_atomic
+from mlharness.loadgen.mllog import LoadGenResult
 from mlharness.spec import RENAMED, RunSpec
+from mlharness.tasks.base import AccuracyResult
 
 RUN_FORMAT = "mlharness-run/2"
 _OLD_FORMATS = ("mlharness-run/1",)
@@ -56,8 +59,8 @@ class RunRecord(BaseModel):
     sut: dict[str, Any] | None = None
     system: dict[str, Any] = Field(default_factory=dict)
     versions: dict[str, Any] = Field(default_factory=dict)
-    result: dict[str, Any] | None = None
-    accuracy: dict[str, Any] | None = None
+    result: LoadGenResult | None = None  # what LoadGen's logs say (``loadgen.mllog``)
+    accuracy: AccuracyResult | None = None  # the task's score of an accuracy run
     started: str | None = None
     finished: str | None = None
     duration_s: float | None = None
@@ -130,7 +133,7 @@ class RunRecord(BaseModel):
     def verdict(self) -> tuple[str, str]:
         """(verdict, why): VALID/INVALID for performance, PASS/FAIL/DONE for accuracy, FAILED
         when the run did not finish. The only place a run's verdict is decided."""
-        return verdict_of(self.status, self.error, self.result, self.accuracy)
+        return verdict_of(self.status, self.error, _plain(self.result), _plain(self.accuracy))
 
     @property
     def exit_code(self) -> int:
@@ -138,9 +141,13 @@ class RunRecord(BaseModel):
         verdict, _ = self.verdict()
         if verdict == "FAILED":
             return 3
-        if (self.result or {}).get("errors"):
+        if self.result is not None and self.result.errors:
             return 1
         return 0 if verdict in ("VALID", "PASS", "DONE") else 1
+
+
+def _plain(part: Any) -> dict[str, Any] | None:
+    return None if part is None else dataclasses.asdict(part)
 
 
 def verdict_of(status: str | None, error: dict[str, Any] | None, result: dict[str, Any] | None,

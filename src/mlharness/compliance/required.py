@@ -7,10 +7,8 @@ a round mlharness has no rules for is refused by ``rules.load``.
 
 from __future__ import annotations
 
+from mlharness.compliance.audit_config import TEST01_STAND_IN
 from mlharness.rules import DEFAULT_ROUND, load
-
-#: our benchmark names -> the checker's; the demo is audited like resnet (it stands in for it)
-_CHECKER_NAME = {"resnet50": "resnet", "demo": "resnet"}
 
 
 def required_tests(benchmark: str, version: str = DEFAULT_ROUND, division: str = "closed"
@@ -19,5 +17,6 @@ def required_tests(benchmark: str, version: str = DEFAULT_ROUND, division: str =
     rules = load(version)  # ConfigError naming the known rounds
     if division.lower() == "open":
         return []
-    bench = rules.find(_CHECKER_NAME.get(benchmark, benchmark))
+    # by our name or the checker's; the demo is audited like the benchmark it stands in for
+    bench = rules.find(TEST01_STAND_IN.get(benchmark, benchmark))
     return [] if bench is None else [t for t in bench.compliance_tests if t in ("TEST01", "TEST04")]

@@ -64,8 +64,8 @@ def find_power_dev(path: Path | None = None) -> PowerDev:
                                   "(no ptd_client_server/lib/client.py there)", hint=HINT)
             return PowerDev(root, source)
     spec = importlib.util.find_spec("ptd_client_server")
-    if spec is not None and spec.submission_search_locations:
-        root = Path(list(spec.submission_search_locations)[0]).parent
+    if spec is not None and spec.submodule_search_locations:
+        root = Path(list(spec.submodule_search_locations)[0]).parent
         if _valid(root):
             return PowerDev(root, "package")
     raise ConfigError("--power needs the official MLCommons power client (mlcommons-power), "

@@ -352,7 +352,7 @@ def _measure(spec: Any, opts: PowerOptions, dev: PowerDev, journal: Any, plan: P
     result = None
     try:
         result = parse_run_logs(run_dir)
-        record.result = result.to_dict()
+        record.result = result
     except HarnessError:
         pass
     journal.finish(inner.status, inner.error)

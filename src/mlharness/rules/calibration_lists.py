@@ -11,9 +11,10 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from mlharness.errors import ConfigError
+from mlharness.rules.loader import calibration_sets, task_entries
 
 DATA = Path(__file__).resolve().parent / "calibration"
-ORIGIN = "mlcommons/inference calibration/"
+ORIGIN = "mlcommons/inference "
 
 
 @dataclass(frozen=True)
@@ -28,23 +29,17 @@ class CalibrationList:
                 if line.strip()]
 
 
-_IMAGENET = {
-    "option_1": CalibrationList("option_1", "ImageNet_cal_image_list_option_1.txt",
-                                ORIGIN + "ImageNet/cal_image_list_option_1.txt", "file"),
-    "option_2": CalibrationList("option_2", "ImageNet_cal_image_list_option_2.txt",
-                                ORIGIN + "ImageNet/cal_image_list_option_2.txt", "file"),
-}
-_SQUAD = {"features": CalibrationList("features", "SQuAD-v1.1_bert_calibration_features.txt",
-                                      ORIGIN + "SQuAD-v1.1/bert_calibration_features.txt",
-                                      "index")}
-_OPENIMAGES = {"images": CalibrationList("images", "openimages_cal_images_list.txt",
-                                         ORIGIN + "openimages/openimages_cal_images_list.txt",
-                                         "file")}
+def _lists() -> dict[str, dict[str, CalibrationList]]:
+    """benchmark -> its official lists, the first the default (``[tasks]`` and
+    ``[calibration]`` in common.toml)."""
+    sets = {name: {option: CalibrationList(option, e["file"], ORIGIN + e["source"], e["kind"])
+                   for option, e in options.items()}
+            for name, options in calibration_sets().items()}
+    return {bench: sets[entry.calibration] for bench, entry in task_entries().items()
+            if entry.calibration}
 
-#: benchmark -> its official lists; the first is the default
-LISTS: dict[str, dict[str, CalibrationList]] = {
-    "resnet50": _IMAGENET, "retinanet": _OPENIMAGES, "bert-99": _SQUAD, "bert-99.9": _SQUAD,
-}
+
+LISTS: dict[str, dict[str, CalibrationList]] = _lists()
 
 
 def official_list(benchmark: str, option: str | None = None) -> CalibrationList:

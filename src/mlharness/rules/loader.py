@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import re
 import tomllib
+from dataclasses import dataclass
 from functools import lru_cache
 from importlib import resources
 from typing import Any
@@ -70,10 +71,26 @@ def load(round: str = DEFAULT_ROUND) -> Rules:
     return _load(key)
 
 
-def task_factories() -> dict[str, tuple[str, str]]:
-    """``{benchmark: (module:factory, summary)}`` from ``[tasks]`` in common.toml."""
-    return {name: (str(t["factory"]), str(t.get("summary", "")))
+@dataclass(frozen=True)
+class BenchmarkEntry:
+    """One benchmark mlharness runs, as ``[tasks.<name>]`` in common.toml describes it."""
+
+    factory: str  # "module:function" taking (name, TaskOptions) and returning a Task
+    summary: str
+    title: str = ""  # as tables show it; the name itself when empty
+    calibration: str | None = None  # its set of official calibration lists
+
+
+def task_entries() -> dict[str, BenchmarkEntry]:
+    """``{benchmark: BenchmarkEntry}`` from ``[tasks]`` in common.toml."""
+    return {name: BenchmarkEntry(str(t["factory"]), str(t.get("summary", "")),
+                                 str(t.get("title", name)), t.get("calibration"))
             for name, t in _read("common.toml").get("tasks", {}).items()}
+
+
+def calibration_sets() -> dict[str, dict[str, dict[str, str]]]:
+    """``{set: {option: {file, source, kind}}}`` from ``[calibration]`` in common.toml."""
+    return _read("common.toml").get("calibration", {})
 
 
 def facts(harness_name: str) -> BenchmarkRules | None:

@@ -200,8 +200,7 @@ def _execute(spec: RunSpec, progress: ProgressSink | None,
 
     if (run_dir / "mlperf_log_detail.txt").is_file():
         try:
-            record.result = parse_run_logs(run_dir)
-            data.result = record.result.to_dict()
+            record.result = data.result = parse_run_logs(run_dir)
         except HarnessError:
             pass
 
@@ -224,7 +223,7 @@ def _execute(spec: RunSpec, progress: ProgressSink | None,
             journal.finish("failed", {"message": f"scoring failed: {type(exc).__name__}: {exc}"})
             return record
         write_text_atomic(run_dir / "accuracy.txt", record.accuracy.text + "\n")
-        data.accuracy = record.accuracy.to_dict()
+        data.accuracy = record.accuracy
     journal.finish("ok")
     return record
 

@@ -79,8 +79,8 @@ def result_readme(bench_dir: str, run: Run, accuracy: Run | None, tests: list[st
         lines += ["**Test-length run (`--test`): not valid for submission (under 600 s).**", ""]
     lines += [f"- performance run: `{run.path.name}` (status {run.record.status})"]
     if accuracy is not None:
-        acc = accuracy.record.accuracy or {}
-        lines.append(f"- accuracy run: `{accuracy.path.name}`: {acc.get('text', 'n/a')}")
+        acc = accuracy.record.accuracy
+        lines.append(f"- accuracy run: `{accuracy.path.name}`: {acc.text if acc else 'n/a'}")
     for test in tests:
         lines.append(f"- compliance {test}: see `{test}/verify_*.txt`")
     return "\n".join(lines) + "\n"

@@ -33,7 +33,7 @@ def rows(layout: Layout, rules: Rules) -> list[dict[str, Any]]:
         log = parse_detail_log(e.path / "performance" / "run_1" / "mlperf_log_detail.txt").values
         key, div, unit = RESULT[e.scenario]
         value = log.get(key)
-        acc = e.accuracy.record.accuracy or {}
+        acc = e.accuracy.record.accuracy
         bench = rules.find(e.bench_dir)
         acc_text = (e.path / "accuracy" / "accuracy.txt").read_text()
         acc_value = _raw_accuracy(acc_text, bench.accuracy_regex) if bench else None
@@ -57,7 +57,7 @@ def rows(layout: Layout, rules: Rules) -> list[dict[str, Any]]:
             "MlperfModel": e.bench_dir,
             "Scenario": e.scenario,
             "Result": float(value) / div if value is not None else "",
-            "Accuracy": f"{acc.get('metric', bench.accuracy_metric if bench else '')}: "
+            "Accuracy": f"{acc.metric if acc else (bench.accuracy_metric if bench else '')}: "
                         f"{acc_value if acc_value is not None else ''}",
             "number_of_nodes": desc.get("number_of_nodes", ""),
             "host_processor_model_name": desc.get("host_processor_model_name", ""),

@@ -8,27 +8,18 @@ TOML; the runner never changes.
 from __future__ import annotations
 
 import importlib
-from dataclasses import dataclass
 
 from mlharness.errors import ConfigError, HarnessError
-from mlharness.rules.loader import task_factories
+from mlharness.rules.loader import BenchmarkEntry, task_entries
 from mlharness.tasks.base import AccuracyResult, Task, TaskOptions, TensorSpec
 
-__all__ = ["AccuracyResult", "Task", "TaskOptions", "TensorSpec", "BENCHMARKS", "create_task"]
-
-
-@dataclass(frozen=True)
-class BenchmarkEntry:
-    factory: str  # "module:function" taking (name, TaskOptions) and returning a Task
-    summary: str
-
+__all__ = ["AccuracyResult", "Task", "TaskOptions", "TensorSpec", "BENCHMARKS", "BenchmarkEntry",
+           "create_task"]
 
 BENCHMARKS: dict[str, BenchmarkEntry] = {
-    "demo": BenchmarkEntry(
-        "mlharness.tasks.demo:create", "UCI digits 8x8 classifier shipped with the package"
-    ),
-    **{name: BenchmarkEntry(factory, summary)
-       for name, (factory, summary) in task_factories().items()},
+    "demo": BenchmarkEntry("mlharness.tasks.demo:create",
+                           "UCI digits 8x8 classifier shipped with the package", "demo"),
+    **task_entries(),
 }
 
 

@@ -38,20 +38,15 @@ class AccuracyResult:
     text: str
     target: float | None = None
     details: dict[str, Any] = field(default_factory=dict)
+    #: ``value >= target`` (None without a target); decided here: a value given is ignored
+    passed: bool | None = None
 
-    @property
-    def passed(self) -> bool | None:
-        return None if self.target is None else self.value >= self.target
+    def __post_init__(self) -> None:
+        self.passed = None if self.target is None else self.value >= self.target
 
     def to_dict(self) -> dict[str, Any]:
-        return {
-            "metric": self.metric,
-            "value": self.value,
-            "target": self.target,
-            "passed": self.passed,
-            "text": self.text,
-            "details": self.details,
-        }
+        return {"metric": self.metric, "value": self.value, "target": self.target,
+                "passed": self.passed, "text": self.text, "details": self.details}
 
 
 @dataclass
