@@ -45,7 +45,24 @@ def build_comparison(paths: list[Path], by: str | None = None, benchmark: str | 
                 why = f": {cell.why}" if cell.why else ""
                 notes.append(f"{group} {col.title}: {' and '.join(cell.marks)} "
                              f"({cell.source}){why}")
-    return table, notes
+    return table, notes + left_out_notes(sources, benchmark, scenario)
+
+
+def left_out_notes(sources: list[Source], benchmark: str | None = None,
+                   scenario: str | None = None) -> list[str]:
+    """A note for each run that is not used because it did not finish cleanly or its run.json
+    is damaged: crashed, failed, interrupted, still running."""
+    out = []
+    for src in sources:
+        for r in src.runs:
+            if r["state"] == "ok" or r["mode"] == "accuracy":
+                continue
+            if (benchmark and r["benchmark"] != benchmark) or (
+                    scenario and r["scenario"].lower() != scenario.lower()):
+                continue
+            why = "; ".join(r.get("reasons") or [])
+            out.append(f"left out {r['path']}: {r['state'].upper()}" + (f" ({why})" if why else ""))
+    return out
 
 
 def _natural(label: str) -> tuple:

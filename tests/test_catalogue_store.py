@@ -1,0 +1,135 @@
+"""Catalogue: damaged run records seen by `runs`, `compare` and `report` (issue 36 item 1).
+
+Real demo runs (real LoadGen) are made once; each case copies them, damages one run.json the way
+a crash, a full disk or a hand edit would, and asserts: exit 0, the damaged run named with the
+reason, the other runs still shown, no traceback, and no file of a run changed.
+"""
+
+from __future__ import annotations
+
+import json
+import shutil
+from pathlib import Path
+from typing import Callable
+
+import pytest
+
+from catalogue_support import run_cli, snapshot
+
+FAST = ["--min-duration", "0", "--min-query-count", "300", "--target-qps", "100"]
+INDEX = ("runs/mlharness.sqlite", "runs/mlharness.sqlite-wal", "runs/mlharness.sqlite-shm")
+
+
+@pytest.fixture(scope="module")
+def made(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    from mlharness.runner import execute
+    from mlharness.spec import RunSpec
+
+    runs = tmp_path_factory.mktemp("catalogue-store") / "runs"
+    base = dict(benchmark="demo", scenario="Offline", output_dir=runs, min_duration=0,
+                min_query_count=300, target_qps=100)
+    for spec in (RunSpec(**base, batch_size=8), RunSpec(**base, batch_size=32),
+                 RunSpec(benchmark="demo", scenario="Offline", mode="accuracy", output_dir=runs)):
+        assert execute(spec).status == "ok"
+    return runs
+
+
+@pytest.fixture
+def ws(made: Path, tmp_path: Path, monkeypatch) -> Path:
+    shutil.copytree(made, tmp_path / "runs")
+    monkeypatch.chdir(tmp_path)
+    return tmp_path
+
+
+def perf_runs(ws: Path) -> list[Path]:
+    return sorted(p for p in (ws / "runs" / "demo").iterdir() if "performance" in p.name)
+
+
+def edit(change: Callable[[dict], None]) -> Callable[[Path], None]:
+    def damage(run_json: Path) -> None:
+        data = json.loads(run_json.read_text())
+        change(data)
+        run_json.write_text(json.dumps(data))
+    return damage
+
+
+def _truncate(p: Path) -> None:
+    p.write_bytes(p.read_bytes()[:200])
+
+
+def _latin1(p: Path) -> None:
+    p.write_bytes(p.read_bytes().replace(b'"demo"', b'"d\xe9mo"', 1))
+
+
+def _crash(data: dict) -> None:  # left at "running" by a process that is gone
+    data.update(status="running", pid=2 ** 22 + 7, finished=None)
+
+
+DAMAGES = [
+    # (id, damage to the first performance run's run.json, reason fragment, state)
+    ("truncated", _truncate, "unreadable run.json", "DAMAGED"),
+    ("not-utf8", _latin1, "unreadable run.json", "DAMAGED"),
+    ("value-text", edit(lambda d: d["result"].update(value="fast")),
+     "result.value is 'fast', not a number", "DAMAGED"),
+    ("valid-text", edit(lambda d: d["result"].update(valid="yes")), "result.valid", "DAMAGED"),
+    ("latency-text", edit(lambda d: d["result"]["latencies_ms"].update({"p99.00": "slow"})),
+     "latencies_ms", "DAMAGED"),
+    ("result-a-list", edit(lambda d: d.update(result=[1])), "result", "DAMAGED"),
+    ("crashed", edit(_crash), "never finished", "CRASHED"),
+]
+
+
+def _one_line(text: str) -> str:
+    return " ".join(text.split())
+
+
+@pytest.mark.parametrize("case", DAMAGES, ids=[c[0] for c in DAMAGES])
+def test_a_damaged_run_is_named_and_the_rest_still_shown(case, ws: Path, capsys):
+    _, damage, fragment, state = case
+    bad, good = perf_runs(ws)
+    # the index knew the run before it was damaged: it must notice the change by itself
+    assert run_cli(["runs"], capsys).code == 0
+    damage(bad / "run.json")
+    before = snapshot(ws, skip=INDEX)
+
+    listed = run_cli(["runs"], capsys)
+    assert listed.code == 0 and "Traceback" not in listed.out + listed.err, listed.err
+    text = _one_line(listed.out)
+    assert state in text and fragment in text, text
+    assert "3 run(s)" in text  # nothing vanished
+
+    compared = run_cli(["compare", "--format", "md"], capsys)
+    assert compared.code == 0, compared.err
+    assert good.name in compared.out  # the good run still compared
+    note = next(ln for ln in compared.out.splitlines() if "left out" in ln)
+    assert bad.name in note and state in note and fragment in note, compared.out
+
+    reported = run_cli(["report", "runs", "-o", "r.html"], capsys)
+    assert reported.code == 0, reported.err
+    page = (ws / "r.html").read_text()
+    assert "Runs not used" in page and bad.name in page and state in page
+    (ws / "r.html").unlink()
+    assert snapshot(ws, skip=INDEX) == before  # no run file changed
+
+
+def test_a_repaired_run_json_is_read_again(ws: Path, capsys):
+    bad, _ = perf_runs(ws)
+    original = (bad / "run.json").read_bytes()
+    _truncate(bad / "run.json")
+    assert "DAMAGED" in run_cli(["runs"], capsys).out
+    (bad / "run.json").write_bytes(original)
+    out = _one_line(run_cli(["runs"], capsys).out)
+    assert "DAMAGED" not in out and out.count("VALID") == 2, out
+
+
+def test_an_index_of_the_earlier_schema_is_rebuilt(ws: Path, capsys):
+    import sqlite3
+
+    assert run_cli(["runs"], capsys).code == 0
+    with sqlite3.connect(ws / "runs" / "mlharness.sqlite") as conn:  # a row an older reader kept
+        conn.execute("UPDATE runs SET value = 'fast'")
+        conn.execute("PRAGMA user_version = 1")
+    conn.close()
+    listed = run_cli(["runs"], capsys)
+    assert listed.code == 0 and "fast" not in listed.out and "samples/s" in listed.out
+    assert not list((ws / "runs").glob("*.corrupt-*"))  # rebuilt in place, not called corrupt
