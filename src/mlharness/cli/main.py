@@ -31,7 +31,7 @@ COMMANDS = ("run", "tune", "demo", "compliance", "submit", "check", "system", "r
 
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
-        prog="mlharness",
+        prog="mlharness", allow_abbrev=False,
         description="Run MLPerf Inference benchmarks on the official LoadGen: performance and "
         "accuracy in all four scenarios, compliance audits, and submissions the official checker "
         "accepts.",
@@ -44,7 +44,18 @@ def build_parser() -> argparse.ArgumentParser:
         # every listed command must import: a broken module fails here, never silently vanishes
         importlib.import_module(f"mlharness.cli.{name}").register(sub)
     _add_debug(parser)
+    _no_abbreviations(parser)
     return parser
+
+
+def _no_abbreviations(parser: argparse.ArgumentParser) -> None:
+    """Turn off argparse's prefix matching on every (sub)parser: `--mode` must never be taken
+    as `--model` (a flag is given in full or it is an error)."""
+    parser.allow_abbrev = False
+    for action in parser._actions:
+        if isinstance(action, argparse._SubParsersAction):
+            for child in dict.fromkeys(action.choices.values()):
+                _no_abbreviations(child)
 
 
 def _add_debug(parser: argparse.ArgumentParser) -> None:
