@@ -106,13 +106,14 @@ def test_bert_calibration_with_own_list(tmp_path: Path) -> None:
 
 def test_no_list_no_samples_refused(imagenet: Path, tmp_path: Path,
                                     capsys: pytest.CaptureFixture) -> None:
+    out = ["--output", str(tmp_path / "new.int8.onnx")]  # the module's int8 model exists
     demo = ["calibrate", "-b", "demo", "--model", str(imagenet / "resnet50_v1.onnx"),
-            "--dataset", str(imagenet / "imagenet")]
+            "--dataset", str(imagenet / "imagenet"), *out]
     assert main(demo) == 2 and "no official calibration list" in capsys.readouterr().err
     other = tmp_path / "imagenet"
     make_imagenet(other, count=3)  # none of its names is on the official list
     assert main(["calibrate", "-b", "resnet50", "--model", str(imagenet / "resnet50_v1.onnx"),
-                 "--dataset", str(other), "--cache-dir", str(tmp_path / "c")]) == 2
+                 "--dataset", str(other), "--cache-dir", str(tmp_path / "c"), *out]) == 2
     assert "none of the 500 calibration samples" in capsys.readouterr().err
 
 
