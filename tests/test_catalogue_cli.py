@@ -113,3 +113,60 @@ def test_check_of_an_empty_division_is_a_problem(layout, ws: Path, capsys):
     assert "nothing to check" in result.out and "no problems" not in result.out
     assert "Traceback" not in result.out + result.err
     assert snapshot(ws) == before
+
+
+# ---- item 5: markup in paths and messages is shown literally ---------------------------------
+MARKUP = "a[/]b[red]c"
+FAST = ["-s", "Offline", "--min-duration", "0", "--min-query-count", "100", "--target-qps", "100",
+        "--no-progress"]
+
+
+def _said(result) -> str:  # type: ignore[no-untyped-def]
+    return "".join((result.out + result.err).split())  # rich wraps long lines anywhere
+
+
+def test_markup_in_a_missing_model_path_is_shown_literally(ws: Path, capsys):
+    before = snapshot(ws)
+    result = run_cli(["run", "-b", "demo", *FAST, "--model", f"{MARKUP}.onnx",
+                      "--output-dir", "runs"], capsys)
+    assert_clean_error(result, 2, f"model file not found: {MARKUP}.onnx")
+    assert snapshot(ws, skip=("runs",)) == before  # the run's directory keeps its record
+
+
+def test_markup_in_the_output_dir_is_shown_literally(ws: Path, capsys):
+    result = run_cli(["run", "-b", "demo", *FAST, "--output-dir", MARKUP], capsys)
+    assert result.code == 0, result.err
+    assert "Traceback" not in result.out + result.err
+    assert f"{MARKUP}/demo/Offline-performance-" in _said(result)
+    listed = run_cli(["runs", "--runs-dir", MARKUP], capsys)
+    assert listed.code == 0 and f"1run(s)in{MARKUP}" in _said(listed)
+    checked = run_cli(["check", MARKUP], capsys)  # not a submission: its name in the problem
+    assert checked.code == 1 and f"•{MARKUP}:noclosed/open/networkdirectoryin{MARKUP}" in \
+        _said(checked)
+
+
+def test_unescaped_markup_from_any_caller_prints_literally_instead_of_crashing(capsys):
+    # the safety net under every print: a caller that did not escape a path (as `run`'s line
+    # "measuring the Offline target with short probe runs in DIR/_tune …") prints it literally
+    from mlharness.cli.render import console, console_err
+
+    console.print(f"measuring the target in {MARKUP}/_tune …")
+    console_err.print(f"[red]run failed:[/] {MARKUP}")
+    captured = capsys.readouterr()
+    assert f"measuring the target in {MARKUP}/_tune" in captured.out
+    assert MARKUP in captured.err
+
+
+def test_markup_in_a_backends_error_is_shown_literally(ws: Path, capsys):
+    from catalogue_markup import MARKUP_ERROR
+
+    result = run_cli(["run", "-b", "demo", *FAST, "--backend",
+                      "catalogue_markup:MarkupErrorBackend", "--output-dir", "runs"], capsys)
+    assert result.code == 3 and "Traceback" not in result.out + result.err, result.err
+    assert "".join(MARKUP_ERROR.split()) in _said(result)
+
+
+def test_markup_in_a_report_path_is_shown_literally(ws: Path, capsys):
+    assert run_cli(["run", "-b", "demo", *FAST, "--output-dir", "runs"], capsys).code == 0
+    result = run_cli(["report", "runs", "-o", f"{MARKUP}.html"], capsys)
+    assert result.code == 0 and f"wrote{MARKUP}.html" in _said(result), result.err

@@ -100,6 +100,8 @@ def main(argv: list[str] | None = None) -> int:
     if not getattr(args, "func", None):
         parser.print_help()
         return 2
+    from rich.markup import escape
+
     from mlharness.cli.render import console_err
 
     try:
@@ -108,9 +110,12 @@ def main(argv: list[str] | None = None) -> int:
     except HarnessError as exc:
         if args.debug:
             raise
-        console_err.print(f"[bold red]error:[/] {exc.message}", highlight=False, soft_wrap=True)
+        # messages carry paths, names and remote nodes' text: shown literally, never as markup
+        console_err.print(f"[bold red]error:[/] {escape(exc.message)}", highlight=False,
+                          soft_wrap=True)
         if exc.hint:
-            console_err.print(f"  [yellow]hint:[/] {exc.hint}", highlight=False, soft_wrap=True)
+            console_err.print(f"  [yellow]hint:[/] {escape(exc.hint)}", highlight=False,
+                              soft_wrap=True)
         return exc.exit_code
     except BrokenPipeError:
         # the reader of stdout went away (`mlharness compare | head`): stop quietly, as Unix
@@ -122,7 +127,7 @@ def main(argv: list[str] | None = None) -> int:
         name = exc.signal_name if isinstance(exc, Interrupted) else "SIGINT"
         run_dir = getattr(exc, "run_dir", None)
         kept = f"; partial logs kept in {run_dir}" if run_dir else ""
-        console_err.print(f"interrupted by {name}{kept}", highlight=False, soft_wrap=True)
+        console_err.print(escape(f"interrupted by {name}{kept}"), highlight=False, soft_wrap=True)
         return 128 + signum
 
 

@@ -5,6 +5,8 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
+from rich.markup import escape
+
 from mlharness.cli.render import console
 from mlharness.files import write_text_atomic
 
@@ -43,5 +45,5 @@ def report_command(args: argparse.Namespace) -> int:
     sources = [read_source(p) for p in args.sources]
     page = render(sources, by=args.by, title=args.title)
     write_text_atomic(args.output, page)
-    console.print(f"wrote {args.output} ({len(page) / 1024:,.0f} KiB)")
+    console.print(escape(f"wrote {args.output} ({len(page) / 1024:,.0f} KiB)"))
     return 0

@@ -101,7 +101,8 @@ def runs_table(rows: list[dict[str, Any]], title: str) -> Table:
                       escape(r["scenario"]),
                       _MODE.get(r["mode"], r["mode"]) + ("" if r["kind"] == "run"
                                                          else f" ({r['kind']})"),
-                      str(r["batch_size"] or "-"), _result(r), verdict, escape(r["path"]))
+                      str(r["batch_size"] or "-"), escape(_result(r)), verdict,
+                      escape(r["path"]))
     if notes:
         table.caption = "\n".join(escape(f"[{i}] {n}") for i, n in enumerate(notes, 1))
         table.caption_justify = "left"

@@ -139,12 +139,12 @@ def tune_command(args: argparse.Namespace) -> int:
             if not args.json:
                 settings = " ".join(f"{k}={v}" for k, v in point.settings.items()
                                     if k in axes)
-                console_err.print(f"  {point_line(point)}" + (f" [{settings}]" if settings
-                                                               else ""), highlight=False)
+                console_err.print(escape(f"  {point_line(point)}" + (f" [{settings}]" if settings
+                                                                      else "")), highlight=False)
 
         def tune_one(spec: Any) -> Any:
             if not args.json:
-                console_err.print(f"tuning {spec.benchmark} {spec.scenario} …")
+                console_err.print(escape(f"tuning {spec.benchmark} {spec.scenario} …"))
             return tune_scenario(spec, quick=args.quick, margin=args.margin,
                                  confirm_ms=int(args.confirm * 1000), progress=bar,
                                  on_point=on_point)
@@ -215,13 +215,13 @@ def points_table(tried: list[Any]) -> Any:
         settings = _settings_text(tuned.settings)
         for p in tuned.points:
             qps = p.scenario in ("Server", "Offline")
-            table.add_row(p.scenario, settings,
+            table.add_row(p.scenario, escape(settings),
                           f"{p.target:,.1f} QPS" if qps else f"{p.target:.4g} ms",
                           "-" if p.value is None else (f"{p.value:,.1f}/s" if qps
                                                        else f"{p.value:.4g} ms"),
                           "-" if p.p99_ms is None else f"{p.p99_ms:.3g}",
-                          "[green]VALID[/]" if p.valid else f"[red]{p.verdict}[/]",
-                          "" if p.valid else "; ".join(p.reasons[:1]))
+                          "[green]VALID[/]" if p.valid else f"[red]{escape(p.verdict)}[/]",
+                          "" if p.valid else escape("; ".join(p.reasons[:1])))
     return table
 
 
@@ -238,7 +238,8 @@ def chosen_table(chosen: list[Any]) -> Any:
             f"--target-qps {t.target:g}" if qps else f"--target-latency {t.target:g}")
         measured = "-" if t.measured is None else (
             f"{t.measured:,.1f} QPS" if qps else f"{t.measured:.4g} ms")
-        table.add_row(t.scenario, target, measured, _settings_text(t.settings), t.method)
+        table.add_row(t.scenario, target, measured, escape(_settings_text(t.settings)),
+                      escape(t.method))
     return table
 
 
