@@ -122,6 +122,15 @@ def main(argv: list[str] | None = None) -> int:
         # tools do, and keep the interpreter's final flush of stdout from raising again
         _silence_stdout()
         return 128 + int(signal.SIGPIPE)
+    except OSError as exc:  # the file system said no (full disk, name too long, permissions)
+        if args.debug:
+            raise
+        where = f" ({exc.filename})" if exc.filename else ""
+        console_err.print(f"[bold red]error:[/] {escape((exc.strerror or str(exc)) + where)}",
+                          highlight=False, soft_wrap=True)
+        console_err.print(f"  [yellow]hint:[/] {escape(os_hint(exc))}", highlight=False,
+                          soft_wrap=True)
+        return 2
     except KeyboardInterrupt as exc:
         signum = exc.signum if isinstance(exc, Interrupted) else int(signal.SIGINT)
         name = exc.signal_name if isinstance(exc, Interrupted) else "SIGINT"
@@ -129,6 +138,19 @@ def main(argv: list[str] | None = None) -> int:
         kept = f"; partial logs kept in {run_dir}" if run_dir else ""
         console_err.print(escape(f"interrupted by {name}{kept}"), highlight=False, soft_wrap=True)
         return 128 + signum
+
+
+def os_hint(exc: OSError) -> str:
+    """What to do about a file system error."""
+    import errno
+
+    return {errno.ENOSPC: "the disk is full: free some space, or write elsewhere",
+            errno.EDQUOT: "your disk quota is used up: free some space, or write elsewhere",
+            errno.ENAMETOOLONG: "a file name or path is too long: use a shorter one",
+            errno.EACCES: "you may not write there: choose another place",
+            errno.EPERM: "you may not write there: choose another place",
+            errno.EROFS: "the file system is read-only: choose another place",
+            }.get(exc.errno or 0, "check the path; --debug shows where it happened")
 
 
 def _silence_stdout() -> None:

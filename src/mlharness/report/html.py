@@ -13,6 +13,7 @@ from typing import Any
 from mlharness import __version__
 from mlharness.report import plots
 from mlharness.report.build import build_comparison
+from mlharness.report.output import MARKER
 from mlharness.report.latency import percentile_rows, trace_latencies
 from mlharness.report.sources import Source
 from mlharness.report.table import Comparison, cell_text, delta_text
@@ -65,7 +66,7 @@ def render(sources: list[Source], by: str | None = None, title: str = "mlharness
             f"<li>{escape(r['path'])}: {escape(r['state'].upper())}"
             f"{' — ' + escape('; '.join(r.get('reasons') or [])) if r.get('reasons') else ''}"
             "</li>" for r in unfinished] + ["</ul>"]
-    return ("<!DOCTYPE html>\n<html lang='en'><head><meta charset='utf-8'>"
+    return (f"<!DOCTYPE html>\n{MARKER}\n<html lang='en'><head><meta charset='utf-8'>"
             "<meta name='viewport' content='width=device-width, initial-scale=1'>"
             f"<title>{escape(title)}</title><style>{CSS}</style></head>"
             f"<body><main>{''.join(body)}</main></body></html>\n")
