@@ -60,6 +60,7 @@ def _since(text: str) -> str:
 
 
 def runs_command(args: argparse.Namespace) -> int:
+    from mlharness.report.names import check_benchmark
     from mlharness.store import Store, open_store
 
     root = args.runs_dir
@@ -74,6 +75,8 @@ def runs_command(args: argparse.Namespace) -> int:
         raise ConfigError(f"no runs folder at {root}",
                           hint="run something first (mlharness demo) or pass --runs-dir DIR")
     with open_store(root) as store:
+        if args.benchmark:
+            check_benchmark(args.benchmark, store.benchmarks())
         rows = store.query(benchmark=args.benchmark, scenario=args.scenario, mode=args.mode,
                            valid=args.valid or None, since=args.since,
                            kinds=None if args.all else ("run",))

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from mlharness.report.names import check_benchmark
 from mlharness.report.sources import Source, read_source, run_entries, run_key
 from mlharness.report.table import Comparison, Entry, compare
 
@@ -30,7 +31,10 @@ def build_comparison(paths: list[Path], by: str | None = None, benchmark: str | 
                      scenario: str | None = None,
                      sources: list[Source] | None = None) -> tuple[Comparison, list[str]]:
     sources = sources if sources is not None else [read_source(p) for p in paths]
-    entries = [e for e in entries_of(sources, by)
+    every = entries_of(sources, by)
+    check_benchmark(benchmark, [e.benchmark for e in every] +
+                    [r["benchmark"] for src in sources for r in src.runs])
+    entries = [e for e in every
                if (not benchmark or e.benchmark == benchmark)
                and (not scenario or e.scenario.lower() == scenario.lower())]
     groups = None

@@ -240,6 +240,10 @@ class Store:
         rows = self.conn.execute(sql + " ORDER BY started, path", args).fetchall()
         return [_from_sql(r) for r in rows]
 
+    def benchmarks(self) -> list[str]:
+        """The benchmark names of the indexed runs."""
+        return [r[0] for r in self.conn.execute("SELECT DISTINCT benchmark FROM runs")]
+
     def count(self) -> int:
         return self.conn.execute("SELECT count(*) FROM runs").fetchone()[0]
 
