@@ -55,8 +55,11 @@ def compare_command(args: argparse.Namespace) -> int:
     table, notes = build_comparison(sources, by=args.by, benchmark=args.benchmark,
                                     scenario=args.scenario)
     if not table.columns:
+        left = [n for n in notes if n.startswith("left out ")]
+        why = f" ({left[0]}" + (f"; {len(left) - 1} more" if len(left) > 1 else "") + ")" \
+            if left else ""
         raise ConfigError("nothing to compare: no finished performance results in "
-                          + ", ".join(map(str, sources)),
+                          + ", ".join(map(str, sources)) + why,
                           hint="run some benchmarks first, or drop --benchmark/--scenario")
     if args.format == "json":
         print(json.dumps({**table.to_dict(), "notes": notes}, indent=2))

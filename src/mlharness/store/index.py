@@ -258,7 +258,10 @@ def _read_row(run_dir: Path, root: Path) -> tuple[RunRow, os.stat_result] | None
     try:
         row = row_from_run_dir(run_dir, root)
     except ValueError as exc:
-        row = damaged_row(run_dir, root, str(exc))
+        # the row names the run: its path is not repeated in the reason
+        reason = str(exc).replace(str(run_dir / "run.json"), "run.json")
+        reason = reason.removeprefix(f"{run_dir}: ")
+        row = damaged_row(run_dir, root, reason)
     except OSError as exc:
         row = damaged_row(run_dir, root, f"unreadable run.json ({exc.strerror or exc})")
     return row, stat
