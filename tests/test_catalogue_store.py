@@ -190,3 +190,20 @@ def test_compare_of_only_a_damaged_run_says_why(ws: Path, capsys):
     assert_clean_error(result, 2, f"left out demo/{bad.name}: DAMAGED (unreadable run.json")
     assert str(bad) not in result.err  # the reason does not repeat the run's path
     assert snapshot(ws, skip=INDEX) == before
+
+
+def test_report_leaves_out_a_probe_without_numbers_and_goes_on(ws: Path, capsys):
+    # a Server tune probe whose record says "lots" where the plot needs its target QPS
+    good = perf_runs(ws)[1]
+    probe = ws / "runs" / "_tune" / "demo" / "Server-performance-20260101-000000"
+    shutil.copytree(good, probe)
+    data = json.loads((probe / "run.json").read_text())
+    data["spec"]["scenario"] = "Server"
+    data["result"]["effective"]["effective_target_qps"] = "lots"
+    (probe / "run.json").write_text(json.dumps(data))
+    before = snapshot(ws, skip=INDEX)
+    result = run_cli(["report", "runs", "-o", "r.html"], capsys)
+    assert result.code == 0 and "Traceback" not in result.out + result.err, result.err
+    assert "<h2>Comparison</h2>" in (ws / "r.html").read_text()
+    (ws / "r.html").unlink()
+    assert snapshot(ws, skip=INDEX) == before
