@@ -90,7 +90,8 @@ def select(task: Any, benchmark: str, choice: str | None, allow_missing: bool = 
     if missing and not about["official"]:
         shown = ", ".join(missing[:_SHOWN]) + (", …" if len(missing) > _SHOWN else "")
         if not allow_missing:
-            raise DatasetError(f"{len(missing)} of the {len(entries)} samples {Path(choice).name} "
+            raise DatasetError(f"{len(missing)} of the {len(entries)} samples "
+                               f"{Path(str(choice)).name} "
                                f"names are not in this dataset: {shown}",
                                hint="fix the list or --dataset, or pass --allow-missing to "
                                     "calibrate on the samples that are there")

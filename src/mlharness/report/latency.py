@@ -48,8 +48,7 @@ def trace_latencies(run_dir: Path) -> QueryLatencies | None:
 
 def percentile_rows(latencies_ms: dict[str, float]) -> list[tuple[str, float]]:
     """(label, ms) for the percentiles LoadGen reported, in order, then the mean."""
-    pct = sorted(((_percent(k), v) for k, v in latencies_ms.items() if _percent(k) is not None),
-                 key=lambda kv: kv[0])
+    pct = sorted((p, v) for k, v in latencies_ms.items() if (p := _percent(k)) is not None)
     rows = [(f"p{p:g}", v) for p, v in pct]
     if "mean" in latencies_ms:
         rows.append(("mean", latencies_ms["mean"]))

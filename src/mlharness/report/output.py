@@ -81,4 +81,4 @@ def write_failed(path: Path, exc: OSError) -> HarnessError:
              errno.EPERM: "write it somewhere you may write, with --output",
              errno.EROFS: "write it somewhere you may write, with --output"}
     return HarnessError(f"cannot write the report to {path}: {reason}",
-                        hint=hints.get(exc.errno, "check the --output path"))
+                        hint=hints.get(exc.errno or 0, "check the --output path"))
