@@ -1,8 +1,10 @@
-"""Catalogue: damaged run records seen by `runs`, `compare` and `report` (issue 36 item 1).
+"""Catalogue: damaged run records seen by `runs`, `compare` and `report`, and where `report -o`
+may write (issue 36 items 1 and 6).
 
 Real demo runs (real LoadGen) are made once; each case copies them, damages one run.json the way
-a crash, a full disk or a hand edit would, and asserts: exit 0, the damaged run named with the
-reason, the other runs still shown, no traceback, and no file of a run changed.
+a crash, a full disk or a hand edit would (or points `report -o` somewhere it must not write),
+and asserts: the exit code, the damaged run named with the reason (or one error line), the other
+runs still shown, no traceback, and no file of a run changed.
 """
 
 from __future__ import annotations
@@ -14,9 +16,8 @@ from typing import Callable
 
 import pytest
 
-from catalogue_support import run_cli, snapshot
+from catalogue_support import assert_clean_error, run_cli, snapshot
 
-FAST = ["--min-duration", "0", "--min-query-count", "300", "--target-qps", "100"]
 INDEX = ("runs/mlharness.sqlite", "runs/mlharness.sqlite-wal", "runs/mlharness.sqlite-shm")
 
 
@@ -158,8 +159,6 @@ REPORT_OUT = [
 
 @pytest.mark.parametrize("case", REPORT_OUT, ids=[c[0] for c in REPORT_OUT])
 def test_report_output_refused_in_one_line(case, ws: Path, capsys):
-    from catalogue_support import assert_clean_error
-
     _, setup, output, extra, fragment = case
     if setup:
         setup(ws)
@@ -181,8 +180,6 @@ def test_report_replaces_an_earlier_report_and_other_files_only_with_force(ws: P
 
 
 def test_compare_of_only_a_damaged_run_says_why(ws: Path, capsys):
-    from catalogue_support import assert_clean_error
-
     bad, _ = perf_runs(ws)
     _truncate(bad / "run.json")
     before = snapshot(ws, skip=INDEX)
