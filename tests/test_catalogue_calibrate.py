@@ -51,6 +51,11 @@ REFUSED = [
 ]
 
 
+REFUSED.append(("int8-graph-without-record",
+                lambda ws: shutil.copyfile(ws / "m.int8.onnx", ws / "q.onnx"),
+                calibrate("--output", "q2.onnx", model="q.onnx"), "already int8"))
+
+
 @pytest.mark.parametrize("case", REFUSED, ids=[c[0] for c in REFUSED])
 def test_calibrate_refuses_and_changes_nothing(case, ws: Path, capsys):
     _, setup, argv, fragment = case
