@@ -110,6 +110,10 @@ CASES = [
      "no benchmark named resnet"),
     ("compare-unknown-benchmark", None, ["compare", "--benchmark", "resnet"], 2,
      "no benchmark named resnet"),
+    ("runs-unknown-scenario", None, ["runs", "--scenario", "Ofline"], 2,
+     "no scenario named Ofline"),
+    ("compare-unknown-scenario", None, ["compare", "--scenario", "Ofline"], 2,
+     "no scenario named Ofline"),
 ]
 
 
@@ -124,6 +128,8 @@ def test_bad_results_input_is_one_clear_line(case, ws: Path, capsys):
     assert snapshot(ws, skip=INDEX) == before
     if "unknown-benchmark" in case[0]:
         assert "did you mean resnet50?" in result.err
+    if "unknown-scenario" in case[0]:
+        assert "did you mean Offline?" in result.err
 
 
 def _no_space(*args, **kwargs):  # type: ignore[no-untyped-def]

@@ -60,7 +60,7 @@ def _since(text: str) -> str:
 
 
 def runs_command(args: argparse.Namespace) -> int:
-    from mlharness.report.names import check_benchmark
+    from mlharness.report.names import check_benchmark, check_scenario
     from mlharness.store import Store, open_store
 
     root = args.runs_dir
@@ -77,6 +77,7 @@ def runs_command(args: argparse.Namespace) -> int:
     with open_store(root) as store:
         if args.benchmark:
             check_benchmark(args.benchmark, store.benchmarks())
+        check_scenario(args.scenario)
         rows = store.query(benchmark=args.benchmark, scenario=args.scenario, mode=args.mode,
                            valid=args.valid or None, since=args.since,
                            kinds=None if args.all else ("run",))

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from mlharness.report.names import check_benchmark
+from mlharness.report.names import check_benchmark, check_scenario
 from mlharness.report.sources import Source, read_source, run_entries, run_key
 from mlharness.report.table import Comparison, Entry, compare
 
@@ -30,6 +30,7 @@ def entries_of(sources: list[Source], by: str | None) -> list[Entry]:
 def build_comparison(paths: list[Path], by: str | None = None, benchmark: str | None = None,
                      scenario: str | None = None,
                      sources: list[Source] | None = None) -> tuple[Comparison, list[str]]:
+    check_scenario(scenario)
     sources = sources if sources is not None else [read_source(p) for p in paths]
     every = entries_of(sources, by)
     check_benchmark(benchmark, [e.benchmark for e in every] +

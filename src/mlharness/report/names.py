@@ -1,4 +1,5 @@
-"""Benchmark names given to `runs` and `compare`: an unknown one is said, with the names known."""
+"""Benchmark and scenario names given to `runs` and `compare`: an unknown one is said, with the
+names known, instead of an empty table."""
 
 from __future__ import annotations
 
@@ -23,3 +24,16 @@ def check_benchmark(name: str | None, seen: Iterable[str]) -> None:
     guess = f"did you mean {close[0]}? " if close else ""
     raise ConfigError(f"no benchmark named {name}",
                       hint=f"{guess}known: {', '.join(known)}")
+
+
+SCENARIOS = ("SingleStream", "MultiStream", "Server", "Offline")
+
+
+def check_scenario(name: str | None) -> None:
+    """ConfigError when ``name`` is not one of the four scenarios (any case)."""
+    if not name or name.lower() in {s.lower() for s in SCENARIOS}:
+        return
+    by_lower = {s.lower(): s for s in SCENARIOS}
+    close = difflib.get_close_matches(name.lower(), list(by_lower), n=1, cutoff=0.5)
+    guess = f"did you mean {by_lower[close[0]]}? " if close else ""
+    raise ConfigError(f"no scenario named {name}", hint=f"{guess}known: {', '.join(SCENARIOS)}")
