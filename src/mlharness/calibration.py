@@ -113,6 +113,23 @@ def output_path(model: Path, output: Path | None, backend: str = "onnxruntime") 
     return output or model.with_name(model.stem + ".int8" + QUANTISERS[backend].suffix)
 
 
+def check_request(req: CalibrationRequest) -> Path:
+    """The int8 model's path, once the request is one calibrate may do (ConfigError or
+    ModelError otherwise): a backend with a quantiser, an fp32 source, a new output or one an
+    earlier calibrate wrote (``force``). Cheap: no data is read."""
+    if req.backend not in QUANTISERS:
+        raise ConfigError(f"calibration for backend {req.backend!r} is not built",
+                          hint="use --backend " + " or ".join(QUANTISERS))
+    _check_source(req.model, req.backend)
+    target = output_path(req.model, req.output, req.backend)
+    suffix = QUANTISERS[req.backend].suffix
+    if target.suffix != suffix:
+        raise ConfigError(f"the {req.backend} int8 model is written as a {suffix} file, not "
+                          f"{target.name}", hint=f"pass --output MODEL.int8{suffix}, or drop it")
+    _check_target(req.model, target, req.backend, req.force)
+    return target
+
+
 def calibrate(req: CalibrationRequest, progress: Any = None) -> dict[str, Any]:
     """Build the int8 model; return the record written beside it. ``progress(done, total,
     label)`` hears the pre-processing, then the quantising (``total`` 0: no count)."""
@@ -127,16 +144,7 @@ def calibrate(req: CalibrationRequest, progress: Any = None) -> dict[str, Any]:
     from mlharness.runner.worker import task_options
     from mlharness.tasks import create_task
 
-    if req.backend not in QUANTISERS:
-        raise ConfigError(f"calibration for backend {req.backend!r} is not built",
-                          hint="use --backend " + " or ".join(QUANTISERS))
-    _check_source(req.model, req.backend)
-    target = output_path(req.model, req.output, req.backend)
-    suffix = QUANTISERS[req.backend].suffix
-    if target.suffix != suffix:
-        raise ConfigError(f"the {req.backend} int8 model is written as a {suffix} file, not "
-                          f"{target.name}", hint=f"pass --output MODEL.int8{suffix}, or drop it")
-    _check_target(req.model, target, req.backend, req.force)
+    target = check_request(req)
     if req.backend == "openvino":  # refused before the data is read
         require_nncf(req.method)
     elif req.backend == "pytorch":

@@ -76,7 +76,7 @@ def register(sub: argparse._SubParsersAction) -> None:
 
 
 def calibrate_command(args: argparse.Namespace) -> int:
-    from mlharness.calibration import CalibrationRequest, calibrate
+    from mlharness.calibration import CalibrationRequest, calibrate, check_request
     from mlharness.cli.render import LiveProgress, console
     from mlharness.runner.execute import RunProgress
     from mlharness.options import parse_scalar
@@ -87,6 +87,7 @@ def calibrate_command(args: argparse.Namespace) -> int:
         calibration_list=args.calibration_list, method=args.method,
         task_option={k: parse_scalar(v) for k, v in args.task_option}, force=args.force,
         allow_missing=args.allow_missing)
+    check_request(req)  # refusals before the line saying it starts
     console.print(escape(f"calibrating {args.model} for {args.benchmark} ({args.backend}) …"))
     with LiveProgress(enabled=not args.no_progress and sys.stderr.isatty()) as bar:
         record = calibrate(req, lambda done, total, label: bar(
