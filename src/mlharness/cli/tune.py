@@ -215,7 +215,7 @@ def points_table(tried: list[Any]) -> Any:
         settings = _settings_text(tuned.settings)
         for p in tuned.points:
             qps = p.scenario in ("Server", "Offline")
-            table.add_row(p.scenario, escape(settings),
+            table.add_row(p.scenario, settings,
                           f"{p.target:,.1f} QPS" if qps else f"{p.target:.4g} ms",
                           "-" if p.value is None else (f"{p.value:,.1f}/s" if qps
                                                        else f"{p.value:.4g} ms"),
@@ -238,14 +238,15 @@ def chosen_table(chosen: list[Any]) -> Any:
             f"--target-qps {t.target:g}" if qps else f"--target-latency {t.target:g}")
         measured = "-" if t.measured is None else (
             f"{t.measured:,.1f} QPS" if qps else f"{t.measured:.4g} ms")
-        table.add_row(t.scenario, target, measured, escape(_settings_text(t.settings)),
-                      escape(t.method))
+        table.add_row(t.scenario, target, measured, _settings_text(t.settings), escape(t.method))
     return table
 
 
 def _settings_text(settings: dict[str, Any]) -> str:
-    """Engine settings that differ from RunSpec's defaults (the SUT file keeps them all)."""
+    """Engine settings that differ from RunSpec's defaults (the SUT file keeps them all),
+    escaped for the tables."""
     from mlharness.spec import RunSpec
 
     defaults = {name: f.default for name, f in RunSpec.model_fields.items()}
-    return " ".join(f"{k}={v}" for k, v in settings.items() if defaults.get(k) != v) or "defaults"
+    return escape(" ".join(f"{k}={v}" for k, v in settings.items()
+                           if defaults.get(k) != v) or "defaults")
