@@ -52,7 +52,7 @@ def test_resnet50_calibrated_int8_runs_and_is_recorded(imagenet: Path, tmp_path:
     data = ["--dataset", str(imagenet / "imagenet"), "--cache-dir", str(imagenet / "cache")]
     assert main(["calibrate", "-b", "resnet50", "--model", str(model), *data]) == 0
     q = imagenet / "resnet50_v1.int8.onnx"
-    record = json.loads((imagenet / "resnet50_v1.int8.calibration.json").read_text())
+    record = json.loads((imagenet / "resnet50_v1.int8.onnx.calibration.json").read_text())
     assert record["samples"]["official"] is True and record["samples"]["used"] == 5
     assert record["samples"]["list"].endswith("ImageNet/cal_image_list_option_1.txt")
     assert record["qsl_indices"] == [0, 1, 2, 3, 4] and "not the official" in record["samples"]["note"]
@@ -94,7 +94,7 @@ def test_bert_calibration_with_own_list(tmp_path: Path) -> None:
     data = ["--dataset", str(squad), "--vocab", str(vocab), "--cache-dir", str(tmp_path / "c")]
     assert main(["calibrate", "-b", "bert-99", "--model", str(model), *data,
                  "--calibration-list", str(own), "--output", str(tmp_path / "q.onnx")]) == 0
-    record = json.loads((tmp_path / "q.calibration.json").read_text())
+    record = json.loads((tmp_path / "q.onnx.calibration.json").read_text())
     assert record["samples"]["official"] is False and record["qsl_indices"] == [0, 2, 4]
     assert record["kept_fp32"] == ["qa.mm"]  # the QA head stays fp32
     code, rec = run(tmp_path, "-b", "bert-99", "--model", str(tmp_path / "q.onnx"), *data,
@@ -106,13 +106,14 @@ def test_bert_calibration_with_own_list(tmp_path: Path) -> None:
 
 def test_no_list_no_samples_refused(imagenet: Path, tmp_path: Path,
                                     capsys: pytest.CaptureFixture) -> None:
+    out = ["--output", str(tmp_path / "new.int8.onnx")]  # the module's int8 model exists
     demo = ["calibrate", "-b", "demo", "--model", str(imagenet / "resnet50_v1.onnx"),
-            "--dataset", str(imagenet / "imagenet")]
+            "--dataset", str(imagenet / "imagenet"), *out]
     assert main(demo) == 2 and "no official calibration list" in capsys.readouterr().err
     other = tmp_path / "imagenet"
     make_imagenet(other, count=3)  # none of its names is on the official list
     assert main(["calibrate", "-b", "resnet50", "--model", str(imagenet / "resnet50_v1.onnx"),
-                 "--dataset", str(other), "--cache-dir", str(tmp_path / "c")]) == 2
+                 "--dataset", str(other), "--cache-dir", str(tmp_path / "c"), *out]) == 2
     assert "none of the 500 calibration samples" in capsys.readouterr().err
 
 
@@ -132,7 +133,7 @@ def test_openvino_calibration_is_an_nncf_ir(imagenet: Path, tmp_path: Path,
     ir = imagenet / "resnet50_v1.int8.xml"
     assert ir.with_suffix(".bin").is_file()
     assert 'type="FakeQuantize"' in ir.read_text()
-    record = json.loads((imagenet / "resnet50_v1.int8.calibration.json").read_text())
+    record = json.loads((imagenet / "resnet50_v1.int8.xml.calibration.json").read_text())
     assert record["backend"] == "openvino" and record["recipe"].startswith("nncf")
     assert record["samples"]["used"] == 5 and record["qsl_indices"] == [0, 1, 2, 3, 4]
 
@@ -189,7 +190,7 @@ def test_pytorch_calibration_is_a_pt2e_program(imagenet: Path, tmp_path: Path,
     program = tmp_path / "resnet50.int8.pt2"
     # int8 weights, without the fp32 ones they replaced: a quarter of the checkpoint and a bit
     assert program.stat().st_size < 0.4 * checkpoint.stat().st_size
-    record = json.loads((tmp_path / "resnet50.int8.calibration.json").read_text())
+    record = json.loads((tmp_path / "resnet50.int8.pt2.calibration.json").read_text())
     assert record["backend"] == "pytorch" and record["recipe"].startswith("torchao-pt2e")
     assert record["arch"] == "resnet50" and record["kept_fp32"] == []  # fc has 1000 outputs
     assert record["samples"]["official"] is True and record["qsl_indices"] == [0, 1, 2, 3, 4]

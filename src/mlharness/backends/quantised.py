@@ -21,19 +21,45 @@ MIN_QUANTISED_OUTPUTS = 16
 
 
 def calibration_file(model: Path) -> Path:
-    """Where ``mlharness calibrate`` records how ``model`` (its output) was made."""
+    """Where ``mlharness calibrate`` records how ``model`` (its output) was made: named after
+    the whole file name (``m.int8.onnx.calibration.json``), so the onnxruntime and the OpenVINO
+    model made from one model (``m.int8.onnx``, ``m.int8.xml``) each keep their own record."""
+    return model.with_name(model.name + ".calibration.json")
+
+
+def _legacy_file(model: Path) -> Path:
+    """The name records had before (``m.int8.calibration.json``), shared by every runtime's
+    output of one model: used only when the record inside names ``model``."""
     return model.with_name(model.stem + ".calibration.json")
 
 
+def calibration_path(model: Path) -> Path | None:
+    """The record describing ``model``, or None: its own file, else an older-named one whose
+    ``model`` is this file."""
+    model = Path(model)
+    own = calibration_file(model)
+    if own.is_file():
+        return own
+    legacy = _legacy_file(model)
+    if legacy.is_file():
+        try:
+            named = json.loads(legacy.read_text(encoding="utf-8")).get("model")
+        except (OSError, ValueError, AttributeError):
+            return None
+        if isinstance(named, str) and Path(named).name == model.name:
+            return legacy
+    return None
+
+
 def calibration_record(model: Path) -> dict | None:
-    """The calibration record beside a calibrated model, or None."""
-    path = calibration_file(Path(model))
-    return json.loads(path.read_text()) if path.is_file() else None
+    """The calibration record of a calibrated model (:func:`calibration_path`), or None."""
+    path = calibration_path(Path(model))
+    return json.loads(path.read_text()) if path is not None else None
 
 
 def refuse_mislabelled(model: Path, precision: str) -> None:
     """A calibrated int8 model run as fp32/bf16 would be int8 silently: refuse."""
-    if precision != "int8" and calibration_file(Path(model)).is_file():
+    if precision != "int8" and calibration_path(Path(model)) is not None:
         raise ConfigError(f"{model} is a calibrated int8 model, but --precision is {precision}",
                           hint="pass --precision int8 (the run then records the calibration)")
 

@@ -6,6 +6,8 @@ import argparse
 import sys
 from pathlib import Path
 
+from rich.markup import escape
+
 from mlharness.cli.run import _key_value
 
 EXAMPLES = """\
@@ -22,7 +24,8 @@ Then run the model it writes with --precision int8:
   mlharness run -b resnet50 --model resnet50_v1.int8.onnx --precision int8 ...
   mlharness run -b bert-99 --model model.int8.xml --precision int8 --backend openvino ...
   mlharness run -b resnet50 --model resnet50.int8.pt2 --precision int8 --backend pytorch ...
-run.json then holds the calibration record (<model>.int8.calibration.json).
+run.json then holds the calibration record (<output>.calibration.json, e.g.
+resnet50_v1.int8.onnx.calibration.json: one per int8 model, so each run records its own).
 """
 
 
@@ -58,6 +61,12 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--method", default="minmax", choices=("minmax", "entropy", "percentile"),
                    help="how activation ranges are taken (default minmax; openvino and "
                         "pytorch: minmax only)")
+    p.add_argument("--force", action="store_true",
+                   help="replace an --output an earlier calibrate wrote (never another file)")
+    p.add_argument("--allow-missing", action="store_true",
+                   help="calibrate on the samples of your --calibration-list FILE that the "
+                        "dataset has (refused otherwise; the record and the output say which "
+                        "were left out)")
     p.add_argument("--cache-dir", type=Path, metavar="DIR")
     p.add_argument("--no-progress", action="store_true", help="no progress bars")
     p.add_argument("--task-option", dest="task_option", action="append", default=[],
@@ -67,7 +76,7 @@ def register(sub: argparse._SubParsersAction) -> None:
 
 
 def calibrate_command(args: argparse.Namespace) -> int:
-    from mlharness.calibration import CalibrationRequest, calibrate
+    from mlharness.calibration import CalibrationRequest, calibrate, check_request
     from mlharness.cli.render import LiveProgress, console
     from mlharness.runner.execute import RunProgress
     from mlharness.options import parse_scalar
@@ -76,18 +85,20 @@ def calibrate_command(args: argparse.Namespace) -> int:
         benchmark=args.benchmark, model=args.model, dataset=args.dataset, backend=args.backend,
         vocab=args.vocab, cache_dir=args.cache_dir, output=args.output,
         calibration_list=args.calibration_list, method=args.method,
-        task_option={k: parse_scalar(v) for k, v in args.task_option})
-    console.print(f"calibrating {args.model} for {args.benchmark} ({args.backend}) …")
+        task_option={k: parse_scalar(v) for k, v in args.task_option}, force=args.force,
+        allow_missing=args.allow_missing)
+    check_request(req)  # refusals before the line saying it starts
+    console.print(escape(f"calibrating {args.model} for {args.benchmark} ({args.backend}) …"))
     with LiveProgress(enabled=not args.no_progress and sys.stderr.isatty()) as bar:
         record = calibrate(req, lambda done, total, label: bar(
             RunProgress("prepare", done, total, label=label)))
     samples = record["samples"]
-    console.print(f"[green]wrote[/] {record['model']}")
-    console.print(f"  calibration: {samples['used']} of {samples['listed']} samples of "
-                  f"{samples['list']}{'' if samples['official'] else ' (not official)'}; "
-                  f"{record['recipe']}, {record['method']}")
+    console.print(f"[green]wrote[/] {escape(record['model'])}")
+    console.print(escape(f"  calibration: {samples['used']} of {samples['listed']} samples of "
+                         f"{samples['list']}{'' if samples['official'] else ' (not official)'}; "
+                         f"{record['recipe']}, {record['method']}"))
     if "note" in samples:
-        console.print(f"  [yellow]note:[/] {samples['note']}")
-    console.print(f"  run it with: mlharness run -b {args.benchmark} --model {record['model']} "
-                  f"--precision int8 --backend {args.backend} …")
+        console.print(f"  [yellow]note:[/] {escape(samples['note'])}")
+    console.print(escape(f"  run it with: mlharness run -b {args.benchmark} --model "
+                         f"{record['model']} --precision int8 --backend {args.backend} …"))
     return 0

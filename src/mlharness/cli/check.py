@@ -6,6 +6,8 @@ import argparse
 import json
 from pathlib import Path
 
+from rich.markup import escape
+
 from mlharness.errors import ConfigError
 from mlharness.rules import DEFAULT_ROUND, ROUNDS, Problem, load
 from mlharness.submission.check import archive_problems, archives_beside, check_tree
@@ -43,17 +45,18 @@ def register(sub: argparse._SubParsersAction) -> None:
 def print_problems(problems: list[Problem], title: str) -> None:
     from mlharness.cli.render import console
 
+    title = escape(title)  # paths, names and the official checker's text shown literally
     if not problems:
         console.print(f"[green]✓ {title}: no problems[/]")
         return
     console.print(f"[red]✗ {title}: {len(problems)} problem(s)[/]")
     for pr in problems:
         head = f"{pr.where}: {pr.message}" if pr.where else pr.message
-        console.print(f"  [red]•[/] {head}", highlight=False)
+        console.print(f"  [red]•[/] {escape(head)}", highlight=False)
         if pr.meaning:
-            console.print(f"      means: {pr.meaning}", highlight=False, style="dim")
+            console.print(escape(f"      means: {pr.meaning}"), highlight=False, style="dim")
         if pr.fix:
-            console.print(f"      fix:   {pr.fix}", highlight=False)
+            console.print(escape(f"      fix:   {pr.fix}"), highlight=False)
 
 
 def _check_archive(args: argparse.Namespace, rules) -> int:
@@ -107,7 +110,8 @@ def run(args: argparse.Namespace) -> int:
     else:
         print_problems(problems, f"mlharness check ({rules.round})")
         if official is not None:
-            console.print("official: " + " ".join(official.command[1:]), style="dim", highlight=False)
+            console.print(escape("official: " + " ".join(official.command[1:])), style="dim",
+                          highlight=False)
             print_problems(official.problems, f"official checker {rules.checker_version} "
                            f"(exit {official.returncode})")
     failed = bool(problems) or (official is not None and official.returncode != 0)

@@ -55,8 +55,11 @@ def compare_command(args: argparse.Namespace) -> int:
     table, notes = build_comparison(sources, by=args.by, benchmark=args.benchmark,
                                     scenario=args.scenario)
     if not table.columns:
+        left = [n for n in notes if n.startswith("left out ")]
+        why = f" ({left[0]}" + (f"; {len(left) - 1} more" if len(left) > 1 else "") + ")" \
+            if left else ""
         raise ConfigError("nothing to compare: no finished performance results in "
-                          + ", ".join(map(str, sources)),
+                          + ", ".join(map(str, sources)) + why,
                           hint="run some benchmarks first, or drop --benchmark/--scenario")
     if args.format == "json":
         print(json.dumps({**table.to_dict(), "notes": notes}, indent=2))
@@ -65,6 +68,18 @@ def compare_command(args: argparse.Namespace) -> int:
     else:
         print(to_markdown(table, notes))
     return 0
+
+
+def one_line(text: str) -> str:
+    """A cell on one line: newlines, tabs and other control characters become spaces."""
+    return " ".join("".join(c if c.isprintable() else " " for c in str(text)).split())
+
+
+def md_cell(text: str) -> str:
+    """A Markdown table cell: one line, pipes escaped, no raw HTML (``<``, ``>`` and ``&`` as
+    entities, so a name like ``<script>`` shows as text)."""
+    return (one_line(text).replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;")
+            .replace("\\", "\\\\").replace("|", "\\|"))
 
 
 def _rows(table: Comparison) -> list[list[str]]:
@@ -79,18 +94,19 @@ def _rows(table: Comparison) -> list[list[str]]:
 
 
 def to_markdown(table: Comparison, notes: list[str]) -> str:
-    rows = _rows(table)
+    rows = [[md_cell(c) for c in r] for r in _rows(table)]
     lines = [" | ".join(rows[0]), "|".join("-" * len(rows[0]))]
     lines += [" | ".join(r) for r in rows[1:]]
     if table.deltas:
         lines.append("")
         lines.append("Delta: change against the first row with a result in the column; latency: "
                      "lower is better, throughput: higher is better; n/c = not compared.")
-    lines += [f"[{i}] {n}" for i, n in enumerate(notes, 1)]
+    lines += [f"[{i}] {md_cell(n)}" for i, n in enumerate(notes, 1)]
     return "\n".join(lines)
 
 
 def to_csv(table: Comparison) -> str:
     buf = io.StringIO()
-    csv.writer(buf, lineterminator="\n").writerows(_rows(table))
+    csv.writer(buf, lineterminator="\n").writerows([[one_line(c) for c in r]
+                                                     for r in _rows(table)])
     return buf.getvalue()

@@ -31,7 +31,7 @@ COMMANDS = ("run", "get", "tune", "demo", "compliance", "submit", "check", "syst
 
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
-        prog="mlharness",
+        prog="mlharness", allow_abbrev=False,
         description="Run MLPerf Inference benchmarks on the official LoadGen: performance and "
         "accuracy in all four scenarios, compliance audits, and submissions the official checker "
         "accepts.",
@@ -44,7 +44,18 @@ def build_parser() -> argparse.ArgumentParser:
         # every listed command must import: a broken module fails here, never silently vanishes
         importlib.import_module(f"mlharness.cli.{name}").register(sub)
     _add_debug(parser)
+    _no_abbreviations(parser)
     return parser
+
+
+def _no_abbreviations(parser: argparse.ArgumentParser) -> None:
+    """Turn off argparse's prefix matching on every (sub)parser: `--mode` must never be taken
+    as `--model` (a flag is given in full or it is an error)."""
+    parser.allow_abbrev = False
+    for action in parser._actions:
+        if isinstance(action, argparse._SubParsersAction):
+            for child in dict.fromkeys(action.choices.values()):
+                _no_abbreviations(child)
 
 
 def _add_debug(parser: argparse.ArgumentParser) -> None:
@@ -89,6 +100,8 @@ def main(argv: list[str] | None = None) -> int:
     if not getattr(args, "func", None):
         parser.print_help()
         return 2
+    from rich.markup import escape
+
     from mlharness.cli.render import console_err
 
     try:
@@ -97,22 +110,47 @@ def main(argv: list[str] | None = None) -> int:
     except HarnessError as exc:
         if args.debug:
             raise
-        console_err.print(f"[bold red]error:[/] {exc.message}", highlight=False, soft_wrap=True)
+        # messages carry paths, names and remote nodes' text: shown literally, never as markup
+        console_err.print(f"[bold red]error:[/] {escape(exc.message)}", highlight=False,
+                          soft_wrap=True)
         if exc.hint:
-            console_err.print(f"  [yellow]hint:[/] {exc.hint}", highlight=False, soft_wrap=True)
+            console_err.print(f"  [yellow]hint:[/] {escape(exc.hint)}", highlight=False,
+                              soft_wrap=True)
         return exc.exit_code
     except BrokenPipeError:
         # the reader of stdout went away (`mlharness compare | head`): stop quietly, as Unix
         # tools do, and keep the interpreter's final flush of stdout from raising again
         _silence_stdout()
         return 128 + int(signal.SIGPIPE)
+    except OSError as exc:  # the file system said no (full disk, name too long, permissions)
+        if args.debug:
+            raise
+        where = f" ({exc.filename})" if exc.filename else ""
+        console_err.print(f"[bold red]error:[/] {escape((exc.strerror or str(exc)) + where)}",
+                          highlight=False, soft_wrap=True)
+        console_err.print(f"  [yellow]hint:[/] {escape(os_hint(exc))}", highlight=False,
+                          soft_wrap=True)
+        return 2
     except KeyboardInterrupt as exc:
         signum = exc.signum if isinstance(exc, Interrupted) else int(signal.SIGINT)
         name = exc.signal_name if isinstance(exc, Interrupted) else "SIGINT"
         run_dir = getattr(exc, "run_dir", None)
         kept = f"; partial logs kept in {run_dir}" if run_dir else ""
-        console_err.print(f"interrupted by {name}{kept}", highlight=False, soft_wrap=True)
+        console_err.print(escape(f"interrupted by {name}{kept}"), highlight=False, soft_wrap=True)
         return 128 + signum
+
+
+def os_hint(exc: OSError) -> str:
+    """What to do about a file system error."""
+    import errno
+
+    return {errno.ENOSPC: "the disk is full: free some space, or write elsewhere",
+            errno.EDQUOT: "your disk quota is used up: free some space, or write elsewhere",
+            errno.ENAMETOOLONG: "a file name or path is too long: use a shorter one",
+            errno.EACCES: "you may not write there: choose another place",
+            errno.EPERM: "you may not write there: choose another place",
+            errno.EROFS: "the file system is read-only: choose another place",
+            }.get(exc.errno or 0, "check the path; --debug shows where it happened")
 
 
 def _silence_stdout() -> None:

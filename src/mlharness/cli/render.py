@@ -1,4 +1,7 @@
-"""Shared terminal rendering: consoles, the live progress display, result tables."""
+"""Shared terminal rendering: consoles, the live progress display, result tables.
+
+Text from users, files and remote nodes (paths, names, error messages) is escaped before rich
+sees it (``rich.markup.escape``), so ``[red]`` or ``[/]`` in it shows literally."""
 
 from __future__ import annotations
 
@@ -6,14 +9,30 @@ import json
 from typing import Any
 
 from rich.console import Console
+from rich.errors import MarkupError
+from rich.markup import escape
 from rich.progress import BarColumn, Progress, TaskID, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
 import sys
 
+
+
+class _Console(Console):
+    """A console that never crashes on text it was not meant to parse: a string whose markup
+    does not parse (a path or a message with ``[/]`` that a caller did not escape) is printed
+    literally instead of raising MarkupError."""
+
+    def print(self, *objects: Any, **kwargs: Any) -> None:  # noqa: A003 - rich's name
+        try:
+            super().print(*objects, **kwargs)
+        except MarkupError:
+            super().print(*(escape(o) if isinstance(o, str) else o for o in objects), **kwargs)
+
+
 # Logs and pipes get a readable width instead of rich's 80-column fallback.
-console = Console(width=None if sys.stdout.isatty() else 110)
-console_err = Console(stderr=True, width=None if sys.stderr.isatty() else 110)
+console = _Console(width=None if sys.stdout.isatty() else 110)
+console_err = _Console(stderr=True, width=None if sys.stderr.isatty() else 110)
 
 
 class LiveProgress:
@@ -43,11 +62,11 @@ class LiveProgress:
         if key == "prepare":
             self.step = event.label
         if key not in self.tasks:
-            self.tasks[key] = self.progress.add_task(event.label or event.phase, total=None,
-                                                     detail="")
+            self.tasks[key] = self.progress.add_task(escape(event.label or event.phase),
+                                                     total=None, detail="")
         tid = self.tasks[key]
         if event.phase == "prepare":  # a step without a count (total 0/None) shows its time
-            self.progress.update(tid, description=event.label, completed=event.done,
+            self.progress.update(tid, description=escape(event.label or ""), completed=event.done,
                                  total=event.total or None,
                                  detail=f"{event.done}/{event.total}" if event.total else "")
             return
@@ -57,16 +76,17 @@ class LiveProgress:
         elif event.phase == "start":  # the worker's steps before LoadGen: no samples yet
             detail = ""
         if event.total:
-            self.progress.update(tid, description=event.label, completed=event.done,
+            self.progress.update(tid, description=escape(event.label or ""), completed=event.done,
                                  total=event.total, detail=f"{event.done:,}/{event.total:,} samples")
         elif event.expected_s:
             left = max(event.expected_s - event.elapsed_s, 0.0)
             eta = f", ~{left:.0f}s left" if left > 0 else ", finishing"
-            self.progress.update(tid, description=event.label,
+            self.progress.update(tid, description=escape(event.label or ""),
                                  completed=min(event.elapsed_s, event.expected_s),
                                  total=event.expected_s, detail=detail + eta)
         else:
-            self.progress.update(tid, description=event.label or event.phase, detail=detail)
+            self.progress.update(tid, description=escape(event.label or event.phase),
+                                 detail=detail)
 
 
 def format_metric(result: dict[str, Any] | None) -> str:
@@ -97,7 +117,7 @@ def accuracy_cell(record_data: dict[str, Any]) -> str:
 
 def results_table(records: list[dict[str, Any]], title: str = "Results") -> Table:
     """One row per run; reasons for INVALID/FAILED rows go in numbered notes below."""
-    table = Table(title=title, title_justify="left")
+    table = Table(title=escape(title), title_justify="left")
     for col in ("scenario", "mode", "result", "p90 ms", "p99 ms", "verdict", "accuracy"):
         table.add_column(col, no_wrap=True)
     notes = []
@@ -110,14 +130,14 @@ def results_table(records: list[dict[str, Any]], title: str = "Results") -> Tabl
             notes.append(why)
             verdict = f"{verdict} [{len(notes)}]"
         table.add_row(
-            data["spec"]["scenario"], data["spec"]["mode"],
+            escape(str(data["spec"]["scenario"])), escape(str(data["spec"]["mode"])),
             format_metric(result) if data["spec"]["mode"] == "performance" else "-",
             f"{lat['p90.00']:.4g}" if "p90.00" in lat else "-",
             f"{lat['p99.00']:.4g}" if "p99.00" in lat else "-",
-            f"[{style}]{verdict}[/]", accuracy_cell(data),
+            f"[{style}]{escape(verdict)}[/]", escape(accuracy_cell(data)),
         )
     if notes:
-        table.caption = "\n".join(f"[{i}] {why}" for i, why in enumerate(notes, 1))
+        table.caption = "\n".join(escape(f"[{i}] {why}") for i, why in enumerate(notes, 1))
         table.caption_justify = "left"
     return table
 
@@ -136,26 +156,27 @@ def power_lines(data: dict[str, Any]) -> list[str]:
     lines = []
     power = data.get("power")
     if power and power.get("error"):
-        lines.append(f"[bold]power[/] (MLPerf): not computed — {power['error']}")
+        lines.append(f"[bold]power[/] (MLPerf): not computed — {escape(str(power['error']))}")
     if power and power.get("metric") is not None:
         ranging = power.get("ranging_avg_watts")
         extra = f", ranging run {ranging:,.1f} W" if ranging else ""
         lines.append(f"[bold]power[/] (MLPerf): "
                      f"{format_power(power)} — average {power['avg_watts']:,.1f} W over "
                      f"{power['window_s']:.1f} s, {power['samples']} samples{extra}; analyzer "
-                     f"{power.get('analyzer') or '?'} via {power.get('server')}")
+                     + escape(f"{power.get('analyzer') or '?'} via {power.get('server')}"))
         if power.get("simulated"):
             lines.append("  [yellow]simulated analyzer (PTDaemon simulator): not an MLPerf "
                          "power result[/]")
     energy = data.get("energy")
     if energy:
         if energy.get("error"):
-            lines.append(f"[bold]energy[/] (RAPL estimate): not computed — {energy['error']}")
+            lines.append(f"[bold]energy[/] (RAPL estimate): not computed — "
+                         f"{escape(str(energy['error']))}")
         else:
             lines.append(f"[bold]energy[/] (RAPL estimate, not an MLPerf power result): "
                          f"{format_power(energy)} — {energy['joules']:,.1f} J, average "
                          f"{energy['avg_watts']:,.1f} W over {energy['window_s']:.1f} s "
-                         f"({', '.join(energy.get('counted') or [])})")
+                         + escape(f"({', '.join(energy.get('counted') or [])})"))
     return lines
 
 

@@ -5,6 +5,8 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
+from rich.markup import escape
+
 from mlharness.cli.render import console
 from mlharness.files import write_text_atomic
 
@@ -29,7 +31,11 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("sources", nargs="+", type=Path, metavar="SOURCE",
                    help="runs folder, run directory, submission tree or results .csv")
     p.add_argument("--output", "-o", type=Path, default=Path("report.html"), metavar="FILE",
-                   help="HTML file to write (default report.html)")
+                   help="HTML file to write (default report.html); an existing file is replaced "
+                        "only if an earlier report wrote it, never inside a run directory")
+    p.add_argument("--force", action="store_true",
+                   help="replace an --output file that is not an earlier report (never one "
+                        "inside a run directory)")
     p.add_argument("--by", choices=("system", "round", "backend", "precision", "batch_size"),
                    help="group the comparison table by this setting")
     p.add_argument("--title", default="mlharness report", help="page title")
@@ -38,10 +44,15 @@ def register(sub: argparse._SubParsersAction) -> None:
 
 def report_command(args: argparse.Namespace) -> int:
     from mlharness.report.html import render
+    from mlharness.report.output import check_output, write_failed
     from mlharness.report.sources import read_source
 
+    check_output(args.output, args.sources, force=args.force)
     sources = [read_source(p) for p in args.sources]
     page = render(sources, by=args.by, title=args.title)
-    write_text_atomic(args.output, page)
-    console.print(f"wrote {args.output} ({len(page) / 1024:,.0f} KiB)")
+    try:
+        write_text_atomic(args.output, page)
+    except OSError as exc:
+        raise write_failed(args.output, exc) from exc
+    console.print(escape(f"wrote {args.output} ({len(page) / 1024:,.0f} KiB)"))
     return 0

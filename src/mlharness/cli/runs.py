@@ -7,6 +7,7 @@ from datetime import date, datetime, timezone
 from pathlib import Path
 from typing import Any
 
+from rich.markup import escape
 from rich.table import Table
 
 from mlharness.cli.render import console, print_json
@@ -59,6 +60,7 @@ def _since(text: str) -> str:
 
 
 def runs_command(args: argparse.Namespace) -> int:
+    from mlharness.report.names import check_benchmark, check_scenario
     from mlharness.store import Store, open_store
 
     root = args.runs_dir
@@ -73,25 +75,41 @@ def runs_command(args: argparse.Namespace) -> int:
         raise ConfigError(f"no runs folder at {root}",
                           hint="run something first (mlharness demo) or pass --runs-dir DIR")
     with open_store(root) as store:
+        if args.benchmark:
+            check_benchmark(args.benchmark, store.benchmarks())
+        check_scenario(args.scenario)
         rows = store.query(benchmark=args.benchmark, scenario=args.scenario, mode=args.mode,
                            valid=args.valid or None, since=args.since,
                            kinds=None if args.all else ("run",))
     if args.json:
         print_json(rows)
         return 0
-    console.print(runs_table(rows, f"{len(rows)} run(s) in {root}"))
+    console.print(runs_table(rows, f"{len(rows)} run(s) in {escape(str(root))}"))
     return 0
 
 
 def runs_table(rows: list[dict[str, Any]], title: str) -> Table:
+    """One row per run; why a run is not trusted (damaged, crashed, failed) goes in numbered
+    notes below."""
     table = Table(title=title, title_justify="left")
     for col in ("started (UTC)", "scenario", "mode", "batch", "result", "verdict",
                 "run directory"):
         table.add_column(col, no_wrap=col != "run directory", overflow="fold")
+    notes: list[str] = []
     for r in rows:
-        table.add_row((r["started"] or "")[5:16].replace("T", " "), r["scenario"],
-                      _MODE[r["mode"]] + ("" if r["kind"] == "run" else f" ({r['kind']})"),
-                      str(r["batch_size"] or "-"), _result(r), _verdict(r), r["path"])
+        verdict = _verdict(r)
+        if r["state"] not in ("ok", "running") and r.get("reasons"):
+            notes.append(f"{r['path']}: not trusted: {'; '.join(r['reasons'])}")
+            verdict += f" [{len(notes)}]"
+        table.add_row(escape((r["started"] or "")[5:16].replace("T", " ")),
+                      escape(r["scenario"]),
+                      _MODE.get(r["mode"], r["mode"]) + ("" if r["kind"] == "run"
+                                                         else f" ({r['kind']})"),
+                      str(r["batch_size"] or "-"), escape(_result(r)), verdict,
+                      escape(r["path"]))
+    if notes:
+        table.caption = "\n".join(escape(f"[{i}] {n}") for i, n in enumerate(notes, 1))
+        table.caption_justify = "left"
     return table
 
 
@@ -111,6 +129,8 @@ def _result(r: dict[str, Any]) -> str:
 
 def _verdict(r: dict[str, Any]) -> str:
     state = r["state"]
+    if state == "damaged":
+        return "[red]DAMAGED[/]"
     if state == "crashed":
         return "[red]CRASHED[/] (never finished)"
     if state == "running":

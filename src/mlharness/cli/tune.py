@@ -7,6 +7,8 @@ import sys
 from dataclasses import asdict
 from typing import Any
 
+from rich.markup import escape
+
 from mlharness.cli.render import LiveProgress, console, console_err, print_json
 from mlharness.errors import ConfigError
 from mlharness.names import QPS_SCENARIOS, Scenario
@@ -47,6 +49,7 @@ def register(sub: argparse._SubParsersAction) -> None:
                     "SUT configuration that `mlharness run --sut NAME` uses.",
         epilog=EXAMPLES, formatter_class=argparse.RawDescriptionHelpFormatter)
     add_run_arguments(p)
+    _tune_help(p)
     t = p.add_argument_group("tuning")
     t.add_argument("--search", nargs="+", metavar="KEY=V1,V2",
                    help="engine settings to try, e.g. batch_size=1,8,32 workers=1,2")
@@ -62,6 +65,33 @@ def register(sub: argparse._SubParsersAction) -> None:
     out.add_argument("--json", action="store_true", help="print every point and choice as JSON")
     out.add_argument("--no-progress", action="store_true", help="no live progress display")
     p.set_defaults(func=tune_command)
+
+
+#: run flags tune does not take: it measures the targets, and its probes are short --test runs
+#: whose durations and query counts the search sets (tune/server.py, offline.py, latency.py)
+NOT_TUNE_FLAGS = ("--test", "--valid", "--target-qps", "--target-latency", "--min-duration",
+                  "--min-query-count", "--max-query-count")
+
+
+def _tune_help(p: argparse.ArgumentParser) -> None:
+    """The run flags as tune reads them: --scenario takes a list (default all four), --sut names
+    the configuration written, and the run flags tune ignores are not offered at all."""
+    p._option_string_actions["--scenario"].help = (
+        "SingleStream, MultiStream, Server, Offline, a comma-separated list of them, or all "
+        "(default all four)")
+    p._option_string_actions["--sut"].help = (
+        "write the targets and engine settings measured to this SUT configuration "
+        "(suts/NAME.toml or a path)")
+    for flag in NOT_TUNE_FLAGS:
+        action = p._option_string_actions[flag]
+        for option in action.option_strings:
+            del p._option_string_actions[option]
+        p._actions.remove(action)
+        for group in [*p._action_groups, *p._mutually_exclusive_groups]:
+            if action in group._group_actions:
+                group._group_actions.remove(action)
+    p._mutually_exclusive_groups[:] = [g for g in p._mutually_exclusive_groups
+                                       if g._group_actions]
 
 
 def _scenarios(text: str | None) -> list[str]:
@@ -110,12 +140,12 @@ def tune_command(args: argparse.Namespace) -> int:
             if not args.json:
                 settings = " ".join(f"{k}={v}" for k, v in point.settings.items()
                                     if k in axes)
-                console_err.print(f"  {point_line(point)}" + (f" [{settings}]" if settings
-                                                               else ""), highlight=False)
+                console_err.print(escape(f"  {point_line(point)}" + (f" [{settings}]" if settings
+                                                                      else "")), highlight=False)
 
         def tune_one(spec: Any) -> Any:
             if not args.json:
-                console_err.print(f"tuning {spec.benchmark} {spec.scenario} …")
+                console_err.print(escape(f"tuning {spec.benchmark} {spec.scenario} …"))
             return tune_scenario(spec, quick=args.quick, margin=args.margin,
                                  confirm_ms=int(args.confirm * 1000), progress=bar,
                                  on_point=on_point)
@@ -142,11 +172,31 @@ def tune_command(args: argparse.Namespace) -> int:
         return 1 if failed else 0
     console.print(points_table(tried))
     console.print(chosen_table(chosen))
-    if path:
-        console.print(f"SUT configuration written: {path}")
-        console.print(f"use it: mlharness run -b {base.benchmark} -s SCENARIO --sut {args.sut} "
-                      "--valid")
+    for line in outcome_lines(chosen, args.sut, path, base.benchmark):
+        console.print(line, highlight=False)
     return 1 if failed else 0
+
+
+def outcome_lines(chosen: list[Any], sut: str | None, path: Any, benchmark: str) -> list[str]:
+    """What tune found, said plainly: the configuration written and how to use it for the
+    scenarios with a VALID point; for each without one, that none was found and what to do."""
+    done = [t.scenario for t in chosen if t.target is not None]
+    lines = []
+    if path:
+        what = ", ".join(done) if done else "no targets"
+        lines.append(escape(f"SUT configuration written: {path} ({what})"))
+        if done:
+            scenario = done[0] if len(done) == 1 else "SCENARIO"
+            lines.append(escape(f"use it: mlharness run -b {benchmark} -s {scenario} --sut {sut} "
+                                "--valid"))
+    for t in chosen:
+        if t.target is None:
+            kept = f"; {sut} has no target for it" if path else ""
+            lines.append(escape(
+                f"no VALID point found for {t.scenario}{kept}: every probe above was INVALID "
+                "(see why); lower the load (smaller --batch-size, fewer --workers) or check the "
+                "latency bound (--server-latency), then tune again"))
+    return lines
 
 
 def _tuned_dict(tuned: Any) -> dict[str, Any]:
@@ -171,8 +221,8 @@ def points_table(tried: list[Any]) -> Any:
                           "-" if p.value is None else (f"{p.value:,.1f}/s" if qps
                                                        else f"{p.value:.4g} ms"),
                           "-" if p.p99_ms is None else f"{p.p99_ms:.3g}",
-                          "[green]VALID[/]" if p.valid else f"[red]{p.verdict}[/]",
-                          "" if p.valid else "; ".join(p.reasons[:1]))
+                          "[green]VALID[/]" if p.valid else f"[red]{escape(p.verdict)}[/]",
+                          "" if p.valid else escape("; ".join(p.reasons[:1])))
     return table
 
 
@@ -189,13 +239,15 @@ def chosen_table(chosen: list[Any]) -> Any:
             f"--target-qps {t.target:g}" if qps else f"--target-latency {t.target:g}")
         measured = "-" if t.measured is None else (
             f"{t.measured:,.1f} QPS" if qps else f"{t.measured:.4g} ms")
-        table.add_row(t.scenario, target, measured, _settings_text(t.settings), t.method)
+        table.add_row(t.scenario, target, measured, _settings_text(t.settings), escape(t.method))
     return table
 
 
 def _settings_text(settings: dict[str, Any]) -> str:
-    """Engine settings that differ from RunSpec's defaults (the SUT file keeps them all)."""
+    """Engine settings that differ from RunSpec's defaults (the SUT file keeps them all),
+    escaped for the tables."""
     from mlharness.spec import RunSpec
 
     defaults = {name: f.default for name, f in RunSpec.model_fields.items()}
-    return " ".join(f"{k}={v}" for k, v in settings.items() if defaults.get(k) != v) or "defaults"
+    return escape(" ".join(f"{k}={v}" for k, v in settings.items()
+                           if defaults.get(k) != v) or "defaults")

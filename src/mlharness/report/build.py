@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from mlharness.report.names import check_benchmark, check_scenario
 from mlharness.report.sources import Source, read_source, run_entries, run_key
 from mlharness.report.table import Comparison, Entry, compare
 
@@ -29,8 +30,12 @@ def entries_of(sources: list[Source], by: str | None) -> list[Entry]:
 def build_comparison(paths: list[Path], by: str | None = None, benchmark: str | None = None,
                      scenario: str | None = None,
                      sources: list[Source] | None = None) -> tuple[Comparison, list[str]]:
+    check_scenario(scenario)
     sources = sources if sources is not None else [read_source(p) for p in paths]
-    entries = [e for e in entries_of(sources, by)
+    every = entries_of(sources, by)
+    check_benchmark(benchmark, [e.benchmark for e in every] +
+                    [r["benchmark"] for src in sources for r in src.runs])
+    entries = [e for e in every
                if (not benchmark or e.benchmark == benchmark)
                and (not scenario or e.scenario.lower() == scenario.lower())]
     groups = None
@@ -45,7 +50,24 @@ def build_comparison(paths: list[Path], by: str | None = None, benchmark: str | 
                 why = f": {cell.why}" if cell.why else ""
                 notes.append(f"{group} {col.title}: {' and '.join(cell.marks)} "
                              f"({cell.source}){why}")
-    return table, notes
+    return table, notes + left_out_notes(sources, benchmark, scenario)
+
+
+def left_out_notes(sources: list[Source], benchmark: str | None = None,
+                   scenario: str | None = None) -> list[str]:
+    """A note for each run that is not used because it did not finish cleanly or its run.json
+    is damaged: crashed, failed, interrupted, still running."""
+    out = []
+    for src in sources:
+        for r in src.runs:
+            if r["state"] == "ok" or r["mode"] == "accuracy":
+                continue
+            if (benchmark and r["benchmark"] != benchmark) or (
+                    scenario and r["scenario"].lower() != scenario.lower()):
+                continue
+            why = "; ".join(r.get("reasons") or [])
+            out.append(f"left out {r['path']}: {r['state'].upper()}" + (f" ({why})" if why else ""))
+    return out
 
 
 def _natural(label: str) -> tuple:

@@ -13,6 +13,7 @@ from typing import Any
 from mlharness import __version__
 from mlharness.report import plots
 from mlharness.report.build import build_comparison
+from mlharness.report.output import MARKER
 from mlharness.report.latency import percentile_rows, trace_latencies
 from mlharness.report.sources import Source
 from mlharness.report.table import Comparison, cell_text, delta_text
@@ -65,7 +66,7 @@ def render(sources: list[Source], by: str | None = None, title: str = "mlharness
             f"<li>{escape(r['path'])}: {escape(r['state'].upper())}"
             f"{' — ' + escape('; '.join(r.get('reasons') or [])) if r.get('reasons') else ''}"
             "</li>" for r in unfinished] + ["</ul>"]
-    return ("<!DOCTYPE html>\n<html lang='en'><head><meta charset='utf-8'>"
+    return (f"<!DOCTYPE html>\n{MARKER}\n<html lang='en'><head><meta charset='utf-8'>"
             "<meta name='viewport' content='width=device-width, initial-scale=1'>"
             f"<title>{escape(title)}</title><style>{CSS}</style></head>"
             f"<body><main>{''.join(body)}</main></body></html>\n")
@@ -222,11 +223,13 @@ def tune_searches(sources: list[Source]) -> list[str]:
                 eff = result.get("effective") or {}
                 p99 = (result.get("latencies_ms") or {}).get("p99.00")
                 qps = eff.get("effective_target_qps") or (data.get("spec") or {}).get("target_qps")
-                if p99 is None or qps is None:
+                try:  # a probe whose record holds no numbers here is left out of the plot
+                    point = (float(qps), float(p99), bool(r["valid"]))
+                    if eff.get("effective_target_latency_ns"):
+                        bound = float(eff["effective_target_latency_ns"]) / 1e6
+                except (TypeError, ValueError):
                     continue
-                points.append((float(qps), float(p99), bool(r["valid"])))
-                if eff.get("effective_target_latency_ns"):
-                    bound = float(eff["effective_target_latency_ns"]) / 1e6
+                points.append(point)
             if points:
                 best = max((p for p in points if p[2]), default=None)
                 caption = (f"{len(points)} probes; best VALID target {best[0]:,.0f} QPS" if best
@@ -265,8 +268,8 @@ def submission_card(src: Source) -> str:
             systems_seen.add(desc)
             try:
                 parts.append(system_html({"system": json.loads(desc.read_text())}))
-            except json.JSONDecodeError:
-                parts.append(f"<p class='bad'>{escape(str(desc))} is not valid JSON</p>")
+            except (UnicodeDecodeError, json.JSONDecodeError):
+                parts.append(f"<p class='bad'>{escape(str(desc))} is not valid UTF-8 JSON</p>")
         parts.append("<p class='notes'>reproduce: see the submission's "
                      "measurements/&lt;system&gt;/&lt;benchmark&gt;/&lt;scenario&gt;/README.md</p>"
                      "</div>")

@@ -48,9 +48,17 @@ def trace_latencies(run_dir: Path) -> QueryLatencies | None:
 
 def percentile_rows(latencies_ms: dict[str, float]) -> list[tuple[str, float]]:
     """(label, ms) for the percentiles LoadGen reported, in order, then the mean."""
-    pct = sorted(((float(k[1:]), v) for k, v in latencies_ms.items() if k.startswith("p")),
-                 key=lambda kv: kv[0])
+    pct = sorted((p, v) for k, v in latencies_ms.items() if (p := _percent(k)) is not None)
     rows = [(f"p{p:g}", v) for p, v in pct]
     if "mean" in latencies_ms:
         rows.append(("mean", latencies_ms["mean"]))
     return rows
+
+
+def _percent(key: str) -> float | None:
+    """99.0 for ``p99.00``; None for a key that is not a plain percentile (``mean``, or another
+    LoadGen's ``pfirst_token_99.00``)."""
+    try:
+        return float(key[1:]) if key.startswith("p") else None
+    except ValueError:
+        return None

@@ -143,15 +143,22 @@ def submission_entries(path: Path) -> list[Entry]:
     out = []
     for system_dir in _submission_results(path):
         submitter = system_dir.parent.parent.name
+        division = system_dir.parent.parent.parent.name
         for run_1 in sorted(system_dir.glob("*/*/performance/run_1")):
             scen_dir = run_1.parent.parent
             if not (run_1 / "mlperf_log_detail.txt").is_file():
                 continue
-            result = parse_run_logs(run_1)
+            try:
+                result = parse_run_logs(run_1)
+            except (ValueError, TypeError, KeyError) as exc:
+                raise ConfigError(f"{run_1 / 'mlperf_log_detail.txt'}: unreadable result "
+                                  f"({exc})", hint="the log is damaged: copy it again as "
+                                  "LoadGen wrote it, or submit the run again") from None
             acc_ok = None
             acc_txt = scen_dir / "accuracy" / "accuracy.txt"
             bench = rules.load(rules.DEFAULT_ROUND).find(scen_dir.parent.name)
-            if acc_txt.is_file() and bench is not None:
+            # the open division has no accuracy threshold: nothing to miss
+            if acc_txt.is_file() and bench is not None and division != "open":
                 value = bench.parse_accuracy(acc_txt.read_text(errors="replace"))
                 acc_ok = value is not None and value >= bench.accuracy_target
             out.append(Entry(group=f"{submitter}/{system_dir.name}",
@@ -162,8 +169,30 @@ def submission_entries(path: Path) -> list[Entry]:
     return out
 
 
+#: the largest results CSV read (MLCommons' whole-round tables are a few MB)
+MAX_CSV_BYTES = 64 * 1024 * 1024
+
+
 def csv_entries(path: Path) -> list[Entry]:
-    """Rows of a published-results CSV; the group is "<Organization> <System> (<version>)"."""
+    """Rows of a published-results CSV; the group is "<Organization> <System> (<version>)".
+    ConfigError (one line) for a file that is too large, not UTF-8 or not CSV."""
+    size = path.stat().st_size
+    if size > MAX_CSV_BYTES:
+        raise ConfigError(f"{path} is {size / 2**20:,.0f} MiB: too large for a results table "
+                          f"(at most {MAX_CSV_BYTES // 2**20} MiB)",
+                          hint="give the summary.csv of a round or a submitter, not a dump")
+    try:
+        return _csv_entries(path)
+    except UnicodeDecodeError as exc:
+        raise ConfigError(f"{path} is not UTF-8 (byte {exc.start})",
+                          hint="save it as UTF-8, as MLCommons publishes its results") from None
+    except csv.Error as exc:
+        raise ConfigError(f"{path} is not a readable CSV file ({exc})",
+                          hint="expected MLCommons' results layout: Organization, SystemName, "
+                               "Model, Scenario, Result, Units, …") from None
+
+
+def _csv_entries(path: Path) -> list[Entry]:
     with path.open(newline="", encoding="utf-8-sig") as fh:
         reader = csv.DictReader(fh)
         header = reader.fieldnames or []

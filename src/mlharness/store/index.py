@@ -18,10 +18,13 @@ from dataclasses import fields
 from pathlib import Path
 from typing import Any, Iterator
 
-from mlharness.store.record import RunRow, row_from_run_dir
+from mlharness.store.record import RunRow, damaged_row, row_from_run_dir
 
 INDEX_NAME = "mlharness.sqlite"
-SCHEMA_VERSION = 1
+SCHEMA_VERSION = 2
+#: index versions rebuilt in place from the run directories (1: kept wrong-typed values and no
+#: rows for damaged run.json files)
+_REBUILT_VERSIONS = (1,)
 BUSY_TIMEOUT_S = 60.0
 
 _JSON_COLUMNS = ("settings", "versions", "reasons")
@@ -93,7 +96,10 @@ class Store:
                 self._check(conn)
             with _transaction(conn):
                 version = conn.execute("PRAGMA user_version").fetchone()[0]
-                if version not in (0, SCHEMA_VERSION):
+                if version in _REBUILT_VERSIONS:
+                    conn.execute("DROP TABLE IF EXISTS runs")
+                    existed = False
+                elif version not in (0, SCHEMA_VERSION):
                     raise IndexError_(f"schema version {version}, expected {SCHEMA_VERSION}")
                 for stmt in filter(str.strip, _SCHEMA.split(";")):
                     conn.execute(stmt)
@@ -144,16 +150,16 @@ class Store:
 
     # -- writing ----------------------------------------------------------------------------
     def record(self, run_dir: Path) -> RunRow | None:
-        """Read ``run_dir``'s run.json and upsert its row in one transaction.
+        """Read ``run_dir``'s run.json and upsert its row in one transaction (a damaged
+        run.json gets a ``damaged`` row saying why, replacing what was read before).
 
-        Returns None when the directory holds no readable run.json.
+        Returns None when the directory holds no run.json.
         """
         run_dir = Path(run_dir).resolve()
-        try:
-            row = row_from_run_dir(run_dir, self.root)
-            stat = (run_dir / "run.json").stat()
-        except (ValueError, OSError):
+        read = _read_row(run_dir, self.root)
+        if read is None:
             return None
+        row, stat = read
         values = _to_sql(row)
         values.update(run_json_mtime_ns=stat.st_mtime_ns, run_json_size=stat.st_size,
                       indexed_at=time.time())
@@ -167,12 +173,9 @@ class Store:
         """Rebuild every row from the run directories; returns how many runs were indexed."""
         rows = []
         for run_dir in find_run_dirs(self.root):
-            try:
-                row = row_from_run_dir(run_dir, self.root)
-                stat = (run_dir / "run.json").stat()
-            except (ValueError, OSError):
-                continue
-            rows.append((row, stat))
+            read = _read_row(run_dir, self.root)
+            if read is not None:
+                rows.append(read)
         with _transaction(self.conn):
             self.conn.execute("DELETE FROM runs")
             for row, stat in rows:
@@ -237,8 +240,31 @@ class Store:
         rows = self.conn.execute(sql + " ORDER BY started, path", args).fetchall()
         return [_from_sql(r) for r in rows]
 
+    def benchmarks(self) -> list[str]:
+        """The benchmark names of the indexed runs."""
+        return [r[0] for r in self.conn.execute("SELECT DISTINCT benchmark FROM runs")]
+
     def count(self) -> int:
         return self.conn.execute("SELECT count(*) FROM runs").fetchone()[0]
+
+
+def _read_row(run_dir: Path, root: Path) -> tuple[RunRow, os.stat_result] | None:
+    """The row of ``run_dir`` and its run.json's stat; a damaged row when the file cannot be
+    used; None when it is gone."""
+    try:
+        stat = (run_dir / "run.json").stat()
+    except OSError:
+        return None
+    try:
+        row = row_from_run_dir(run_dir, root)
+    except ValueError as exc:
+        # the row names the run: its path is not repeated in the reason
+        reason = str(exc).replace(str(run_dir / "run.json"), "run.json")
+        reason = reason.removeprefix(f"{run_dir}: ")
+        row = damaged_row(run_dir, root, reason)
+    except OSError as exc:
+        row = damaged_row(run_dir, root, f"unreadable run.json ({exc.strerror or exc})")
+    return row, stat
 
 
 def record_run(run_dir: Path) -> None:
@@ -270,7 +296,7 @@ def run_state(row: dict[str, Any]) -> str:
     from mlharness.record import process_alive
 
     if row["status"] != "running":
-        return row["status"]
+        return row["status"]  # ok, failed, error, interrupted, damaged
     return "running" if process_alive(row.get("pid"), row.get("host")) else "crashed"
 
 
@@ -317,4 +343,7 @@ def _from_sql(row: sqlite3.Row) -> dict[str, Any]:
         if out.get(col) is not None:
             out[col] = bool(out[col])
     out["state"] = run_state(out)
+    if out["state"] == "crashed" and not out["reasons"]:
+        out["reasons"] = ["left at 'running' by a process that died (crash or SIGKILL): "
+                          "never finished"]
     return out

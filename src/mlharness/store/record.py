@@ -22,6 +22,16 @@ _NOT_SETTINGS = ("output_dir", "label", "stall_timeout", "cache_dir",
                  "audit_config", "purpose")
 #: statuses of a run that ended; anything else is unfinished (crashed, killed, or still running)
 FINISHED = ("ok", "failed", "error", "interrupted")
+#: the status of a run directory whose run.json cannot be read or holds wrong-typed values
+DAMAGED = "damaged"
+_SCENARIOS = ("SingleStream", "MultiStream", "Server", "Offline")
+#: run.json values the index and its readers compute with: (section, key, accepted types)
+_TYPED = (("result", "value", (int, float)), ("result", "valid", (bool,)),
+          ("result", "metric", (str,)), ("result", "unit", (str,)),
+          ("result", "reasons", (list,)), ("result", "latencies_ms", (dict,)),
+          ("accuracy", "value", (int, float)), ("accuracy", "target", (int, float)),
+          ("accuracy", "passed", (bool,)), ("accuracy", "metric", (str,)),
+          ("sut", "max_batch", (int,)))
 
 
 @dataclass
@@ -128,10 +138,48 @@ def kind_of(rel: Path, record: RunRecord) -> str:
     return "run"
 
 
+def check_types(data: dict[str, Any]) -> None:
+    """ValueError naming the first value the index computes with that has the wrong type
+    (e.g. ``result.value`` = "fast"); None is accepted for each."""
+    for section, key, types in _TYPED:
+        part = data.get(section)
+        if part is None:
+            continue
+        if not isinstance(part, dict):
+            raise ValueError(f"run.json: {section} is a {type(part).__name__}, not an object")
+        value = part.get(key)
+        bad = value is not None and (not isinstance(value, types) or
+                                     (bool not in types and isinstance(value, bool)))
+        if bad:
+            want = " or ".join(dict.fromkeys("number" if t in (int, float) else t.__name__
+                                             for t in types))
+            raise ValueError(f"run.json: {section}.{key} is {value!r}, not a {want}")
+    lat = (data.get("result") or {}).get("latencies_ms") or {}
+    for key, value in lat.items():
+        if isinstance(value, bool) or not isinstance(value, (int, float)):
+            raise ValueError(f"run.json: result.latencies_ms.{key} is {value!r}, not a number")
+
+
+def damaged_row(run_dir: Path, root: Path, reason: str) -> RunRow:
+    """The row of a run directory whose run.json cannot be used: benchmark, scenario and mode
+    are read from its path (``<benchmark>/<Scenario>-<mode>-<time>``), ``reasons`` says why."""
+    rel = Path(run_dir).resolve().relative_to(Path(root).resolve())
+    parts = rel.name.split("-")
+    scenario = parts[0] if parts[0] in _SCENARIOS else "?"
+    mode = parts[1] if len(parts) > 1 and parts[1] in ("performance", "accuracy") else "?"
+    kind = "probe" if "_tune" in rel.parts else (
+        "audit" if len(parts) > 1 and parts[1].startswith("TEST") else "run")
+    benchmark = rel.parent.name if rel.parent.name not in ("", "_tune") else "?"
+    return RunRow(path=rel.as_posix(), kind=kind, status=DAMAGED, benchmark=benchmark,
+                  scenario=scenario, mode=mode, reasons=[reason])
+
+
 def row_from_run_dir(run_dir: Path, root: Path) -> RunRow:
-    """The index row of ``run_dir`` (ValueError when its run.json is missing or not ours)."""
+    """The index row of ``run_dir`` (ValueError when its run.json is missing, not ours, or
+    holds a wrong-typed value the index computes with)."""
     record = _read(run_dir)
     data = record.to_dict()
+    check_types(data)
     spec = data.get("spec") or {}
     result = data.get("result") or {}
     acc = data.get("accuracy") or {}

@@ -313,6 +313,12 @@ def check_tree(root: Path, rules: Rules) -> list[Problem]:
                         fix="mlharness submit --submitter ORG --division open --system NAME "
                         "--runs runs/ --output submission/", where=str(root))]
     for div in divisions:
+        if not _dirs(div):
+            out.append(Problem("division-empty", f"{div.name}/ holds no submitter: nothing to check",
+                               meaning=f"a division directory holds <submitter>/results/... ; an "
+                               f"empty {div.name}/ is not a submission",
+                               fix="mlharness submit --submitter ORG --division open --system NAME "
+                               "--runs runs/ --output submission/", where=div.name))
         for sub in _dirs(div):
             out += _check_submitter(root, div.name, sub, rules)
     return out
@@ -349,6 +355,9 @@ def _check_submitter(root: Path, division: str, sub: Path, rules: Rules) -> list
                                    where=rel(sys_json), meaning="the checker reads it as JSON",
                                    fix=f"mlharness system detect --name {sys_dir.name} "
                                        "--output systems/ --force"))
+        if not _dirs(sys_dir):
+            out.append(Problem("no-results", f"results/{sys_dir.name}/ holds no benchmark: "
+                               "nothing to check", where=rel(sub), fix=RESUBMIT))
         for bench_dir in _dirs(sys_dir):
             name = mapping.get(bench_dir.name, bench_dir.name)
             bench = rules.find(name)
