@@ -118,6 +118,16 @@ def test_one_runs_unloads_never_break_another_runs_batches(demo_node: NodeProces
     assert (after["loaded"], after["runs"]) == (before["loaded"], before["runs"])
 
 
+def test_release_drops_what_a_run_still_holds(demo_node: NodeProcess) -> None:
+    before = demo_node.stats()
+    run_c = {"X-Mlharness-Run": "c"}
+    assert http("POST", demo_node.url + "/load", indices(*range(30, 40)), headers=run_c)[0] == 204
+    assert demo_node.stats()["runs"] == before["runs"] + 1
+    assert http("POST", demo_node.url + "/release", b"", headers=run_c)[0] == 204
+    after = demo_node.stats()
+    assert (after["loaded"], after["runs"]) == (before["loaded"], before["runs"])
+
+
 def test_two_server_runs_through_one_shared_node_both_finish(demo_node: NodeProcess,
                                                              tmp_path: Path) -> None:
     flags = ["-b", "demo", "-s", "Server", "--target-qps", "100", "--min-duration", "3000",

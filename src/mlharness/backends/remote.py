@@ -69,7 +69,8 @@ class Deadlines:
                 self._thread = threading.Thread(target=self._watch, name="node-deadlines",
                                                 daemon=True)
                 self._thread.start()
-            self._cond.notify()
+            if self._heap[0][1] == key:  # sooner than the one the watchdog waits for
+                self._cond.notify()
             return key
 
     def stop(self, key: int) -> bool:
@@ -122,6 +123,7 @@ class NodeClient:
         if token:
             self.headers["Authorization"] = f"Bearer {token}"
         self.info: dict[str, Any] = {}
+        self.lost = False  # gone, stalled or draining: not asked anything at close
         self._local = threading.local()
         self._all: list[http.client.HTTPConnection] = []
         self._lock = threading.Lock()
@@ -158,15 +160,18 @@ class NodeClient:
                 self._drop(conn)
                 fired = key is not None and DEADLINES.stop(key)
                 if fired or isinstance(exc, TimeoutError):
+                    self.lost = True
                     raise ReplicaDown(f"no answer to {method} {path} within {timeout:g} s "
                                       "(stalled)") from exc
                 if reused and attempt == 1 and not isinstance(exc, ConnectionRefusedError):
                     continue  # the node may have closed an idle keep-alive connection: retry once
+                self.lost = True
                 raise ReplicaDown(plain(f"{type(exc).__name__}: {exc or 'connection lost'}")) \
                     from exc
             if DEADLINES.stop(key):  # the answer came whole just as the deadline fired
                 self._drop(conn)
             if status == 503:
+                self.lost = True
                 raise ReplicaDown(f"node is not serving ({plain(data.decode(errors='replace'), 200)})")
             if status >= 400:
                 raise NodeError(f"node {self.name} answered {status} to {method} {path}: "
@@ -193,6 +198,13 @@ class NodeClient:
         self.request("POST", "/unload", wire.encode_indices(indices), LOAD_TIMEOUT_S)
 
     def close(self) -> None:
+        """Tell the node this run is over (it drops the samples the run still holds; a lost node
+        is not waited for), then close the connections."""
+        if not self.lost:
+            try:
+                self.request("POST", "/release", b"", CONNECT_TIMEOUT_S)
+            except (ReplicaDown, NodeError):
+                pass
         with self._lock:
             for conn in self._all:
                 conn.close()

@@ -9,7 +9,8 @@ stack for no gain at these message sizes, and ``curl`` could no longer probe a n
 
 Routes: ``GET /health`` (alive), ``GET /ready`` (model loaded and not draining: 200 with what
 the node serves, else 503), ``POST /load`` / ``/unload`` / ``/predict`` (int64 indices, see
-``wire.py``), ``GET /stats``. With a token every route but ``/health`` needs
+``wire.py``), ``POST /release`` (empty body: drop what the run still holds), ``GET /stats``.
+With a token every route but ``/health`` needs
 ``Authorization: Bearer TOKEN``. Work runs on worker threads (only batches predicted to take
 under :data:`INLINE_BELOW_S` run on the event loop), so the probes answer while a batch runs.
 On SIGTERM or SIGINT the node stops being ready, answers new work with 503, finishes the batches
@@ -109,6 +110,9 @@ async def handle(state: NodeState, action: str, body: bytes, run: str) -> tuple[
     node = state.node
     if state.status != "ready" or node is None:
         return 503, "text/plain", state.status.encode()
+    if action == "release":  # the run is over: drop what it still holds
+        await asyncio.get_running_loop().run_in_executor(state.pool, node.release, run)
+        return 204, "text/plain", b""
     try:
         indices = wire.decode_indices(body, node.total)
     except wire.WireError as exc:
@@ -135,7 +139,8 @@ async def handle(state: NodeState, action: str, body: bytes, run: str) -> tuple[
 
 
 #: the routes that carry work; served without the framework (see FastPath)
-WORK_ROUTES = {"/predict": "predict", "/load": "load", "/unload": "unload"}
+WORK_ROUTES = {"/predict": "predict", "/load": "load", "/unload": "unload",
+               "/release": "release"}
 
 
 async def _answer(send: Callable, status: int, body: bytes,

@@ -68,6 +68,13 @@ class Node:
             if todo:
                 self.task.unload_samples(todo)
 
+    def release(self, run: str = "") -> None:
+        """Unload whatever ``run`` still holds (a run that ended without unloading)."""
+        with self._lock:
+            held = sorted(self._held.get(run, ()))
+        if held:
+            self.unload(held, run)
+
     def predict(self, indices: list[int], run: str = "") -> list[bytes]:
         """Run one batch of sample indices; responses in the task's encoding."""
         with self._lock:
