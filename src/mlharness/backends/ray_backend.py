@@ -255,6 +255,9 @@ class RayBackend(PoolBackend):
             self._ray.shutdown()
         if self._local_dir is not None:
             shutil.rmtree(self._local_dir, ignore_errors=True)
+            if os.environ.get("RAY_AUTH_TOKEN_PATH", "").startswith(self._local_dir):
+                for name in ("RAY_AUTH_MODE", "RAY_AUTH_TOKEN_PATH"):
+                    os.environ.pop(name, None)
             self._local_dir = None
 
     def describe(self) -> dict[str, Any]:
