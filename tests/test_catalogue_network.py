@@ -180,13 +180,17 @@ def test_ready_shows_no_paths_or_pids_without_the_token(demo_node: NodeProcess) 
     assert "/" not in json.dumps({k: v for k, v in info.items() if k != "inputs"})
 
 
+@pytest.mark.parametrize("given", ["file", "env"])
 def test_a_run_sends_the_token_and_never_records_it(token_node: NodeProcess, tmp_path: Path,
-                                                    runs_dir: Path) -> None:
+                                                    runs_dir: Path, given: str,
+                                                    monkeypatch: pytest.MonkeyPatch) -> None:
     token_file = tmp_path / "node.token"
     token_file.write_text(TOKEN + "\n")
+    if given == "env":
+        monkeypatch.setenv("MLHARNESS_NODE_TOKEN", TOKEN)
+    flags = ["--token-file", str(token_file)] if given == "file" else []
     code = main(["run", "-b", "demo", "--mode", "accuracy", "--no-progress", "--output-dir",
-                 str(runs_dir), "--backend", "remote", "--endpoint", token_node.url,
-                 "--token-file", str(token_file)])
+                 str(runs_dir), "--backend", "remote", "--endpoint", token_node.url, *flags])
     run = only_run_dir(runs_dir, "demo")
     assert code == 0 and json.loads((run / "run.json").read_text())["status"] == "ok"
     for path in run.rglob("*"):
@@ -194,15 +198,18 @@ def test_a_run_sends_the_token_and_never_records_it(token_node: NodeProcess, tmp
             assert TOKEN not in path.read_text(errors="replace"), path
 
 
-def test_a_run_without_the_token_is_refused_naming_the_node(token_node: NodeProcess,
-                                                            runs_dir: Path,
-                                                            monkeypatch: pytest.MonkeyPatch,
-                                                            capsys: pytest.CaptureFixture) -> None:
+@pytest.mark.parametrize("token,said", [(None, "needs a token"),
+                                         ("not-it", "refused this run's token")])
+def test_a_run_without_the_right_token_is_refused_naming_the_node(
+        token_node: NodeProcess, runs_dir: Path, monkeypatch: pytest.MonkeyPatch,
+        capsys: pytest.CaptureFixture, token: str | None, said: str) -> None:
     monkeypatch.delenv("MLHARNESS_NODE_TOKEN", raising=False)
+    if token:
+        monkeypatch.setenv("MLHARNESS_NODE_TOKEN", token)
     code = main(["run", "-b", "demo", "--no-progress", "--output-dir", str(runs_dir),
                  "--backend", "remote", "--endpoint", token_node.url])
     err = capsys.readouterr().err
-    assert code == 2 and f"node {token_node.url} needs a token" in err
+    assert code == 2 and f"node {token_node.url} {said}" in err and TOKEN not in err
 
 
 def test_serve_refuses_to_listen_beyond_loopback_without_a_token(tmp_path: Path) -> None:

@@ -153,7 +153,7 @@ def _own_ray_dirs() -> set[str]:
 
 
 def test_a_run_without_an_address_starts_its_own_ray_past_stale_state(
-        own_ray_state: dict, tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
         request: pytest.FixtureRequest) -> None:
     # what an earlier Ray leaves behind: a current-cluster file naming a head that is gone, an
     # auth token of another cluster in ~/.ray, and RAY_ADDRESS in the environment
@@ -163,8 +163,10 @@ def test_a_run_without_an_address_starts_its_own_ray_past_stale_state(
     stale = ray_tmp / "ray"
     stale.mkdir()
     (stale / "ray_current_cluster").write_text("127.0.0.1:9\n")
-    token = own_ray_state["home"] / ".ray" / "auth_token"
-    token.parent.mkdir(exist_ok=True)
+    home = tmp_path / "home"  # not the head's: its drivers must not see this token
+    monkeypatch.setenv("HOME", str(home))
+    token = home / ".ray" / "auth_token"
+    token.parent.mkdir(parents=True)
     token.write_text("a-token-of-another-cluster")
     monkeypatch.setenv("RAY_ADDRESS", "127.0.0.1:9")
     before = _own_ray_dirs()

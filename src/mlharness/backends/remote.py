@@ -40,6 +40,10 @@ LOAD_TIMEOUT_S = 600.0  # loading samples may read a large cache; the run's stal
 class NodeError(RuntimeError):
     """The node answered, with an error (its backend raised, or it refused the request)."""
 
+    def __init__(self, message: str, status: int = 0) -> None:
+        super().__init__(message)
+        self.status = status
+
 
 def plain(text: str, limit: int = 300) -> str:
     """A node's words as one line of printable text (no control characters), at most ``limit``."""
@@ -175,7 +179,7 @@ class NodeClient:
                 raise ReplicaDown(f"node is not serving ({plain(data.decode(errors='replace'), 200)})")
             if status >= 400:
                 raise NodeError(f"node {self.name} answered {status} to {method} {path}: "
-                                f"{plain(data.decode(errors='replace'))}")
+                                f"{plain(data.decode(errors='replace'))}", status)
             return data
         raise AssertionError("unreachable")
 
@@ -214,11 +218,11 @@ class NodeClient:
         try:
             self.info = json.loads(self.request("GET", "/ready", timeout_s=CONNECT_TIMEOUT_S))
         except NodeError as exc:
-            if " answered 401 " in str(exc):
+            if exc.status == 401:
                 raise ConfigError(f"node {self.name} refused this run's token" if "Authorization"
                                   in self.headers else f"node {self.name} needs a token",
-                                  hint=f"set ${TOKEN_ENV} (or --backend-option token_file=PATH) "
-                                       "to the node's token") from exc
+                                  hint=f"pass --token-file PATH or set ${TOKEN_ENV} to the "
+                                       "node's token") from exc
             raise ConfigError(f"node {self.name} is not ready: {exc}",
                               hint="start it with `mlharness serve -b BENCH --port P` and wait "
                                    "until it prints 'ready'") from exc
