@@ -138,7 +138,8 @@ def test_two_server_runs_through_one_shared_node_both_finish(demo_node: NodeProc
         proc.wait(timeout=180)
     for k, proc in enumerate(procs):
         data = json.loads((only_run_dir(tmp_path / f"runs{k}", "demo") / "run.json").read_text())
-        assert data["status"] == "ok", (proc.stderr.read() if proc.stderr else "", data.get("error"))
+        assert data["status"] == "ok", (proc.stderr.read() if proc.stderr else "",
+                                        data.get("error"))
         assert proc.returncode in (0, 1)  # the verdict depends on this machine
     assert demo_node.stats()["runs"] == before["runs"]  # each run unloaded what it loaded
 
@@ -220,7 +221,7 @@ def test_serve_refuses_to_listen_beyond_loopback_without_a_token(tmp_path: Path)
     assert "MLHARNESS_NODE_TOKEN" in out.stderr
 
 
-# ---- 4. stalls, node errors, reproduce, signals, busy ports ---------------------------------------
+# ---- 4. stalls, node errors, reproduce, signals, busy ports -------------------------------------
 
 def _run_through(fake: FakeNode, tmp_path: Path, *flags: str) -> tuple[int, float, dict]:
     runs = tmp_path / "runs"

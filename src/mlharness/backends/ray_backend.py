@@ -83,7 +83,7 @@ def start_local_ray(ray: Any, folder: str) -> None:
     ``address="local"`` never joins the cluster ``/tmp/ray/ray_current_cluster`` or
     ``$RAY_ADDRESS`` point at, and the session lives in ``folder``, not ``/tmp/ray``."""
     try:  # Ray imported before the environment was set: let it read the auth settings again
-        from ray._raylet import Config
+        from ray._raylet import Config  # type: ignore[attr-defined]
 
         Config.initialize("")
     except Exception:  # noqa: BLE001 - a Ray without it reads them at import only

@@ -176,7 +176,8 @@ class NodeClient:
                 self._drop(conn)
             if status == 503:
                 self.lost = True
-                raise ReplicaDown(f"node is not serving ({plain(data.decode(errors='replace'), 200)})")
+                why = plain(data.decode(errors="replace"), 200)
+                raise ReplicaDown(f"node is not serving ({why})")
             if status >= 400:
                 raise NodeError(f"node {self.name} answered {status} to {method} {path}: "
                                 f"{plain(data.decode(errors='replace'))}", status)

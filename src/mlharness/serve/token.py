@@ -29,5 +29,5 @@ def read_token(path: Path | str | None) -> str | None:
             return None
     if any(ord(c) < 33 or ord(c) > 126 for c in token):
         raise ConfigError("the node token has spaces or characters outside printable ASCII",
-                          hint="use e.g. `python -c 'import secrets; print(secrets.token_hex(32))'`")
+                          hint="e.g. python -c 'import secrets; print(secrets.token_hex(32))'")
     return token
