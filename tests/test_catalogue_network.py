@@ -213,6 +213,17 @@ def test_a_run_without_the_right_token_is_refused_naming_the_node(
     assert code == 2 and f"node {token_node.url} {said}" in err and TOKEN not in err
 
 
+@pytest.mark.parametrize("text,said", [("", "is empty"), ("two words", "spaces"),
+                                       ("\n\n", "is empty")])
+def test_a_token_file_that_cannot_be_a_token_is_refused(tmp_path: Path, text: str,
+                                                        said: str) -> None:
+    token_file = tmp_path / "node.token"
+    token_file.write_text(text)
+    out = subprocess.run([MLHARNESS, "serve", "-b", "demo", "--port", "1", "--token-file",
+                          str(token_file)], capture_output=True, text=True, timeout=60)
+    assert out.returncode == 2 and said in out.stderr and "Traceback" not in out.stderr
+
+
 def test_serve_refuses_to_listen_beyond_loopback_without_a_token(tmp_path: Path) -> None:
     env = {k: v for k, v in os.environ.items() if k != "MLHARNESS_NODE_TOKEN"}
     out = subprocess.run([MLHARNESS, "serve", "-b", "demo", "--host", "0.0.0.0", "--port", "1"],
