@@ -23,10 +23,12 @@ examples:
       --endpoint http://127.0.0.1:8101 --endpoint http://127.0.0.1:8102
 
   mlharness serve -b resnet50 --model resnet50_v1.onnx --dataset imagenet-val \\
-      --host 0.0.0.0 --port 8101 --threads 16 --workers 2     # on each SUT machine
+      --host 0.0.0.0 --port 8101 --threads 16 --workers 2 \\
+      --token-file node.token                                  # on each SUT machine
+  mlharness run ... --backend remote --token-file node.token --endpoint http://sut-a:8101 ...
 
-  MLHARNESS_NODE_TOKEN=$(cat node.token) mlharness serve -b demo --host 0.0.0.0 --port 8101
-                                                              # beyond loopback: a token is required
+Beyond loopback a node needs a token (--token-file or $MLHARNESS_NODE_TOKEN); the run sends the
+same one.
 
 The node holds the dataset (same --dataset on every node and on the LoadGen machine) and answers
 batches of sample indices. GET /health and GET /ready probe it; SIGTERM or Ctrl-C drains it
