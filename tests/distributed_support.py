@@ -241,7 +241,10 @@ class FakeNode:
                 body = self.rfile.read(int(self.headers.get("Content-Length", 0)))
                 if self.path != "/predict":
                     self._reply(204, b"")
-                elif mode == "error":
+                    return
+                if fake.first_predict is None:
+                    fake.first_predict = time.monotonic()
+                if mode == "error":
                     self._reply(500, error.encode())
                 else:
                     n = len(body) // 8
@@ -257,6 +260,7 @@ class FakeNode:
                         time.sleep(trickle_s)
 
         self.closing = False
+        self.first_predict: float | None = None  # time.monotonic() of the first /predict
         self.server = http.server.ThreadingHTTPServer((HOST, 0), Handler)
         self.server.daemon_threads = True
         self.url = f"http://{HOST}:{self.server.server_address[1]}"
