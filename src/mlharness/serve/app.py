@@ -106,7 +106,8 @@ class NodeState:
 
 
 async def handle(state: NodeState, action: str, body: bytes, run: str) -> tuple[int, str, bytes]:
-    """One POST to /predict, /load or /unload from run ``run``: (status, content type, body)."""
+    """One POST to a work route (``WORK_ROUTES``) from run ``run``: (status, content type,
+    body)."""
     node = state.node
     if state.status != "ready" or node is None:
         return 503, "text/plain", state.status.encode()
