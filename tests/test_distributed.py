@@ -15,6 +15,8 @@ import pytest
 from distributed_support import (NodeProcess, http, only_run_dir, start_nodes, start_run,
                                  wait_until)
 from mlharness.cli.main import main
+from mlharness.cli.render import console
+from mlharness.cli.run import show_record
 from mlharness.loadgen.mllog import parse_detail_log
 from mlharness.rules import load as load_rules
 from mlharness.submission.check import performance_problems
@@ -164,6 +166,12 @@ def test_failover_reissues_a_killed_nodes_samples(tmp_path: Path) -> None:
     assert dist["failed_over"] is True and nodes[0].url in dist["lost"]
     assert dist["samples_served"][nodes[1].url] > 0
     assert any(e["event"] == "failover" and e["replica"] == nodes[0].url for e in dist["events"])
+    # the console says so under the verdict, and an INVALID verdict is not blamed on the target
+    assert any(n.startswith(f"failover: node {nodes[0].url} was lost") for n in dist["notes"])
+    with console.capture() as shown:
+        show_record({**data, "result": {**data["result"], "valid": False}}, run)
+    assert f"failover: node {nodes[0].url} was lost" in shown.get().replace("\n", " ")
+    assert "INVALID with a failover or restart in the run" in shown.get().replace("\n", " ")
 
 
 def test_sigterm_drains_a_busy_node_and_the_run_fails_over(tmp_path: Path) -> None:

@@ -1,12 +1,18 @@
 """`mlharness run --backend ray` on a real local Ray head (127.0.0.1, 2 CPUs, no dashboard),
 shared by this module: the demo and a ResNet50-shaped benchmark through two actors, and an
-actor killed mid-run (fail fast, or restarted with --max-restarts)."""
+actor killed mid-run (fail fast, or restarted with --max-restarts). A run without --ray-address
+starts a Ray of its own, whatever stale cluster or token lies around.
+
+Ray keeps state in $HOME/.ray and its temp folder (/tmp/ray): the module points HOME and
+RAY_TMPDIR at folders of its own (removed at the end), so it neither reads nor leaves any."""
 
 from __future__ import annotations
 
 import json
 import os
+import shutil
 import signal
+import tempfile
 import time
 from pathlib import Path
 
@@ -24,8 +30,26 @@ LONG_SERVER = ["-s", "Server", "--target-qps", "100", "--min-duration", "4000",
                "--server-latency", "1000"]
 
 
+@pytest.fixture(scope="module", autouse=True)
+def own_ray_state(tmp_path_factory: pytest.TempPathFactory):
+    """HOME and Ray's temp folder of this module's own (the temp folder short: Ray's socket paths
+    must fit 107 bytes); no RAY_ADDRESS or Ray auth settings from outside."""
+    home = tmp_path_factory.mktemp("home")
+    ray_tmp = tempfile.mkdtemp(prefix="mlhr-", dir="/tmp")
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setenv("HOME", str(home))
+        mp.setenv("RAY_TMPDIR", ray_tmp)
+        mp.setenv("RAY_USAGE_STATS_ENABLED", "0")
+        for name in ("RAY_ADDRESS", "RAY_AUTH_MODE", "RAY_AUTH_TOKEN", "RAY_AUTH_TOKEN_PATH"):
+            mp.delenv(name, raising=False)
+        try:
+            yield {"home": home, "ray_tmp": Path(ray_tmp)}
+        finally:
+            shutil.rmtree(ray_tmp, ignore_errors=True)
+
+
 @pytest.fixture(scope="module")
-def head(tmp_path_factory: pytest.TempPathFactory):
+def head(tmp_path_factory: pytest.TempPathFactory, own_ray_state: dict):
     ray_head = RayHead(tmp_path_factory.mktemp("ray"))
     try:
         ray_head.wait_ready()
@@ -94,6 +118,8 @@ def test_killed_actor_is_restarted_with_max_restarts(head: RayHead, tmp_path: Pa
     assert data["status"] == "ok" and code in (0, 1)  # every query answered; verdict aside
     events = data["distributed"]["events"]
     assert any(e["event"] == "restarted" for e in events), events
+    assert data["distributed"]["restarts"] >= 1
+    assert any("was restarted" in n for n in data["distributed"]["notes"])
     assert not data["distributed"]["lost"]
     # both actors ran the untimed warm-up batch before LoadGen started
     assert data["sut"]["warmup_batches"] == 1 and data["sut"]["warmup_s"] > 0
@@ -120,3 +146,40 @@ def test_more_replicas_than_the_cluster_holds_is_refused_before_loadgen(head: Ra
                  *ray_flags(head, replicas=5)])
     assert code == 2  # a bad input, told at once: the head has 2 CPUs
     assert not head.processes(ACTOR_TITLE)
+
+
+def _own_ray_dirs() -> set[str]:
+    return {p.name for p in Path("/tmp").glob("mlh-ray-*")}
+
+
+def test_a_run_without_an_address_starts_its_own_ray_past_stale_state(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+        request: pytest.FixtureRequest) -> None:
+    # what an earlier Ray leaves behind: a current-cluster file naming a head that is gone, an
+    # auth token of another cluster in ~/.ray, and RAY_ADDRESS in the environment
+    ray_tmp = Path(tempfile.mkdtemp(prefix="mlhr-", dir="/tmp"))  # not the head's
+    request.addfinalizer(lambda: shutil.rmtree(ray_tmp, ignore_errors=True))
+    monkeypatch.setenv("RAY_TMPDIR", str(ray_tmp))
+    stale = ray_tmp / "ray"
+    stale.mkdir()
+    (stale / "ray_current_cluster").write_text("127.0.0.1:9\n")
+    home = tmp_path / "home"  # not the head's: its drivers must not see this token
+    monkeypatch.setenv("HOME", str(home))
+    token = home / ".ray" / "auth_token"
+    token.parent.mkdir(parents=True)
+    token.write_text("a-token-of-another-cluster")
+    monkeypatch.setenv("RAY_ADDRESS", "127.0.0.1:9")
+    before = _own_ray_dirs()
+    t0 = time.monotonic()
+    code = main(["run", "-b", "demo", "--mode", "accuracy", "--no-progress", "--output-dir",
+                 str(tmp_path / "runs"), "--backend", "ray", "--replicas", "2"])
+    took = time.monotonic() - t0
+    run = only_run_dir(tmp_path / "runs", "demo")
+    assert code == 0 and (run / "accuracy.txt").read_text().strip() == ACCURACY_DEMO
+    assert took < 240  # generous: joining the stale cluster stalled for 60 s and failed
+    # nothing read or left outside the run's own Ray folder, which is gone
+    assert token.read_text() == "a-token-of-another-cluster"
+    assert [p.name for p in token.parent.iterdir()] == ["auth_token"]
+    assert [p.name for p in stale.iterdir()] == ["ray_current_cluster"]
+    assert (stale / "ray_current_cluster").read_text() == "127.0.0.1:9\n"
+    assert _own_ray_dirs() <= before

@@ -142,7 +142,26 @@ class ReplicaPool:
                     "replicas": [r.name for r in self.replicas],
                     "samples_served": dict(self.served), "lost": dict(self.down),
                     "failed_over": any(e["event"] == "failover" for e in self.events),
-                    "events": list(self.events)}
+                    "restarts": sum(e["event"] == "restarted" for e in self.events),
+                    "events": list(self.events), "notes": self._notes()}
+
+    def _notes(self) -> list[str]:
+        """One line per replica that failed over or restarted (shown under the run's verdict)."""
+        notes = []
+        for name in self.outstanding:
+            mine = [e for e in self.events if e["replica"] == name]
+            reissued = sum(e["samples"] for e in mine if e["event"] == "failover")
+            restarts = sum(e["event"] == "restarted" for e in mine)
+            if reissued:
+                notes.append(f"failover: {self.kind} {name} was lost at "
+                             f"{min(e['t_s'] for e in mine):g} s ({self.down.get(name, '?')}); "
+                             f"{reissued} samples were re-issued to the other {self.kind}s, and "
+                             "their latencies include the wait")
+            if restarts:
+                notes.append(f"{self.kind} {name} was restarted {restarts} time(s) by Ray; the "
+                             "batches it held were retried, and their latencies include the "
+                             "restart")
+        return notes
 
     def close(self) -> None:
         for r in self.replicas:

@@ -4,7 +4,8 @@ The engine hands batches of sample indices to the least busy actor (``pool.py``)
 sample loads go to every actor. An actor that dies is reported and fails the run, or with
 ``max_restarts`` Ray restarts it (its model is loaded again and the samples it misses are loaded
 on first use) and retries the batch; each restart is recorded in run.json. Options
-(:class:`RayOptions`): ``ray_address`` (None: a local Ray in this process), ``replicas``,
+(:class:`RayOptions`): ``ray_address`` (None: a local Ray of the run's own, see
+:func:`start_local_ray`), ``replicas``,
 ``max_restarts``, ``replica_backend`` (default onnxruntime), ``replica_cpus`` (default 1),
 ``replica_gpus`` (default 0; 1 gives each actor its own device), ``failover``,
 ``request_timeout_s``; any other key is the replica backend's.
@@ -13,7 +14,10 @@ on first use) and retries the batch; each restart is recorded in run.json. Optio
 from __future__ import annotations
 
 import os
+import secrets
+import shutil
 import sys
+import tempfile
 from pathlib import Path
 from typing import Annotated, Any
 
@@ -55,6 +59,37 @@ class MlharnessReplica:
 
 def _actor_class(ray: Any) -> Any:
     return ray.remote(MlharnessReplica)
+
+
+def own_ray_folder() -> str:
+    """A folder for a Ray of this run's own, with its auth token, set in the environment.
+
+    Called before Ray is imported (Ray reads its auth settings then): ``RAY_AUTH_TOKEN_PATH``
+    points at a token made here, so neither ``~/.ray/auth_token`` nor ``$RAY_AUTH_TOKEN`` is
+    read or written. The folder is short (under ``/tmp``): Ray's socket paths must fit 107
+    bytes. The caller removes it."""
+    folder = tempfile.mkdtemp(prefix="mlh-ray-", dir="/tmp" if os.path.isdir("/tmp") else None)
+    token = Path(folder) / "auth_token"
+    token.write_text(secrets.token_hex(32))
+    token.chmod(0o600)
+    os.environ.pop("RAY_AUTH_TOKEN", None)
+    os.environ.update(RAY_AUTH_MODE="token", RAY_AUTH_TOKEN_PATH=str(token),
+                      RAY_USAGE_STATS_ENABLED="0")
+    return folder
+
+
+def start_local_ray(ray: Any, folder: str) -> None:
+    """Start a Ray of this run's own in ``folder`` (see :func:`own_ray_folder`):
+    ``address="local"`` never joins the cluster ``/tmp/ray/ray_current_cluster`` or
+    ``$RAY_ADDRESS`` point at, and the session lives in ``folder``, not ``/tmp/ray``."""
+    try:  # Ray imported before the environment was set: let it read the auth settings again
+        from ray._raylet import Config  # type: ignore[attr-defined]
+
+        Config.initialize("")
+    except Exception:  # noqa: BLE001 - a Ray without it reads them at import only
+        pass
+    ray.init(address="local", _temp_dir=folder, include_dashboard=False,
+             logging_level="warning", log_to_driver=False)
 
 
 class RayReplica:
@@ -134,15 +169,11 @@ class RayBackend(PoolBackend):
         self.options = BackendOptions()
         self.settings: dict[str, Any] = {}
         self._ray: Any = None
+        self._local_dir: str | None = None  # the run's own Ray's folder (no --ray-address)
 
     def load(self, model: Path | None, options: BackendOptions) -> None:
-        try:
-            import ray
-        except ImportError as exc:
-            raise ConfigError("--backend ray needs Ray", hint="pip install 'mlharness[ray]'") from exc
         opts = parse_options(RayOptions, options.extra, "ray backend option", "--backend-option")
-        replicas, restarts, inner = opts.replicas, opts.max_restarts, opts.replica_backend
-        cpus, gpus, address = opts.replica_cpus, opts.replica_gpus, opts.ray_address
+        inner, address = opts.replica_backend, opts.ray_address
         if inner in ("ray", "remote"):
             raise ConfigError(f"a Ray replica cannot run --replica-backend {inner}",
                               hint="use onnxruntime, noop or module:Class")
@@ -154,6 +185,13 @@ class RayBackend(PoolBackend):
                                        if k not in _OWN_OPTIONS}
         if model is not None:
             spec_data["model"] = str(model)
+        if not opts.ray_address and "ray" not in sys.modules:
+            self._local_dir = own_ray_folder()  # before Ray is imported: it reads auth settings
+        try:
+            import ray
+        except ImportError as exc:
+            self.close()
+            raise ConfigError("--backend ray needs Ray", hint="pip install 'mlharness[ray]'") from exc
         self._ray = ray
         # Ray's driver prints worker deaths to stdout; in a run's child stdout must stay clean
         # (the parent prints --json there), so this process's stdout goes to stderr
@@ -164,13 +202,26 @@ class RayBackend(PoolBackend):
                 if address:
                     ray.init(address=address, logging_level="warning", log_to_driver=False)
                 else:
-                    ray.init(include_dashboard=False, logging_level="warning",
-                             log_to_driver=False)
+                    self._local_dir = self._local_dir or own_ray_folder()
+                    start_local_ray(ray, self._local_dir)
             except Exception as exc:  # noqa: BLE001 - Ray raises ConnectionError and others
+                self.close()
                 raise ConfigError(f"cannot connect to Ray at {address or 'a new local cluster'}: "
                                   f"{str(exc).splitlines()[0] if str(exc) else type(exc).__name__}",
                                   hint="start it with `ray start --head` or drop --ray-address "
                                        "for a local one") from exc
+        try:
+            self._start_actors(ray, opts, spec_data)
+        except BaseException:
+            self.close()  # a local Ray of the run's own goes with the run
+            raise
+        self.settings = {**opts.model_dump(include=set(RayOptions.model_fields)),
+                         "ray": ray.__version__}
+        self.options = options
+
+    def _start_actors(self, ray: Any, opts: RayOptions, spec_data: dict[str, Any]) -> None:
+        replicas, restarts = opts.replicas, opts.max_restarts
+        cpus, gpus = opts.replica_cpus, opts.replica_gpus
         resources = ray.cluster_resources()
         for kind, each in (("CPU", cpus), ("GPU", gpus)):
             have = float(resources.get(kind, 0))
@@ -191,14 +242,10 @@ class RayBackend(PoolBackend):
             try:
                 r.ready(READY_TIMEOUT_S)
             except ReplicaDown as exc:
-                self.close()
                 raise ConfigError(f"Ray {r.name} did not start: {exc}",
                                   hint=f"each replica needs {cpus:g} CPU(s); check `ray status` "
                                        "and the model/dataset paths on every Ray node") from exc
         self._start(self.pool, self.replicas[0].info)
-        self.settings = {**opts.model_dump(include=set(RayOptions.model_fields)),
-                         "ray": ray.__version__}
-        self.options = options
 
     def close(self) -> None:
         super().close()
@@ -206,6 +253,12 @@ class RayBackend(PoolBackend):
             # disconnect before the interpreter exits: exiting with Ray's threads still
             # attached to a cluster that just lost a worker can crash the process
             self._ray.shutdown()
+        if self._local_dir is not None:
+            shutil.rmtree(self._local_dir, ignore_errors=True)
+            if os.environ.get("RAY_AUTH_TOKEN_PATH", "").startswith(self._local_dir):
+                for name in ("RAY_AUTH_MODE", "RAY_AUTH_TOKEN_PATH"):
+                    os.environ.pop(name, None)
+            self._local_dir = None
 
     def describe(self) -> dict[str, Any]:
         return {"name": self.name, **self.settings,

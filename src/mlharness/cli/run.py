@@ -7,6 +7,8 @@ import sys
 from pathlib import Path
 from typing import Any
 
+from rich.markup import escape
+
 from mlharness.cli.render import (LiveProgress, console, console_err, power_lines, print_json,
                                   results_table, verdict_text)
 from mlharness.errors import ConfigError
@@ -167,6 +169,9 @@ def add_run_arguments(p: argparse.ArgumentParser) -> None:
     dist.add_argument("--request-timeout", dest="request_timeout_s", type=float, metavar="S",
                       help="remote/ray: a batch not answered in S seconds means the node "
                            "stalled (default 15)")
+    dist.add_argument("--token-file", type=Path, metavar="PATH",
+                      help="remote: file holding the nodes' token (default: "
+                           "$MLHARNESS_NODE_TOKEN); the token is never written to the run")
     dist.add_argument("--ray-address", metavar="ADDR",
                       help="ray: 'auto', HOST:PORT or ray://HOST:PORT (default: a local Ray)")
     dist.add_argument("--replicas", type=int, metavar="N", help="ray: actors, one backend each (default 1)")
@@ -203,6 +208,16 @@ def _from_cache(data: dict[str, Any]) -> dict[str, Any]:
     return data
 
 
+#: the distributed flags: RunSpec backend_option key -> (flag, the backends that take it)
+_DISTRIBUTED_FLAGS = {
+    "endpoints": ("--endpoint", ("remote",)), "token_file": ("--token-file", ("remote",)),
+    "failover": ("--failover", ("ray", "remote")),
+    "request_timeout_s": ("--request-timeout", ("ray", "remote")),
+    "ray_address": ("--ray-address", ("ray",)), "replicas": ("--replicas", ("ray",)),
+    "max_restarts": ("--max-restarts", ("ray",)), "replica_backend": ("--replica-backend", ("ray",)),
+}
+
+
 def _spec_mapping(args: argparse.Namespace) -> dict[str, Any]:
     """The RunSpec fields from the TOML file, then the flags that were given."""
     data: dict[str, Any] = load_toml(args.config) if getattr(args, "config", None) else {}
@@ -219,10 +234,16 @@ def _spec_mapping(args: argparse.Namespace) -> dict[str, Any]:
                 raise ConfigError(f"{key} in the TOML must be a table of KEY = VALUE",
                                   hint=f"e.g. [run.{key}] with one key per line")
             data[key] = {**table, **{k: parse_scalar(v) for k, v in pairs}}
-    distributed = {key: getattr(args, key, None) for key in (
-        "endpoints", "failover", "request_timeout_s", "ray_address", "replicas", "max_restarts",
-        "replica_backend")}
-    distributed = {k: v for k, v in distributed.items() if v is not None}
+    distributed = {key: getattr(args, key, None) for key in _DISTRIBUTED_FLAGS}
+    distributed = {k: str(v.resolve()) if isinstance(v, Path) else v
+                   for k, v in distributed.items() if v is not None}
+    backend = data.get("backend", "onnxruntime")
+    for key in distributed:
+        flag, backends = _DISTRIBUTED_FLAGS[key]
+        if backend not in backends:
+            needs = " or ".join(f"--backend {b}" for b in backends)
+            raise ConfigError(f"{flag} needs {needs} (this run's backend is {backend})",
+                              hint=f"use {needs}, or drop {flag}")
     if distributed:
         data["backend_option"] = {**data.get("backend_option", {}), **distributed}
     mode = getattr(args, "mode", None)
@@ -380,6 +401,13 @@ def show_record(data: dict[str, Any], run_dir: Path) -> None:
                  *((data.get("sut") or {}).get("placement") or {}).get("notes", [])]:
         console.print(f"[yellow]note:[/] {note}", highlight=False)
     verdict, _ = verdict_text(data)
+    dist = data.get("distributed") or {}
+    for note in dist.get("notes", []):  # failovers and restarts: a node's words, not markup
+        console.print(f"[yellow]note:[/] {escape(note)}", highlight=False)
+    if verdict == "INVALID" and (dist.get("failed_over") or dist.get("restarts")):
+        console.print("[yellow]note:[/] INVALID with a failover or restart in the run: the "
+                      "re-issued samples waited for it, so the target may not be the cause",
+                      highlight=False)
     if data.get("status") == "failed":
         err = data.get("error") or {}
         console.print(f"[red]run failed:[/] {err.get('message')}")

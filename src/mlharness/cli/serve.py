@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import argparse
+import errno
+import ipaddress
 import socket
 import threading
 import time
@@ -10,6 +12,8 @@ from pathlib import Path
 
 from mlharness.cli.run import _key_value
 from mlharness.errors import ConfigError, HarnessError
+from mlharness.serve import DEFAULT_MAX_BATCH
+from mlharness.serve.token import TOKEN_ENV, read_token
 
 EXAMPLES = """\
 examples:
@@ -19,11 +23,17 @@ examples:
       --endpoint http://127.0.0.1:8101 --endpoint http://127.0.0.1:8102
 
   mlharness serve -b resnet50 --model resnet50_v1.onnx --dataset imagenet-val \\
-      --host 0.0.0.0 --port 8101 --threads 16 --workers 2     # on each SUT machine
+      --host 0.0.0.0 --port 8101 --threads 16 --workers 2 \\
+      --token-file node.token                                  # on each SUT machine
+  mlharness run ... --backend remote --token-file node.token --endpoint http://sut-a:8101 ...
+
+Beyond loopback a node needs a token (--token-file or $MLHARNESS_NODE_TOKEN); the run sends the
+same one.
 
 The node holds the dataset (same --dataset on every node and on the LoadGen machine) and answers
-batches of sample indices. GET /health and GET /ready probe it; SIGTERM drains it (finishes the
-batches it holds, refuses new ones with 503) and exits. Details: docs/distributed.md.
+batches of sample indices. GET /health and GET /ready probe it; SIGTERM or Ctrl-C drains it
+(finishes the batches it holds, refuses new ones with 503) and exits 0. Details:
+docs/distributed.md.
 """
 
 
@@ -50,9 +60,11 @@ def register(sub: argparse._SubParsersAction) -> None:
     how.add_argument("--threads", type=int, metavar="N", help="runtime intra-op threads")
     how.add_argument("--device", default="cpu", metavar="D", help="cpu (default) or cuda")
     how.add_argument("--workers", type=int, default=1, metavar="N",
-                     help="batches run at once on this node (default 1: batches under 5 ms "
-                          "run on the server's event loop, longer ones on a thread); 0 runs "
-                          "every batch on the event loop")
+                     help="batches run at once on this node, each on a thread (default 1; "
+                          "then batches predicted under 5 ms run on the server's event loop)")
+    how.add_argument("--max-batch", type=int, default=DEFAULT_MAX_BATCH, metavar="N",
+                     help=f"largest batch this node takes; bigger requests get 413 (default "
+                          f"{DEFAULT_MAX_BATCH})")
     how.add_argument("--task-option", dest="task_option", action="append", default=[],
                      type=_key_value, metavar="KEY=VALUE",
                      help="benchmark setting, e.g. label_offset=0")
@@ -64,6 +76,9 @@ def register(sub: argparse._SubParsersAction) -> None:
                      help="address to listen on (default 127.0.0.1; 0.0.0.0 for other machines)")
     net.add_argument("--port", type=int, required=True, help="TCP port")
     net.add_argument("--name", help="node name for logs and sut_name (default: host name)")
+    net.add_argument("--token-file", type=Path, metavar="PATH",
+                     help=f"file holding the token every request but GET /health must carry "
+                          f"(or set ${TOKEN_ENV}); required to listen beyond loopback")
     p.set_defaults(func=serve_command)
 
 
@@ -77,10 +92,19 @@ def serve_command(args: argparse.Namespace) -> int:
     if args.backend in ("remote", "ray"):
         raise ConfigError(f"a node cannot use --backend {args.backend}",
                           hint="a node runs the model itself: onnxruntime, noop, ...")
-    if args.workers < 0:
-        raise ConfigError("--workers must be >= 0", hint="1 (default), or 0 for inline batches")
+    if args.workers < 1:
+        raise ConfigError("--workers must be >= 1",
+                          hint="1 (default); short batches run on the event loop anyway")
+    if args.max_batch < 1:
+        raise ConfigError("--max-batch must be >= 1", hint=f"default {DEFAULT_MAX_BATCH}")
     if not 0 < args.port < 65536:
         raise ConfigError(f"port {args.port} is out of range", hint="use 1024-65535")
+    token = read_token(args.token_file)
+    if token is None and not _loopback(args.host):
+        raise ConfigError(f"listening on {args.host} without a token would let anyone on the "
+                          "network use this node",
+                          hint=f"set ${TOKEN_ENV} or pass --token-file PATH (and give the run "
+                               "the same token), or listen on 127.0.0.1")
     tables = {flag: {k: parse_scalar(v) for k, v in getattr(args, flag)}
               for flag in ("task_option", "backend_option")}
     spec = RunSpec(benchmark=args.benchmark, backend=args.backend, model=args.model,
@@ -88,8 +112,9 @@ def serve_command(args: argparse.Namespace) -> int:
                    max_samples=args.max_samples, threads=args.threads, precision=args.precision,
                    device=args.device, **tables)
     name = args.name or f"{socket.gethostname()}:{args.port}"
-    state = NodeState(lambda: Node(spec, name), args.workers)
+    state = NodeState(lambda: Node(spec, name), args.workers, token, args.max_batch)
     url = f"http://{args.host}:{args.port}"
+    sock = _listen(args.host, args.port)
 
     def listening() -> None:
         console_err.print(f"node listening on {url} — loading {args.benchmark} "
@@ -105,9 +130,9 @@ def serve_command(args: argparse.Namespace) -> int:
 
     threading.Thread(target=announce_ready, daemon=True).start()
     try:
-        serve(state, args.host, args.port, listening)
-    except (OSError, SystemExit) as exc:  # uvicorn exits when it cannot bind
-        raise ConfigError(f"cannot listen on {url}: {exc or 'address in use?'}", hint="pick a free --port") from exc
+        serve(state, sock, listening)
+    finally:
+        sock.close()
     if state.failure is not None:
         if isinstance(state.failure, HarnessError):
             raise state.failure
@@ -115,3 +140,36 @@ def serve_command(args: argparse.Namespace) -> int:
                            hint="run the same settings with `mlharness run` to see the problem")
     console_err.print(f"node {url} drained and stopped", highlight=False)
     return 0
+
+
+def _loopback(host: str) -> bool:
+    if host == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(host).is_loopback
+    except ValueError:
+        return False
+
+
+def _listen(host: str, port: int) -> socket.socket:
+    """A listening socket on HOST:PORT, or one clear line when the port is taken."""
+    try:
+        infos = socket.getaddrinfo(host, port, type=socket.SOCK_STREAM, flags=socket.AI_PASSIVE)
+    except socket.gaierror as exc:
+        raise ConfigError(f"cannot listen on {host}: {exc.strerror}",
+                          hint="give --host an address of this machine, e.g. 0.0.0.0") from exc
+    family, kind, proto, _, address = infos[0]
+    sock = socket.socket(family, kind, proto)
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    try:
+        sock.bind(address)
+        sock.listen(2048)
+    except OSError as exc:
+        sock.close()
+        if exc.errno == errno.EADDRINUSE:
+            raise ConfigError(f"port {port} on {host} is in use",
+                              hint="pick a free --port, or stop what listens there") from exc
+        raise ConfigError(f"cannot listen on {host}:{port}: {exc.strerror or exc}",
+                          hint="give --host an address of this machine and a free --port") from exc
+    sock.set_inheritable(True)
+    return sock

@@ -4,3 +4,6 @@ The LoadGen side (``backends/remote.py``) and the node speak HTTP/1.1 with binar
 (``wire.py``); the node holds the dataset and the backend, and answers batches of sample indices
 with responses already in the task's encoding.
 """
+
+#: default largest batch a node takes (``mlharness serve --max-batch``); larger requests get 413
+DEFAULT_MAX_BATCH = 4096

@@ -14,6 +14,7 @@ import numpy as np
 
 CONTENT_TYPE = "application/octet-stream"
 _INDEX = np.dtype("<i8")
+INDEX_BYTES = _INDEX.itemsize  # one sample index on the wire
 
 
 class WireError(ValueError):

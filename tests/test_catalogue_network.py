@@ -1,0 +1,325 @@
+"""Issue 36, network and distribution: every promise about `mlharness serve` nodes, the remote
+backend and the distributed flags, tested on real nodes (uvicorn), real LoadGen runs on the demo
+and, for the misbehaving nodes LoadGen cannot produce, a small fake node on 127.0.0.1."""
+
+from __future__ import annotations
+
+import json
+import os
+import shlex
+import signal
+import subprocess
+import threading
+import time
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from distributed_support import (MLHARNESS, FakeNode, NodeProcess, http, only_run_dir,
+                                 start_nodes, start_run)
+from mlharness.cli.main import main
+from mlharness.store.record import reproduce_command
+
+pytestmark = pytest.mark.slow
+
+TESTS_DIR = Path(__file__).parent
+TOKEN = "s3cret-token-for-the-test"
+SUPPORT_PATH = {"PYTHONPATH": os.pathsep.join(
+    [str(TESTS_DIR), os.environ.get("PYTHONPATH", "")]).rstrip(os.pathsep)}
+ENDS_WITHIN_S = 30.0  # the promise: a lost or stalled node ends the run within 30 s
+
+
+def indices(*values: int) -> bytes:
+    return np.array(values, "<i8").tobytes()
+
+
+@pytest.fixture(scope="module")
+def demo_node(tmp_path_factory: pytest.TempPathFactory):
+    nodes = start_nodes(tmp_path_factory.mktemp("node"), 1, "demo")
+    yield nodes[0]
+    nodes[0].stop()
+
+
+# ---- 1. work off the event loop, bounded bodies --------------------------------------------------
+
+def test_health_answers_while_a_large_batch_runs_after_many_short_ones(tmp_path: Path) -> None:
+    node = start_nodes(tmp_path, 1, "demo", "--backend", "distributed_support:SlowPerSampleBackend",
+                       env={**SUPPORT_PATH, "NODE_SAMPLE_S": "0.001"})[0]
+    try:
+        for _ in range(40):  # 1 ms batches: short enough to run on the event loop
+            assert http("POST", node.url + "/predict", indices(1))[0] == 200
+        big = indices(*([2] * 4000))  # 4 s of work: must go to a thread
+        answer: list[int] = []
+        worker = threading.Thread(target=lambda: answer.append(
+            http("POST", node.url + "/predict", big, timeout=60)[0]))
+        worker.start()
+        seen = []
+        while worker.is_alive() and not seen:
+            code, body = http("GET", node.url + "/health", timeout=30)
+            if json.loads(body)["in_flight"]:
+                seen.append(json.loads(body))  # answered while the batch was running
+            time.sleep(0.05)
+        worker.join(60)
+        assert seen and seen[0]["status"] == "ready"
+        assert answer == [200]
+    finally:
+        node.stop()
+
+
+def test_an_oversized_body_gets_413_and_the_node_keeps_its_memory(demo_node: NodeProcess) -> None:
+    before = demo_node.rss_mb()
+    body = indices(*([3] * (2 * 1024 * 1024)))  # 16 MB of valid indices
+    code, text = http("POST", demo_node.url + "/predict", body, timeout=30)
+    assert code == 413 and b"--max-batch 4096" in text and b"2097152 samples" in text
+    code, _ = http("POST", demo_node.url + "/load", body, timeout=30)
+    assert code == 413
+    assert demo_node.rss_mb() - before < 50  # the body was refused, not read and held
+    assert http("POST", demo_node.url + "/predict", indices(3, 4))[0] == 200
+
+
+def test_max_batch_is_configurable(tmp_path: Path) -> None:
+    node = start_nodes(tmp_path, 1, "demo", "--max-batch", "4")[0]
+    try:
+        assert http("POST", node.url + "/predict", indices(1, 2, 3, 4))[0] == 200
+        code, text = http("POST", node.url + "/predict", indices(1, 2, 3, 4, 5))
+        assert code == 413 and b"--max-batch 4" in text
+        assert http("POST", node.url + "/load", indices(*range(450)))[0] == 204  # every sample
+    finally:
+        node.stop()
+
+
+# ---- 2. runs sharing a node ----------------------------------------------------------------------
+
+def test_one_runs_unloads_never_break_another_runs_batches(demo_node: NodeProcess) -> None:
+    url, samples = demo_node.url, indices(*range(10, 20))
+    run_a, run_b = {"X-Mlharness-Run": "a"}, {"X-Mlharness-Run": "b"}
+    before = demo_node.stats()
+    assert http("POST", url + "/load", samples, headers=run_a)[0] == 204
+    codes: list[int] = []
+
+    def churn() -> None:
+        for _ in range(300):
+            codes.append(http("POST", url + "/load", samples, headers=run_b)[0])
+            codes.append(http("POST", url + "/unload", samples, headers=run_b)[0])
+
+    other = threading.Thread(target=churn)
+    other.start()
+    answers = []
+    while other.is_alive():
+        answers.append(http("POST", url + "/predict", samples, headers=run_a)[0])
+    other.join()
+    assert set(codes) == {204} and answers and set(answers) == {200}
+    late = demo_node.stats()["late_loads"]
+    assert http("POST", url + "/predict", samples, headers=run_a)[0] == 200
+    assert demo_node.stats()["late_loads"] == late  # run a's samples stayed loaded for it
+    assert http("POST", url + "/unload", samples, headers=run_a)[0] == 204
+    after = demo_node.stats()
+    assert (after["loaded"], after["runs"]) == (before["loaded"], before["runs"])
+
+
+def test_release_drops_what_a_run_still_holds(demo_node: NodeProcess) -> None:
+    before = demo_node.stats()
+    run_c = {"X-Mlharness-Run": "c"}
+    assert http("POST", demo_node.url + "/load", indices(*range(30, 40)), headers=run_c)[0] == 204
+    assert demo_node.stats()["runs"] == before["runs"] + 1
+    assert http("POST", demo_node.url + "/release", b"", headers=run_c)[0] == 204
+    after = demo_node.stats()
+    assert (after["loaded"], after["runs"]) == (before["loaded"], before["runs"])
+
+
+def test_two_server_runs_through_one_shared_node_both_finish(demo_node: NodeProcess,
+                                                             tmp_path: Path) -> None:
+    flags = ["-b", "demo", "-s", "Server", "--target-qps", "100", "--min-duration", "3000",
+             "--server-latency", "1000", "--backend", "remote", "--endpoint", demo_node.url]
+    before = demo_node.stats()
+    procs = [start_run(tmp_path / f"runs{k}", *flags) for k in range(2)]
+    for proc in procs:
+        proc.wait(timeout=180)
+    for k, proc in enumerate(procs):
+        data = json.loads((only_run_dir(tmp_path / f"runs{k}", "demo") / "run.json").read_text())
+        assert data["status"] == "ok", (proc.stderr.read() if proc.stderr else "",
+                                        data.get("error"))
+        assert proc.returncode in (0, 1)  # the verdict depends on this machine
+    assert demo_node.stats()["runs"] == before["runs"]  # each run unloaded what it loaded
+
+
+# ---- 3. the token --------------------------------------------------------------------------------
+
+@pytest.fixture(scope="module")
+def token_node(tmp_path_factory: pytest.TempPathFactory):
+    node = NodeProcess(tmp_path_factory.mktemp("tnode"), "demo",
+                       env={"MLHARNESS_NODE_TOKEN": TOKEN})
+    node.headers = {"Authorization": f"Bearer {TOKEN}"}
+    try:
+        node.wait_ready()
+        yield node
+    finally:
+        node.stop()
+
+
+def test_every_route_but_health_needs_the_token(token_node: NodeProcess) -> None:
+    url = token_node.url
+    assert http("GET", url + "/health")[0] == 200
+    for method, path, body in (("GET", "/ready", None), ("GET", "/stats", None),
+                               ("POST", "/predict", indices(1)), ("POST", "/load", indices(1)),
+                               ("POST", "/unload", indices(1))):
+        code, text = http(method, url + path, body)
+        assert code == 401 and b"MLHARNESS_NODE_TOKEN" in text, (path, code)
+        wrong = {"Authorization": "Bearer not-it"}
+        assert http(method, url + path, body, headers=wrong)[0] == 401
+    code, body = http("GET", url + "/ready", headers=token_node.headers)
+    assert code == 200 and json.loads(body)["pid"] == token_node.proc.pid
+    assert TOKEN not in token_node.log.read_text()
+
+
+def test_ready_shows_no_paths_or_pids_without_the_token(demo_node: NodeProcess) -> None:
+    code, body = http("GET", demo_node.url + "/ready")
+    info = json.loads(body)
+    assert code == 200 and info["benchmark"] == "demo" and info["total"] == 450
+    assert set(info) <= {"node", "benchmark", "total", "performance_count", "inputs"}
+    assert "/" not in json.dumps({k: v for k, v in info.items() if k != "inputs"})
+
+
+@pytest.mark.parametrize("given", ["file", "env"])
+def test_a_run_sends_the_token_and_never_records_it(token_node: NodeProcess, tmp_path: Path,
+                                                    runs_dir: Path, given: str,
+                                                    monkeypatch: pytest.MonkeyPatch) -> None:
+    token_file = tmp_path / "node.token"
+    token_file.write_text(TOKEN + "\n")
+    if given == "env":
+        monkeypatch.setenv("MLHARNESS_NODE_TOKEN", TOKEN)
+    flags = ["--token-file", str(token_file)] if given == "file" else []
+    code = main(["run", "-b", "demo", "--mode", "accuracy", "--no-progress", "--output-dir",
+                 str(runs_dir), "--backend", "remote", "--endpoint", token_node.url, *flags])
+    run = only_run_dir(runs_dir, "demo")
+    assert code == 0 and json.loads((run / "run.json").read_text())["status"] == "ok"
+    for path in run.rglob("*"):
+        if path.is_file():
+            assert TOKEN not in path.read_text(errors="replace"), path
+
+
+@pytest.mark.parametrize("token,said", [(None, "needs a token"),
+                                         ("not-it", "refused this run's token")])
+def test_a_run_without_the_right_token_is_refused_naming_the_node(
+        token_node: NodeProcess, runs_dir: Path, monkeypatch: pytest.MonkeyPatch,
+        capsys: pytest.CaptureFixture, token: str | None, said: str) -> None:
+    monkeypatch.delenv("MLHARNESS_NODE_TOKEN", raising=False)
+    if token:
+        monkeypatch.setenv("MLHARNESS_NODE_TOKEN", token)
+    code = main(["run", "-b", "demo", "--no-progress", "--output-dir", str(runs_dir),
+                 "--backend", "remote", "--endpoint", token_node.url])
+    err = capsys.readouterr().err
+    assert code == 2 and f"node {token_node.url} {said}" in err and TOKEN not in err
+
+
+@pytest.mark.parametrize("text,said", [("", "is empty"), ("two words", "spaces"),
+                                       ("\n\n", "is empty")])
+def test_a_token_file_that_cannot_be_a_token_is_refused(tmp_path: Path, text: str,
+                                                        said: str) -> None:
+    token_file = tmp_path / "node.token"
+    token_file.write_text(text)
+    out = subprocess.run([MLHARNESS, "serve", "-b", "demo", "--port", "1", "--token-file",
+                          str(token_file)], capture_output=True, text=True, timeout=60)
+    assert out.returncode == 2 and said in out.stderr and "Traceback" not in out.stderr
+
+
+def test_serve_refuses_to_listen_beyond_loopback_without_a_token(tmp_path: Path) -> None:
+    env = {k: v for k, v in os.environ.items() if k != "MLHARNESS_NODE_TOKEN"}
+    out = subprocess.run([MLHARNESS, "serve", "-b", "demo", "--host", "0.0.0.0", "--port", "1"],
+                         capture_output=True, text=True, timeout=60, env=env)
+    assert out.returncode == 2 and "without a token" in out.stderr
+    assert "MLHARNESS_NODE_TOKEN" in out.stderr
+
+
+# ---- 4. stalls, node errors, reproduce, signals, busy ports -------------------------------------
+
+def _run_through(fake: FakeNode, tmp_path: Path, *flags: str) -> tuple[int, float, dict]:
+    """Run the demo through ``fake``; the exit code, the seconds from the fake's first batch to
+    the run's end, and run.json."""
+    runs = tmp_path / "runs"
+    proc = start_run(runs, "-b", "demo", "--mode", "accuracy", "--backend", "remote", "--endpoint",
+                     fake.url, *flags)
+    try:
+        proc.wait(timeout=120)
+        took = time.monotonic() - (fake.first_predict or 0.0)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait(10)
+        fake.stop()
+    assert (runs / "demo").is_dir(), proc.stderr.read() if proc.stderr else ""
+    data = json.loads((only_run_dir(runs, "demo") / "run.json").read_text())
+    return proc.returncode, took, data
+
+
+def test_a_trickling_node_ends_the_run_within_the_promise_naming_it(demo_node: NodeProcess,
+                                                                   tmp_path: Path) -> None:
+    info = json.loads(http("GET", demo_node.url + "/ready")[1])
+    fake = FakeNode(info, "trickle", trickle_s=2.0)  # each read within the 3 s timeout
+    code, took, data = _run_through(fake, tmp_path, "--request-timeout", "3")
+    assert code == 3 and took < ENDS_WITHIN_S  # from the node's first (trickled) batch
+    message = data["error"]["message"]
+    assert fake.url in message and "stalled" in message
+
+
+def test_a_node_error_is_carried_up_as_plain_text_naming_the_node(demo_node: NodeProcess,
+                                                                 tmp_path: Path) -> None:
+    info = json.loads(http("GET", demo_node.url + "/ready")[1])
+    fake = FakeNode(info, "error", error="backend failed: bad [/] markup\x1b[31m\nsecond line")
+    code, _, data = _run_through(fake, tmp_path)
+    message = data["error"]["message"]
+    assert code == 3 and fake.url in message and "bad [/] markup" in message
+    assert "\x1b" not in message and "\n" not in message
+
+
+def test_the_recorded_reproduce_command_of_a_remote_run_runs(demo_node: NodeProcess,
+                                                             tmp_path: Path) -> None:
+    runs = tmp_path / "runs"
+    code = main(["run", "-b", "demo", "--mode", "accuracy", "--no-progress", "--output-dir",
+                 str(runs), "--backend", "remote", "--endpoint", demo_node.url,
+                 "--request-timeout", "20", "--failover"])
+    assert code == 0
+    spec = json.loads((only_run_dir(runs, "demo") / "run.json").read_text())["spec"]
+    command = shlex.split(reproduce_command(spec))
+    assert command[:2] == ["mlharness", "run"] and "--endpoint" in command
+    again = subprocess.run([MLHARNESS, *command[1:], "--no-progress", "--output-dir",
+                            str(tmp_path / "again")], capture_output=True, text=True, timeout=180)
+    assert again.returncode == 0, again.stderr
+    data = json.loads((only_run_dir(tmp_path / "again", "demo") / "run.json").read_text())
+    assert data["spec"]["backend_option"] == spec["backend_option"]
+
+
+@pytest.mark.parametrize("sig", [signal.SIGINT, signal.SIGTERM])
+def test_ctrl_c_and_sigterm_drain_the_node_and_exit_0(tmp_path: Path, sig: int) -> None:
+    node = start_nodes(tmp_path, 1, "demo")[0]
+    node.proc.send_signal(sig)
+    assert node.proc.wait(60) == 0
+    assert "drained and stopped" in node.log.read_text()
+
+
+def test_serve_on_a_busy_port_says_so_in_one_line(demo_node: NodeProcess) -> None:
+    out = subprocess.run([MLHARNESS, "serve", "-b", "demo", "--port", str(demo_node.port)],
+                         capture_output=True, text=True, timeout=60)
+    assert out.returncode == 2
+    lines = [line for line in out.stderr.splitlines() if line.strip()]
+    assert lines[0] == f"error: port {demo_node.port} on 127.0.0.1 is in use"
+    assert len(lines) == 2 and "hint" in lines[1] and "ERROR" not in out.stderr
+
+
+# ---- 6. the distributed flags need their backend -------------------------------------------------
+
+@pytest.mark.parametrize("flags,needs", [
+    (["--replicas", "2"], "--replicas needs --backend ray"),
+    (["--max-restarts", "1"], "--max-restarts needs --backend ray"),
+    (["--failover"], "--failover needs --backend ray or --backend remote"),
+    (["--endpoint", "http://127.0.0.1:9"], "--endpoint needs --backend remote"),
+    (["--backend", "remote", "--replicas", "2"], "--replicas needs --backend ray"),
+])
+def test_distributed_flags_without_their_backend_are_refused(flags: list[str], needs: str,
+                                                             runs_dir: Path,
+                                                             capsys: pytest.CaptureFixture) -> None:
+    code = main(["run", "-b", "demo", "--no-progress", "--output-dir", str(runs_dir), *flags])
+    err = capsys.readouterr().err
+    assert code == 2 and needs in err and "unknown" not in err
+    assert not runs_dir.exists() or not any(runs_dir.rglob("run.json"))
