@@ -1,19 +1,33 @@
 """Harness overhead: mlharness (no-op backend) vs a bare LoadGen SUT that completes inline.
 
 Both sides run the same LoadGen settings, each test in its own spawned process, side by side
-in one invocation. Prints Offline samples/s and their ratio, and SingleStream mean latency and
-the difference. Goal (issue 2): ratio >= 0.9 and added SingleStream latency <= 50 us.
+in one invocation. Prints Offline samples/s and their ratio, SingleStream mean latency and
+the difference, and the Server max VALID target QPS of each side at one latency bound and
+their ratio. Goals: Offline ratio >= 0.9 and added SingleStream latency <= 50 us (issue 2);
+Server max VALID QPS ratio >= 0.5 (issue 33).
 
-    .venv/bin/python benchmarks/overhead.py [--duration-ms 5000] [--repeat 2]
+Server: each side's highest target QPS that LoadGen calls VALID (its own summary's
+``Result is : VALID``, so early stopping counts) at a tight p99 bound (``--server-latency-ms``,
+default 10 ms) with short probes (``--server-duration-ms``, default 1000 ms, and at least 662
+queries), found by one search function used for both sides (grow x2 until INVALID, then bisect
+to within 5 %; every INVALID is probed once more before it counts). The two
+searches run in lockstep, one probe of each in turn, so both see the same machine.
+
+    .venv/bin/python benchmarks/overhead.py [--scenarios Offline,SingleStream,Server]
+        [--duration-ms 5000] [--repeat 2] [--server-latency-ms 10] [--server-duration-ms 1000]
 """
 
 from __future__ import annotations
 
 import argparse
+import math
 import multiprocessing as mp
+import os
 import statistics
 import sys
 import tempfile
+import time
+from collections.abc import Callable, Generator
 from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
@@ -24,10 +38,20 @@ from mlharness.loadgen.settings import TestConfig, render_user_conf  # noqa: E40
 from mlharness.runner import execute  # noqa: E402
 from mlharness.spec import RunSpec  # noqa: E402
 
+SCENARIOS = ("Offline", "SingleStream", "Server")
 SETTINGS = {
     "Offline": {"target_qps": 2_000_000.0},
     "SingleStream": {"target_latency_ms": 0.005},
 }
+#: Server search: the same for both sides (tune's own search uses x4 and 1.05; x2 here brackets
+#: the edge with fewer probes above it, each of which runs long once the SUT falls behind)
+SERVER_START_QPS = 1000.0
+SERVER_GROWTH = 2.0
+SERVER_PRECISION = 1.05  # stop when lowest INVALID / best VALID <= this
+SERVER_MAX_PROBES = 16
+#: queries per Server probe at least: early stopping at p99 needs 459 with none over the bound
+#: and 662 with one (loadgen/early_stopping.cc; tune's PROBE_QUERIES)
+SERVER_MIN_QUERIES = 662
 
 
 def bare_child(scenario: str, outdir: str, user_conf: str) -> None:
@@ -58,15 +82,22 @@ def bare_child(scenario: str, outdir: str, user_conf: str) -> None:
     lg.DestroySUT(sut)
 
 
-def run_bare(scenario: str, duration_ms: int, root: Path) -> dict:
+def _bare_run(scenario: str, cfg: TestConfig, root: Path) -> Path:
+    """Run the bare SUT with ``cfg``'s user.conf in a spawned process; its log directory."""
     outdir = Path(tempfile.mkdtemp(dir=root, prefix=f"bare-{scenario}-"))
-    cfg = TestConfig("null", scenario, min_duration_ms=duration_ms, **SETTINGS[scenario])
     (outdir / "user.conf").write_text(render_user_conf(cfg))
     proc = mp.get_context("spawn").Process(target=bare_child,
                                            args=(scenario, str(outdir), str(outdir / "user.conf")))
     proc.start()
     proc.join()
-    return _numbers(parse_run_logs(outdir))
+    if proc.exitcode != 0:
+        raise RuntimeError(f"bare {scenario} run exited with {proc.exitcode} (logs in {outdir})")
+    return outdir
+
+
+def run_bare(scenario: str, duration_ms: int, root: Path) -> dict:
+    cfg = TestConfig("null", scenario, min_duration_ms=duration_ms, **SETTINGS[scenario])
+    return _numbers(parse_run_logs(_bare_run(scenario, cfg, root)))
 
 
 def run_harness(scenario: str, duration_ms: int, root: Path, batch: int | None) -> dict:
@@ -84,28 +115,162 @@ def _numbers(result) -> dict:
             "mean_ms": result.latencies_ms.get("mean"), "valid": result.valid}
 
 
+# ---- Server: max VALID target QPS, one search for both sides ---------------------------------
+
+def summary_valid(outdir: Path) -> bool:
+    """LoadGen's own verdict: ``Result is : VALID`` in mlperf_log_summary.txt."""
+    for line in (outdir / "mlperf_log_summary.txt").read_text().splitlines():
+        if line.strip().startswith("Result is"):
+            return line.split(":", 1)[1].strip() == "VALID"
+    raise RuntimeError(f"no 'Result is' line in {outdir / 'mlperf_log_summary.txt'}")
+
+
+def server_spec(qps: float, bound_ms: float, duration_ms: int, root: Path) -> RunSpec:
+    """The harness's Server probe; the bare side runs the user.conf this spec renders."""
+    return RunSpec(benchmark="null_task:create", backend="noop", scenario="Server",
+                   target_qps=round(qps, 2), server_latency=bound_ms, min_duration=duration_ms,
+                   min_query_count=SERVER_MIN_QUERIES, output_dir=root)
+
+
+def server_probe(side: str, qps: float, bound_ms: float, duration_ms: int, root: Path) -> bool:
+    """One Server probe of ``side`` (bare | harness) at ``qps``; prints a line to stderr."""
+    spec = server_spec(qps, bound_ms, duration_ms, root)
+    t0 = time.monotonic()
+    if side == "bare":
+        outdir = _bare_run("Server", spec.test_config("null"), root)
+    else:
+        record = execute(spec)
+        if record.result is None:
+            raise RuntimeError(f"harness Server probe failed: {record.data.get('error')}")
+        outdir = record.run_dir
+    valid = summary_valid(outdir)
+    result = parse_run_logs(outdir)
+    why = "" if valid else "  " + "; ".join(result.reasons)[:100]
+    print(f"  Server {side:8}{qps:>10,.0f} QPS  completed {result.value or math.nan:>9,.0f}/s  "
+          f"p99 {result.latencies_ms.get('p99.00', math.nan):8.2f} ms  "
+          f"{'VALID' if valid else 'INVALID'}  ({time.monotonic() - t0:.1f} s){why}",
+          file=sys.stderr, flush=True)
+    return valid
+
+
+Search = Generator[float, bool, float]
+
+
+def max_valid_qps(start: float = SERVER_START_QPS, growth: float = SERVER_GROWTH,
+                  precision: float = SERVER_PRECISION,
+                  max_probes: int = SERVER_MAX_PROBES) -> Search:
+    """The search, as a generator: yields the next target QPS to probe, is sent whether that
+    probe was VALID, and returns the highest VALID target (0.0 if none). Grows by ``growth``
+    until INVALID (shrinks while nothing is VALID), then bisects (geometric mean) until the
+    lowest INVALID above the best VALID is within ``precision`` of it. Every INVALID is probed
+    once more before it counts (one burst of a shared machine's load can push a short probe's
+    p99 over a tight bound at any rate: the first probe, at 1,000 QPS, once gave 48 ms);
+    INVALIDs below the best VALID are ignored."""
+    valid: list[float] = []
+    invalid: list[float] = []
+    qps = start
+    for _ in range(max_probes):
+        ok = yield qps
+        if not ok:
+            ok = yield qps
+        (valid if ok else invalid).append(qps)
+        lo = max(valid) if valid else None
+        above = [q for q in invalid if lo is None or q > lo]
+        hi = min(above) if above else None
+        if hi is None:
+            qps = lo * growth
+        elif lo is None:
+            qps = hi / growth
+        elif hi / lo <= precision:
+            break
+        else:
+            qps = math.sqrt(lo * hi)
+    return max(valid, default=0.0)
+
+
+def lockstep(probes: dict[str, Callable[[float], bool]]) -> dict[str, float]:
+    """Run one :func:`max_valid_qps` search per side, one probe of each side in turn."""
+    searches = {side: max_valid_qps() for side in probes}
+    pending = {side: next(search) for side, search in searches.items()}
+    found: dict[str, float] = {}
+    while pending:
+        for side in list(pending):
+            ok = probes[side](pending[side])
+            try:
+                pending[side] = searches[side].send(ok)
+            except StopIteration as stop:
+                found[side] = stop.value
+                del pending[side]
+    return found
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--duration-ms", type=int, default=5000)
-    parser.add_argument("--repeat", type=int, default=2, help="alternating pairs per scenario")
+    parser.add_argument("--scenarios", default=",".join(SCENARIOS),
+                        help="comma-separated subset of " + ", ".join(SCENARIOS))
+    parser.add_argument("--duration-ms", type=int, default=5000,
+                        help="Offline and SingleStream min duration")
+    parser.add_argument("--repeat", type=int, default=2,
+                        help="alternating pairs per scenario (Offline, SingleStream)")
     parser.add_argument("--batch-size", type=int, default=None, help="harness Offline batch")
+    parser.add_argument("--server-latency-ms", type=float, default=10.0,
+                        help="Server p99 bound of every probe of both sides")
+    parser.add_argument("--server-duration-ms", type=int, default=1000,
+                        help="min duration of each Server probe")
     args = parser.parse_args()
+    scenarios = [s.strip() for s in args.scenarios.split(",") if s.strip()]
+    unknown = sorted(set(scenarios) - set(SCENARIOS))
+    if unknown or not scenarios:
+        parser.error(f"--scenarios: unknown {', '.join(unknown) or '(none)'}; "
+                     f"choose from {', '.join(SCENARIOS)}")
 
+    print(f"harness overhead: no-op backend vs bare LoadGen SUT; {os.cpu_count()} CPUs, "
+          f"load average {os.getloadavg()[0]:.2f}")
+    if "Server" in scenarios:
+        print(f"Server: max VALID target QPS at a {args.server_latency_ms:g} ms p99 bound, "
+              f"probes of {args.server_duration_ms} ms min and >= {SERVER_MIN_QUERIES} queries "
+              "(LoadGen's 'Result is : VALID', early stopping included), one search for both "
+              f"sides (x{SERVER_GROWTH:g} from {SERVER_START_QPS:,.0f} QPS, then bisect to "
+              f"{SERVER_PRECISION:g}x), in lockstep", flush=True)
+
+    rows: list[str] = []
+    ratios: list[str] = []
     with tempfile.TemporaryDirectory() as tmp:
         root = Path(tmp)
         off_bare, off_h, ss_bare, ss_h = [], [], [], []
         for _ in range(args.repeat):
-            off_bare.append(run_bare("Offline", args.duration_ms, root)["qps"])
-            off_h.append(run_harness("Offline", args.duration_ms, root, args.batch_size)["qps"])
-            ss_bare.append(run_bare("SingleStream", args.duration_ms, root)["mean_ms"])
-            ss_h.append(run_harness("SingleStream", args.duration_ms, root, None)["mean_ms"])
-    ob, oh = statistics.median(off_bare), statistics.median(off_h)
-    sb, sh = statistics.median(ss_bare), statistics.median(ss_h)
+            if "Offline" in scenarios:
+                off_bare.append(run_bare("Offline", args.duration_ms, root)["qps"])
+                off_h.append(run_harness("Offline", args.duration_ms, root,
+                                         args.batch_size)["qps"])
+            if "SingleStream" in scenarios:
+                ss_bare.append(run_bare("SingleStream", args.duration_ms, root)["mean_ms"])
+                ss_h.append(run_harness("SingleStream", args.duration_ms, root, None)["mean_ms"])
+        if "Server" in scenarios:
+            qps = lockstep({side: (lambda q, side=side: server_probe(
+                side, q, args.server_latency_ms, args.server_duration_ms, root))
+                for side in ("bare", "harness")})
+    if off_bare:
+        ob, oh = statistics.median(off_bare), statistics.median(off_h)
+        rows.append(f"{'Offline samples/s':24}{ob:>16,.0f}{oh:>16,.0f}   "
+                    f"ratio {oh / ob:.3f} (goal >= 0.9)")
+    if ss_bare:
+        sb, sh = statistics.median(ss_bare), statistics.median(ss_h)
+        rows.append(f"{'SingleStream mean (us)':24}{sb * 1000:>16.1f}{sh * 1000:>16.1f}   "
+                    f"added {(sh - sb) * 1000:+.1f} us (goal <= 50 us)")
+    if "Server" in scenarios:
+        qb, qh = qps["bare"], qps["harness"]
+        ratio = qh / qb if qb else math.nan
+        rows.append(f"{'Server max VALID QPS':24}{qb:>16,.0f}{qh:>16,.0f}   "
+                    f"ratio {ratio:.3f} (goal >= 0.5; {args.server_latency_ms:g} ms p99)")
+        ratios.append(f"RATIO harness/bare Server max valid QPS = {ratio:.2f}")
     print(f"{'':24}{'bare LoadGen':>16}{'mlharness':>16}")
-    print(f"{'Offline samples/s':24}{ob:>16,.0f}{oh:>16,.0f}   ratio {oh / ob:.3f} (goal >= 0.9)")
-    print(f"{'SingleStream mean (us)':24}{sb * 1000:>16.1f}{sh * 1000:>16.1f}   "
-          f"added {(sh - sb) * 1000:+.1f} us (goal <= 50 us)")
-    print(f"(median of {args.repeat} alternating runs of {args.duration_ms} ms each)")
+    for row in rows:
+        print(row)
+    if off_bare or ss_bare:
+        print(f"(median of {args.repeat} alternating runs of {args.duration_ms} ms each)")
+    for line in ratios:
+        print(line)
 
 
 if __name__ == "__main__":
