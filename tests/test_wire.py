@@ -1,11 +1,11 @@
-"""The node's wire format (serve/wire.py): what the server refuses and what round-trips."""
+"""The node's wire format (protocol/wire.py): what the server refuses and what round-trips."""
 
 from __future__ import annotations
 
 import numpy as np
 import pytest
 
-from mlharness.serve import wire
+from mlharness.protocol import wire
 
 
 def test_indices_round_trip_and_refusals() -> None:

@@ -4,8 +4,8 @@ delete.
 A directory may be replaced when it is empty, or when it carries mlharness's marker file and
 holds nothing but the files that marker lists (the marker names exactly what mlharness wrote;
 one that lists nothing, e.g. left by a command that failed before it could seal, makes every
-file foreign). A directory with a well-known shape that predates the marker (a compliance
-TEST0X directory) may be replaced when every file in it matches that shape. It is never
+file foreign). A directory of a well-known official shape that carries no marker (a compliance
+TEST0X directory) may be replaced when every file in it matches that shape, path by path. It is never
 replaced when it is the working directory or one of its parents, the home directory, a
 filesystem root, or a git work tree. Refusals are ConfigErrors that say what would have been
 deleted.
@@ -90,10 +90,9 @@ def replace_owned(path: Path, kind: str, allowed: Iterable[str], flag: str = "--
     """Make ``path`` an empty directory, deleting it first only if mlharness may.
 
     ``allowed``: glob patterns of the relative paths mlharness writes in such a directory
-    (``performance/run_1/*.txt``). ``marked``: whether the marker is required; its file list
-    then decides. Without it (directories with a well-known shape that predate the marker, such
-    as a compliance TEST0X directory) a marker is used when present, else every file must match
-    ``allowed``. Returns a sentence saying
+    (``performance/run_1/*.txt``). ``marked``: whether the directory carries mlharness's marker,
+    whose file list then decides; without one (a directory of a well-known official shape, such
+    as a compliance TEST0X directory) every file must match ``allowed``. Returns a sentence saying
     what was deleted, or None when nothing was. ``dry_run``: only raise the refusals.
     """
     if path.is_symlink() or (path.exists() and not path.is_dir()):
@@ -145,9 +144,8 @@ def _foreign(path: Path, files: list[Path], allowed: Iterable[str], marked: bool
         return p.relative_to(path).as_posix()
 
     candidates = [p for p in files if p.name != MARKER]
-    marker = _marker(path)
-    listed = marker.get("files")
-    if marked or marker:
+    if marked:
+        listed = _marker(path).get("files")
         known = set(listed) if isinstance(listed, list) else set()
         return [p for p in candidates if rel(p) not in known]
     patterns = list(allowed)

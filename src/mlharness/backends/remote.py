@@ -1,7 +1,7 @@
 """The ``remote`` backend: LoadGen's batches go to ``mlharness serve`` nodes over HTTP.
 
 Every node holds the dataset and a backend; this side sends sample indices and gets the task's
-response bytes back (``serve/wire.py``). One keep-alive connection per engine thread and node
+response bytes back (``protocol/wire.py``). One keep-alive connection per engine thread and node
 (the standard library's ``http.client``: nothing to install). LoadGen's sample loads go to every
 node. Options (:class:`RemoteOptions`): ``endpoints`` (list of URLs), ``failover`` (bool),
 ``request_timeout_s`` (a batch not answered whole in time counts as a stalled node: a deadline
@@ -30,8 +30,8 @@ from mlharness.backends.base import BackendOptions
 from mlharness.backends.pool import PoolBackend, PoolOptions, ReplicaDown, ReplicaPool
 from mlharness.errors import ConfigError
 from mlharness.options import parse_options
-from mlharness.serve import wire
-from mlharness.serve.token import TOKEN_ENV, read_token
+from mlharness.protocol import wire
+from mlharness.protocol.token import TOKEN_ENV, read_token
 
 CONNECT_TIMEOUT_S = 5.0
 LOAD_TIMEOUT_S = 600.0  # loading samples may read a large cache; the run's stall timeout still holds

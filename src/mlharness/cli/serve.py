@@ -13,7 +13,7 @@ from pathlib import Path
 from mlharness.cli.run import _key_value
 from mlharness.errors import ConfigError, HarnessError
 from mlharness.serve import DEFAULT_MAX_BATCH
-from mlharness.serve.token import TOKEN_ENV, read_token
+from mlharness.protocol.token import TOKEN_ENV, read_token
 
 EXAMPLES = """\
 examples:

@@ -15,7 +15,7 @@ from pathlib import Path
 
 from mlharness.compliance.accuracy_check import VerificationInputError
 from mlharness.files import write_text_atomic
-from mlharness.owned import mark, replace_owned
+from mlharness.owned import replace_owned
 
 DETAIL = "mlperf_log_detail.txt"
 SUMMARY = "mlperf_log_summary.txt"
@@ -42,10 +42,11 @@ def accuracy_log(run_dir: Path) -> Path:
         hint="give the directory of a finished accuracy-mode run")
 
 
-#: what run_verification.py writes in a TEST0X directory (paths inside it), the shape by which
-#: a directory an older mlharness wrote without a marker is recognised
+#: every file a verification writes in a TEST0X directory (paths inside it; TEST01's score
+#: fallback adds the two accuracy texts): ``--force`` replaces a directory holding only these
 VERIFICATION_NAMES = ("verify_*.txt", f"performance/run_1/{SUMMARY}",
-                      f"performance/run_1/{DETAIL}", f"accuracy/{ACCURACY}")
+                      f"performance/run_1/{DETAIL}", f"accuracy/{ACCURACY}",
+                      "accuracy/baseline_accuracy.txt", "accuracy/compliance_accuracy.txt")
 
 
 def prepare_output(out_dir: Path, test: str, overwrite: bool) -> Path:
@@ -65,19 +66,11 @@ def prepare_output(out_dir: Path, test: str, overwrite: bool) -> Path:
 def write_outputs(test_dir: Path, audit_logs: Path, texts: dict[str, str],
                   with_accuracy_log: bool) -> None:
     """Write the verify_*.txt files and copy the audit run's logs into the official places."""
-    try:
-        for name, text in texts.items():
-            write_text_atomic(test_dir / name, text)
-        perf = test_dir / "performance" / "run_1"
-        for name in (SUMMARY, DETAIL):
-            shutil.copy2(audit_logs / name, perf / name)
-        if with_accuracy_log:
-            (test_dir / "accuracy").mkdir(exist_ok=True)
-            shutil.copy2(audit_logs / ACCURACY, test_dir / "accuracy" / ACCURACY)
-    finally:  # what was written, also on failure: only that may a later --force delete
-        seal_output(test_dir)
-
-
-def seal_output(test_dir: Path) -> None:
-    """Record the files of the verification written so far (mlharness.owned)."""
-    mark(test_dir, "verification", seal=True)
+    for name, text in texts.items():
+        write_text_atomic(test_dir / name, text)
+    perf = test_dir / "performance" / "run_1"
+    for name in (SUMMARY, DETAIL):
+        shutil.copy2(audit_logs / name, perf / name)
+    if with_accuracy_log:
+        (test_dir / "accuracy").mkdir(exist_ok=True)
+        shutil.copy2(audit_logs / ACCURACY, test_dir / "accuracy" / ACCURACY)

@@ -1,7 +1,7 @@
-"""One SUT node on the network: ``mlharness serve`` (server side) and its wire format.
+"""One SUT node on the network: ``mlharness serve`` (server side).
 
 The LoadGen side (``backends/remote.py``) and the node speak HTTP/1.1 with binary bodies
-(``wire.py``); the node holds the dataset and the backend, and answers batches of sample indices
+(``protocol/wire.py``); the node holds the dataset and the backend, and answers batches of sample indices
 with responses already in the task's encoding.
 """
 

@@ -31,7 +31,8 @@ from typing import Any, Callable
 from fastapi import FastAPI, Request, Response
 from fastapi.responses import JSONResponse
 
-from mlharness.serve import DEFAULT_MAX_BATCH, wire
+from mlharness.protocol import wire
+from mlharness.serve import DEFAULT_MAX_BATCH
 from mlharness.serve.node import Node
 
 #: a batch predicted to take less than this runs on the event loop (the hop to a thread would
