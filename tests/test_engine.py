@@ -244,7 +244,7 @@ class IndexReplica:
 
 
 def test_warm_up_through_replicas_runs_each_shape_on_each_and_unloads_its_samples() -> None:
-    from mlharness.backends.pool import PoolBackend, ReplicaPool
+    from mlharness.distributed.pool import PoolBackend, ReplicaPool
     from mlharness.runner.worker import warm_up
 
     class IndexPool(PoolBackend):  # as the remote and ray backends, without their replicas

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import pytest
 
-from mlharness.backends.pool import ReplicaDown, ReplicaFailed, ReplicaPool
+from mlharness.distributed.pool import ReplicaDown, ReplicaFailed, ReplicaPool
 
 
 class Replica:

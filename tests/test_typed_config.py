@@ -154,8 +154,8 @@ def test_openvino_and_pytorch_options_are_typed() -> None:
 
 
 def test_remote_and_ray_options_are_typed() -> None:
-    from mlharness.backends.ray_backend import RayBackend
-    from mlharness.backends.remote import RemoteBackend
+    from mlharness.distributed.ray_replicas import RayBackend
+    from mlharness.distributed.remote import RemoteBackend
 
     assert backend_options(RemoteBackend, {"endpoints": "http://a:1,http://b:2"})["endpoints"] \
         == ["http://a:1", "http://b:2"]

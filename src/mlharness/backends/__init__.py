@@ -22,8 +22,8 @@ BACKENDS: dict[str, tuple[str, str]] = {
     "openvino": ("mlharness.backends.openvino:OpenVinoBackend", "openvino"),
     "pytorch": ("mlharness.backends.pytorch:PyTorchBackend", "torch"),
     "noop": ("mlharness.backends.noop:NoopBackend", ""),
-    "remote": ("mlharness.backends.remote:RemoteBackend", ""),
-    "ray": ("mlharness.backends.ray_backend:RayBackend", "ray"),
+    "remote": ("mlharness.distributed.remote:RemoteBackend", ""),
+    "ray": ("mlharness.distributed.ray_replicas:RayBackend", "ray"),
 }
 
 

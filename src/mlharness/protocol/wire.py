@@ -1,5 +1,5 @@
 """The node's wire format, shared by the server (``serve/app.py``) and the client
-(``backends/remote.py``).
+(``distributed/remote.py``).
 
 Requests that name samples carry their indices as little-endian int64 (``application/
 octet-stream``). A ``/predict`` answer is ``n`` little-endian int64 lengths followed by the ``n``

@@ -41,7 +41,7 @@ INLINE_BELOW_S = 0.005
 #: a body over the limit is read (and dropped) up to this size before the 413, so the client
 #: reads the answer; beyond it the connection is closed
 DRAIN_BYTES = 64 * 1024 * 1024
-#: the request header carrying the run's id (``backends/remote.py`` sends one per run)
+#: the request header carrying the run's id (``distributed/remote.py`` sends one per run)
 RUN_HEADER = b"x-mlharness-run"
 #: what ``/ready`` shows a caller without the node's token
 PUBLIC_KEYS = ("node", "benchmark", "total", "performance_count", "inputs")

@@ -27,7 +27,7 @@ from urllib.parse import urlsplit
 from pydantic import BeforeValidator
 
 from mlharness.backends.base import BackendOptions
-from mlharness.backends.pool import PoolBackend, PoolOptions, ReplicaDown, ReplicaPool
+from mlharness.distributed.pool import PoolBackend, PoolOptions, ReplicaDown, ReplicaPool
 from mlharness.errors import ConfigError
 from mlharness.options import parse_options
 from mlharness.protocol import wire

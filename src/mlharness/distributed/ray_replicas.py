@@ -24,7 +24,7 @@ from typing import Annotated, Any
 from pydantic import ConfigDict, Field
 
 from mlharness.backends.base import BackendOptions
-from mlharness.backends.pool import PoolBackend, PoolOptions, ReplicaDown, ReplicaPool
+from mlharness.distributed.pool import PoolBackend, PoolOptions, ReplicaDown, ReplicaPool
 from mlharness.errors import ConfigError
 from mlharness.options import parse_options
 
