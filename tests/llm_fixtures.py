@@ -1,0 +1,96 @@
+"""Small LLM fixtures in the official formats: a word-level tokenizer directory (slow BERT
+WordPiece, loadable by AutoTokenizer offline), CNN/DailyMail-style summaries, and LoadGen token
+accuracy logs."""
+
+from __future__ import annotations
+
+import json
+import random
+from pathlib import Path
+
+import numpy as np
+
+SPECIALS = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]"]
+EOS = 3  # [SEP]
+
+_PEOPLE = ["Mr. Smith", "Dr. Jones", "Gov. Brown", "Sen. Warren", "Prof. Li", "Mrs. O'Neil"]
+_PLACES = ["Washington D.C.", "the U.S. Capitol", "New York", "St. Louis", "Jan. 5 talks"]
+_CLAUSES = [
+    "said the deal was worth $3.5 million.",
+    "arrived at 3 p.m. on Friday, officials said.",
+    "told CNN: \"We will not back down.\"",
+    "denied the claims, according to a statement.",
+    "met reporters outside; the U.K. team had left.",
+    "won 2-1 after extra time!",
+    "asked, \"Why now?\" before leaving.",
+    "was born in 1964 and studied at the Univ. of Michigan.",
+]
+
+
+def articles(n: int, seed: int = 7) -> list[tuple[str, str]]:
+    """``n`` (article, highlights) pairs of news-like English."""
+    rng = random.Random(seed)
+    out = []
+    for _ in range(n):
+        sents = [f"{rng.choice(_PEOPLE)} of {rng.choice(_PLACES)} {rng.choice(_CLAUSES)}"
+                 for _ in range(rng.randint(3, 6))]
+        article = " ".join(sents)
+        highlights = " ".join(rng.sample(sents, k=min(2, len(sents))))
+        out.append((article, highlights))
+    return out
+
+
+def predictions(refs: list[str], seed: int = 11) -> list[str]:
+    """Imperfect model summaries: words dropped and swapped, a few blank."""
+    rng = random.Random(seed)
+    out = []
+    for i, ref in enumerate(refs):
+        words = ref.split()
+        if i % 7 == 3:
+            out.append("")
+            continue
+        kept = [w for w in words if rng.random() > 0.2]
+        if len(kept) > 3:
+            j = rng.randrange(len(kept) - 1)
+            kept[j], kept[j + 1] = kept[j + 1], kept[j]
+        out.append(" ".join(kept))
+    return out
+
+
+def make_tokenizer(directory: Path, texts: list[str]) -> Path:
+    """A slow BertTokenizer (cased) whose vocabulary holds every basic token of ``texts``."""
+    from transformers.models.bert.tokenization_bert import BasicTokenizer
+
+    basic = BasicTokenizer(do_lower_case=False)
+    words = sorted({t for text in texts for t in basic.tokenize(text)})
+    directory.mkdir(parents=True, exist_ok=True)
+    (directory / "vocab.txt").write_text("\n".join(SPECIALS + words) + "\n")
+    (directory / "tokenizer_config.json").write_text(json.dumps(
+        {"tokenizer_class": "BertTokenizer", "do_lower_case": False, "model_max_length": 4096}))
+    return directory
+
+
+def write_cnn_dataset(path: Path, pairs: list[tuple[str, str]], encode) -> Path:
+    """The llama3.1-8b reference's cnn_eval.json: records with input, tok_input, output."""
+    records = [{"instruction": "Summarize the following news article in 128 tokens.",
+                "input": f"Summarize: {article}", "tok_input": encode(f"Summarize: {article}"),
+                "output": highlights} for article, highlights in pairs]
+    path.write_text(json.dumps(records))
+    return path
+
+
+def token_log(path: Path, outputs: dict[int, list[int]], dtype: str = "int64",
+              first_token: bool = False, repeat: tuple[int, ...] = (),
+              token_count: dict[int, int] | None = None) -> Path:
+    """A LoadGen-style accuracy log of token outputs (``repeat``: qsl_idx logged twice)."""
+    entries = []
+    order = list(outputs) + list(repeat)
+    for seq, idx in enumerate(order):
+        ids = np.asarray(outputs[idx], dtype=dtype)
+        e = {"seq_id": seq, "qsl_idx": idx, "data": ids.tobytes().hex().upper()}
+        if first_token:
+            e["token_data"] = ids[:1].tobytes().hex().upper()
+        e["token_count"] = (token_count or {}).get(idx, len(ids))
+        entries.append(e)
+    path.write_text(json.dumps(entries, indent=0))
+    return path
