@@ -94,3 +94,8 @@ def token_log(path: Path, outputs: dict[int, list[int]], dtype: str = "int64",
         entries.append(e)
     path.write_text(json.dumps(entries, indent=0))
     return path
+
+
+def hexs(ids: list[int], dtype: str = "int32") -> str:
+    """Token ids as LoadGen's upper-case hex of the SUT's bytes."""
+    return np.asarray(ids, dtype=dtype).tobytes().hex().upper()

