@@ -99,8 +99,9 @@ def is_correct(kind: str, output: str, truth: Any) -> bool:
     options = "ABCD" if kind == "gpqa" else "ABCDEFGHIJ"
     letter = choice_answer(output, options[-1])
     truth_text = str(truth)
-    return bool(letter) and bool(truth_text) and letter in options \
-        and letter == truth_text.upper()
+    if not letter or not truth_text:
+        return False
+    return letter in options and letter == truth_text.upper()
 
 
 class ExactMatchResult(BaseModel):
