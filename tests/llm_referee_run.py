@@ -1,6 +1,7 @@
 """Run an official LLM accuracy script, unmodified, in the referee's Python, offline.
 
 Usage: python llm_referee_run.py SCRIPT [ARGS...]   (NLTK_DATA must hold punkt_tab)
+       python llm_referee_run.py -c CODE [ARGS...]  (CODE with the same stand-ins)
 
 The official scripts import torch, datasets and HF ``evaluate`` (whose "rouge" metric is
 fetched from the Hub at run time) and call ``nltk.download``. None of that can run here, so
@@ -56,6 +57,10 @@ import nltk
 
 nltk.download = lambda *a, **k: True
 
+if sys.argv[1] == "-c":  # run code (sys.argv[2]) with the stand-ins in place
+    code, sys.argv = sys.argv[2], [sys.argv[0], *sys.argv[3:]]
+    exec(compile(code, "<referee -c>", "exec"), {"__name__": "__main__"})  # noqa: S102
+    sys.exit(0)
 script = Path(sys.argv[1]).resolve()
 sys.path.insert(0, str(script.parent))
 sys.argv = [str(script), *sys.argv[2:]]
