@@ -83,20 +83,20 @@ def write_cnn_dataset(path: Path, pairs: list[tuple[str, str]], encode) -> Path:
 def token_log(path: Path, outputs: dict[int, list[int]], dtype: str = "int64",
               first_token: bool = False, repeat: tuple[int, ...] = (),
               token_count: dict[int, int] | None = None) -> Path:
-    """A LoadGen-style accuracy log of token outputs (``repeat``: qsl_idx logged twice)."""
-    entries = []
-    order = list(outputs) + list(repeat)
-    for seq, idx in enumerate(order):
+    """An accuracy log of token outputs laid out as LoadGen 6.0.17 writes one (one entry a line,
+    ``token_data`` when the first token was reported apart; ``repeat``: qsl_idx logged twice)."""
+    lines = []
+    for seq, idx in enumerate(list(outputs) + list(repeat)):
         ids = np.asarray(outputs[idx], dtype=dtype)
-        e = {"seq_id": seq, "qsl_idx": idx, "data": ids.tobytes().hex().upper()}
+        fields = [("seq_id", seq), ("qsl_idx", idx), ("data", f'"{hexs(ids, dtype)}"')]
         if first_token:
-            e["token_data"] = ids[:1].tobytes().hex().upper()
-        e["token_count"] = (token_count or {}).get(idx, len(ids))
-        entries.append(e)
-    path.write_text(json.dumps(entries, indent=0))
+            fields.append(("token_data", f'"{hexs(ids[:1], dtype)}"'))
+        fields.append(("token_count", (token_count or {}).get(idx, len(ids))))
+        lines.append("{ " + ", ".join(f'"{k}" : {v}' for k, v in fields) + " }")
+    path.write_text("[\n" + ",\n".join(lines) + "\n]\n")
     return path
 
 
-def hexs(ids: list[int], dtype: str = "int32") -> str:
+def hexs(ids: list[int] | np.ndarray, dtype: str = "int32") -> str:
     """Token ids as LoadGen's upper-case hex of the SUT's bytes."""
     return np.asarray(ids, dtype=dtype).tobytes().hex().upper()
