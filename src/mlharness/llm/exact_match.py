@@ -44,7 +44,8 @@ def _kind(dataset: str) -> str:
                        "deepseek-r1 rows come from gpqa, mmlu_pro, math500, aime, livecodebench")
 
 
-def _clean(text: Any) -> str:
+def clean_text(text: Any) -> str:
+    """A model output as both scripts take it: missing or NaN is empty, else stripped text."""
     if text is None or (isinstance(text, float) and math.isnan(text)):
         return ""
     return str(text).strip()
@@ -52,7 +53,7 @@ def _clean(text: Any) -> str:
 
 def choice_answer(text: str, last_option: str) -> str | None:
     """The chosen letter A..``last_option`` (case-insensitive) or None."""
-    text = _clean(text)
+    text = clean_text(text)
     if not text:
         return None
     if text[:2] in ("['", '["') and text[-2:] in ("']", '"]'):
@@ -72,7 +73,7 @@ def choice_answer(text: str, last_option: str) -> str | None:
 
 def aime_answer(text: str) -> int | None:
     """The integer answer 0..999 or None."""
-    text = _clean(text)
+    text = clean_text(text)
     if not text:
         return None
     found = re.findall(r"\\boxed{\s*(\d+)\s*}", text) or re.findall(

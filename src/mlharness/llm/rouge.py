@@ -111,9 +111,11 @@ def score_log(log: Path, references: Sequence[str], decode: Decoder,
     return score_texts(texts, [references[e.qsl_idx] for e in entries], gen_tok_len=n_tokens)
 
 
-def hf_decoder(tokenizer_dir: Path) -> Decoder:
-    """``batch_decode(..., skip_special_tokens=True)`` of the slow Hugging Face tokenizer in a
-    local directory, as the official scripts load it (``use_fast=False``); nothing downloaded."""
+def hf_decoder(tokenizer_dir: Path, use_fast: bool = False,
+               skip_special_tokens: bool = True) -> Decoder:
+    """``batch_decode`` of the Hugging Face tokenizer in a local directory, nothing downloaded.
+    The defaults are the llama and deepseek-r1 scripts' (slow tokenizer, special tokens skipped);
+    gpt-oss-120b's eval_mlperf_accuracy.py decodes with the fast one and keeps them."""
     try:
         from transformers import AutoTokenizer
     except ImportError as exc:
@@ -123,9 +125,10 @@ def hf_decoder(tokenizer_dir: Path) -> Decoder:
     if not path.is_dir():
         raise ConfigError(f"tokenizer directory {path} not found",
                           "pass the model checkpoint's directory (tokenizer files included)")
-    tok = AutoTokenizer.from_pretrained(str(path), use_fast=False, local_files_only=True)
+    tok = AutoTokenizer.from_pretrained(str(path), use_fast=use_fast, local_files_only=True)
 
     def decode(batch: list[np.ndarray]) -> list[str]:
-        return tok.batch_decode([b.tolist() for b in batch], skip_special_tokens=True)
+        return tok.batch_decode([b.tolist() for b in batch],
+                                skip_special_tokens=skip_special_tokens)
 
     return decode
