@@ -1,5 +1,5 @@
-"""TEST09 (gpt-oss-120b output length) equals compliance/TEST09/run_verification.py, and its
-bounds in the rules equal the test's audit.config."""
+"""TEST09 (gpt-oss-120b output length) equals compliance/TEST09/run_verification.py; its bounds
+and TEST07's accuracy threshold in the rules equal the tests' audit.config files."""
 
 from __future__ import annotations
 
@@ -25,6 +25,14 @@ def test_bounds_are_the_audit_config_values():
     bounds = llm.load().benchmark("gpt-oss-120b").test09_output_tokens
     assert bounds == {"min": float(values["test09_min_output_tokens"]),
                       "max": float(values["test09_max_output_tokens"])}
+
+
+@referee.official("compliance/TEST07/gpt-oss-120b/audit.config")
+def test_test07_threshold_is_the_audit_config_value():
+    text = (referee.INFERENCE / "compliance/TEST07/gpt-oss-120b/audit.config").read_text()
+    value = re.search(r"^\*\.\*\.test07_accuracy_threshold = ([\d.]+)", text, re.MULTILINE)
+    assert value and llm.load().benchmark("gpt-oss-120b").test07_accuracy_threshold == \
+        float(value.group(1))
 
 
 def _log(tmp_path, lengths, bad=False):

@@ -73,6 +73,7 @@ class LlmBenchmark(_Frozen):
     mlperf_conf: dict[str, int]
     accuracy_regex: dict[str, str]
     test09_output_tokens: dict[str, float] | None = None  # {"min": ..., "max": ...}
+    test07_accuracy_threshold: float | None = None
 
     def scenarios_for(self, system_type: str) -> tuple[str, ...] | None:
         """Scenarios a closed submission must hold for ``system_type`` (None: none listed)."""
