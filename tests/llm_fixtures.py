@@ -100,3 +100,25 @@ def token_log(path: Path, outputs: dict[int, list[int]], dtype: str = "int64",
 def hexs(ids: list[int] | np.ndarray, dtype: str = "int32") -> str:
     """Token ids as LoadGen's upper-case hex of the SUT's bytes."""
     return np.asarray(ids, dtype=dtype).tobytes().hex().upper()
+
+
+def import_transformers():
+    """transformers without its torch models (tokenizers need none; with torch installed its
+    import takes 20 s more), or a skip; USE_TORCH is set only while it imports, so nothing else
+    in the process or its children sees it."""
+    import os
+    import sys
+
+    import pytest
+
+    if "transformers" in sys.modules:
+        return sys.modules["transformers"]
+    before = os.environ.get("USE_TORCH")
+    os.environ["USE_TORCH"] = "0"
+    try:
+        return pytest.importorskip("transformers")
+    finally:
+        if before is None:
+            del os.environ["USE_TORCH"]
+        else:
+            os.environ["USE_TORCH"] = before

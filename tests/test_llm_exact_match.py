@@ -4,7 +4,6 @@ its answer parsers on tricky outputs, and its whole log scoring on a synthetic d
 from __future__ import annotations
 
 import json
-import os
 
 import llm_fixtures as fx
 import pytest
@@ -13,8 +12,7 @@ import referee
 from mlharness.errors import DatasetError
 from mlharness.llm import exact_match as em
 
-os.environ.setdefault("USE_TORCH", "0")  # tokenizers need no torch (see test_llm_rouge.py)
-transformers = pytest.importorskip("transformers")
+transformers = fx.import_transformers()
 SCRIPT = "language/deepseek-r1/eval_accuracy.py"
 
 OUTPUTS = [

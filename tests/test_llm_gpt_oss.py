@@ -4,7 +4,6 @@ parsers on tricky outputs, and eval_mlperf_accuracy.py's weighted score of a who
 from __future__ import annotations
 
 import json
-import os
 import re
 
 import llm_fixtures as fx
@@ -15,8 +14,7 @@ from mlharness.errors import DatasetError
 from mlharness.llm import gpt_oss_accuracy as go
 from mlharness.llm.rouge import hf_decoder
 
-os.environ.setdefault("USE_TORCH", "0")  # tokenizers need no torch (see test_llm_rouge.py)
-transformers = pytest.importorskip("transformers")
+transformers = fx.import_transformers()
 DIR = "language/gpt-oss-120b"
 SCRIPT = f"{DIR}/eval_mlperf_accuracy.py"
 

@@ -4,7 +4,6 @@ set, scored through a real (tiny) tokenizer from a LoadGen token accuracy log.""
 from __future__ import annotations
 
 import json
-import os
 import re
 from pathlib import Path
 
@@ -15,9 +14,7 @@ import referee
 from mlharness.errors import DatasetError
 from mlharness.llm import rouge, sentences
 
-# tokenizers need no torch; without this transformers imports torch's models (20 s more)
-os.environ.setdefault("USE_TORCH", "0")
-transformers = pytest.importorskip("transformers")
+transformers = fx.import_transformers()
 HERE = Path(__file__).resolve().parent
 LLAMA31 = "language/llama3.1-8b/evaluation.py"
 LLAMA2 = "language/llama2-70b/evaluate-accuracy.py"
