@@ -105,3 +105,12 @@ def test_refused_connection_and_bad_urls():
         asyncio.run(client.complete("x", max_tokens=2))
     with pytest.raises(ConfigError, match="not http://host:port"):
         _client("https://example.invalid")
+
+
+def test_a_wrong_path_is_a_404_with_a_hint():
+    with ScriptedServer() as server:
+        client = _client(f"{server.url}/openai")
+        with pytest.raises(EndpointError, match=r"/openai/v1/completions answered HTTP 404") as e:
+            asyncio.run(client.complete("x", max_tokens=2))
+    assert "check the URL" in e.value.hint
+    assert server.seen[-1].path == "/openai/v1/completions"
