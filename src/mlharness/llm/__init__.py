@@ -1,7 +1,8 @@
-"""LLM benchmark pieces (issue 34), not yet wired into ``mlharness run``.
+"""LLM benchmark pieces (issue 34), not yet wired into ``mlharness run`` (docs/llm.md).
 
-``sentences`` (nltk's Punkt with English parameters on disk), ``accuracy_log`` (LoadGen's token
-accuracy log), ``rouge`` (the llama benchmarks' official ROUGE), ``exact_match`` (what of the
-deepseek-r1 / gpt-oss-120b scoring needs no code execution), ``datasets`` (the reference
-harnesses' dataset files). See docs/llm.md.
+``accuracy_log`` (LoadGen's token accuracy log), ``sentences`` (nltk's Punkt with the English
+parameters on disk), ``rouge`` (the llama benchmarks' official ROUGE), ``exact_match``
+(deepseek-r1) and ``gpt_oss_accuracy`` (gpt-oss-120b) for what needs no code execution,
+``datasets`` (the reference harnesses' dataset files), ``test06`` and ``test09`` (the LLM
+compliance verifications). The streaming client is ``mlharness.backends.openai_stream``.
 """

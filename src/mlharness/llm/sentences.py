@@ -11,6 +11,7 @@ ships as Python data, converted from that same ``punkt_tab`` model, so nothing i
 from __future__ import annotations
 
 from functools import cache
+from pathlib import Path
 
 from mlharness.errors import ConfigError
 
@@ -43,12 +44,10 @@ def sent_tokenize(text: str) -> list[str]:
     return english_tokenizer().tokenize(text)
 
 
-def write_punkt_tab(directory) -> None:
+def write_punkt_tab(directory: str | Path) -> None:
     """Write these parameters as nltk's ``tokenizers/punkt_tab/english/`` files under
     ``directory`` (an ``NLTK_DATA`` root), so an unmodified ``nltk.sent_tokenize`` can load them
     (tests give it to the official scripts in the referee's Python)."""
-    from pathlib import Path
-
     from punkt.data import english
 
     root = Path(directory) / "tokenizers" / "punkt_tab" / "english"
