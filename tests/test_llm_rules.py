@@ -47,6 +47,11 @@ def test_accuracy_lines_and_bounds():
     low = dict(values, ROUGE1=30.0)
     assert b.accuracy_failures(low)[0].startswith("ROUGE1 30 below")
     assert b.accuracy_failures({})[0] == "ROUGE1 missing"
+    # an upper limit binds only a reported value (gpt-oss-120b's script prints no length)
+    oss = llm.load().benchmark("gpt-oss-120b")
+    assert oss.accuracy_failures({"exact_match": 83.0}) == []
+    assert oss.accuracy_failures({"exact_match": 83.0, "TOKENS_PER_SAMPLE": 11000.0}) == [
+        "TOKENS_PER_SAMPLE 11000 above 10998.9 (1.1 x 9999)"]
 
 
 def test_out_of_round_and_unknown():
