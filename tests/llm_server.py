@@ -15,6 +15,7 @@ from __future__ import annotations
 import asyncio
 import json
 import threading
+import time
 from dataclasses import dataclass, field
 from typing import Any, Self
 
@@ -31,11 +32,20 @@ class Script:
 
 @dataclass
 class Seen:
-    """What one request carried."""
+    """What one request carried, when it arrived and when each token went out
+    (``time.perf_counter``: the server runs in the test's process, so the clocks compare)."""
 
     path: str
     headers: dict[str, str]
     body: dict[str, Any]
+    received: float = 0.0
+    token_times: list[float] = field(default_factory=list)
+
+    def ttft_s(self) -> float:
+        return self.token_times[0] - self.received
+
+    def tpot_s(self) -> float:
+        return (self.token_times[-1] - self.token_times[0]) / (len(self.token_times) - 1)
 
 
 @dataclass
@@ -74,6 +84,7 @@ class ScriptedServer:
         asyncio.run_coroutine_threadsafe(close(), self._loop).result(10)
         self._loop.call_soon_threadsafe(self._loop.stop)
         self._thread.join(10)
+        self._loop.close()
 
     async def _handle(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
         try:
@@ -91,7 +102,8 @@ class ScriptedServer:
             headers[name.strip().lower()] = value.strip()
         body = json.loads(await reader.readexactly(int(headers.get("content-length", 0))))
         path = request[1]
-        self.seen.append(Seen(path, headers, body))
+        seen = Seen(path, headers, body, received=time.perf_counter())
+        self.seen.append(seen)
         s = self.script
         if s.fault in ("429", "500") or path not in ("/v1/completions", "/v1/chat/completions"):
             status = int(s.fault) if s.fault in ("429", "500") else 404
@@ -119,6 +131,7 @@ class ScriptedServer:
                 await asyncio.sleep(s.gap_s)
             self._chunk(writer, _event(body, chat, s.first_id + i, None))
             await writer.drain()
+            seen.token_times.append(time.perf_counter())
         self._chunk(writer, _event(body, chat, None, "length" if n == body.get("max_tokens")
                                    else "stop"))
         self._chunk(writer, b"data: [DONE]\n\n")

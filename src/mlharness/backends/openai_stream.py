@@ -15,6 +15,7 @@ appears in no message, ``repr`` or log.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 import os
 import time
@@ -104,7 +105,11 @@ class OpenAIStreamClient:
     async def complete(self, prompt: str | list[int] | list[dict[str, str]], max_tokens: int,
                        on_first_token: FirstToken | None = None, on_done: Done | None = None,
                        chat: bool = False, **extra: Any) -> StreamResult:
-        """Send one prompt (text or token ids; chat: a list of messages) and stream the answer."""
+        """Send one prompt (text or token ids; chat: a list of messages) and stream the answer.
+
+        ``on_first_token(ids, ttft_s)`` gets the first chunk's ids (vLLM may put more than one
+        token in it; LoadGen's TEST06 compares them with the output's start); ``on_done`` gets
+        the result; either may be a coroutine function. ``extra`` goes into the request body."""
         body: dict[str, Any] = {"model": self.settings.model, "max_tokens": max_tokens,
                                 "temperature": 0, "stream": True, "return_token_ids": True}
         body["messages" if chat else "prompt"] = prompt
@@ -135,6 +140,8 @@ class OpenAIStreamClient:
                                     "use a server that returns them (vLLM: return_token_ids)")
         finally:
             writer.close()
+            with contextlib.suppress(Exception):
+                await writer.wait_closed()
         total = time.perf_counter() - start
         result = StreamResult(token_ids=ids, text="".join(text), n_tokens=len(ids),
                               ttft_s=ttft if ttft is not None else total, total_s=total,
@@ -158,8 +165,13 @@ class OpenAIStreamClient:
                 f"Content-Length: {len(payload)}", "Connection: close"]
         if self._key.reveal():
             head.append(f"Authorization: Bearer {self._key.reveal()}")
-        writer.write(("\r\n".join(head) + "\r\n\r\n").encode() + payload)
-        await writer.drain()
+        try:
+            writer.write(("\r\n".join(head) + "\r\n\r\n").encode() + payload)
+            await writer.drain()
+        except ConnectionError as exc:
+            raise EndpointError(f"{self.settings.base_url.rstrip('/')}{path} closed the "
+                                f"connection while the request was sent ({exc})",
+                                "see the server's log") from exc
 
     async def _line(self, reader: asyncio.StreamReader, where: str, what: str) -> bytes:
         try:
