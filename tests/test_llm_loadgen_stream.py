@@ -18,7 +18,7 @@ from mlharness.llm.accuracy_log import read_entries
 from mlharness.rules import llm
 
 HERE = Path(__file__).resolve().parent
-SCRIPT = Script(ttft_s=0.2, gap_s=0.02, n_tokens=10, first_id=300)
+SCRIPT = Script(ttft_s=0.3, gap_s=0.05, n_tokens=10, first_id=300)
 
 
 def _run(tmp_path: Path, mode: str, queries: int) -> tuple[dict, list]:
