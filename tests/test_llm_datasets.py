@@ -12,7 +12,7 @@ import numpy as np
 import pytest
 import referee
 
-from mlharness.errors import DatasetError
+from mlharness.errors import ConfigError, DatasetError
 from mlharness.llm import datasets
 
 HERE = Path(__file__).resolve().parent
@@ -93,6 +93,12 @@ def test_wrong_files_say_what_is_wrong(tmp_path):
     (tmp_path / "list.pkl").write_bytes(pickle.dumps([1, 2]))
     with pytest.raises(DatasetError, match="holds a list, not a DataFrame"):
         datasets.read("deepseek-r1", tmp_path / "list.pkl")
+    try:
+        import pyarrow  # noqa: F401
+    except ImportError:
+        (tmp_path / "x.parquet").write_bytes(b"PAR1")
+        with pytest.raises(ConfigError, match="reading x.parquet needs pyarrow"):
+            datasets.read("gpt-oss-120b", tmp_path / "x.parquet")
     pd.DataFrame({"text_input": ["p"]}).to_pickle(tmp_path / "nogt.pkl")
     with pytest.raises(DatasetError, match="no gt_output or ground_truth field"):
         datasets.read("deepseek-r1", tmp_path / "nogt.pkl")

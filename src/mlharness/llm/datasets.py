@@ -104,8 +104,9 @@ def _frame_rows(path: Path) -> list[dict[str, Any]]:
             frame = pd.read_parquet(path)
         else:
             frame = pd.read_pickle(path)
-    except ImportError as exc:
-        raise ConfigError(f"reading {path.name} needs {exc.name}", f"pip install {exc.name}") \
+    except ImportError as exc:  # pandas names no module when no parquet engine is there
+        engine = exc.name or "pyarrow"
+        raise ConfigError(f"reading {path.name} needs {engine}", f"pip install {engine}") \
             from exc
     except Exception as exc:
         kind = "parquet" if path.suffix == ".parquet" else "pickle"
