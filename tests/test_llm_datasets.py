@@ -3,6 +3,7 @@ the official dataset.py loads), and clear errors for a wrong file."""
 
 from __future__ import annotations
 
+import importlib.util
 import json
 import pickle
 from pathlib import Path
@@ -69,6 +70,11 @@ def test_pickled_frames(tmp_path):
                   "ground_truth": ["12"]}).to_pickle(oss)
     s = datasets.read("gpt-oss-120b", oss).samples[0]
     assert (s.input_ids, s.dataset, s.ground_truth) == ([5, 6, 7], "aime25", "12")
+    if importlib.util.find_spec("pyarrow") is not None:  # the format the README recommends
+        pq = tmp_path / "gpt_oss.parquet"
+        pd.read_pickle(oss).to_parquet(pq)
+        s = datasets.read("gpt-oss-120b", pq).samples[0]
+        assert (s.input_ids, s.dataset, s.ground_truth) == ([5, 6, 7], "aime25", "12")
 
 
 def test_wrong_files_say_what_is_wrong(tmp_path):
@@ -93,10 +99,11 @@ def test_wrong_files_say_what_is_wrong(tmp_path):
     (tmp_path / "list.pkl").write_bytes(pickle.dumps([1, 2]))
     with pytest.raises(DatasetError, match="holds a list, not a DataFrame"):
         datasets.read("deepseek-r1", tmp_path / "list.pkl")
-    try:
-        import pyarrow  # noqa: F401
-    except ImportError:
-        (tmp_path / "x.parquet").write_bytes(b"PAR1")
+    (tmp_path / "x.parquet").write_bytes(b"PAR1")
+    if importlib.util.find_spec("pyarrow") is not None:
+        with pytest.raises(DatasetError, match="not a pandas parquet file"):
+            datasets.read("gpt-oss-120b", tmp_path / "x.parquet")
+    else:
         with pytest.raises(ConfigError, match="reading x.parquet needs pyarrow"):
             datasets.read("gpt-oss-120b", tmp_path / "x.parquet")
     pd.DataFrame({"text_input": ["p"]}).to_pickle(tmp_path / "nogt.pkl")
