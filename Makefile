@@ -24,7 +24,7 @@ $(BASE_STAMP): pyproject.toml
 	touch $(BASE_STAMP)
 
 $(STAMP): $(BASE_STAMP)
-	$(BIN)/$(PIP_INSTALL) -e '.[dev,report,ray,power,openvino,torch]'
+	$(BIN)/$(PIP_INSTALL) -e '.[dev,report,ray,power,openvino,torch,llm]'
 	touch $(STAMP)
 
 venv: $(STAMP)

@@ -1,0 +1,170 @@
+"""The LLM benchmarks' round facts (``rules/llm_<round>.toml``) as typed models.
+
+    from mlharness.rules import llm
+    b = llm.load().benchmark("llama3.1-8b")
+    b.token_limit("Interactive").ttft_ns     # 500_000_000
+    b.accuracy_passes({"ROUGE1": 39.0, ...})  # [] or the failed checks
+
+Kept apart from ``rules/<round>.toml`` until the runner can run these benchmarks (issue 34).
+"""
+
+from __future__ import annotations
+
+import re
+import tomllib
+from functools import cache
+from importlib import resources
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
+
+from mlharness.errors import ConfigError
+from mlharness.rules.model import normalize_system_type
+
+ROUNDS = ("v6.1",)
+
+
+class _Frozen(BaseModel):
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+
+class TokenLimit(_Frozen):
+    """p99 time to first token and time per output token the checker allows (ns, strict <)."""
+
+    ttft_ns: int = Field(gt=0)
+    tpot_ns: int = Field(gt=0)
+
+    def passes(self, ttft_p99_ns: float, tpot_p99_ns: float) -> bool:
+        """The checker's test (performance_check.py ``llm_check``): both strictly below."""
+        return ttft_p99_ns < self.ttft_ns and tpot_p99_ns < self.tpot_ns
+
+
+class AccuracyBound(_Frozen):
+    """One accuracy metric's bound: ``reference x fraction`` as constants.py writes it."""
+
+    metric: str
+    reference: float = Field(gt=0)
+    fraction: float = Field(gt=0)
+
+    @property
+    def value(self) -> float:
+        return self.reference * self.fraction
+
+
+class LlmBenchmark(_Frozen):
+    """What v6.1 demands of one LLM benchmark (``name`` is the submission directory name)."""
+
+    name: str
+    in_round: bool
+    loadgen_model: str
+    interactive_loadgen_model: str | None = None
+    dataset: str
+    dataset_size: int = Field(gt=0)
+    performance_sample_count: int = Field(gt=0)
+    accuracy_sample_count: int | None = None
+    min_queries: dict[str, int]
+    server_latency_ns: int | None = None
+    required_scenarios: dict[str, tuple[str, ...]]
+    optional_scenarios: dict[str, tuple[str, ...]]
+    compliance_tests: tuple[str, ...]
+    result_fields: dict[str, str]
+    token_latency_ns: dict[str, TokenLimit]
+    accuracy: tuple[AccuracyBound, ...]
+    accuracy_upper: tuple[AccuracyBound, ...] = ()
+    mlperf_conf: dict[str, int]
+    accuracy_regex: dict[str, str]
+    test09_output_tokens: dict[str, float] | None = None  # {"min": ..., "max": ...}
+    test07_accuracy_threshold: float | None = None
+
+    def scenarios_for(self, system_type: str) -> tuple[str, ...] | None:
+        """Scenarios a closed submission must hold for ``system_type`` (None: none listed)."""
+        return self.required_scenarios.get(normalize_system_type(system_type))
+
+    def token_limit(self, scenario: str) -> TokenLimit | None:
+        """TTFT/TPOT p99 limits of ``Server`` or ``Interactive`` (None elsewhere)."""
+        return self.token_latency_ns.get(scenario)
+
+    def loadgen_model_for(self, scenario: str) -> str:
+        """The mlperf.conf model key: Interactive is LoadGen's Server under ``<model>-interactive``."""
+        if scenario == "Interactive":
+            if self.interactive_loadgen_model is None:
+                raise ConfigError(f"{self.name} has no Interactive scenario",
+                                  "its scenarios: " + ", ".join(self.min_queries))
+            return self.interactive_loadgen_model
+        return self.loadgen_model
+
+    @property
+    def accuracy_count(self) -> int:
+        """Samples an accuracy run covers (gpt-oss-120b scores a 4395-sample subset)."""
+        return self.accuracy_sample_count or self.dataset_size
+
+    def parse_accuracy(self, text: str) -> dict[str, float]:
+        """Every metric of this benchmark found in ``accuracy.txt`` text, read as the checker does."""
+        found: dict[str, float] = {}
+        metrics = [b.metric for b in self.accuracy + self.accuracy_upper]
+        for metric in dict.fromkeys(metrics):
+            for line in text.splitlines():
+                m = re.match(self.accuracy_regex[metric], line)
+                if m:
+                    found[metric] = float(m.group(1))
+                    break
+        return found
+
+    def accuracy_failures(self, values: dict[str, float]) -> list[str]:
+        """Why ``values`` fail the targets (each must be reported and reached) and the upper
+        limits (a reported value must not exceed it); empty: they pass."""
+        out = []
+        for b in self.accuracy:
+            v = values.get(b.metric)
+            if v is None:
+                out.append(f"{b.metric} missing")
+            elif v < b.value:
+                out.append(f"{b.metric} {v:g} below {b.value:g} ({b.fraction:g} x {b.reference:g})")
+        for b in self.accuracy_upper:  # checked only when reported, as accuracy_check.py does
+            v = values.get(b.metric)
+            if v is not None and v > b.value:
+                out.append(f"{b.metric} {v:g} above {b.value:g} ({b.fraction:g} x {b.reference:g})")
+        return out
+
+
+class LlmRules(_Frozen):
+    """One round's LLM benchmarks."""
+
+    round: str
+    benchmarks: dict[str, LlmBenchmark]
+
+    def benchmark(self, name: str) -> LlmBenchmark:
+        """The benchmark by submission name; a clear error for an unknown one or one out of round."""
+        b = self.benchmarks.get(name)
+        if b is None:
+            raise ConfigError(f"{name!r} is not an LLM benchmark of {self.round}",
+                              "known: " + ", ".join(self.benchmarks))
+        if not b.in_round:
+            raise ConfigError(f"{name} is not a {self.round} benchmark (the checker's model list "
+                              "omits it)", f"use {name}.9" if name.endswith("-99") else "")
+        return b
+
+    def find(self, name: str) -> LlmBenchmark | None:
+        """The benchmark whether in the round or not (to read older results); None if unknown."""
+        return self.benchmarks.get(name)
+
+
+def load(round_name: str = "v6.1") -> LlmRules:
+    """Read ``rules/llm_<round>.toml`` (``v6.1`` or ``6.1``) once; errors name the file and key."""
+    name = round_name if round_name.startswith("v") else f"v{round_name}"
+    if name not in ROUNDS:
+        raise ConfigError(f"no LLM rules for round {round_name!r}", "known: " + ", ".join(ROUNDS))
+    return _load(name)
+
+
+@cache
+def _load(name: str) -> LlmRules:
+    fname = f"llm_{name}.toml"
+    data = tomllib.loads(resources.files("mlharness.rules").joinpath(fname).read_text())
+    regex = data.get("accuracy_regex", {})
+    try:
+        return LlmRules(round=data["round"], benchmarks={
+            key: LlmBenchmark(name=key, accuracy_regex=regex, **value)
+            for key, value in data["benchmarks"].items()})
+    except (ValidationError, KeyError) as exc:
+        raise ConfigError(f"rules/{fname} is malformed: {' '.join(str(exc).split())[:300]}",
+                          "this file ships with mlharness; reinstall it") from exc

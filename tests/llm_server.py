@@ -1,0 +1,159 @@
+"""A scripted OpenAI-compatible streaming server for tests (asyncio, its own thread, port 0).
+
+``POST /v1/completions`` and ``/v1/chat/completions`` with ``"stream": true`` answer with
+Server-Sent Events in chunked transfer encoding, as vLLM does: the first token after
+``Script.ttft_s``, then one token every ``gap_s`` up to ``n_tokens`` (or ``max_tokens``), a
+finishing chunk and ``data: [DONE]``. Token ids are ``first_id + i``; each chunk's choice carries
+``token_ids`` when the request asked ``"return_token_ids": true``, else logprob tokens
+``"token_id:N"`` when it asked ``"return_tokens_as_token_ids": true`` (vLLM's two ways).
+Faults after ``fault_after`` tokens: ``drop`` (close the socket), ``stall`` (send nothing more),
+``malformed`` (a chunk that is not JSON); ``429`` / ``500`` answer at once with that status.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import threading
+import time
+from dataclasses import dataclass, field
+from typing import Any, Self
+
+
+@dataclass
+class Script:
+    ttft_s: float = 0.05
+    gap_s: float = 0.01
+    n_tokens: int = 8
+    first_id: int = 100
+    fault: str | None = None  # drop, stall, malformed, 429, 500
+    fault_after: int = 2
+
+
+@dataclass
+class Seen:
+    """What one request carried, when it arrived and when each token went out
+    (``time.perf_counter``: the server runs in the test's process, so the clocks compare)."""
+
+    path: str
+    headers: dict[str, str]
+    body: dict[str, Any]
+    received: float = 0.0
+    token_times: list[float] = field(default_factory=list)
+
+    def ttft_s(self) -> float:
+        return self.token_times[0] - self.received
+
+    def tpot_s(self) -> float:
+        return (self.token_times[-1] - self.token_times[0]) / (len(self.token_times) - 1)
+
+
+@dataclass
+class ScriptedServer:
+    script: Script = field(default_factory=Script)
+    seen: list[Seen] = field(default_factory=list)
+
+    def __enter__(self) -> Self:
+        self._loop = asyncio.new_event_loop()
+        ready = threading.Event()
+
+        def run() -> None:
+            asyncio.set_event_loop(self._loop)
+            self._server = self._loop.run_until_complete(
+                asyncio.start_server(self._handle, "127.0.0.1", 0))
+            self.port = self._server.sockets[0].getsockname()[1]
+            ready.set()
+            self._loop.run_forever()
+
+        self._thread = threading.Thread(target=run, name="llm-scripted-server", daemon=True)
+        self._thread.start()
+        ready.wait(10)
+        return self
+
+    @property
+    def url(self) -> str:
+        return f"http://127.0.0.1:{self.port}"
+
+    def __exit__(self, *exc: object) -> None:
+        async def close() -> None:
+            self._server.close()
+            for task in asyncio.all_tasks():
+                if task is not asyncio.current_task():
+                    task.cancel()
+
+        asyncio.run_coroutine_threadsafe(close(), self._loop).result(10)
+        self._loop.call_soon_threadsafe(self._loop.stop)
+        self._thread.join(10)
+        self._loop.close()
+
+    async def _handle(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        try:
+            await self._serve(reader, writer)
+        except (ConnectionError, asyncio.CancelledError):
+            pass
+        finally:
+            writer.close()
+
+    async def _serve(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        request = (await reader.readline()).decode().split()
+        headers = {}
+        while (line := (await reader.readline()).decode().strip()):
+            name, _, value = line.partition(":")
+            headers[name.strip().lower()] = value.strip()
+        body = json.loads(await reader.readexactly(int(headers.get("content-length", 0))))
+        path = request[1]
+        seen = Seen(path, headers, body, received=time.perf_counter())
+        self.seen.append(seen)
+        s = self.script
+        if s.fault in ("429", "500") or path not in ("/v1/completions", "/v1/chat/completions"):
+            status = int(s.fault) if s.fault in ("429", "500") else 404
+            text = json.dumps({"error": {"message": f"scripted {status}"}}).encode()
+            writer.write(f"HTTP/1.1 {status} X\r\nContent-Type: application/json\r\n"
+                         f"Content-Length: {len(text)}\r\n\r\n".encode() + text)
+            await writer.drain()
+            return
+        writer.write(b"HTTP/1.1 200 OK\r\nContent-Type: text/event-stream\r\n"
+                     b"Transfer-Encoding: chunked\r\n\r\n")
+        chat = path.endswith("chat/completions")
+        n = min(s.n_tokens, int(body.get("max_tokens") or s.n_tokens))
+        await asyncio.sleep(s.ttft_s)
+        for i in range(n):
+            if i == s.fault_after and s.fault in ("drop", "stall", "malformed"):
+                if s.fault == "drop":
+                    writer.transport.abort()
+                    return
+                if s.fault == "stall":
+                    await asyncio.sleep(3600)
+                self._chunk(writer, b'data: {"choices": [{"text": "oops"\n\n')
+                await writer.drain()
+                await asyncio.sleep(3600)
+            if i:
+                await asyncio.sleep(s.gap_s)
+            self._chunk(writer, _event(body, chat, s.first_id + i, None))
+            await writer.drain()
+            seen.token_times.append(time.perf_counter())
+        self._chunk(writer, _event(body, chat, None, "length" if n == body.get("max_tokens")
+                                   else "stop"))
+        self._chunk(writer, b"data: [DONE]\n\n")
+        writer.write(b"0\r\n\r\n")
+        await writer.drain()
+
+    @staticmethod
+    def _chunk(writer: asyncio.StreamWriter, data: bytes) -> None:
+        writer.write(f"{len(data):x}\r\n".encode() + data + b"\r\n")
+
+
+def _event(body: dict[str, Any], chat: bool, token: int | None, finish: str | None) -> bytes:
+    text = f" t{token}" if token is not None else ""
+    choice: dict[str, Any] = {"index": 0, "finish_reason": finish}
+    if chat:
+        choice["delta"] = {"content": text} if text else {}
+    else:
+        choice["text"] = text
+    ids = [token] if token is not None else []
+    if body.get("return_token_ids"):
+        choice["token_ids"] = ids
+    elif body.get("return_tokens_as_token_ids"):
+        choice["logprobs"] = {"tokens": [f"token_id:{i}" for i in ids]}
+    obj = "chat.completion.chunk" if chat else "text_completion"
+    return f"data: {json.dumps({'object': obj, 'choices': [choice]})}\n\n".encode()

@@ -1,0 +1,127 @@
+"""The asyncio OpenAI streaming client against the scripted server: measured TTFT/TPOT, token
+ids and callbacks, the API key, and each fault as a clear error naming the endpoint."""
+
+from __future__ import annotations
+
+import asyncio
+import socket
+import statistics
+import threading
+
+import pytest
+from llm_server import Script, ScriptedServer
+
+from mlharness.backends.openai_stream import (
+    ClientSettings,
+    EndpointError,
+    OpenAIStreamClient,
+    StreamResult,
+)
+from mlharness.errors import ConfigError
+
+
+def _client(url: str, **kw) -> OpenAIStreamClient:
+    return OpenAIStreamClient(ClientSettings(base_url=url, model="m", **kw))
+
+
+def test_measured_ttft_and_tpot_match_the_injected_values():
+    script = Script(ttft_s=0.3, gap_s=0.05, n_tokens=10, first_id=500)
+    firsts: list[tuple[list[int], float]] = []
+    done: list[StreamResult] = []
+    threads: list[int] = []
+
+    async def main(url: str) -> list[StreamResult]:
+        client = _client(url)
+        base = threading.active_count()
+
+        def on_first(ids: list[int], ttft: float) -> None:
+            firsts.append((ids, ttft))
+            threads.append(threading.active_count() - base)
+
+        async def on_done(result: StreamResult) -> None:
+            done.append(result)
+
+        return await asyncio.gather(*(
+            client.complete(f"prompt {i}", max_tokens=64, on_first_token=on_first,
+                            on_done=on_done) for i in range(8)))
+
+    with ScriptedServer(script) as server:
+        results = asyncio.run(main(server.url))
+    seen = server.seen
+    assert len(results) == len(done) == len(firsts) == 8 == len(seen)
+    assert threads == [0] * 8  # eight streams at once, no thread for any of them
+    for r in results:
+        assert r.token_ids == list(range(500, 510)) and r.n_tokens == 10
+        assert r.text == "".join(f" t{i}" for i in range(500, 510))
+        assert r.finish_reason == "stop"
+    assert all(ids == [500] for ids, _ in firsts)
+    ttft = statistics.median(r.ttft_s for r in results)
+    tpot = statistics.median(r.tpot_s for r in results)
+    # what the client measured is what the server did (same clock, same process) ...
+    assert ttft == pytest.approx(statistics.median(s.ttft_s() for s in seen), rel=0.15)
+    assert tpot == pytest.approx(statistics.median(s.tpot_s() for s in seen), rel=0.15)
+    # ... and, unless the machine kept the server itself from its schedule, the injected values
+    late = [f"{name} {got * 1e3:.1f} ms instead of {want * 1e3:g}" for name, got, want in (
+        ("TTFT", statistics.median(s.ttft_s() for s in seen), script.ttft_s),
+        ("TPOT", statistics.median(s.tpot_s() for s in seen), script.gap_s))
+        if abs(got / want - 1) > 0.1]
+    if late:
+        pytest.skip(f"machine overloaded: the scripted server itself sent {', '.join(late)}")
+    assert ttft == pytest.approx(script.ttft_s, rel=0.15)
+    assert tpot == pytest.approx(script.gap_s, rel=0.15)
+
+
+def test_chat_logprob_ids_max_tokens_and_the_api_key(monkeypatch):
+    monkeypatch.setenv("MLH_TEST_LLM_KEY", "sk-very-secret")
+    with ScriptedServer(Script(ttft_s=0.01, gap_s=0.001, n_tokens=10)) as server:
+        client = _client(server.url, api_key_env="MLH_TEST_LLM_KEY")
+        r = asyncio.run(client.complete([{"role": "user", "content": "hi"}], max_tokens=4,
+                                        chat=True, return_token_ids=False,
+                                        return_tokens_as_token_ids=True, logprobs=True))
+        assert r.token_ids == [100, 101, 102, 103] and r.finish_reason == "length"
+        seen = server.seen[-1]
+        assert seen.path == "/v1/chat/completions"
+        assert seen.headers["authorization"] == "Bearer sk-very-secret"
+        assert seen.body["messages"][0]["content"] == "hi" and seen.body["stream"] is True
+        server.script.fault = "500"
+        with pytest.raises(EndpointError) as err:
+            asyncio.run(client.complete("x", max_tokens=4))
+    assert "sk-very-secret" not in str(err.value) + repr(client) + repr(vars(client))
+
+
+@pytest.mark.parametrize(("fault", "message"), [
+    ("drop", "closed the connection after 2 tokens, before \\[DONE\\]"),
+    ("stall", "stalled: nothing for 0.5 s"),
+    ("malformed", "malformed stream event after 2 tokens"),
+    ("429", "answered HTTP 429: .*scripted 429"),
+    ("500", "answered HTTP 500"),
+])
+def test_each_fault_is_a_clear_error_naming_the_endpoint(fault, message):
+    with ScriptedServer(Script(ttft_s=0.01, gap_s=0.001, fault=fault)) as server:
+        client = _client(server.url, stall_timeout_s=0.5)
+        with pytest.raises(EndpointError, match=message) as err:
+            asyncio.run(client.complete("x", max_tokens=8))
+    assert f"{server.url}/v1/completions" in err.value.message
+    assert err.value.hint
+    if fault == "429":
+        assert "rate limiting" in err.value.hint
+
+
+def test_refused_connection_and_bad_urls():
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]  # closed again: nothing listens there
+    client = _client(f"http://127.0.0.1:{port}")
+    with pytest.raises(EndpointError, match=f"cannot connect to http://127.0.0.1:{port}/v1/"):
+        asyncio.run(client.complete("x", max_tokens=2))
+    with pytest.raises(ConfigError, match="not http://host:port"):
+        _client("https://example.invalid")
+
+
+def test_a_wrong_path_is_a_404_with_a_hint():
+    with ScriptedServer() as server:
+        client = _client(f"{server.url}/openai")
+        with pytest.raises(EndpointError, match=r"/openai/v1/completions answered HTTP 404") as e:
+            asyncio.run(client.complete("x", max_tokens=2))
+    assert "check the URL" in e.value.hint
+    assert server.seen[-1].path == "/openai/v1/completions"
