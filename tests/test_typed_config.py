@@ -10,6 +10,7 @@ from pathlib import Path
 import pytest
 
 from mlharness import rules
+from mlharness.loadgen.mllog import LoadGenResult
 from mlharness.backends import backend_options
 from mlharness.backends.onnxruntime import OnnxRuntimeBackend
 from mlharness.cli.main import main
@@ -221,7 +222,9 @@ def test_batch_above_the_models_fixed_batch_is_refused_before_the_run(
 def test_run_record_round_trips_and_checks_its_format(tmp_path: Path) -> None:
     rec = RunRecord(benchmark="demo", spec=RunSpec(benchmark="demo", scenario="Server",
                                                    target_qps=3, set={"max_async_queries": 1}),
-                    status="ok", result={"valid": True}, purpose="probe")
+                    status="ok", purpose="probe",
+                    result=LoadGenResult("Server", "performance", True, "result_completed_"
+                                         "samples_per_sec", "completed samples/s", 3.0))
     rec.save(tmp_path)
     again = RunRecord.load(tmp_path)
     assert again == rec and again.format == RUN_FORMAT and again.purpose == "probe"
@@ -237,6 +240,12 @@ def test_run_record_round_trips_and_checks_its_format(tmp_path: Path) -> None:
         RunRecord.load(tmp_path)
     with pytest.raises(ConfigError, match="no run.json"):
         RunRecord.load(tmp_path / "missing")
+    # the result is typed: a wrong-typed value names the field instead of failing downstream
+    data["format"] = RUN_FORMAT
+    data["result"]["value"] = "fast"
+    (tmp_path / "run.json").write_text(json.dumps(data))
+    with pytest.raises(ConfigError, match="result.value"):
+        RunRecord.load(tmp_path)
 
 
 def test_version_1_records_are_migrated(tmp_path: Path) -> None:

@@ -28,6 +28,7 @@ from mlharness.files import write_text_atomic
 from mlharness.hostinfo import describe_system, package_versions
 from mlharness.record import RunRecord
 from mlharness.runner.journal import Journal
+from mlharness.runner.messages import Crash, Done, Failed, Message, Phase, Ready, UserError
 from mlharness.runner.rundir import new_run_dir
 from mlharness.runner.worker import (CRASH_FILE, LOADGEN_PHASE, WARMUP_PHASE, child_main,
                                      task_options)
@@ -111,29 +112,30 @@ class _Watch:
     """Parent-side state of the child while it runs."""
 
     def __init__(self) -> None:
-        self.ready: dict[str, Any] | None = None
-        self.done: dict[str, Any] | None = None
-        self.failure: dict[str, Any] | None = None  # backend failed or child crashed
-        self.user_error: dict[str, Any] | None = None
+        self.ready: Ready | None = None
+        self.done: Done | None = None
+        self.failure: Failed | None = None  # backend failed, run stalled, or child crashed
+        self.user_error: UserError | None = None
         self.failure_at: float | None = None
         self.phase = STARTING_PHASE
         self.phases = 0  # phases announced: each is progress, even under the same name
         self.allowance_s = 0.0  # the phase's time beyond the stall timeout (e.g. torch.compile)
 
-    def take(self, kind: str, payload: dict[str, Any]) -> None:
-        if kind == "phase":
-            self.phases += 1
-            self.phase = str(payload.get("name", self.phase))
-            self.allowance_s = float(payload.get("allowance_s") or 0.0)
-        elif kind == "ready":
-            self.ready = payload
-        elif kind == "done":
-            self.done = payload
-        elif kind == "error":
-            self.user_error = payload
-        elif kind in ("failed", "crash") and self.failure is None:
-            self.failure = payload
-            self.failure_at = time.monotonic()
+    def take(self, message: Message) -> None:
+        match message:
+            case Phase(name, allowance_s):
+                self.phases += 1
+                self.phase, self.allowance_s = name, allowance_s
+            case Ready():
+                self.ready = message
+            case Done():
+                self.done = message
+            case UserError():
+                self.user_error = message
+            case Failed() | Crash() if self.failure is None:
+                self.failure = (message if isinstance(message, Failed)
+                                else Failed(message.message, message.traceback))
+                self.failure_at = time.monotonic()
 
 
 def execute(spec: RunSpec, progress: ProgressSink | None = None) -> RunOutcome:
@@ -188,15 +190,15 @@ def _execute(spec: RunSpec, progress: ProgressSink | None,
     started_runs.append(journal)  # execute() records the end if anything below raises
     watch = _supervise(spec, settings, task, run_dir, emit)
     if watch.ready:
-        data.backend = watch.ready.get("backend")
-        data.sut = watch.ready.get("policy")
-        if data.sut is not None and watch.done:
-            data.sut["warmup_s"] = watch.done.get("warmup_s")
-            data.sut["warmup_shapes"] = watch.done.get("warmup_shapes")
-        data.task = watch.ready.get("task", data.task)
-    report = (watch.done or watch.failure or {}).get("backend_report")
-    if report:  # several nodes / replicas: who served what, who was lost, failovers
-        data.distributed = report
+        data.backend = watch.ready.backend
+        data.sut = dict(watch.ready.policy)
+        if watch.done:
+            data.sut["warmup_s"] = watch.done.warmup_s
+            data.sut["warmup_shapes"] = watch.done.warmup_shapes
+        data.task = watch.ready.task
+    ended = watch.done or watch.failure
+    if ended is not None and ended.backend_report:  # several nodes / replicas: who served
+        data.distributed = ended.backend_report  # what, who was lost, failovers
 
     if (run_dir / "mlperf_log_detail.txt").is_file():
         try:
@@ -205,11 +207,11 @@ def _execute(spec: RunSpec, progress: ProgressSink | None,
             pass
 
     if watch.user_error:
-        journal.finish("error", watch.user_error)
-        raise HarnessError(watch.user_error["message"], watch.user_error.get("hint", ""))
+        journal.finish("error", watch.user_error.to_error())
+        raise HarnessError(watch.user_error.message, watch.user_error.hint)
     if watch.failure or not watch.done:
-        failure = watch.failure or {"message": "the run ended without a result"}
-        journal.finish("failed", failure)
+        failure = watch.failure or Failed("the run ended without a result")
+        journal.finish("failed", failure.to_error())
         return record
 
     if spec.mode == "accuracy":
@@ -251,8 +253,7 @@ def _supervise(spec: RunSpec, settings: EffectiveSettings, task: Task, run_dir: 
     try:
         while True:
             try:
-                kind, payload = channel.get(timeout=0.2)
-                watch.take(kind, payload)
+                watch.take(channel.get(timeout=0.2))
                 continue  # drain messages before looking at the process
             except queue.Empty:
                 pass
@@ -287,9 +288,8 @@ def _supervise(spec: RunSpec, settings: EffectiveSettings, task: Task, run_dir: 
             if watch.phase == STARTING_PHASE:
                 limit = max(limit, STARTUP_S)
             if now - last_change > limit:
-                watch.take("failed", {"message": stall_message(watch.phase, limit - building,
-                                                               building),
-                                      "phase": watch.phase})
+                watch.take(Failed(stall_message(watch.phase, limit - building, building),
+                                  phase=watch.phase))
                 break
     finally:
         if proc.is_alive():
@@ -297,20 +297,20 @@ def _supervise(spec: RunSpec, settings: EffectiveSettings, task: Task, run_dir: 
         proc.join(timeout=10)
         while True:  # messages sent just before exit
             try:
-                kind, payload = channel.get_nowait()
+                message = channel.get_nowait()
             except (queue.Empty, OSError, ValueError):
                 break
-            watch.take(kind, payload)
+            watch.take(message)
     if not watch.done and not watch.failure and not watch.user_error:
         code = proc.exitcode
         how = f"signal {-code}" if code is not None and code < 0 else f"exit code {code}"
-        watch.take("crash", {"message": f"the run's worker process died ({how})"})
+        watch.take(Crash(f"the run's worker process died ({how})"))
     crash = run_dir / CRASH_FILE
     if crash.is_file() and crash.stat().st_size == 0:
         crash.unlink()  # nothing crashed
-    elif crash.is_file() and watch.failure and "crash_log" not in watch.failure:
-        watch.failure["crash_log"] = str(crash)
-        watch.failure["message"] += f"; the Python stack of each thread is in {crash}"
+    elif crash.is_file() and watch.failure and watch.failure.crash_log is None:
+        watch.failure.crash_log = str(crash)
+        watch.failure.message += f"; the Python stack of each thread is in {crash}"
     return watch
 
 

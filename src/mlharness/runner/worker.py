@@ -1,10 +1,8 @@
 """The child process of a run: build task + backend + engine, run one LoadGen test, report.
 
 One test per process keeps LoadGen's process-wide config state clean (one FromConfig per
-process). Messages to the parent go through ``channel`` as ``(kind, payload)`` tuples:
-``phase`` (a new phase began: the parent's stall clock restarts, with the phase's
-allowance on top of the stall timeout), ``ready``, ``failed``
-(backend raised), ``error`` (HarnessError), ``crash``, ``done``. Progress goes through two
+process). Messages to the parent go through ``channel``, each a typed message of
+``runner/messages.py`` (Phase, Ready, Failed, UserError, Crash, Done). Progress goes through two
 shared counters (samples loaded, samples completed). The child ignores SIGINT and SIGHUP (the
 parent ends it) and exits by itself when its parent is gone (e.g. killed with SIGKILL).
 """
@@ -19,6 +17,7 @@ from typing import Any
 
 from mlharness.children import watch_parent
 from mlharness.errors import HarnessError
+from mlharness.runner.messages import Crash, Done, Failed, Phase, Ready, UserError
 
 
 def _counter_thread(engine: Any, completed: Any, stop: threading.Event) -> None:
@@ -137,7 +136,7 @@ def child_main(spec_data: dict[str, Any], run_dir: str, channel: Any, loaded: An
 
     def phase(name: str, allowance_s: float = 0.0) -> None:
         """A new phase began; ``allowance_s``: time it may take beyond the stall timeout."""
-        channel.put(("phase", {"name": name, "allowance_s": allowance_s}))
+        channel.put(Phase(name, allowance_s))
 
     try:
         spec = RunSpec.model_validate(spec_data)
@@ -156,19 +155,15 @@ def child_main(spec_data: dict[str, Any], run_dir: str, channel: Any, loaded: An
         report = backend.report if holds else (lambda: None)
         # accuracy runs are not timed: no warm-up
         warmup = spec.warmup if spec.mode == "performance" else 0
-        channel.put(("ready", {"task": task.describe(), "backend": backend.describe(),
-                               "total": task.total_count(),
-                               "performance_count": task.performance_count(),
-                               "policy": {"max_batch": policy.max_batch, "inline": policy.inline,
-                                          "sort_by_length": policy.sort_by_length,
-                                          "workers": workers, "warmup_batches": warmup,
-                                          **({"placement": placement.to_dict()} if placement
-                                             else {})}}))
+        channel.put(Ready(task.describe(), backend.describe(), task.total_count(),
+                          task.performance_count(),
+                          {"max_batch": policy.max_batch, "inline": policy.inline,
+                           "sort_by_length": policy.sort_by_length, "workers": workers,
+                           "warmup_batches": warmup,
+                           **({"placement": placement.to_dict()} if placement else {})}))
 
         def on_failure(message: str) -> None:
-            channel.put(("failed", {"message": message,
-                                    "traceback": getattr(engine, "failure_traceback", ""),
-                                    "backend_report": report()}))
+            channel.put(Failed(message, getattr(engine, "failure_traceback", ""), report()))
 
         engine = Engine(task, backend, policy, complete, workers=workers,
                         on_failure=on_failure, instances=instances,
@@ -188,9 +183,8 @@ def child_main(spec_data: dict[str, Any], run_dir: str, channel: Any, loaded: An
         try:
             warmup_s = warm_up(backend if holds else task, engine, warmup, phase)
         except Exception as exc:  # noqa: BLE001 - the backend's failure, told as one
-            channel.put(("failed", {"message": f"the backend failed while warming up: "
-                                               f"{type(exc).__name__}: {exc}",
-                                    "traceback": traceback.format_exc()}))
+            channel.put(Failed(f"the backend failed while warming up: "
+                               f"{type(exc).__name__}: {exc}", traceback.format_exc()))
             return
         qsl = SampleLibrary(task.total_count(), task.performance_count(), load,
                             backend.unload_samples if holds else task.unload_samples)
@@ -210,16 +204,13 @@ def child_main(spec_data: dict[str, Any], run_dir: str, channel: Any, loaded: An
             counter.join()
             if holds:
                 backend.close()
-        channel.put(("done", {"completed": engine.completed, "batches": engine.batches,
-                              "warmup_s": round(warmup_s, 3),
-                              "warmup_shapes": engine.warmup_shapes,
-                              "failure": engine.failure, "backend_report": report()}))
+        channel.put(Done(engine.completed, engine.batches, round(warmup_s, 3),
+                         engine.warmup_shapes, engine.failure, report()))
     except HarnessError as exc:
-        channel.put(("error", {"type": type(exc).__name__, "message": exc.message,
-                               "hint": exc.hint, "traceback": traceback.format_exc()}))
+        channel.put(UserError(type(exc).__name__, exc.message, exc.hint,
+                              traceback.format_exc()))
     except BaseException as exc:  # noqa: BLE001 - report anything to the parent
-        channel.put(("crash", {"message": f"{type(exc).__name__}: {exc}",
-                               "traceback": traceback.format_exc()}))
+        channel.put(Crash(f"{type(exc).__name__}: {exc}", traceback.format_exc()))
 
 
 def task_options(spec: Any) -> Any:
