@@ -7,6 +7,8 @@ import sys
 from pathlib import Path
 from typing import Any
 
+from rich.markup import escape
+
 from mlharness.cli.render import LiveProgress, console, print_json
 from mlharness.errors import ConfigError
 from mlharness.rules.loader import DEFAULT_ROUND
@@ -213,9 +215,9 @@ def show_verdict(verdict: Any) -> None:
                   _perf_detail(verdict.performance))
     console.print(table)
     for note in verdict.notes:
-        console.print(f"[yellow]note:[/] {note}")
-    console.print(f"audit run: {verdict.audit_run}")
-    console.print(f"written:   {verdict.output_dir}/")
+        console.print(f"[yellow]note:[/] {escape(note)}")
+    console.print(escape(f"audit run: {verdict.audit_run}"))
+    console.print(escape(f"written:   {verdict.output_dir}/"))
     overall = "[bold green]TEST PASS[/]" if verdict.passed else "[bold red]TEST FAIL[/]"
     console.print(f"{verdict.test}: {overall}")
     if delta is not None and delta.passed:

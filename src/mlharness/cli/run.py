@@ -204,7 +204,7 @@ def _from_cache(data: dict[str, Any]) -> dict[str, Any]:
 
     data, notes = fill_from_cache(data)
     for note in notes:
-        console_err.print(note, highlight=False, soft_wrap=True)
+        console_err.print(escape(note), highlight=False, soft_wrap=True)
     return data
 
 
@@ -344,7 +344,7 @@ def run_command(args: argparse.Namespace) -> int:
             from mlharness.power.session import run_power
 
             say = (lambda text: None) if args.json else (
-                lambda text: console_err.print(f"[bold]power:[/] {text}", highlight=False))
+                lambda text: console_err.print(f"[bold]power:[/] {escape(text)}", highlight=False))
             record = run_power(spec, power, say)
         else:
             with LiveProgress(enabled=not args.no_progress and not args.json
@@ -371,7 +371,7 @@ def resolved_spec(spec: RunSpec, explicit: set[str] | None = None, quiet: bool =
 
     def notify(text: str) -> None:
         if not quiet:
-            console.print(text)
+            console.print(escape(text))
 
     with LiveProgress(enabled=progress and not quiet and sys.stderr.isatty()) as bar:
         return resolve_targets(spec, explicit=explicit, progress=bar, notify=notify)
@@ -394,12 +394,12 @@ def refuse_if_not_countable(spec: RunSpec, round_name: str | None, division: str
 
 def show_record(data: dict[str, Any], run_dir: Path) -> None:
     """The one-screen verdict of one run."""
-    console.print(results_table([data], title=f"{data['benchmark']} — {run_dir}"))
+    console.print(results_table([data], title=escape(f"{data['benchmark']} — {run_dir}")))
     for line in power_lines(data):
         console.print(line, highlight=False)
     for note in [*(data.get("backend") or {}).get("notes", []),
                  *((data.get("sut") or {}).get("placement") or {}).get("notes", [])]:
-        console.print(f"[yellow]note:[/] {note}", highlight=False)
+        console.print(f"[yellow]note:[/] {escape(str(note))}", highlight=False)
     verdict, _ = verdict_text(data)
     dist = data.get("distributed") or {}
     for note in dist.get("notes", []):  # failovers and restarts: a node's words, not markup
@@ -410,8 +410,8 @@ def show_record(data: dict[str, Any], run_dir: Path) -> None:
                       highlight=False)
     if data.get("status") == "failed":
         err = data.get("error") or {}
-        console.print(f"[red]run failed:[/] {err.get('message')}")
-        console.print(f"  partial logs kept in {run_dir}")
+        console.print(f"[red]run failed:[/] {escape(str(err.get('message')))}")
+        console.print(escape(f"  partial logs kept in {run_dir}"))
     elif not data["spec"].get("valid") and verdict in ("VALID", "PASS"):
         console.print("[yellow]note:[/] --test run: fine for checking, too short for a submission "
                       "(use --valid)")

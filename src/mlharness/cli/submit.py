@@ -5,6 +5,8 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
+from rich.markup import escape
+
 from mlharness.rules import DEFAULT_ROUND, ROUNDS
 
 EXAMPLES = """examples:
@@ -79,28 +81,28 @@ def run(args: argparse.Namespace) -> int:
                     args.run_audits, args.pinned)
     lay = result.layout
     if result.replaced:
-        console.print(f"[yellow]{result.replaced}[/]", highlight=False)
-    console.print(f"laid out {len(lay.entries)} result(s) under [bold]{lay.base}[/]")
+        console.print(f"[yellow]{escape(result.replaced)}[/]", highlight=False)
+    console.print(f"laid out {len(lay.entries)} result(s) under [bold]{escape(str(lay.base))}[/]")
     for e in lay.entries:
         tests = f" + {', '.join(e.tests)}" if e.tests else ""
         short = " [yellow](--test run)[/]" if e.performance.short else ""
-        console.print(f"  {e.bench_dir}/{e.scenario}: {e.performance.path.name} + "
-                      f"{e.accuracy.path.name}{tests}{short}", highlight=False)
+        console.print(escape(f"  {e.bench_dir}/{e.scenario}: {e.performance.path.name} + "
+                             f"{e.accuracy.path.name}{tests}") + short, highlight=False)
         for mode, why in e.why.items():
-            console.print(f"      {mode}: {why}", highlight=False, style="dim")
+            console.print(escape(f"      {mode}: {why}"), highlight=False, style="dim")
     if result.not_chosen:
         console.print(f"not used ({len(result.not_chosen)}):")
         for path, why in result.not_chosen:
-            console.print(f"  {_shown(path)}: {why}", highlight=False)
+            console.print(escape(f"  {_shown(path)}: {why}"), highlight=False)
     for note in lay.notes:
-        console.print(f"  [yellow]note:[/] {note}", highlight=False)
+        console.print(f"  [yellow]note:[/] {escape(note)}", highlight=False)
     if result.defaulted:
         console.print("  [yellow]system fields left at defaults:[/] " + ", ".join(result.defaulted)
                       + " (set them with --system-toml)", highlight=False)
     for link in result.skipped_links:
-        console.print(f"  [yellow]not packed (symlink):[/] {link}", highlight=False)
-    console.print(f"archive: {result.archive}")
-    console.print("summary: " + ", ".join(str(p) for p in result.summaries.values()))
+        console.print(f"  [yellow]not packed (symlink):[/] {escape(str(link))}", highlight=False)
+    console.print(escape(f"archive: {result.archive}"))
+    console.print(escape("summary: " + ", ".join(str(p) for p in result.summaries.values())))
     print_problems(result.problems, "mlharness check")
     if not result.problems:
         console.print(f"next: mlharness check {args.output} --official PATH_TO_INFERENCE_CHECKOUT")

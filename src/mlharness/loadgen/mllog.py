@@ -89,17 +89,6 @@ class LoadGenResult:
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
 
-    @property
-    def verdict(self) -> str:
-        return loadgen_verdict(self.mode, self.valid, self.errors)
-
-
-def loadgen_verdict(mode: str | None, valid: bool | None, errors: list[str] | None) -> str:
-    """What LoadGen said of a test: VALID/INVALID in performance mode, DONE (or ERRORS) in
-    accuracy mode, where LoadGen reports no validity."""
-    if mode == "accuracy":
-        return "ERRORS" if errors else "DONE"
-    return "VALID" if valid else "INVALID"
 
 
 _CONDITIONS = {

@@ -7,6 +7,7 @@ import difflib
 from typing import Iterable
 
 from mlharness.errors import ConfigError
+from mlharness.names import Scenario
 
 
 def check_benchmark(name: str | None, seen: Iterable[str]) -> None:
@@ -26,7 +27,7 @@ def check_benchmark(name: str | None, seen: Iterable[str]) -> None:
                       hint=f"{guess}known: {', '.join(known)}")
 
 
-SCENARIOS = ("SingleStream", "MultiStream", "Server", "Offline")
+SCENARIOS = tuple(Scenario)
 
 
 def check_scenario(name: str | None) -> None:

@@ -15,13 +15,24 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from mlharness import rules
 from mlharness.errors import ConfigError
 from mlharness.report.table import Entry
+from mlharness.rules import ROUNDS
 
 #: group-by keys for runs: run row field (or settings.spec key)
 RUN_KEYS = ("system", "round", "backend", "precision", "batch_size")
-_MODEL_ALIASES = {"resnet": "resnet50", "resnet50": "resnet50", "retinanet": "retinanet",
-                  "bert-99": "bert-99", "bert-99.9": "bert-99.9"}
+
+
+def harness_name(model: str) -> str:
+    """The mlharness benchmark a submission's model directory or a results CSV's model names
+    (``resnet`` -> ``resnet50``), as the rules of any round know it; else ``model`` itself."""
+    for round_name in ROUNDS:
+        bench = rules.load(round_name).find(model)
+        if bench is not None:
+            return bench.harness
+    return model
+
 _CSV_COLUMNS = {  # our name -> accepted header spellings
     "organization": ("Organization", "Submitter"),
     "system": ("SystemName", "System Name", "System", "Platform"),
@@ -162,7 +173,7 @@ def submission_entries(path: Path) -> list[Entry]:
                 value = bench.parse_accuracy(acc_txt.read_text(errors="replace"))
                 acc_ok = value is not None and value >= bench.accuracy_target
             out.append(Entry(group=f"{submitter}/{system_dir.name}",
-                             benchmark=_MODEL_ALIASES.get(scen_dir.parent.name, scen_dir.parent.name),
+                             benchmark=harness_name(scen_dir.parent.name),
                              scenario=scen_dir.name, value=result.value, valid=result.valid,
                              source=str(run_1), accuracy_ok=acc_ok,
                              why="; ".join(result.reasons)))
@@ -218,7 +229,7 @@ def _csv_entries(path: Path) -> list[Entry]:
             if get("version"):
                 group += f" ({get('version')})"
             errors = get("errors")
-            out.append(Entry(group=group, benchmark=_MODEL_ALIASES.get(model, model),
+            out.append(Entry(group=group, benchmark=harness_name(model),
                              scenario=scenario, value=value,
                              valid=False if errors not in ("", "0", "False") else None,
                              source=f"{path.name}:{line}"))

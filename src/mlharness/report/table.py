@@ -15,12 +15,14 @@ from typing import Any
 
 from mlharness.loadgen.mllog import METRICS
 from mlharness.names import Scenario
+from mlharness.tasks import BENCHMARKS
 
 SCENARIO_ORDER = tuple(Scenario)
 SCENARIO_TITLE = {"SingleStream": "Single Stream", "MultiStream": "Multi Stream",
                   "Server": "Server", "Offline": "Offline"}
-BENCHMARK_TITLE = {"resnet50": "ResNet50", "retinanet": "RetinaNet", "bert-99": "BERT-99",
-                   "bert-99.9": "BERT-99.9", "demo": "demo"}
+#: each benchmark's title, in the order columns take (the rules' [tasks], then the demo)
+BENCHMARK_TITLE = {**{name: e.title for name, e in BENCHMARKS.items() if name != "demo"},
+                   "demo": BENCHMARKS["demo"].title}
 
 
 @dataclass

@@ -21,10 +21,10 @@ from typing import Any, Iterator
 from mlharness.store.record import RunRow, damaged_row, row_from_run_dir
 
 INDEX_NAME = "mlharness.sqlite"
-SCHEMA_VERSION = 2
+SCHEMA_VERSION = 3
 #: index versions rebuilt in place from the run directories (1: kept wrong-typed values and no
-#: rows for damaged run.json files)
-_REBUILT_VERSIONS = (1,)
+#: rows for damaged run.json files; 2: LoadGen's word as the verdict, not the run's)
+_REBUILT_VERSIONS = (1, 2)
 BUSY_TIMEOUT_S = 60.0
 
 _JSON_COLUMNS = ("settings", "versions", "reasons")

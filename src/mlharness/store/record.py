@@ -12,7 +12,6 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from mlharness.loadgen.mllog import loadgen_verdict
 
 if TYPE_CHECKING:
     from mlharness.record import RunRecord
@@ -197,8 +196,7 @@ def row_from_run_dir(run_dir: Path, root: Path) -> RunRow:
         round=run_round(data), settings=settings, settings_hash=settings_hash(settings),
         metric=result.get("metric"), unit=result.get("unit"), value=result.get("value"),
         valid=result.get("valid"),
-        verdict=loadgen_verdict(result.get("mode"), result.get("valid"), result.get("errors"))
-        if result else None,
+        verdict=None if record.status == "running" else record.verdict()[0],  # the one verdict
         reasons=_reasons(data),
         accuracy_metric=acc.get("metric"), accuracy=acc.get("value"),
         accuracy_target=acc.get("target"), accuracy_passed=acc.get("passed"),
