@@ -19,6 +19,7 @@ from typing import Any
 
 from mlharness.errors import ConfigError, DatasetError, ModelError
 from mlharness.files import sha256_file, write_text_atomic
+from mlharness.names import Precision
 
 
 @dataclass(frozen=True)
@@ -248,7 +249,8 @@ def _quantize_checkpoint(model: Path, target: Path, batches: list[dict], method:
     from mlharness.backends.pytorch_int8 import quantize_pt2e
 
     backend = PyTorchBackend()
-    backend.load(model, BackendOptions(precision="fp32", task_inputs=list(task.model_inputs),
+    backend.load(model, BackendOptions(precision=Precision.FP32,
+                                       task_inputs=list(task.model_inputs),
                                        extra=backend_options(PyTorchBackend, {})))
     check_index_ranges(task.index_ranges(), backend.index_limits, str(model))
     names = [spec.name for spec in backend.inputs]

@@ -268,7 +268,8 @@ class PyTorchBackend:
         """The architecture's module holding the checkpoint's weights."""
         from mlharness.backends.torch_models import BertForQA, resnet_from_state
 
-        net = BertForQA(self.config) if self.arch == "bert" else resnet_from_state(state)
+        net = (BertForQA(self.config or {}) if self.arch == "bert"
+               else resnet_from_state(state))
         missing, _unexpected = net.load_state_dict(state, strict=False)  # pooler etc. unused
         wanted = [k for k in missing if not k.endswith("num_batches_tracked")]
         if wanted:
@@ -317,7 +318,7 @@ class PyTorchBackend:
         names = BERT_INPUTS if self.arch == "bert" else (self._inputs[0].name,)
         net, dims = self.net, export_dims(names, self.arch)
         if self.options.precision == "bf16":  # its forward takes *inputs: one argument
-            net, dims = Bf16Autocast(net), (dims,)
+            net, dims = Bf16Autocast(net), (dims,)  # type: ignore[assignment]
         return torch.export.export(net, self._tensors(self._sample(2)), dynamic_shapes=dims)
 
     def _sample(self, batch: int) -> dict[str, np.ndarray]:

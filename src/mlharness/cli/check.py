@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 import json
 from pathlib import Path
+from typing import Any
 
 from rich.markup import escape
 
@@ -101,7 +102,8 @@ def run(args: argparse.Namespace) -> int:
 
         official = run_official(args.root, args.official, rules.checker_version, args.official_flag)
     if args.json:
-        data = {"round": rules.round, "problems": [p.to_dict() for p in problems]}
+        data: dict[str, Any] = {"round": rules.round,
+                                "problems": [p.to_dict() for p in problems]}
         if official is not None:
             data["official"] = {"command": official.command, "returncode": official.returncode,
                                 "ok": official.summary_ok,

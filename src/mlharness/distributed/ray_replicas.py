@@ -13,6 +13,7 @@ on first use) and retries the batch; each restart is recorded in run.json. Optio
 
 from __future__ import annotations
 
+import logging
 import os
 import secrets
 import shutil
@@ -89,7 +90,7 @@ def start_local_ray(ray: Any, folder: str) -> None:
     except Exception:  # noqa: BLE001 - a Ray without it reads them at import only
         pass
     ray.init(address="local", _temp_dir=folder, include_dashboard=False,
-             logging_level="warning", log_to_driver=False)
+             logging_level=logging.WARNING, log_to_driver=False)
 
 
 class RayReplica:
@@ -200,7 +201,7 @@ class RayBackend(PoolBackend):
         if not ray.is_initialized():
             try:
                 if address:
-                    ray.init(address=address, logging_level="warning", log_to_driver=False)
+                    ray.init(address=address, logging_level=logging.WARNING, log_to_driver=False)
                 else:
                     self._local_dir = self._local_dir or own_ray_folder()
                     start_local_ray(ray, self._local_dir)

@@ -277,7 +277,8 @@ class RemoteBackend(PoolBackend):
                                   f"is {benchmark!r}", hint="start the node with the same -b")
         totals = {n.info.get("total") for n in self.nodes}
         if len(totals) != 1:
-            raise ConfigError(f"the nodes hold datasets of different sizes {sorted(totals)}",
+            sizes = sorted(map(str, totals))
+            raise ConfigError(f"the nodes hold datasets of different sizes {sizes}",
                               hint="give every node the same --dataset and --max-samples")
         self._start(ReplicaPool(self.nodes, opts.failover, "node"), self.nodes[0].info)
         self.options = options

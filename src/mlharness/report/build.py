@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import Any, Callable
+
 from pathlib import Path
 
 from mlharness.report.names import check_benchmark, check_scenario
@@ -16,12 +18,13 @@ def entries_of(sources: list[Source], by: str | None) -> list[Entry]:
     per_run = by is None and len(sources) == 1 and sources[0].kind == "runs"
     for src in sources:
         if src.runs:
+            group: Callable[[dict[str, Any]], str]
             if by:
                 group = lambda r: run_key(r, by)  # noqa: E731
             elif per_run:
                 group = lambda r: r["path"]  # noqa: E731
             else:
-                group = lambda r, label=src.label: label  # noqa: E731
+                group = _always(src.label)
             out += run_entries(src.runs, group)
         out += src.entries
     return out
@@ -77,3 +80,8 @@ def _natural(label: str) -> tuple:
         return (0, float(value), "")
     except ValueError:
         return (1, 0.0, value)
+
+
+def _always(label: str) -> Callable[[dict[str, Any]], str]:
+    """The group of every run of a source: its label."""
+    return lambda _run: label

@@ -75,7 +75,8 @@ def render(sources: list[Source], by: str | None = None, title: str = "mlharness
 def comparison_html(table: Comparison, notes: list[str]) -> str:
     if not table.columns:
         return "<p class='notes'>no finished performance results to compare</p>"
-    head = "".join(f"<th>{escape(c.title)}</th>" for c in [_Label(table.by), *table.columns])
+    titles = [table.by, *(c.title for c in table.columns)]
+    head = "".join(f"<th>{escape(t)}</th>" for t in titles)
     rows = []
     for group in table.groups:
         cells = []
@@ -101,11 +102,6 @@ def comparison_html(table: Comparison, notes: list[str]) -> str:
     foot = "".join(f"<p class='notes'>[{i}] {escape(n)}</p>" for i, n in enumerate(notes, 1))
     return (f"<table id='comparison'><thead><tr>{head}</tr></thead><tbody>{''.join(rows)}"
             f"</tbody></table>{legend}{foot}")
-
-
-class _Label:
-    def __init__(self, title: str) -> None:
-        self.title = title
 
 
 def _figure(kind: str, svg: str, caption: str) -> str:
@@ -224,7 +220,8 @@ def tune_searches(sources: list[Source]) -> list[str]:
                 p99 = (result.get("latencies_ms") or {}).get("p99.00")
                 qps = eff.get("effective_target_qps") or (data.get("spec") or {}).get("target_qps")
                 try:  # a probe whose record holds no numbers here is left out of the plot
-                    point = (float(qps), float(p99), bool(r["valid"]))
+                    point = (float(qps), float(p99),  # type: ignore[arg-type]
+                             bool(r["valid"]))
                     if eff.get("effective_target_latency_ns"):
                         bound = float(eff["effective_target_latency_ns"]) / 1e6
                 except (TypeError, ValueError):

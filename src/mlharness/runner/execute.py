@@ -26,7 +26,7 @@ from mlharness.loadgen.mllog import LoadGenResult, parse_run_logs, read_accuracy
 from mlharness.loadgen.settings import EffectiveSettings
 from mlharness.files import write_text_atomic
 from mlharness.hostinfo import describe_system, package_versions
-from mlharness.record import RunRecord
+from mlharness.record import RunRecord, Settings, Status
 from mlharness.runner.journal import Journal
 from mlharness.runner.messages import Crash, Done, Failed, Message, Phase, Ready, UserError
 from mlharness.runner.rundir import new_run_dir
@@ -152,9 +152,9 @@ def execute(spec: RunSpec, progress: ProgressSink | None = None) -> RunOutcome:
         if started and not started[0].finished:
             journal = started[0]
             name = getattr(exc, "signal_name", "SIGINT")
-            status, message = (("interrupted", f"interrupted by {name}")
-                               if isinstance(exc, KeyboardInterrupt)
-                               else ("error", f"{type(exc).__name__}: {exc}"))
+            status: Status = "interrupted" if isinstance(exc, KeyboardInterrupt) else "error"
+            message = (f"interrupted by {name}" if status == "interrupted"
+                       else f"{type(exc).__name__}: {exc}")
             journal.finish(status, {"message": message})
             if isinstance(exc, KeyboardInterrupt):
                 exc.run_dir = journal.run_dir  # type: ignore[attr-defined]
@@ -181,7 +181,7 @@ def _execute(spec: RunSpec, progress: ProgressSink | None,
 
     data = RunRecord(
         benchmark=spec.benchmark, loadgen_model=task.loadgen_model, purpose=spec.purpose,
-        spec=spec, settings=settings.to_dict(),
+        spec=spec, settings=Settings.model_validate(settings.to_dict()),
         test_config=spec.test_config(task.loadgen_model).to_dict(), task=task.describe(),
         system=describe_system(), versions=package_versions(),
         model_git_commit=git_commit_of(spec.model), artefacts=used_by(spec) or None)

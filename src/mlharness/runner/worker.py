@@ -58,9 +58,10 @@ def build_local(spec: Any, phase: Any = None, cpus: list[int] | None = None,
                              extra=backend_options(backend, spec.backend_option),
                              scenario=spec.scenario, cpus=cpus or None,
                              task_inputs=list(task.model_inputs))
-    shares = hasattr(backend, "load_shared")  # instances call one model (pytorch)
-    if first is not None and shares:
-        backend.load_shared(first, options)
+    load_shared = getattr(backend, "load_shared", None)  # instances call one model (pytorch)
+    shares = load_shared is not None
+    if first is not None and load_shared is not None:
+        load_shared(first, options)
     else:
         # a backend that compiles at load (torch.compile) says how much longer it may take;
         # the user sees why the load takes minutes

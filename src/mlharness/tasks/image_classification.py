@@ -188,5 +188,5 @@ def create_resnet50(name: str, options: TaskOptions) -> ImageClassificationTask:
         cache=SampleCache(default_root(options.cache_dir), preprocess,
                           describe={"preprocessing": config.to_dict()}),
         prepare_workers=opts.prepare_workers,
-        val_map=opts.val_map,
+        val_map=Path(opts.val_map) if opts.val_map else None,
     )

@@ -184,7 +184,7 @@ def create_retinanet(name: str, options: TaskOptions) -> ObjectDetectionTask:
         input_spec=TensorSpec(opts.input_name, "float32", (None, *config.output_shape)),
         outputs=outputs,
         target=facts.accuracy_target,
-        annotations=opts.annotations,
+        annotations=Path(opts.annotations) if opts.annotations else None,
         performance_count=facts.performance_sample_count,
         max_samples=options.max_samples,
         cache=SampleCache(default_root(options.cache_dir), preprocess,

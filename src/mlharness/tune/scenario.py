@@ -58,6 +58,8 @@ def tune_scenario(spec: RunSpec, *, quick: bool = False, margin: float | None = 
     """
     s = spec.scenario
     settings = engine_settings(spec)
+    measured: float | None
+    target: float | None
     if Scenario(s).latency_metric:
         measured, points = latency.probe_latency(spec, progress, on_point)
         target = float(f"{measured * latency.MARGIN:.4g}")

@@ -137,6 +137,7 @@ def search_server_qps(spec: RunSpec, start_qps: float | None = None, *,
         above = [q for q in invalid if lo is None or q > lo]  # noise: ignore INVALIDs below lo
         hi = min(above) if above else None
         if hi is None:
+            assert lo is not None  # a probe is VALID or INVALID
             qps = lo * growth  # no INVALID yet: grow
         elif lo is None:
             if hi <= floor:

@@ -32,7 +32,7 @@ def best_indexes(logits: np.ndarray, n: int = N_BEST) -> list[int]:
 
 def _without_spaces(text: str) -> tuple[str, dict[int, int]]:
     """``text`` without spaces, and a map from its positions back to ``text``'s."""
-    chars = []
+    chars: list[str] = []
     back: dict[int, int] = {}
     for i, ch in enumerate(text):
         if ch == " ":

@@ -249,8 +249,9 @@ class BertSquadTask(Task):
         predictions = {ex.qas_id: predict_example(ex, rows_of.get(i, []), features, logits,
                                                   id_to_token)
                        for i, ex in enumerate(examples) if not self.max_samples or i in rows_of}
+        questions: list[tuple[str, list[str]]]
         if self.max_samples:
-            questions = [(ex.qas_id, ex.answers) for ex in scored]
+            questions = [(ex.qas_id, list(ex.answers)) for ex in scored]
         else:
             questions = _dataset_questions(self.dataset)
         result = evaluate(questions, predictions)

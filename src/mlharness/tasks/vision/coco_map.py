@@ -99,4 +99,5 @@ def coco_map(annotations: Path, entries: Sequence[tuple[int, bytes]],
             value = 0.0
     summary = "\n".join(line for line in out.getvalue().splitlines()
                         if line.startswith(" Average"))
-    return MapResult(value, summary, len(image_ids), len(detections), **counts)
+    return MapResult(value, summary, len(image_ids), len(detections), counts["no_results"],
+                     counts["duplicates"], counts["mismatched_idx"])
