@@ -13,7 +13,7 @@ import faulthandler
 import threading
 import traceback
 from pathlib import Path
-from typing import Any
+from typing import Any, Sequence
 
 from mlharness.children import watch_parent
 from mlharness.errors import HarnessError
@@ -170,10 +170,10 @@ def child_main(spec_data: dict[str, Any], run_dir: str, channel: Any, loaded: An
                         on_failure=on_failure, instances=instances,
                         cpus=placement.cpus if placement else ())
 
-        def load(indices: list[int]) -> None:
+        def load(indices: Sequence[int]) -> None:
             if holds:  # nodes / replicas: in chunks, each chunk progress for the stall clock
                 for k in range(0, len(indices), LOAD_CHUNK):
-                    part = indices[k:k + LOAD_CHUNK]
+                    part = list(indices[k:k + LOAD_CHUNK])
                     backend.load_samples(part)
                     loaded.value += len(part)
                 return

@@ -12,7 +12,7 @@ import threading
 import time
 import traceback
 from collections import deque
-from typing import Callable, Sequence
+from typing import Callable, Sequence, cast
 
 from mlharness.backends.base import Backend, SampleBackend
 from mlharness.sut.batching import BatchPolicy
@@ -106,8 +106,9 @@ class Engine:
         plan = self.warmup_plan(index)
         self.warmup_shapes = len(plan)
         if self._holds_samples:
+            holder = cast(SampleBackend, self.backend)
             for batch in plan:
-                self.backend.warm_up(batches, batch)
+                holder.warm_up(batches, batch)
             return time.monotonic() - t0
         shapes = [self.task.batch_inputs(b) for b in plan]
         errors: list[BaseException] = []
@@ -203,7 +204,7 @@ class Engine:
             return
         try:
             if self._holds_samples:
-                payloads = (backend or self.backend).run_indices(indices)
+                payloads = cast(SampleBackend, backend or self.backend).run_indices(indices)
             else:
                 outputs = (backend or self.backend).predict(self.task.batch_inputs(indices))
                 payloads = self.task.encode_responses(indices, outputs)
