@@ -78,7 +78,7 @@ def test_an_instance_loads_on_its_own_cores(tmp_path: Path) -> None:
     and Linux puts the weights it writes in that block's NUMA node; the loading thread gets its
     cores back after."""
     pytest.importorskip("openvino", reason="the openvino extra is not installed")
-    from mlharness.runner.worker import build_instances
+    from mlharness.sut.assemble import build_instances
     from mlharness.spec import RunSpec
 
     def threads() -> dict[str, set[int]]:

@@ -142,7 +142,7 @@ def calibrate(req: CalibrationRequest, progress: Any = None) -> dict[str, Any]:
     from mlharness.backends.quantised import calibration_file
     from mlharness.spec import RunSpec
     from mlharness.runner.rundir import now_iso
-    from mlharness.runner.worker import task_options
+    from mlharness.sut.assemble import task_options
     from mlharness.tasks import create_task
 
     target = check_request(req)

@@ -18,7 +18,7 @@ from mlharness.spec import RunSpec
 
 def loadgen_model_of(spec: RunSpec) -> str:
     """The mlperf.conf model key of the spec's benchmark (``resnet50``, ``bert``, ...)."""
-    from mlharness.runner.worker import task_options
+    from mlharness.sut.assemble import task_options
     from mlharness.tasks import create_task
 
     return create_task(spec.benchmark, task_options(spec)).loadgen_model

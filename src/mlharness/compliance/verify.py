@@ -133,7 +133,7 @@ def _record(run_dir: Path) -> Any:
 
 def task_of_run(run_dir: Path) -> Any:
     """The benchmark's Task, rebuilt from the run's ``run.json`` spec."""
-    from mlharness.runner.worker import task_options
+    from mlharness.sut.assemble import task_options
     from mlharness.tasks import create_task
 
     spec = _record(run_dir).spec

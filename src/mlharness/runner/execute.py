@@ -30,10 +30,10 @@ from mlharness.record import RunRecord, Settings, Status
 from mlharness.runner.journal import Journal
 from mlharness.runner.messages import Crash, Done, Failed, Message, Phase, Ready, UserError
 from mlharness.runner.rundir import new_run_dir
-from mlharness.runner.worker import (CRASH_FILE, LOADGEN_PHASE, WARMUP_PHASE, child_main,
-                                     task_options)
+from mlharness.runner.worker import CRASH_FILE, LOADGEN_PHASE, WARMUP_PHASE, child_main
 from mlharness.spec import RunSpec
 from mlharness.store import git_commit_of
+from mlharness.sut.assemble import task_options
 from mlharness.tasks import AccuracyResult, Task, create_task
 
 #: LoadGen builds its whole query set before issuing the first query and releases it after the

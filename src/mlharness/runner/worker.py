@@ -18,6 +18,7 @@ from typing import Any, Sequence
 from mlharness.children import watch_parent
 from mlharness.errors import HarnessError
 from mlharness.runner.messages import Crash, Done, Failed, Phase, Ready, UserError
+from mlharness.sut.assemble import build_instances
 
 
 def _counter_thread(engine: Any, completed: Any, stop: threading.Event) -> None:
@@ -28,81 +29,10 @@ def _counter_thread(engine: Any, completed: Any, stop: threading.Event) -> None:
 
 #: samples per load request to nodes / replicas
 LOAD_CHUNK = 64
-COMPILE_PHASE = "loading and compiling the model"  # a load the backend allows extra time for
 LOADGEN_PHASE = "running the LoadGen test"  # the phase while LoadGen runs (parent: stall clock)
 WARMUP_PHASE = "warming up the backend"  # untimed batches before LoadGen starts
 #: where a crashing worker's Python stacks go (faulthandler); removed when it stays empty
 CRASH_FILE = "worker_crash.txt"
-
-
-def build_local(spec: Any, phase: Any = None, cpus: list[int] | None = None,
-                threads: int | None = None, first: Any = None) -> tuple[Any, Any]:
-    """The task and the loaded, signature-checked backend a RunSpec names (used by a run's child
-    process, by ``mlharness serve`` nodes and by Ray replicas); ``phase(name, allowance_s)``
-    hears the steps.
-    ``cpus``/``threads``: one instance of several (``--instances``), on that block of cores;
-    ``first``: the first instance, whose loaded model a backend with ``load_shared`` shares."""
-    from mlharness.backends import (BackendOptions, backend_options, check_index_ranges,
-                                    check_signature, create_backend)
-    from mlharness.sut.placement import pinned
-    from mlharness.tasks import create_task
-
-    phase = phase or (lambda name, allowance_s=0.0: None)
-    phase("loading the dataset")
-    task = create_task(spec.benchmark, task_options(spec))
-    phase("loading the model")
-    backend = create_backend(spec.backend)
-    model = spec.model or task.default_model
-    options = BackendOptions(threads=threads or spec.threads, precision=spec.precision,
-                             device=spec.device, cache_dir=spec.cache_dir, run_spec=spec.to_dict(),
-                             extra=backend_options(backend, spec.backend_option),
-                             scenario=spec.scenario, cpus=cpus or None,
-                             task_inputs=list(task.model_inputs))
-    load_shared = getattr(backend, "load_shared", None)  # instances call one model (pytorch)
-    shares = load_shared is not None
-    if first is not None and load_shared is not None:
-        load_shared(first, options)
-    else:
-        # a backend that compiles at load (torch.compile) says how much longer it may take;
-        # the user sees why the load takes minutes
-        allowance = getattr(backend, "load_allowance_s", lambda extra, model: 0.0)(
-            options.extra, model)
-        if allowance:
-            phase(COMPILE_PHASE, allowance)
-        # an instance with a model of its own loads it on its own cores, so its weights land
-        # in their NUMA node's memory; a shared model (and its compile workers) keeps them all
-        with pinned(None if shares else cpus):
-            backend.load(model, options)
-    check_signature(task.model_inputs, backend.inputs, str(model), spec.batch_size)
-    if first is None:  # the other instances load the same file: its tables are known
-        check_index_ranges(task.index_ranges(), getattr(backend, "index_limits", {}),
-                           str(model))
-    return task, backend
-
-
-def build_instances(spec: Any, phase: Any = None) -> tuple[Any, list[Any], Any]:
-    """``--instances N --threads-per-instance M``: the task, N backends each loaded for its own
-    block of cores (sharing the first's model where the backend can), and the placement (None
-    for the usual single backend)."""
-    from mlharness.sut.placement import place
-
-    if spec.instances <= 1 and not spec.threads_per_instance:
-        task, backend = build_local(spec, phase)
-        return task, [backend], None
-    placement = place(spec.instances, spec.threads_per_instance)
-    instances: list[Any] = []
-    for k, cpus in enumerate(placement.cpus, 1):
-        # every announced phase is progress for the stall clock; the name tells the user
-        # which of the N instances is loading
-        def instance_phase(name: str, allowance_s: float = 0.0, k: int = k) -> None:
-            if phase is not None:
-                phase(f"{name} (instance {k} of {len(placement.cpus)})", allowance_s)
-
-        task, backend = build_local(spec, instance_phase, cpus, placement.threads,
-                                    first=instances[0] if instances else None)
-        instances.append(backend)
-    placement.shared_model = len(instances) > 1 and hasattr(instances[0], "load_shared")
-    return task, instances, placement
 
 
 def warm_up(holder: Any, engine: Any, batches: int, phase: Any) -> float:
@@ -212,17 +142,3 @@ def child_main(spec_data: dict[str, Any], run_dir: str, channel: Any, loaded: An
                               traceback.format_exc()))
     except BaseException as exc:  # noqa: BLE001 - report anything to the parent
         channel.put(Crash(f"{type(exc).__name__}: {exc}", traceback.format_exc()))
-
-
-def task_options(spec: Any) -> Any:
-    from mlharness.backends import declared_inputs
-    from mlharness.files import cache_root
-    from mlharness.tasks import TaskOptions
-
-    if spec.cache_dir is not None:
-        cache_root(spec.cache_dir)  # refuses a --cache-dir that is not a directory
-
-    return TaskOptions(dataset=spec.dataset, model=spec.model, vocab=spec.vocab,
-                       cache_dir=spec.cache_dir, max_samples=spec.max_samples,
-                       extra=dict(spec.task_option),
-                       model_inputs=declared_inputs(spec.backend, spec.model))

@@ -20,7 +20,7 @@ class Node:
     """
 
     def __init__(self, spec: RunSpec, name: str | None = None) -> None:
-        from mlharness.runner.worker import build_local
+        from mlharness.sut.assemble import build_local
 
         self.spec = spec
         self.name = name or socket.gethostname()

@@ -1,0 +1,91 @@
+"""The parts of a run that execute samples, assembled from its RunSpec: the task and the loaded,
+signature-checked backend (``--instances``: one per block of cores). A run's child process, a
+``mlharness serve`` node and a Ray replica all assemble theirs here."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from mlharness.backends import (BackendOptions, backend_options, check_index_ranges,
+                                check_signature, create_backend, declared_inputs)
+from mlharness.files import cache_root
+from mlharness.sut.placement import pinned, place
+from mlharness.tasks import TaskOptions, create_task
+
+COMPILE_PHASE = "loading and compiling the model"  # a load the backend allows extra time for
+
+
+def build_local(spec: Any, phase: Any = None, cpus: list[int] | None = None,
+                threads: int | None = None, first: Any = None) -> tuple[Any, Any]:
+    """The task and the loaded, signature-checked backend a RunSpec names (used by a run's child
+    process, by ``mlharness serve`` nodes and by Ray replicas); ``phase(name, allowance_s)``
+    hears the steps.
+    ``cpus``/``threads``: one instance of several (``--instances``), on that block of cores;
+    ``first``: the first instance, whose loaded model a backend with ``load_shared`` shares."""
+
+    phase = phase or (lambda name, allowance_s=0.0: None)
+    phase("loading the dataset")
+    task = create_task(spec.benchmark, task_options(spec))
+    phase("loading the model")
+    backend = create_backend(spec.backend)
+    model = spec.model or task.default_model
+    options = BackendOptions(threads=threads or spec.threads, precision=spec.precision,
+                             device=spec.device, cache_dir=spec.cache_dir, run_spec=spec.to_dict(),
+                             extra=backend_options(backend, spec.backend_option),
+                             scenario=spec.scenario, cpus=cpus or None,
+                             task_inputs=list(task.model_inputs))
+    load_shared = getattr(backend, "load_shared", None)  # instances call one model (pytorch)
+    shares = load_shared is not None
+    if first is not None and load_shared is not None:
+        load_shared(first, options)
+    else:
+        # a backend that compiles at load (torch.compile) says how much longer it may take;
+        # the user sees why the load takes minutes
+        allowance = getattr(backend, "load_allowance_s", lambda extra, model: 0.0)(
+            options.extra, model)
+        if allowance:
+            phase(COMPILE_PHASE, allowance)
+        # an instance with a model of its own loads it on its own cores, so its weights land
+        # in their NUMA node's memory; a shared model (and its compile workers) keeps them all
+        with pinned(None if shares else cpus):
+            backend.load(model, options)
+    check_signature(task.model_inputs, backend.inputs, str(model), spec.batch_size)
+    if first is None:  # the other instances load the same file: its tables are known
+        check_index_ranges(task.index_ranges(), getattr(backend, "index_limits", {}),
+                           str(model))
+    return task, backend
+
+
+def build_instances(spec: Any, phase: Any = None) -> tuple[Any, list[Any], Any]:
+    """``--instances N --threads-per-instance M``: the task, N backends each loaded for its own
+    block of cores (sharing the first's model where the backend can), and the placement (None
+    for the usual single backend)."""
+
+    if spec.instances <= 1 and not spec.threads_per_instance:
+        task, backend = build_local(spec, phase)
+        return task, [backend], None
+    placement = place(spec.instances, spec.threads_per_instance)
+    instances: list[Any] = []
+    for k, cpus in enumerate(placement.cpus, 1):
+        # every announced phase is progress for the stall clock; the name tells the user
+        # which of the N instances is loading
+        def instance_phase(name: str, allowance_s: float = 0.0, k: int = k) -> None:
+            if phase is not None:
+                phase(f"{name} (instance {k} of {len(placement.cpus)})", allowance_s)
+
+        task, backend = build_local(spec, instance_phase, cpus, placement.threads,
+                                    first=instances[0] if instances else None)
+        instances.append(backend)
+    placement.shared_model = len(instances) > 1 and hasattr(instances[0], "load_shared")
+    return task, instances, placement
+
+
+def task_options(spec: Any) -> Any:
+
+    if spec.cache_dir is not None:
+        cache_root(spec.cache_dir)  # refuses a --cache-dir that is not a directory
+
+    return TaskOptions(dataset=spec.dataset, model=spec.model, vocab=spec.vocab,
+                       cache_dir=spec.cache_dir, max_samples=spec.max_samples,
+                       extra=dict(spec.task_option),
+                       model_inputs=declared_inputs(spec.backend, spec.model))
