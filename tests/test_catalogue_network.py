@@ -307,19 +307,40 @@ def test_serve_on_a_busy_port_says_so_in_one_line(demo_node: NodeProcess) -> Non
     assert len(lines) == 2 and "hint" in lines[1] and "ERROR" not in out.stderr
 
 
-# ---- 6. the distributed flags need their backend -------------------------------------------------
+# ---- 6. where samples run is its own section, and a flag that does not apply is refused ----------
 
-@pytest.mark.parametrize("flags,needs", [
-    (["--replicas", "2"], "--replicas needs --backend ray"),
-    (["--max-restarts", "1"], "--max-restarts needs --backend ray"),
-    (["--failover"], "--failover needs --backend ray or --backend remote"),
-    (["--endpoint", "http://127.0.0.1:9"], "--endpoint needs --backend remote"),
-    (["--backend", "remote", "--replicas", "2"], "--replicas needs --backend ray"),
+@pytest.mark.parametrize("flags,says", [
+    (["--failover"], "--failover applies to a remote or ray run, not a local one"),
+    (["--request-timeout", "5"], "--request-timeout applies to a remote or ray run"),
+    (["--distribute", "local", "--replicas", "2"], "--replicas applies to a ray run, not a local"),
+    (["--backend", "remote", "--replicas", "2"], "--replicas applies to a ray run, not a remote"),
+    (["--endpoint", "http://127.0.0.1:9", "--max-restarts", "1"],
+     "--max-restarts applies to a ray run, not a remote one"),
+    (["--replicas", "2", "--token-file", "t"], "--replicas applies to a ray run, not a remote"),
+    (["--distribute", "remote"], "a remote run needs at least one --endpoint"),
+    (["--replicas", "0"], "replicas must be >= 1"),
 ])
-def test_distributed_flags_without_their_backend_are_refused(flags: list[str], needs: str,
-                                                             runs_dir: Path,
-                                                             capsys: pytest.CaptureFixture) -> None:
+def test_distribution_flags_that_do_not_apply_are_refused(flags: list[str], says: str,
+                                                         runs_dir: Path,
+                                                         capsys: pytest.CaptureFixture) -> None:
     code = main(["run", "-b", "demo", "--no-progress", "--output-dir", str(runs_dir), *flags])
     err = capsys.readouterr().err
-    assert code == 2 and needs in err and "unknown" not in err
+    assert code == 2 and says in err and "unknown" not in err, err
     assert not runs_dir.exists() or not any(runs_dir.rglob("run.json"))
+
+
+@pytest.mark.parametrize("flags,kind,backend", [
+    (["--replicas", "2"], "ray", "onnxruntime"),  # was "unknown onnxruntime backend option"
+    (["--ray-address", "auto", "--backend", "noop"], "ray", "noop"),
+    (["--backend", "ray", "--replica-backend", "noop"], "ray", "noop"),  # earlier spelling
+    (["--endpoint", "http://127.0.0.1:9"], "remote", "onnxruntime"),
+    (["--backend", "remote", "--endpoint", "http://127.0.0.1:9"], "remote", "onnxruntime"),
+    ([], "local", "onnxruntime"),
+])
+def test_distribution_flags_choose_where_samples_run(flags: list[str], kind: str,
+                                                     backend: str) -> None:
+    from mlharness.cli.main import build_parser
+    from mlharness.cli.run import given_spec
+
+    spec, _ = given_spec(build_parser().parse_args(["run", "-b", "demo", *flags]))
+    assert (spec.distribution.kind, spec.backend) == (kind, backend)

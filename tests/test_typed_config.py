@@ -154,19 +154,32 @@ def test_openvino_and_pytorch_options_are_typed() -> None:
         backend_options(PyTorchBackend, {"label_offset": 0})  # a task option
 
 
-def test_remote_and_ray_options_are_typed() -> None:
-    from mlharness.distributed.ray_replicas import RayBackend
-    from mlharness.distributed.remote import RemoteBackend
-
-    assert backend_options(RemoteBackend, {"endpoints": "http://a:1,http://b:2"})["endpoints"] \
-        == ["http://a:1", "http://b:2"]
-    with pytest.raises(ConfigError, match="replicas must be >= 1, got 0"):  # was run as 1
-        backend_options(RayBackend, {"replicas": 0})
-    with pytest.raises(ConfigError, match="unknown remote backend option: replicas"):
-        backend_options(RemoteBackend, {"replicas": 2})
-    # ray passes the keys it does not know to the backend each actor runs
-    assert backend_options(RayBackend, {"graph_optimization": "basic"})["graph_optimization"] \
-        == "basic"
+def test_distribution_is_a_typed_section_and_the_backend_a_runtime() -> None:
+    """Nodes and Ray actors are where samples run, not a backend: their options are the
+    ``distribution`` section, typed, and each is refused where it does not apply."""
+    remote = RunSpec(benchmark="demo", distribution={"endpoints": "http://a:1,http://b:2"})
+    assert remote.distribution.kind == "remote" and remote.backend == "onnxruntime"
+    assert remote.distribution.endpoints == ["http://a:1", "http://b:2"]
+    ray = RunSpec(benchmark="demo", backend="noop", distribution={"replicas": 2})
+    assert (ray.distribution.kind, ray.distribution.replicas, ray.backend) == ("ray", 2, "noop")
+    with pytest.raises(ConfigError, match="replicas must be >= 1, got 0"):
+        RunSpec(benchmark="demo", distribution={"kind": "ray", "replicas": 0})
+    with pytest.raises(ConfigError, match="--replicas applies to a ray run, not a remote one"):
+        RunSpec(benchmark="demo", distribution={"endpoints": ["http://a:1"], "replicas": 2})
+    with pytest.raises(ConfigError, match="--failover applies to a remote or ray run"):
+        RunSpec(benchmark="demo", distribution={"failover": True})
+    with pytest.raises(ConfigError, match="needs at least one --endpoint"):
+        RunSpec(benchmark="demo", distribution={"kind": "remote"})
+    # earlier TOML files and run records: --backend remote|ray with their backend options
+    old = RunSpec(benchmark="demo", backend="ray",
+                  backend_option={"replicas": 2, "replica_backend": "noop",
+                                  "request_timeout_s": 5, "graph_optimization": "basic"})
+    assert (old.backend, old.backend_option) == ("noop", {"graph_optimization": "basic"})
+    assert (old.distribution.kind, old.distribution.replicas,
+            old.distribution.request_timeout) == ("ray", 2, 5.0)
+    assert RunSpec.model_validate(old.to_dict()) == old  # a record reads back the same
+    assert old.distribution.flags() == ["--distribute", "ray", "--request-timeout", "5.0",
+                                        "--replicas", "2"]
 
 
 # ---- effective settings ---------------------------------------------------------------------

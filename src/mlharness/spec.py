@@ -19,10 +19,16 @@ from mlharness.files import read_toml
 from mlharness.options import RuleError, config_error
 from mlharness.loadgen.settings import (EffectiveSettings, TestConfig, check_user_conf_key,
                                         effective_settings)
+from mlharness.distribution import LEGACY_NAMES, Distribution
 from mlharness.names import (DEFAULT_MODE, DEFAULT_PRECISION, DEFAULT_SCENARIO, Mode, Precision,
                              Scenario)
 
 AUTO = "auto"  # a target measured by short probe runs before the run (mlharness.tune)
+#: the backends that were distribution, and their --backend-option keys (distribution.py)
+LEGACY_POOL_BACKENDS = ("remote", "ray")
+LEGACY_POOL_OPTIONS = ("endpoints", "token_file", "failover", "request_timeout", "ray_address",
+                       "replicas", "max_restarts", "replica_cpus", "replica_gpus",
+                       "replica_backend", *LEGACY_NAMES)
 #: LoadGen schedules every query of a run up front (``qps x duration`` entries): beyond this a
 #: target exhausts memory inside LoadGen before the first sample is issued
 MAX_TARGET_QPS = 10_000_000.0
@@ -73,6 +79,8 @@ class RunSpec(BaseModel):
     warmup: Annotated[int, Field(ge=0, strict=True)] = 1
     task_option: dict[str, Any] = Field(default_factory=dict)  # checked by the task's model
     backend_option: dict[str, Any] = Field(default_factory=dict)  # by the backend's model
+    #: where the samples execute: this process, serve nodes or Ray actors (distribution.py)
+    distribution: Distribution = Field(default_factory=Distribution)
     output_dir: Path = Path("runs")
     stall_timeout: PositiveFloat = 60.0  # s
     trace: StrictBool = False
@@ -131,6 +139,28 @@ class RunSpec(BaseModel):
         if value is not None and not re.fullmatch(r"[A-Za-z0-9_.-]+", value):
             raise ValueError(f"label {value!r} is not a plain name (letters, digits, . _ -)")
         return value
+
+    @model_validator(mode="before")
+    @classmethod
+    def _legacy_distribution(cls, data: Any) -> Any:
+        """``--backend remote|ray`` with their ``--backend-option`` keys (earlier TOML files and
+        run records) as the distribution section they mean; the backend becomes the runtime
+        each replica runs (``replica_backend``, default onnxruntime)."""
+        if not isinstance(data, dict) or data.get("backend") not in LEGACY_POOL_BACKENDS:
+            return data
+        data = dict(data)
+        kind = data.pop("backend")
+        options = dict(data.get("backend_option") or {})
+        section = dict(data.get("distribution") or {})
+        section.setdefault("kind", kind)
+        for key in [k for k in options if k in LEGACY_POOL_OPTIONS]:
+            value = options.pop(key)
+            if key == "replica_backend":
+                data["backend"] = value
+            else:
+                section.setdefault(key, value)
+        data["backend_option"], data["distribution"] = options, section
+        return data
 
     @model_validator(mode="after")
     def _consistent(self) -> RunSpec:

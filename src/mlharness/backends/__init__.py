@@ -22,8 +22,6 @@ BACKENDS: dict[str, tuple[str, str]] = {
     "openvino": ("mlharness.backends.openvino:OpenVinoBackend", "openvino"),
     "pytorch": ("mlharness.backends.pytorch:PyTorchBackend", "torch"),
     "noop": ("mlharness.backends.noop:NoopBackend", ""),
-    "remote": ("mlharness.distributed.remote:RemoteBackend", ""),
-    "ray": ("mlharness.distributed.ray_replicas:RayBackend", "ray"),
 }
 
 

@@ -15,7 +15,7 @@ from mlharness.errors import ConfigError
 from mlharness.names import Mode
 from mlharness.rules.loader import DEFAULT_ROUND
 from mlharness.options import parse_scalar
-from mlharness.spec import RunSpec, load_toml
+from mlharness.spec import LEGACY_POOL_BACKENDS, RunSpec, load_toml
 
 EXAMPLES = """\
 examples:
@@ -26,9 +26,9 @@ examples:
   mlharness run --benchmark resnet50 --model resnet50_v1.onnx --dataset imagenet-val \\
       --scenario Offline --target-qps 400 --valid
   mlharness run --config run.toml --json
-  mlharness run -b demo -s Server --target-qps 300 --backend remote \\
+  mlharness run -b demo -s Server --target-qps 300 \\
       --endpoint http://127.0.0.1:8101 --endpoint http://127.0.0.1:8102   # `mlharness serve` nodes
-  mlharness run -b demo -s Offline --backend ray --replicas 2           # Ray actors
+  mlharness run -b demo -s Offline --replicas 2                         # Ray actors
   mlharness run --benchmark demo --scenario Offline --target-qps 20000 \\
       --power --power-server 192.168.1.2:4950 --ntp 192.168.1.2     # MLPerf power (docs/power.md)
   mlharness run --benchmark demo --energy rapl      # RAPL energy estimate, not an MLPerf result
@@ -96,8 +96,8 @@ def add_run_arguments(p: argparse.ArgumentParser) -> None:
     what.add_argument("--dataset", "-d", type=Path, metavar="PATH", help="dataset folder or file")
     what.add_argument("--vocab", type=Path, metavar="PATH", help="vocab.txt (BERT)")
     what.add_argument("--backend", metavar="NAME",
-                      help="onnxruntime (default), openvino, pytorch, noop, remote (serve nodes), "
-                           "ray, or module:Class")
+                      help="the runtime: onnxruntime (default), openvino, pytorch, noop, or "
+                           "module:Class (remote and ray: see --distribute)")
     what.add_argument("--cache-dir", type=Path, metavar="DIR", help="where pre-processed data is cached")
     what.add_argument("--max-samples", type=int, metavar="N",
                       help="use only the first N dataset samples (not valid for submission)")
@@ -160,13 +160,18 @@ def add_run_arguments(p: argparse.ArgumentParser) -> None:
     how.add_argument("--trace", action="store_const", const=True,
                      help="write LoadGen's mlperf_log_trace.json")
 
-    dist = p.add_argument_group("several nodes or replicas (--backend remote | ray; docs/distributed.md)")
+    dist = p.add_argument_group(
+        "where the samples run: this process (default), `mlharness serve` nodes or Ray actors "
+        "(docs/distributed.md)")
+    dist.add_argument("--distribute", metavar="KIND", choices=("local", "remote", "ray"),
+                      help="local, remote (serve nodes) or ray (actors); --endpoint implies "
+                           "remote, --replicas or --ray-address imply ray")
     dist.add_argument("--endpoint", dest="endpoints", action="append", metavar="URL",
                       help="remote: an `mlharness serve` node, http://HOST:PORT (repeat per node)")
     dist.add_argument("--failover", action="store_const", const=True,
                       help="remote/ray: re-issue a lost node's samples to the others "
                            "(recorded in run.json) instead of failing the run")
-    dist.add_argument("--request-timeout", dest="request_timeout_s", type=float, metavar="S",
+    dist.add_argument("--request-timeout", type=float, metavar="S",
                       help="remote/ray: a batch not answered in S seconds means the node "
                            "stalled (default 15)")
     dist.add_argument("--token-file", type=Path, metavar="PATH",
@@ -174,11 +179,16 @@ def add_run_arguments(p: argparse.ArgumentParser) -> None:
                            "$MLHARNESS_NODE_TOKEN); the token is never written to the run")
     dist.add_argument("--ray-address", metavar="ADDR",
                       help="ray: 'auto', HOST:PORT or ray://HOST:PORT (default: a local Ray)")
-    dist.add_argument("--replicas", type=int, metavar="N", help="ray: actors, one backend each (default 1)")
+    dist.add_argument("--replicas", type=int, metavar="N",
+                      help="ray: actors, each running --backend (default 1)")
     dist.add_argument("--max-restarts", type=int, metavar="N",
                       help="ray: restart a killed actor up to N times (default 0: fail fast)")
+    dist.add_argument("--replica-cpus", type=float, metavar="N",
+                      help="ray: CPUs each actor takes (default 1)")
+    dist.add_argument("--replica-gpus", type=float, metavar="N",
+                      help="ray: GPUs each actor takes (default 0; 1: a device each)")
     dist.add_argument("--replica-backend", metavar="NAME",
-                      help="ray: the backend each actor runs (default onnxruntime)")
+                      help="ray: the same as --backend (kept for earlier command lines)")
 
 
 def spec_from_args(args: argparse.Namespace, **overrides: Any) -> RunSpec:
@@ -208,14 +218,9 @@ def _from_cache(data: dict[str, Any]) -> dict[str, Any]:
     return data
 
 
-#: the distributed flags: RunSpec backend_option key -> (flag, the backends that take it)
-_DISTRIBUTED_FLAGS = {
-    "endpoints": ("--endpoint", ("remote",)), "token_file": ("--token-file", ("remote",)),
-    "failover": ("--failover", ("ray", "remote")),
-    "request_timeout_s": ("--request-timeout", ("ray", "remote")),
-    "ray_address": ("--ray-address", ("ray",)), "replicas": ("--replicas", ("ray",)),
-    "max_restarts": ("--max-restarts", ("ray",)), "replica_backend": ("--replica-backend", ("ray",)),
-}
+#: the flags of the distribution section (distribution.py), by its keys
+_DISTRIBUTION_ARGS = ("endpoints", "failover", "request_timeout", "token_file", "ray_address",
+                      "replicas", "max_restarts", "replica_cpus", "replica_gpus")
 
 
 def _spec_mapping(args: argparse.Namespace) -> dict[str, Any]:
@@ -234,18 +239,21 @@ def _spec_mapping(args: argparse.Namespace) -> dict[str, Any]:
                 raise ConfigError(f"{key} in the TOML must be a table of KEY = VALUE",
                                   hint=f"e.g. [run.{key}] with one key per line")
             data[key] = {**table, **{k: parse_scalar(v) for k, v in pairs}}
-    distributed = {key: getattr(args, key, None) for key in _DISTRIBUTED_FLAGS}
-    distributed = {k: str(v.resolve()) if isinstance(v, Path) else v
-                   for k, v in distributed.items() if v is not None}
-    backend = data.get("backend", "onnxruntime")
-    for key in distributed:
-        flag, backends = _DISTRIBUTED_FLAGS[key]
-        if backend not in backends:
-            needs = " or ".join(f"--backend {b}" for b in backends)
-            raise ConfigError(f"{flag} needs {needs} (this run's backend is {backend})",
-                              hint=f"use {needs}, or drop {flag}")
-    if distributed:
-        data["backend_option"] = {**data.get("backend_option", {}), **distributed}
+    section = data.get("distribution", {})
+    if not isinstance(section, dict):
+        raise ConfigError("distribution in the TOML must be a table",
+                          hint="e.g. [run.distribution] with kind = \"ray\" and replicas = 2")
+    flags = {key: getattr(args, key, None) for key in _DISTRIBUTION_ARGS}
+    flags = {k: str(v.resolve()) if isinstance(v, Path) else v
+             for k, v in flags.items() if v is not None}
+    if getattr(args, "distribute", None):
+        flags["kind"] = args.distribute
+    if flags:
+        data["distribution"] = {**section, **flags}
+    if getattr(args, "replica_backend", None):  # the earlier spelling of --backend for Ray
+        if data.get("backend") in LEGACY_POOL_BACKENDS:  # --backend ray: the kind it meant
+            data["distribution"] = {"kind": data["backend"], **data.get("distribution", {})}
+        data["backend"] = args.replica_backend
     mode = getattr(args, "mode", None)
     if mode:
         data["mode"] = mode

@@ -1,4 +1,43 @@
 """A run on several replicas: `mlharness serve` nodes over the network (``remote.py``) or Ray
 actors (``ray_replicas.py``), each holding the dataset and a runtime backend, fed through one pool
-(``pool.py``: least outstanding work, failover). The run selects them as ``--backend remote`` /
-``--backend ray``; the replicas themselves run the ordinary runtime backends."""
+(``pool.py``: least outstanding work, failover). The run's ``distribution`` section chooses
+(``--endpoint`` / ``--replicas``); the replicas run the ordinary runtime backends."""
+
+from __future__ import annotations
+
+from typing import Any, Callable
+
+from mlharness.backends import check_signature
+from mlharness.distributed.pool import PoolBackend
+from mlharness.spec import RunSpec
+from mlharness.sut.assemble import task_options
+from mlharness.tasks import Task, create_task
+
+Phase = Callable[..., None]
+
+
+def build_pool(spec: RunSpec, phase: Phase | None = None) -> tuple[Task, PoolBackend]:
+    """The task (here for LoadGen's sample counts and the inputs the model must take) and the
+    pool of ``spec``'s replicas, connected and ready; ``phase(name)`` hears the steps."""
+    say: Any = phase or (lambda name, allowance_s=0.0: None)
+    say("loading the dataset")
+    task = create_task(spec.benchmark, task_options(spec))
+    pool: PoolBackend
+    if spec.distribution.kind == "remote":
+        from mlharness.distributed.remote import RemoteBackend
+
+        say("connecting to the nodes")
+        pool = RemoteBackend()
+    else:
+        from mlharness.distributed.ray_replicas import RayBackend  # Ray is an optional extra
+
+        say("starting the Ray replicas")
+        pool = RayBackend()
+    model = spec.model or task.default_model
+    pool.open(spec, model)
+    try:
+        check_signature(task.model_inputs, pool.inputs, str(model), spec.batch_size)
+    except BaseException:
+        pool.close()
+        raise
+    return task, pool

@@ -13,14 +13,9 @@ from __future__ import annotations
 import threading
 import time
 from concurrent.futures import ThreadPoolExecutor
-from typing import Annotated, Any, Callable, Protocol, Sequence
+from typing import Any, Callable, Protocol, Sequence
 
-from pydantic import Field
-
-from mlharness.options import Options
 from mlharness.tensors import TensorSpec
-
-DEFAULT_REQUEST_TIMEOUT_S = 15.0  # + the runner's 10 s failure grace: a stall ends within 30 s
 
 
 class ReplicaDown(Exception):
@@ -171,18 +166,10 @@ class ReplicaPool:
                 pass
 
 
-class PoolOptions(Options):
-    """``--backend-option`` keys every pool backend takes (``--failover``, ``--request-timeout``)."""
-
-    failover: bool = False  # re-issue a lost replica's batch to the others
-    #: a batch not answered in time counts as a stalled replica
-    request_timeout_s: Annotated[float, Field(gt=0)] = DEFAULT_REQUEST_TIMEOUT_S
-
-
 class PoolBackend:
-    """The ``SampleBackend`` half that the ``remote`` and ``ray`` backends share: the dataset
-    lives on the replicas, so the engine's batches of indices and LoadGen's sample loads go to
-    the pool. A subclass's ``load`` calls :meth:`_start` once its replicas are ready."""
+    """The ``SampleBackend`` that remote nodes and Ray actors share: the dataset lives on the
+    replicas, so the engine's batches of indices and LoadGen's sample loads go to the pool. A
+    subclass's ``open(spec, model)`` calls :meth:`_start` once its replicas are ready."""
 
     name = "pool"
     concurrency = 2  # batches in flight per replica: one running, one on the wire
@@ -199,12 +186,13 @@ class PoolBackend:
         self.concurrency = 2 * len(pool.replicas)
         self.pool = pool
 
+    def open(self, spec: Any, model: Any = None) -> None:
+        """Connect to (or start) the replicas ``spec.distribution`` names, running ``model``."""
+        raise NotImplementedError
+
     @property
     def inputs(self) -> list[TensorSpec]:
         return self._inputs
-
-    def predict(self, inputs: dict[str, Any]) -> dict[str, Any]:
-        raise NotImplementedError(f"the {self.name} backend runs sample indices (run_indices)")
 
     def run_indices(self, indices: list[int]) -> list[bytes]:
         assert self.pool is not None

@@ -1,14 +1,13 @@
-"""The ``ray`` backend: N Ray actors, each holding the task (dataset) and a backend instance.
+"""A Ray run: N Ray actors, each holding the task (dataset) and a runtime backend.
 
 The engine hands batches of sample indices to the least busy actor (``pool.py``); LoadGen's
 sample loads go to every actor. An actor that dies is reported and fails the run, or with
 ``max_restarts`` Ray restarts it (its model is loaded again and the samples it misses are loaded
-on first use) and retries the batch; each restart is recorded in run.json. Options
-(:class:`RayOptions`): ``ray_address`` (None: a local Ray of the run's own, see
-:func:`start_local_ray`), ``replicas``,
-``max_restarts``, ``replica_backend`` (default onnxruntime), ``replica_cpus`` (default 1),
+on first use) and retries the batch; each restart is recorded in run.json. Options (the run's
+``distribution`` section): ``ray_address`` (None: a local Ray of the run's own, see
+:func:`start_local_ray`), ``replicas``, ``max_restarts``, ``replica_cpus`` (default 1),
 ``replica_gpus`` (default 0; 1 gives each actor its own device), ``failover``,
-``request_timeout_s``; any other key is the replica backend's.
+``request_timeout``. Each actor runs the run's ``--backend`` with its ``--backend-option``s.
 """
 
 from __future__ import annotations
@@ -20,14 +19,13 @@ import shutil
 import sys
 import tempfile
 from pathlib import Path
-from typing import Annotated, Any
+from typing import Any
 
-from pydantic import ConfigDict, Field
 
-from mlharness.backends.base import BackendOptions
-from mlharness.distributed.pool import PoolBackend, PoolOptions, ReplicaDown, ReplicaPool
+from mlharness.distributed.pool import PoolBackend, ReplicaDown, ReplicaPool
+from mlharness.distribution import Distribution
 from mlharness.errors import ConfigError
-from mlharness.options import parse_options
+from mlharness.spec import RunSpec
 
 READY_TIMEOUT_S = 300.0  # actors load their model; a cluster without room never gets there
 LOAD_TIMEOUT_S = 600.0
@@ -143,56 +141,35 @@ class RayReplica:
         self.ray.kill(self.actor, no_restart=True)
 
 
-class RayOptions(PoolOptions):
-    """``--backend-option`` keys of the ray backend; the other keys go to the backend each actor
-    runs, which checks them there."""
-
-    model_config = ConfigDict(extra="allow")
-
-    ray_address: str | None = None  # None: a local Ray in this process
-    replicas: Annotated[int, Field(ge=1)] = 1
-    max_restarts: Annotated[int, Field(ge=0)] = 0
-    replica_backend: str = "onnxruntime"
-    replica_cpus: Annotated[float, Field(gt=0)] = 1.0
-    replica_gpus: Annotated[float, Field(ge=0)] = 0.0  # one device per actor: 1
-
-
 class RayBackend(PoolBackend):
-    """``--backend ray [--ray-address ADDR] --replicas N [--max-restarts K]``."""
+    """``--replicas N [--ray-address ADDR] [--max-restarts K]``: actors, each running the run's
+    ``--backend`` on a node of its own."""
 
     name = "ray"
-    options_model = RayOptions
     sut_name = None  # LoadGen and the engine stay in this process: not the network division
 
     def __init__(self) -> None:
         super().__init__()
         self.replicas: list[RayReplica] = []
-        self.options = BackendOptions()
         self.settings: dict[str, Any] = {}
         self._ray: Any = None
         self._local_dir: str | None = None  # the run's own Ray's folder (no --ray-address)
 
-    def load(self, model: Path | None, options: BackendOptions) -> None:
-        opts = parse_options(RayOptions, options.extra, "ray backend option", "--backend-option")
-        inner, address = opts.replica_backend, opts.ray_address
-        if inner in ("ray", "remote"):
-            raise ConfigError(f"a Ray replica cannot run --replica-backend {inner}",
-                              hint="use onnxruntime, noop or module:Class")
-        spec_data = dict(options.run_spec or {})
-        if not spec_data:
-            raise ConfigError("the ray backend needs the run's settings", hint="use mlharness run")
-        spec_data["backend"] = inner
-        spec_data["backend_option"] = {k: v for k, v in spec_data.get("backend_option", {}).items()
-                                       if k not in _OWN_OPTIONS}
-        if model is not None:
-            spec_data["model"] = str(model)
-        if not opts.ray_address and "ray" not in sys.modules:
+    def open(self, spec: RunSpec, model: Path | None = None) -> None:
+        """Start ``spec.distribution.replicas`` actors, each a local run of ``spec`` (its backend,
+        ``model``, dataset) on a Ray node, and wait until they are ready."""
+        opts = spec.distribution
+        address = opts.ray_address
+        replica = spec.replace(distribution=Distribution(),
+                               **({"model": Path(model)} if model is not None else {}))
+        spec_data = replica.to_dict()
+        if not address and "ray" not in sys.modules:
             self._local_dir = own_ray_folder()  # before Ray is imported: it reads auth settings
         try:
             import ray
         except ImportError as exc:
             self.close()
-            raise ConfigError("--backend ray needs Ray", hint="pip install 'mlharness[ray]'") from exc
+            raise ConfigError("a Ray run needs Ray", hint="pip install 'mlharness[ray]'") from exc
         self._ray = ray
         # Ray's driver prints worker deaths to stdout; in a run's child stdout must stay clean
         # (the parent prints --json there), so this process's stdout goes to stderr
@@ -216,11 +193,10 @@ class RayBackend(PoolBackend):
         except BaseException:
             self.close()  # a local Ray of the run's own goes with the run
             raise
-        self.settings = {**opts.model_dump(include=set(RayOptions.model_fields)),
-                         "ray": ray.__version__}
-        self.options = options
+        self.settings = {**opts.model_dump(mode="json", exclude={"endpoints", "token_file"}),
+                         "replica_backend": spec.backend, "ray": ray.__version__}
 
-    def _start_actors(self, ray: Any, opts: RayOptions, spec_data: dict[str, Any]) -> None:
+    def _start_actors(self, ray: Any, opts: Distribution, spec_data: dict[str, Any]) -> None:
         replicas, restarts = opts.replicas, opts.max_restarts
         cpus, gpus = opts.replica_cpus, opts.replica_gpus
         resources = ray.cluster_resources()
@@ -229,13 +205,13 @@ class RayBackend(PoolBackend):
             if have < replicas * each:
                 raise ConfigError(f"{replicas} replicas x {each:g} {kind} need "
                                   f"{replicas * each:g} {kind}s; the Ray cluster has {have:g}",
-                                  hint=f"use fewer --replicas, a smaller replica_{kind.lower()}s "
-                                       "(--backend-option), or add Ray nodes")
+                                  hint=f"use fewer --replicas, a smaller --replica-{kind.lower()}s, "
+                                       "or add Ray nodes")
         actor_cls = _actor_class(ray).options(num_cpus=cpus, num_gpus=gpus,
                                               max_restarts=restarts, max_task_retries=restarts)
         self.pool = None
         self.replicas = [RayReplica(ray, actor_cls.remote(spec_data, f"replica-{k}"),
-                                    f"replica-{k}", opts.request_timeout_s)
+                                    f"replica-{k}", opts.request_timeout)
                          for k in range(replicas)]
         self.pool = ReplicaPool(self.replicas, opts.failover, "replica")
         for r in self.replicas:
@@ -266,6 +242,3 @@ class RayBackend(PoolBackend):
                 "actors": [{"replica": r.name, **r.info} for r in self.replicas]}
 
 
-#: options that configure this backend, not the backend each actor runs (``endpoints``: the
-#: remote backend's, which `mlharness run` puts in the table when given)
-_OWN_OPTIONS = (*RayOptions.model_fields, "endpoints")

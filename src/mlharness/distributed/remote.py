@@ -1,10 +1,10 @@
-"""The ``remote`` backend: LoadGen's batches go to ``mlharness serve`` nodes over HTTP.
+"""A remote run: LoadGen's batches go to ``mlharness serve`` nodes over HTTP.
 
 Every node holds the dataset and a backend; this side sends sample indices and gets the task's
 response bytes back (``protocol/wire.py``). One keep-alive connection per engine thread and node
 (the standard library's ``http.client``: nothing to install). LoadGen's sample loads go to every
-node. Options (:class:`RemoteOptions`): ``endpoints`` (list of URLs), ``failover`` (bool),
-``request_timeout_s`` (a batch not answered whole in time counts as a stalled node: a deadline
+node. Options (the run's ``distribution`` section): ``endpoints`` (list of URLs), ``failover``,
+``request_timeout`` (a batch not answered whole in time counts as a stalled node: a deadline
 for the whole answer, so a node trickling bytes is caught too), ``token_file`` (else
 ``$MLHARNESS_NODE_TOKEN``). Every request carries the run's id, so runs sharing a node keep
 their sample loads apart.
@@ -21,17 +21,15 @@ import threading
 import time
 import uuid
 from pathlib import Path
-from typing import Annotated, Any
+from typing import Any
 from urllib.parse import urlsplit
 
-from pydantic import BeforeValidator
-
-from mlharness.backends.base import BackendOptions
-from mlharness.distributed.pool import PoolBackend, PoolOptions, ReplicaDown, ReplicaPool
+from mlharness.distributed.pool import PoolBackend, ReplicaDown, ReplicaPool
+from mlharness.distribution import Distribution
 from mlharness.errors import ConfigError
-from mlharness.options import parse_options
 from mlharness.protocol import wire
 from mlharness.protocol.token import TOKEN_ENV, read_token
+from mlharness.spec import RunSpec
 
 CONNECT_TIMEOUT_S = 5.0
 LOAD_TIMEOUT_S = 600.0  # loading samples may read a large cache; the run's stall timeout still holds
@@ -234,54 +232,37 @@ class NodeClient:
         return self.info
 
 
-def _url_list(value: Any) -> Any:
-    return [e for e in value.split(",") if e] if isinstance(value, str) else value
-
-
-class RemoteOptions(PoolOptions):
-    """``--backend-option`` keys of the remote backend (``--endpoint`` gives ``endpoints``)."""
-
-    endpoints: Annotated[list[str], BeforeValidator(_url_list)] = []  # a list, or "URL,URL"
-    token_file: Path | None = None  # else $MLHARNESS_NODE_TOKEN; the token itself is never kept
-
-
 class RemoteBackend(PoolBackend):
-    """``--backend remote --endpoint URL [--endpoint URL ...] [--failover]``."""
+    """``--endpoint URL [--endpoint URL ...] [--failover]``: the run's samples on serve nodes."""
 
     name = "remote"
-    options_model = RemoteOptions
 
     def __init__(self) -> None:
         super().__init__()
         self.nodes: list[NodeClient] = []
-        self.options = BackendOptions()
+        self.section = Distribution(kind="remote", endpoints=["http://unset"])
 
-    def load(self, model: Path | None, options: BackendOptions) -> None:
-        opts = parse_options(RemoteOptions, options.extra, "remote backend option",
-                             "--backend-option")
-        if not opts.endpoints:
-            raise ConfigError("--backend remote needs at least one --endpoint",
-                              hint="start nodes with `mlharness serve`, then pass "
-                                   "--endpoint http://HOST:PORT for each")
-        token = read_token(opts.token_file)
+    def open(self, spec: RunSpec, model: Path | None = None) -> None:
+        """Connect to every node of ``spec.distribution`` and check they serve this run."""
+        section = spec.distribution
+        token = read_token(section.token_file)
         run_id = uuid.uuid4().hex
-        self.nodes = [NodeClient(url, opts.request_timeout_s, token, run_id)
-                      for url in opts.endpoints]
+        self.nodes = [NodeClient(url, section.request_timeout, token, run_id)
+                      for url in section.endpoints]
         if len({n.name for n in self.nodes}) != len(self.nodes):
             raise ConfigError("the same endpoint is given twice", hint="list each node once")
-        benchmark = (options.run_spec or {}).get("benchmark")
         for node in self.nodes:
             info = node.ready()
-            if benchmark and info.get("benchmark") != benchmark:
+            if info.get("benchmark") != spec.benchmark:
                 raise ConfigError(f"node {node.name} serves {info.get('benchmark')!r}, this run "
-                                  f"is {benchmark!r}", hint="start the node with the same -b")
+                                  f"is {spec.benchmark!r}", hint="start the node with the same -b")
         totals = {n.info.get("total") for n in self.nodes}
         if len(totals) != 1:
             sizes = sorted(map(str, totals))
             raise ConfigError(f"the nodes hold datasets of different sizes {sizes}",
                               hint="give every node the same --dataset and --max-samples")
-        self._start(ReplicaPool(self.nodes, opts.failover, "node"), self.nodes[0].info)
-        self.options = options
+        self._start(ReplicaPool(self.nodes, section.failover, "node"), self.nodes[0].info)
+        self.section = section
 
     @property
     def sut_name(self) -> str:
@@ -291,6 +272,6 @@ class RemoteBackend(PoolBackend):
 
     def describe(self) -> dict[str, Any]:
         return {"name": self.name, "sut_name": self.sut_name,
-                "failover": bool(self.options.extra.get("failover")),
+                "failover": self.section.failover,
                 "request_timeout_s": self.nodes[0].timeout_s if self.nodes else None,
                 "nodes": [{"endpoint": n.name, **n.info} for n in self.nodes]}

@@ -18,6 +18,7 @@ from typing import Any, Sequence
 from mlharness.children import watch_parent
 from mlharness.errors import HarnessError
 from mlharness.runner.messages import Crash, Done, Failed, Phase, Ready, UserError
+from mlharness.distributed import build_pool
 from mlharness.sut.assemble import build_instances
 
 
@@ -71,7 +72,11 @@ def child_main(spec_data: dict[str, Any], run_dir: str, channel: Any, loaded: An
 
     try:
         spec = RunSpec.model_validate(spec_data)
-        task, instances, placement = build_instances(spec, phase)
+        if spec.distribution.local:
+            task, instances, placement = build_instances(spec, phase)
+        else:  # serve nodes or Ray actors hold the samples and run them
+            task, pool = build_pool(spec, phase)
+            instances, placement = [pool], None
         backend = instances[0]
         settings = spec.settings(task.loadgen_model)
         # a model exported with a fixed batch (e.g. the official RetinaNet ONNX: 1) caps the

@@ -12,6 +12,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from mlharness.distribution import Distribution
 
 if TYPE_CHECKING:
     from mlharness.record import RunRecord
@@ -229,11 +230,6 @@ _FLAGS = ("benchmark", "scenario", "mode", "model", "dataset", "vocab", "backend
           "max_query_count", "performance_sample_count", "batch_size", "workers", "threads",
           "instances", "threads_per_instance", "precision", "device", "cache_dir")
 _PAIRS = ("task_option", "backend_option", "set")  # repeated KEY=VALUE flags
-#: backend options `mlharness run` takes as flags of their own (a list does not fit KEY=VALUE)
-_DISTRIBUTED = {"endpoints": "--endpoint", "failover": "--failover",
-                "request_timeout_s": "--request-timeout", "ray_address": "--ray-address",
-                "replicas": "--replicas", "max_restarts": "--max-restarts",
-                "replica_backend": "--replica-backend"}
 _DEFAULTS = {"backend": "onnxruntime", "workers": 1, "instances": 1, "precision": "fp32",
              "device": "cpu"}
 
@@ -259,18 +255,9 @@ def reproduce_command(spec: dict[str, Any]) -> str:
         parts.append("--no-length-sort")
     if spec.get("trace"):
         parts.append("--trace")
-    backend_option = dict(spec.get("backend_option") or {})
-    for name in [n for n in _DISTRIBUTED if n in backend_option]:  # their own flags (cli/run.py)
-        value = backend_option.pop(name)
-        if name == "endpoints":
-            for url in [value] if isinstance(value, str) else value:
-                parts += ["--endpoint", url]
-        elif name == "failover":
-            parts += ["--failover"] if value else []
-        else:
-            parts += [_DISTRIBUTED[name], _num(value)]
+    parts += Distribution.model_validate(spec.get("distribution") or {}).flags()
     for key in _PAIRS:
-        options = backend_option if key == "backend_option" else spec.get(key) or {}
+        options = spec.get(key) or {}
         for name, value in sorted(options.items()):
             parts += [_flag(key), f"{name}={_num(value)}"]
     command = " ".join(shlex.quote(p) for p in parts)

@@ -1,0 +1,118 @@
+"""Where a run's samples execute, a section of the RunSpec: in the run's own process (``local``),
+on ``mlharness serve`` nodes over the network (``remote``), or on Ray actors (``ray``). The
+runtime that executes them is the RunSpec's ``backend`` in every case (for ``remote``, each node
+names its own). TOML: ``[run.distribution]``; flags: ``--distribute KIND`` (else the options
+tell it: ``--endpoint`` means nodes, ``--replicas`` or ``--ray-address`` Ray), ``--endpoint``,
+``--token-file``, ``--failover``, ``--request-timeout``, ``--ray-address``, ``--replicas``,
+``--max-restarts``.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Annotated, Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, StrictBool, field_validator, model_validator
+
+from mlharness.options import RuleError
+
+#: a batch not answered in time counts as a stalled replica: with the runner's 10 s failure
+#: grace, a stalled node ends the run within 30 s
+DEFAULT_REQUEST_TIMEOUT_S = 15.0
+REMOTE_KEYS = ("endpoints", "token_file")
+RAY_KEYS = ("ray_address", "replicas", "max_restarts", "replica_cpus", "replica_gpus")
+POOL_KEYS = ("failover", "request_timeout")
+#: each key's flag, for messages and the reproduce command
+FLAGS = {"endpoints": "--endpoint", "token_file": "--token-file", "failover": "--failover",
+         "request_timeout": "--request-timeout", "ray_address": "--ray-address",
+         "replicas": "--replicas", "max_restarts": "--max-restarts",
+         "replica_cpus": "--replica-cpus", "replica_gpus": "--replica-gpus"}
+#: names the keys had as --backend-option of the old remote/ray backends
+LEGACY_NAMES = {"request_timeout_s": "request_timeout"}
+
+
+class Distribution(BaseModel):
+    """``kind`` and its options; a key that does not apply to the kind is refused."""
+
+    model_config = ConfigDict(extra="forbid", strict=True, allow_inf_nan=False, frozen=True)
+
+    kind: Literal["local", "remote", "ray"] = "local"
+    endpoints: list[str] = Field(default_factory=list)  # remote: http://HOST:PORT per node
+    token_file: Path | None = None  # remote: else $MLHARNESS_NODE_TOKEN; never recorded itself
+    failover: StrictBool = False  # re-issue a lost replica's batch to the others
+    request_timeout: Annotated[float, Field(gt=0, strict=False)] = DEFAULT_REQUEST_TIMEOUT_S
+    ray_address: str | None = None  # None: a local Ray of the run's own
+    replicas: Annotated[int, Field(ge=1)] = 1
+    max_restarts: Annotated[int, Field(ge=0)] = 0
+    replica_cpus: Annotated[float, Field(gt=0, strict=False)] = 1.0
+    replica_gpus: Annotated[float, Field(ge=0, strict=False)] = 0.0
+
+    @model_validator(mode="before")
+    @classmethod
+    def _kind_from_keys(cls, data: Any) -> Any:
+        """Without ``kind``, the keys tell it: endpoints mean nodes, Ray's keys mean Ray."""
+        if not isinstance(data, dict):
+            return data
+        data = {LEGACY_NAMES.get(k, k): v for k, v in data.items()}
+        if "kind" not in data:
+            if any(k in data for k in REMOTE_KEYS):
+                data["kind"] = "remote"
+            elif any(k in data for k in RAY_KEYS):
+                data["kind"] = "ray"
+        return data
+
+    @field_validator("endpoints", mode="before")
+    @classmethod
+    def _url_list(cls, value: Any) -> Any:
+        return [e for e in value.split(",") if e] if isinstance(value, str) else value
+
+    @field_validator("token_file", mode="before")
+    @classmethod
+    def _path(cls, value: Any) -> Any:
+        return Path(value).expanduser() if isinstance(value, str) else value
+
+    @model_validator(mode="after")
+    def _consistent(self) -> Distribution:
+        given = self._given()
+        foreign = {"local": (*REMOTE_KEYS, *RAY_KEYS, *POOL_KEYS), "remote": RAY_KEYS,
+                   "ray": REMOTE_KEYS}[self.kind]
+        wrong = [k for k in foreign if k in given]
+        if wrong:
+            needs = "remote" if wrong[0] in REMOTE_KEYS else (
+                "ray" if wrong[0] in RAY_KEYS else "remote or ray")
+            raise RuleError(f"{FLAGS[wrong[0]]} applies to a {needs} run, not a {self.kind} one",
+                            f"give {FLAGS[wrong[0]]} only with --distribute {needs}"
+                            if needs != "remote or ray" else
+                            "use it with --endpoint (serve nodes) or --replicas (Ray actors)")
+        if self.kind == "remote" and not self.endpoints:
+            raise RuleError("a remote run needs at least one --endpoint",
+                            "start nodes with `mlharness serve`, then pass --endpoint "
+                            "http://HOST:PORT for each")
+        if len(set(self.endpoints)) != len(self.endpoints):
+            raise RuleError("the same --endpoint is given twice", "list each node once")
+        return self
+
+    def _given(self) -> set[str]:
+        """The options not at their default (a record lists every key; only these count)."""
+        return {k for k, f in type(self).model_fields.items()
+                if k != "kind" and getattr(self, k) != f.get_default(call_default_factory=True)}
+
+    @property
+    def local(self) -> bool:
+        return self.kind == "local"
+
+    def flags(self) -> list[str]:
+        """The command-line flags that give this section (for the reproduce command)."""
+        if self.local:
+            return []
+        out: list[str] = ["--distribute", self.kind]
+        for key in (k for k in FLAGS if k in self._given()):
+            value = getattr(self, key)
+            if key == "endpoints":
+                for url in value:
+                    out += [FLAGS[key], url]
+            elif key == "failover":
+                out += [FLAGS[key]] if value else []
+            elif value is not None:
+                out += [FLAGS[key], str(value)]
+        return out
