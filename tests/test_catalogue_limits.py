@@ -34,11 +34,19 @@ FLAGS = [
     ("set-max-duration-above-int64-ns", ["--set", "max_duration=99999999999999999999"],
      "int64 nanoseconds"),
     ("set-count-above-uint64", ["--set", f"max_async_queries={2**65}"], "uint64_t"),
+    ("performance-sample-count-above-uint64", ["--performance-sample-count", str(2**64)],
+     "uint64_t"),
+    ("target-latency-above-int64-ns", ["-s", "SingleStream", "--target-latency", "1e13"],
+     "int64 nanoseconds"),
+    ("server-latency-above-int64-ns", ["-s", "Server", "--server-latency", "1e13"],
+     "int64 nanoseconds"),
     ("batch-size-1e8", ["-s", "Offline", "--batch-size", "100000000"],
      "a batch is stacked into one array in memory"),
     ("workers-100000", ["--workers", "100000"], "each worker is a thread"),
     ("instances-100000", ["--instances", "100000"], "each instance is a thread"),
     ("threads-100000", ["--threads", "100000"], "a runtime starts each thread"),
+    ("threads-per-instance-2000", ["--threads-per-instance", "2000"],
+     "a runtime starts each thread"),
 ]
 
 TOMLS = [
