@@ -68,10 +68,10 @@ def demo_command(args: argparse.Namespace) -> int:
             console.print(text, highlight=False)
 
     for settings in DEMO_RUNS:
+        record, retries = None, []
         try:
             spec = resolved_spec(RunSpec(benchmark="demo", output_dir=args.output_dir,
                                          **settings), quiet=args.json, progress=show)
-            retries: list[dict] = []
             while True:
                 say(f"running {spec.scenario} {spec.mode} …")
                 with LiveProgress(enabled=show) as bar:
@@ -94,7 +94,9 @@ def demo_command(args: argparse.Namespace) -> int:
         except ConfigError as exc:  # no probe was VALID (e.g. Server on a very busy machine)
             say(f"[red]{settings['scenario']}: {exc.message}[/] ({exc.hint})")
             worst = max(worst, 1)
-            continue
+            if record is None:
+                continue
+            retries.pop()  # measuring again failed: the last attempt is the result shown
         records.append({**record.data, "run_dir": str(record.run_dir),
                         **({"demo_retries": retries} if retries else {})})
         worst = max(worst, record.exit_code)
