@@ -8,6 +8,7 @@ asserts that the run still finishes, says once that it was not indexed, and lose
 from __future__ import annotations
 
 import json
+import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -119,6 +120,32 @@ def test_a_link_inside_the_dataset_folder_is_used(tmp_path: Path, capsys, monkey
     result = run_cli([*RUN, "--dataset", "digits", "-s", "SingleStream", "--target-latency", "1", "--min-duration",
                       "100"], capsys)
     assert result.code in (0, 1), result.err
+
+
+def test_a_link_folder_made_by_get_from_is_used(tmp_path: Path, capsys, monkeypatch) -> None:
+    """``mlharness get --from DIR`` with imagenet-aux makes a folder of links into DIR
+    (artefacts/adopt.py); its stamp names DIR, so those links are the user's images, not an
+    escape."""
+    from types import SimpleNamespace
+
+    from mlharness.artefacts.adopt import _imagenet_from_aux
+    from mlharness.artefacts.cache import write_stamp
+
+    monkeypatch.chdir(tmp_path)
+    mine = demo_set(tmp_path, "mine")
+    (mine / "val_map.txt").rename(tmp_path / "val.txt")  # caffe's val.txt, beside
+    dest = tmp_path / "cache" / "imagenet"
+    dest.parent.mkdir()
+    _imagenet_from_aux(mine, tmp_path / "val.txt", dest, expected=3)
+    assert all(p.is_symlink() for p in dest.glob("*.png"))
+    write_stamp(dest, SimpleNamespace(name="imagenet"), "unverified", source=f"--from {mine}")
+    result = run_cli([*RUN, "--dataset", str(dest), "-s", "SingleStream", "--target-latency",
+                      "1", "--min-duration", "100"], capsys)
+    assert result.code in (0, 1), result.err
+    (dest.parent / f".{dest.name}.verified.json").unlink()  # without the stamp: refused
+    shutil.rmtree(tmp_path / "runs")
+    _refused(tmp_path, capsys, [*RUN, "--dataset", str(dest), "-s", "SingleStream",
+                                "--target-latency", "1"], "links that leave the dataset folder")
 
 
 LOCKER = """
