@@ -90,9 +90,11 @@ def main(argv: list[str] | None = None) -> int:
         parser.print_help()
         return 2
     from mlharness.cli.render import console_err
+    from rich.markup import escape
+
     from mlharness.store.index import on_notice
 
-    on_notice(lambda text: console_err.print(f"[yellow]note:[/] {text}", highlight=False,
+    on_notice(lambda text: console_err.print(f"[yellow]note:[/] {escape(text)}", highlight=False,
                                              soft_wrap=True))
     try:
         with ending_signals():
