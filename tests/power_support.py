@@ -4,6 +4,7 @@ PTDaemon simulator as its ``ptd`` binary, and helpers to read the official check
 
 from __future__ import annotations
 
+import configparser
 import os
 import signal
 import socket
@@ -20,6 +21,8 @@ REPO = Path(__file__).resolve().parents[1]
 OFFICIAL = REPO / ".." / "shared" / "official"  # the pinned referee (../shared/official/README.md)
 POWER_DEV = Path(os.environ.get("MLPERF_POWER_DEV") or OFFICIAL / "power-dev").resolve()
 from referee import INFERENCE, require as require_referee  # noqa: E402  (one MLPERF_INFERENCE_DIR lookup)
+#: the server.conf docs/power.md ships for the simulator; every simulated server starts from it
+SIMULATOR_CONF = REPO / "docs" / "power-simulator.server.conf"
 HAS_POWER_DEV = (POWER_DEV / "ptd_client_server" / "lib" / "client.py").is_file()
 
 #: compliance/check.py checks a simulator cannot pass, and why (its messages contain these)
@@ -91,21 +94,29 @@ def write_ptd_wrapper(path: Path) -> Path:
     return path
 
 
+def simulator_conf(path: Path, port: int, ptd_port: int, ptd: Path) -> Path:
+    """The shipped docs/power-simulator.server.conf with this test's ports and ptd wrapper."""
+    conf = configparser.ConfigParser()
+    conf.optionxform = str  # keep the server's option names as written
+    conf.read(SIMULATOR_CONF)
+    conf["server"]["listen"] = f"127.0.0.1 {port}"
+    conf["ptd"]["ptd"] = str(ptd)
+    conf["analyzer1"]["networkPort"] = str(ptd_port)
+    with open(path, "w") as out:
+        conf.write(out)
+    return path
+
+
 @contextmanager
 def power_server(workdir: Path, fault: str = "", fault_at: str = "Go",
-                 debug: bool = False) -> Iterator[str]:
+                 debug: bool = False, watts: str = "") -> Iterator[str]:
     """The official power server on a free loopback port with the simulator; yields HOST:PORT.
     ``debug`` sets MLPP_DEBUG (0.5 s analyzer settle instead of 10 s; server.json then says
     debug, which compliance/check.py rejects — only for the failure tests)."""
     workdir.mkdir(parents=True, exist_ok=True)
     port, ptd_port = free_port(), free_port()
     ptd = write_ptd_wrapper(workdir / "ptd")
-    conf = workdir / "server.conf"
-    # per-analyzer settings live in [analyzer1] (lib/server.py ServerConfig), not in [ptd]
-    conf.write_text(f"[server]\nntpServer: 127.0.0.1\nlisten: 127.0.0.1 {port}\n\n"
-                    f"[ptd]\nptd: {ptd}\nanalyzerCount: 1\n\n"
-                    f"[analyzer1]\nnetworkPort: {ptd_port}\ndeviceType: 0\ninterfaceFlag:\n"
-                    "devicePort: SIMULATED\n")
+    conf = simulator_conf(workdir / "server.conf", port, ptd_port, ptd)
     env = {**os.environ, "PYTHONDONTWRITEBYTECODE": "1",
            "PYTHONPATH": os.pathsep.join([str(REPO / "src"), os.environ.get("PYTHONPATH", "")])}
     env.pop("MLPP_DEBUG", None)
@@ -113,6 +124,8 @@ def power_server(workdir: Path, fault: str = "", fault_at: str = "Go",
         env["MLPP_DEBUG"] = "1"
     if fault:
         env.update(MLH_PTD_FAULT=fault, MLH_PTD_FAULT_AT=fault_at)
+    if watts:  # bad analyzer readings: inf | one-in-3 (mlharness.power.simulator)
+        env["MLH_PTD_WATTS"] = watts
     log = workdir / "server.out"
     with open(log, "w") as out:
         proc = subprocess.Popen([sys.executable, str(POWER_DEV / "ptd_client_server" / "server.py"),

@@ -63,6 +63,46 @@ def test_power_server_failures(ntp, tmp_path: Path, capsys, fault: str, at: str,
     assert (run_dir / "power_client.txt").stat().st_size > 0
 
 
+def test_ntp_unreachable_is_exit_2_with_the_reason(ntp, tmp_path: Path, capsys):
+    """The official client exits 0 after a failed clock sync (lib/client.py sync_check): still
+    exit 2, the documented message, the record saying why, the client's log kept."""
+    with power_server(tmp_path / "director", debug=True) as srv:
+        code = main(["run", "-b", "demo", "-s", "SingleStream", "--power", "--power-server", srv,
+                     "--ntp", "127.0.0.2", "--power-dev", str(POWER_DEV), "--output-dir",
+                     str(tmp_path / "runs"), "--no-progress"])
+    err = capsys.readouterr().err
+    assert code == 2 and "clock synchronisation over NTP failed" in err and "--ntp" in err, err
+    run_dir, data = _record(tmp_path / "runs")
+    assert data["status"] == "error" and "NTP" in data["error"]["message"]
+    assert "Could not synchronize" in (run_dir / "power_client.txt").read_text()
+
+
+def test_a_power_run_without_a_valid_sample_fails_with_the_reason(ntp, tmp_path: Path, capsys):
+    """Every reading inf W: no metric, so the power run fails (exit 3), with its logs."""
+    with power_server(tmp_path / "director", debug=True, watts="inf") as srv:
+        code = _run(srv, tmp_path / "runs")
+    err = capsys.readouterr().err
+    assert code == 3 and "no power metric: no valid power samples" in err, err
+    run_dir, data = _record(tmp_path / "runs")
+    assert data["status"] == "failed" and "no valid power samples" in data["error"]["message"]
+    assert data["power"]["metric"] is None and "none a finite reading" in data["power"]["error"]
+    assert (run_dir / "run_1" / "spl.txt").is_file() and (run_dir / "mlperf_log_detail.txt").is_file()
+
+
+def test_a_metric_from_a_minority_of_good_samples_is_a_warning(ntp, tmp_path: Path, capsys):
+    """Only every third reading real, the others -1 W: the metric stands on those (as the
+    official checker's would), with a warning in run.json and on the screen."""
+    with power_server(tmp_path / "director", debug=True, watts="one-in-3") as srv:
+        code = _run(srv, tmp_path / "runs", "--min-duration", "6000")
+    out = capsys.readouterr()
+    run_dir, data = _record(tmp_path / "runs")
+    assert code in (0, 1), out.err
+    power = data["power"]
+    assert power["metric"] and 1 <= power["samples"] <= power["bad_samples"], power
+    assert "analyzer samples in the measured window" in power["warning"]
+    assert "warning:" in out.out and "analyzer samples" in out.out
+
+
 def test_power_server_stall(ntp, tmp_path: Path, capsys):
     with power_server(tmp_path / "director", fault="stall", fault_at="Go", debug=True) as srv:
         code = _run(srv, tmp_path / "runs", "--stall-timeout", "2")

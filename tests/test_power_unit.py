@@ -11,10 +11,11 @@ from pathlib import Path
 import pytest
 
 from mlharness.cli.main import main
-from mlharness.errors import ConfigError
+from mlharness.errors import ConfigError, HarnessError
 from mlharness.power.metric import metric_from_logs
 from mlharness.power.official import ENV_VAR, find_power_dev, parse_check_output
-from mlharness.power.session import ClientOutcome, PowerOptions, classify
+from mlharness.power.session import ClientOutcome, PowerOptions, classify, known_failure
+from power_support import HAS_POWER_DEV, POWER_DEV, SIMULATOR_CONF
 
 DETAIL = """\
 :::MLLOG {{"key": "effective_scenario", "value": "{scenario}", "metadata": {{}}}}
@@ -44,6 +45,57 @@ def test_power_metric_per_scenario(tmp_path: Path, scenario: str, metric: float,
     assert (m.metric, m.unit, m.samples, m.window_s) == (pytest.approx(metric), unit, 3, 4.0)
     if scenario == "Offline":
         assert m.efficiency == pytest.approx(500.0 / 110.0)
+
+
+def _spl(readings: list[str]) -> str:
+    """Samples at :01, :02, … (inside the test window 00.5..04.5 for the first four)."""
+    return "".join(f"Time,11-23-2026 10:00:0{i + 1}.000,Watts,{w},Volts,230.0,Amps,0.5,PF,0.9,"
+                   "Mark,x_testing\n" for i, w in enumerate(readings))
+
+
+@pytest.mark.parametrize("readings", [["inf"] * 4, ["nan", "-1", "0", "garbage"]],
+                         ids=["all-inf", "all-garbage"])
+def test_no_valid_power_sample_is_no_metric(tmp_path: Path, readings: list[str]):
+    run = _run(tmp_path, "Offline")
+    (run / "spl.txt").write_text(_spl(readings))
+    with pytest.raises(HarnessError) as exc:
+        metric_from_logs(run)
+    assert "no valid power samples" in exc.value.message
+    assert "4 in it, none a finite reading > 0 W" in exc.value.message
+
+
+def test_a_metric_from_a_minority_of_good_samples_carries_a_warning(tmp_path: Path):
+    run = _run(tmp_path, "Offline")
+    (run / "spl.txt").write_text(_spl(["130.0", "inf", "garbage", "-1"]))
+    m = metric_from_logs(run)
+    assert (m.metric, m.samples, m.bad_samples) == (130.0, 1, 3)
+    assert m.warning and "rests on 1 of the 4 analyzer samples" in m.warning
+    assert m.to_dict()["warning"] == m.warning  # what run.json's power section gets
+    from mlharness.cli.render import power_lines
+
+    shown = "\n".join(power_lines({"power": {**m.to_dict(), "server": "h:1"}}))
+    assert "warning:" in shown and "rests on 1 of the 4" in shown
+
+
+def test_a_metric_from_a_majority_of_good_samples_has_no_warning(tmp_path: Path):
+    m = metric_from_logs(_run(tmp_path, "Offline"))  # SPL: 3 good of 4 in the window
+    assert (m.samples, m.bad_samples, m.warning) == (3, 1, None)
+
+
+def test_the_shipped_simulator_server_conf_is_read_by_the_official_server(monkeypatch):
+    """docs/power-simulator.server.conf, as docs/power.md tells to use it, through the
+    official server's own reader (lib/server.py ServerConfig, which exits on an unknown or
+    unparsable option)."""
+    if not HAS_POWER_DEV:
+        pytest.skip(f"the official power-dev is not at {POWER_DEV}")
+    monkeypatch.syspath_prepend(str(POWER_DEV))
+    from ptd_client_server.lib.server import ServerConfig
+
+    conf = ServerConfig(str(SIMULATOR_CONF))
+    assert (conf.host, conf.port, conf.ntp_server) == ("127.0.0.1", 4950, "127.0.0.1")
+    assert conf.ptd_command[0][0] == "./ptd" and conf.ptd_command[0][-2:] == ["0", "SIMULATED"]
+    assert conf.ptd_port == [8888] and conf.ptd_device_type == [0]
+    conf.tmp_dir.cleanup()
 
 
 def test_power_dev_not_found_refuses_with_a_hint(tmp_path: Path, monkeypatch, capsys):
@@ -106,6 +158,16 @@ def test_power_client_failures_are_explained(text: str, code: int, words: str):
     assert err.exit_code == code and words in err.message and err.hint
     stalled = classify(ClientOutcome(None, True, ""), "h:1", 45)
     assert stalled.exit_code == 3 and "45 s" in stalled.message
+
+
+def test_a_failed_clock_sync_is_explained_although_the_client_exits_0():
+    """lib/client.py sync_check calls exit() (status 0) when NTP fails: the message, not the
+    status, says what happened (docs/power.md: exit 2)."""
+    text = ("client [ERROR] Got an exception. Could not synchronize\n"
+            "ntplib.NTPException: No response received from 127.0.0.2.\n")
+    err = known_failure(text, "127.0.0.1:4950")
+    assert err is not None and err.exit_code == 2
+    assert err.message == "clock synchronisation over NTP failed" and "--ntp" in err.hint
 
 
 def test_power_ntp_responder_answers_sntp():

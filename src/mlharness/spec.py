@@ -17,9 +17,9 @@ from pydantic import (BaseModel, ConfigDict, Field, StrictBool, ValidationError,
 from mlharness.errors import ConfigError
 from mlharness.files import read_toml
 from mlharness.options import RuleError, config_error
-from mlharness.loadgen.settings import (EffectiveSettings, TestConfig, check_user_conf_key,
-                                        effective_settings)
 from mlharness.distribution import LEGACY_NAMES, Distribution
+from mlharness.loadgen.settings import (MAX_COUNT, MAX_DURATION_MS, EffectiveSettings, TestConfig,
+                                        check_user_conf_key, effective_settings)
 from mlharness.names import (DEFAULT_MODE, DEFAULT_PRECISION, DEFAULT_SCENARIO, Mode, Precision,
                              Scenario)
 
@@ -32,6 +32,28 @@ LEGACY_POOL_OPTIONS = ("endpoints", "token_file", "failover", "request_timeout",
 #: LoadGen schedules every query of a run up front (``qps x duration`` entries): beyond this a
 #: target exhausts memory inside LoadGen before the first sample is issued
 MAX_TARGET_QPS = 10_000_000.0
+#: an engine's threads (workers, instances, a runtime's threads) are OS threads started before
+#: the test, each with its own stack: beyond this, starting them stalls the run
+MAX_THREADS = 1024
+#: the engine (and its warm-up) stacks a whole batch into one array: beyond this no runtime
+#: gains, and filling one stalls the run
+MAX_BATCH_SIZE = 65536
+#: the largest value of each bounded setting, and why (LoadGen's types: loadgen/test_settings.h;
+#: the memory LoadGen builds from min_query_count is checked against the machine by
+#: mlharness.tune.resolve_targets, before anything runs)
+LIMITS: dict[str, tuple[int, str]] = {
+    "min_query_count": (MAX_COUNT, "LoadGen keeps counts as uint64_t"),
+    "max_query_count": (MAX_COUNT, "LoadGen keeps counts as uint64_t"),
+    "performance_sample_count": (MAX_COUNT, "LoadGen keeps counts as uint64_t"),
+    "min_duration": (MAX_DURATION_MS, "LoadGen turns ms into int64 nanoseconds"),
+    "target_latency": (MAX_DURATION_MS, "LoadGen turns ms into int64 nanoseconds"),
+    "server_latency": (MAX_DURATION_MS, "LoadGen turns ms into int64 nanoseconds"),
+    "batch_size": (MAX_BATCH_SIZE, "a batch is stacked into one array in memory"),
+    "workers": (MAX_THREADS, "each worker is a thread started before the test"),
+    "instances": (MAX_THREADS, "each instance is a thread started before the test"),
+    "threads": (MAX_THREADS, "a runtime starts each thread before the test"),
+    "threads_per_instance": (MAX_THREADS, "a runtime starts each thread before the test"),
+}
 #: old names (mlharness-run/1 records, earlier TOML files) -> the one name each setting has now
 RENAMED = {
     "short": "valid", "target_latency_ms": "target_latency",
@@ -244,6 +266,11 @@ def check_consistency(spec: RunSpec) -> None:
         raise RuleError(f"--target-qps {spec.target_qps:g} is above {MAX_TARGET_QPS:g}",
                     "LoadGen schedules qps x duration queries up front and runs out of memory; "
                     "measure first (--target-qps auto, or mlharness tune)")
+    for name, (limit, why) in LIMITS.items():
+        value = getattr(spec, name)
+        if isinstance(value, (int, float)) and value > limit:
+            raise RuleError(f"--{name.replace('_', '-')} {value} is above {limit}: {why}",
+                            f"give at most {limit}")
     if spec.mode == "accuracy" and (spec.min_duration or spec.min_query_count):
         raise RuleError("accuracy mode runs every sample once; duration/query counts do not apply",
                     "drop --min-duration/--min-query-count or use --mode performance")

@@ -103,7 +103,10 @@ def main(argv: list[str] | None = None) -> int:
     from rich.markup import escape
 
     from mlharness.cli.render import console_err
+    from mlharness.store.index import on_notice
 
+    on_notice(lambda text: console_err.print(f"[yellow]note:[/] {escape(text)}", highlight=False,
+                                             soft_wrap=True))
     try:
         with ending_signals():
             return int(args.func(args) or 0)

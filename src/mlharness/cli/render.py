@@ -164,6 +164,8 @@ def power_lines(data: dict[str, Any]) -> list[str]:
                      f"{format_power(power)} — average {power['avg_watts']:,.1f} W over "
                      f"{power['window_s']:.1f} s, {power['samples']} samples{extra}; analyzer "
                      + escape(f"{power.get('analyzer') or '?'} via {power.get('server')}"))
+        if power.get("warning"):
+            lines.append(f"  [yellow]warning:[/] {escape(str(power['warning']))}")
         if power.get("simulated"):
             lines.append("  [yellow]simulated analyzer (PTDaemon simulator): not an MLPerf "
                          "power result[/]")

@@ -71,6 +71,43 @@ _LOADGEN_DEFAULTS: dict[str, dict[str, float]] = {
     "Offline": {"target_qps": 1.0},
 }
 
+#: the largest numbers LoadGen can hold (``loadgen/test_settings.h``): counts are ``uint64_t``
+#: (read from user.conf with ``strtoull``, which saturates rather than fails), durations are
+#: ``uint64_t`` ms turned into ``std::chrono`` nanoseconds (``int64``) by
+#: ``loadgen/test_settings_internal.cc``; beyond these LoadGen overflows into nonsense sizes
+MAX_COUNT = 2**64 - 1
+MAX_DURATION_MS = (2**63 - 1) // 1_000_000
+#: user.conf keys that are times in ms (latencies: ms x 1e6 = ns in a ``uint64_t``)
+DURATION_KEYS = frozenset({"min_duration", "max_duration", "target_latency", "ttft_latency",
+                           "tpot_latency"})
+
+#: LoadGen keeps every generated query in memory: 460 bytes each, measured with LoadGen 6.0
+#: (peak RSS of 20 M SingleStream and 10 M Server queries). A 600 s SingleStream run at a
+#: 0.015 ms hint builds 80 M queries: 37 GB
+BYTES_PER_QUERY = 460
+MIN_QUERY_BUDGET = 4_000_000  # always allowed (1.8 GB)
+#: at most this share of the memory available now goes to LoadGen's queries (a 600 s run of the
+#: demo's 0.03 ms SingleStream needs 20 M queries, 40 M generated: 18 GB of a 24 GB machine's 22)
+MEMORY_SHARE = 0.75
+
+
+def max_generated_queries() -> int:
+    """How many queries LoadGen may build up front here: MEMORY_SHARE of the available memory's
+    worth, at least MIN_QUERY_BUDGET."""
+    from mlharness.hostinfo import available_memory_bytes
+
+    available = available_memory_bytes() or 0
+    return max(MIN_QUERY_BUDGET, int(available * MEMORY_SHARE / BYTES_PER_QUERY))
+
+
+def query_set_error(queries: int, what: str, hint: str) -> ConfigError:
+    """The refusal of ``what``, which makes LoadGen build ``queries`` (beyond the budget)."""
+    return ConfigError(
+        f"{what} makes LoadGen build about {queries / 1e6:.0f} M queries up front "
+        f"(~{queries * BYTES_PER_QUERY / 1e9:.0f} GB, more than {MEMORY_SHARE:.0%} of the memory "
+        "available)", hint=hint)
+
+
 #: ``kSlack`` of the Offline query size (``loadgen/test_settings_internal.cc``)
 OFFLINE_SLACK = 1.1
 
@@ -108,6 +145,11 @@ def check_user_conf_key(key: str, value: Any) -> float | int:
     if not math.isfinite(value) or value < 0:
         raise ConfigError(f"--set {key}={value}: must be a finite number >= 0",
                           hint="give a non-negative number")
+    limit, what = ((MAX_DURATION_MS, "ms fit LoadGen's int64 nanoseconds") if key in DURATION_KEYS
+                   else (MAX_COUNT, "fits LoadGen's uint64_t"))
+    if value > limit:
+        raise ConfigError(f"--set {key}={value:g}: above {limit} (the most that {what})",
+                          hint="loadgen/test_settings.h; give a smaller number")
     return value
 
 

@@ -4,6 +4,9 @@ official submission checker does (``submission_checker/checks/power_check.py``
 
 * samples are the ``spl.txt`` lines whose time lies strictly inside LoadGen's
   ``power_begin``..``power_end`` (both ``%m-%d-%Y %H:%M:%S.%f``, UTC) with watts > 0;
+  mlharness also leaves out watts that are not a finite number (the checker would average an
+  ``inf``), fails when no sample is left, and warns when half or more of the window's samples
+  were left out (``PowerMetric.warning``);
 * Offline / Server: the metric is their average, in watts;
 * SingleStream / MultiStream: average watts x window seconds x 1000 / ``result_query_count``,
   in millijoules per query.
@@ -11,6 +14,7 @@ official submission checker does (``submission_checker/checks/power_check.py``
 
 from __future__ import annotations
 
+import math
 from dataclasses import asdict, dataclass
 from datetime import datetime
 from pathlib import Path
@@ -50,6 +54,10 @@ class PowerMetric:
     samples: int
     window_s: float
     efficiency: float | None  # samples/s per watt (Offline/Server) or samples per joule
+    #: samples in the window left out: not a finite number, or <= 0 W
+    bad_samples: int = 0
+    #: set when the metric rests on half or fewer of the window's samples
+    warning: str | None = None
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -74,25 +82,47 @@ def window_from_detail(detail: Path) -> PowerWindow:
 
 
 def read_spl(path: Path) -> list[tuple[datetime, float]]:
-    """(time, watts) of every sample line in a PTDaemon ``spl.txt``."""
+    """(time, watts) of every sample line in a PTDaemon ``spl.txt``; watts that are not a
+    number read as NaN (lines without a readable time are not samples)."""
     out = []
     for line in path.read_text(errors="replace").splitlines():
         if not line.startswith("Time"):
             continue
         parts = line.split(",")
         try:
-            out.append((datetime.strptime(parts[1], TIME_FORMAT), float(parts[3])))
+            when = datetime.strptime(parts[1], TIME_FORMAT)
         except (IndexError, ValueError):
             continue
+        try:
+            watts = float(parts[3])
+        except (IndexError, ValueError):
+            watts = math.nan
+        out.append((when, watts))
     return out
 
 
+def good_sample(watts: float) -> bool:
+    return math.isfinite(watts) and watts > 0
+
+
 def average_in_window(samples: list[tuple[datetime, float]], window: PowerWindow) -> tuple[float, int]:
-    inside = [w for t, w in samples if window.begin < t < window.end and w > 0]
-    if not inside:
-        raise HarnessError(f"no power samples between {window.begin} and {window.end}",
-                           hint="the analyzer log and the LoadGen log do not overlap (clock sync?)")
-    return sum(inside) / len(inside), len(inside)
+    """The average of the window's good samples (finite, > 0 W) and how many there are."""
+    inside = [w for t, w in samples if window.begin < t < window.end]
+    good = [w for w in inside if good_sample(w)]
+    if not good:
+        bad = f" ({len(inside)} in it, none a finite reading > 0 W)" if inside else ""
+        raise HarnessError(f"no valid power samples between {window.begin} and {window.end}{bad}",
+                           hint="the analyzer log and the LoadGen log do not overlap (clock "
+                                "sync?), or the analyzer sent no usable readings")
+    return sum(good) / len(good), len(good)
+
+
+def minority_warning(good: int, total: int) -> str | None:
+    """The warning for a metric resting on half or fewer of the window's samples."""
+    if good * 2 > total:
+        return None
+    return (f"the power metric rests on {good} of the {total} analyzer samples in the "
+            f"measured window; the other {total - good} were not finite readings > 0 W")
 
 
 def power_metric(avg_watts: float, samples: int, window: PowerWindow,
@@ -116,5 +146,9 @@ def power_metric(avg_watts: float, samples: int, window: PowerWindow,
 def metric_from_logs(run_dir: Path, scenario: str | None = None) -> PowerMetric:
     """The metric of a testing run directory holding ``spl.txt`` and ``mlperf_log_detail.txt``."""
     window = window_from_detail(run_dir / "mlperf_log_detail.txt")
-    avg, n = average_in_window(read_spl(run_dir / "spl.txt"), window)
-    return power_metric(avg, n, window, scenario)
+    samples = read_spl(run_dir / "spl.txt")
+    avg, n = average_in_window(samples, window)
+    metric = power_metric(avg, n, window, scenario)
+    total = sum(1 for t, _ in samples if window.begin < t < window.end)
+    metric.bad_samples, metric.warning = total - n, minority_warning(n, total)
+    return metric

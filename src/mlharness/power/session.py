@@ -200,18 +200,27 @@ def classify(outcome: ClientOutcome, server: str, silence_s: float) -> HarnessEr
         return RunFailed(f"no progress from the power client for {silence_s:.0f} s: the power "
                          "server or PTDaemon stalled", hint="see power_client.txt in the run "
                          "directory and the server's console on the director")
-    replies = re.findall(r"Got response: '([^']*)'", outcome.text)
-    reply = replies[-1] if replies else "?"
-    for pattern, message, hint, code in _FAILURES:
-        if re.search(pattern, outcome.text):
-            err = HarnessError(message.format(server=server, reply=reply), hint)
-            err.exit_code = code
-            return err
+    known = known_failure(outcome.text, server)
+    if known is not None:
+        return known
     tail = [ln for ln in outcome.text.splitlines() if ln.strip()][-1:] or ["(no output)"]
     err = HarnessError(f"the power client failed (exit {outcome.returncode}): {tail[0]}",
                        "see power_client.txt in the run directory")
     err.exit_code = 3
     return err
+
+
+def known_failure(text: str, server: str) -> HarnessError | None:
+    """The one-line error for a failure the client's output names (it exits 0 on some, e.g.
+    ``exit()`` after a failed clock synchronisation: lib/client.py ``sync_check``)."""
+    replies = re.findall(r"Got response: '([^']*)'", text)
+    reply = replies[-1] if replies else "?"
+    for pattern, message, hint, code in _FAILURES:
+        if re.search(pattern, text):
+            err = HarnessError(message.format(server=server, reply=reply), hint)
+            err.exit_code = code
+            return err
+    return None
 
 
 def analyzer_identity(run_dir: Path) -> str:
@@ -318,11 +327,13 @@ def _measure(spec: Any, opts: PowerOptions, dev: PowerDev, journal: Any, plan: P
         err.hint = f"{err.hint}; logs kept in {run_dir}" if err.hint else f"logs kept in {run_dir}"
         return err
 
-    if outcome.returncode != 0:
-        err = classify(outcome, opts.to_dict()["server"], silence)
-        raise fail(err, "error" if err.exit_code == 2 else "failed")
     missing = missing_session_files(run_dir)
     testing = testing_run_dir(run_dir)
+    known = known_failure(outcome.text, opts.to_dict()["server"])
+    if outcome.returncode != 0 or ((missing or testing is None) and known is not None):
+        err = known if outcome.returncode == 0 and known is not None else \
+            classify(outcome, opts.to_dict()["server"], silence)
+        raise fail(err, "error" if err.exit_code == 2 else "failed")
     if missing or testing is None:
         raise fail(RunFailed("the power session is incomplete: missing "
                              + ", ".join(missing or ["the testing run"]),
@@ -336,9 +347,11 @@ def _measure(spec: Any, opts: PowerOptions, dev: PowerDev, journal: Any, plan: P
                  "mlperf_log_trace.json", "user.conf"):
         if (testing / name).is_file():
             shutil.copyfile(testing / name, run_dir / name)
+    no_metric = None
     try:
         power = power_section(run_dir, spec.scenario, opts)
-    except HarnessError as exc:  # e.g. a run shorter than one analyzer sample
+    except HarnessError as exc:  # e.g. a run shorter than one sample, or no valid reading
+        no_metric = exc
         power = {"kind": "mlperf-power", **opts.to_dict(), "metric": None,
                  "error": f"{exc.message} ({exc.hint})"}
     power["power_dev"] = str(dev.root)
@@ -355,6 +368,9 @@ def _measure(spec: Any, opts: PowerOptions, dev: PowerDev, journal: Any, plan: P
         record.result = result
     except HarnessError:
         pass
+    if no_metric is not None:  # a power run without its power metric is no result
+        raise fail(RunFailed(f"no power metric: {no_metric.message}", hint=no_metric.hint),
+                   "failed")
     journal.finish(inner.status, inner.error)
     return RunOutcome(run_dir, record, result)
 

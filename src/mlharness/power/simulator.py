@@ -14,7 +14,9 @@ official checker's PTDaemon version/analyzer checks fail on its logs by design.
 
 Fault injection (environment, for tests): ``MLH_PTD_FAULT=drop|stall|error`` and
 ``MLH_PTD_FAULT_AT=<command prefix>`` (default ``Go``): on that command it closes the
-connection, stops answering, or answers ``Error: …``.
+connection, stops answering, or answers ``Error: …``. ``MLH_PTD_WATTS=inf|one-in-3`` makes the
+readings bad: every sample ``inf`` W, or only every third a real reading and the others ``-1``
+(what an analyzer sends when it has none).
 
 Run: ``python -m mlharness.power.simulator -l LOG -p PORT 0 DUMMY``.
 """
@@ -73,7 +75,11 @@ class Meter:
         watts = BASE_WATTS * (1.0 + 0.01 * math.sin(time.time() / 7.0)) + random.uniform(-0.3, 0.3)
         pf = 0.93 + random.uniform(-0.005, 0.005)
         volts = VOLTS + random.uniform(-0.5, 0.5)
-        return watts, volts, watts / (volts * pf), pf
+        amps = watts / (volts * pf)
+        bad = os.environ.get("MLH_PTD_WATTS", "")
+        if bad == "inf" or (bad == "one-in-3" and len(self.watts) % 3):
+            watts = math.inf if bad == "inf" else -1.0
+        return watts, volts, amps, pf
 
     def _run(self) -> None:
         next_t = time.time() + self.interval

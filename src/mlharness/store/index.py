@@ -16,7 +16,7 @@ import sqlite3
 import time
 from dataclasses import fields
 from pathlib import Path
-from typing import Any, Iterator
+from typing import Any, Callable, Iterator
 
 from mlharness.store.record import RunRow, damaged_row, row_from_run_dir
 
@@ -26,6 +26,9 @@ SCHEMA_VERSION = 3
 #: rows for damaged run.json files; 2: LoadGen's word as the verdict, not the run's)
 _REBUILT_VERSIONS = (1, 2)
 BUSY_TIMEOUT_S = 60.0
+#: how long a run waits for an index another process holds locked before it goes on without
+#: indexing (the index is a cache: ``mlharness runs reindex`` rebuilds it)
+RUN_BUSY_TIMEOUT_S = 2.0
 
 _JSON_COLUMNS = ("settings", "versions", "reasons")
 _BOOL_COLUMNS = ("valid", "accuracy_passed")
@@ -71,19 +74,23 @@ def find_run_dirs(root: Path) -> Iterator[Path]:
 class Store:
     """An open index over the run directories under ``root``."""
 
-    def __init__(self, root: Path) -> None:
+    def __init__(self, root: Path, busy_timeout: float = BUSY_TIMEOUT_S) -> None:
         self.root = Path(root).resolve()
         self.path = index_path(self.root)
         self.rebuilt = False
+        self.busy_timeout = busy_timeout
         self.conn = self._open()
 
     # -- opening, validation, rebuild -------------------------------------------------------
     def _connect(self) -> sqlite3.Connection:
         self.root.mkdir(parents=True, exist_ok=True)
-        conn = sqlite3.connect(self.path, timeout=BUSY_TIMEOUT_S, isolation_level=None)
+        conn = sqlite3.connect(self.path, timeout=self.busy_timeout, isolation_level=None,
+                               factory=_Connection)
+        # a short timeout is the whole wait: no retries on top of it (record_run)
+        conn.retries = 50 if self.busy_timeout >= BUSY_TIMEOUT_S else 1
         conn.row_factory = sqlite3.Row
-        conn.execute(f"PRAGMA busy_timeout = {int(BUSY_TIMEOUT_S * 1000)}")
-        _retry(lambda: conn.execute("PRAGMA journal_mode = WAL"))
+        conn.execute(f"PRAGMA busy_timeout = {int(self.busy_timeout * 1000)}")
+        _retry(lambda: conn.execute("PRAGMA journal_mode = WAL"), conn.retries)
         conn.execute("PRAGMA synchronous = NORMAL")
         return conn
 
@@ -107,9 +114,11 @@ class Store:
                 have = {r[1] for r in conn.execute("PRAGMA table_info(runs)")}
                 if not set(_ROW_COLUMNS) <= have:
                     raise IndexError_("the runs table lacks columns: an older index")
-        except (sqlite3.DatabaseError, IndexError_):
+        except (sqlite3.DatabaseError, IndexError_) as exc:
             if conn is not None:
                 conn.close()
+            if _busy(exc):  # locked by another process: not corrupt, keep it
+                raise
             conn = self._replace_corrupt()
             existed = False
         if not existed:
@@ -267,19 +276,38 @@ def _read_row(run_dir: Path, root: Path) -> tuple[RunRow, os.stat_result] | None
     return row, stat
 
 
+#: who hears that a run could not be indexed (the CLI prints it); once per runs folder
+_notice: Callable[[str], None] | None = None
+_not_indexed: set[Path] = set()
+
+
+def on_notice(sink: Callable[[str], None] | None) -> None:
+    """Send :func:`record_run`'s one notice per runs folder to ``sink``."""
+    global _notice
+    _notice = sink
+
+
 def record_run(run_dir: Path) -> None:
-    """The runner's hook: index one run. Never fails a run: the index can always be rebuilt.
+    """The runner's hook: index one run. Never fails or holds up a run: an index another
+    process keeps locked for RUN_BUSY_TIMEOUT_S is skipped for the rest of this process, with
+    one notice (the index can always be rebuilt).
 
     A run nested inside another run's directory (e.g. the LoadGen runs of a power session) is
     part of that run, as ``find_run_dirs`` sees it: it gets no index of its own.
     """
     if any((parent / "run.json").is_file() for parent in Path(run_dir).resolve().parents):
         return
+    root = runs_root_of(run_dir)
+    if root in _not_indexed:
+        return
     try:
-        with Store(runs_root_of(run_dir)) as store:
+        with Store(root, busy_timeout=RUN_BUSY_TIMEOUT_S) as store:
             store.record(run_dir)
-    except (sqlite3.Error, OSError):
-        pass
+    except (sqlite3.Error, OSError) as exc:
+        _not_indexed.add(root)
+        if _notice is not None:
+            _notice(f"this run is not in the index {index_path(root)} ({exc}); the run goes on, "
+                    "`mlharness runs reindex` adds it later")
 
 
 def open_store(root: Path, sync: bool = True) -> Store:
@@ -300,6 +328,12 @@ def run_state(row: dict[str, Any]) -> str:
     return "running" if process_alive(row.get("pid"), row.get("host")) else "crashed"
 
 
+class _Connection(sqlite3.Connection):
+    """A connection that knows how often a busy statement is retried."""
+
+    retries = 50
+
+
 class _transaction:
     """``BEGIN IMMEDIATE`` … ``COMMIT`` (rollback on error), retried while the file is busy."""
 
@@ -307,14 +341,23 @@ class _transaction:
         self.conn = conn
 
     def __enter__(self) -> sqlite3.Connection:
-        _retry(lambda: self.conn.execute("BEGIN IMMEDIATE"))
+        _retry(lambda: self.conn.execute("BEGIN IMMEDIATE"), _retries(self.conn))
         return self.conn
 
     def __exit__(self, exc_type: Any, *exc: Any) -> None:
         if exc_type is None:
-            _retry(lambda: self.conn.execute("COMMIT"))
+            _retry(lambda: self.conn.execute("COMMIT"), _retries(self.conn))
         else:
             self.conn.execute("ROLLBACK")
+
+
+def _retries(conn: sqlite3.Connection) -> int:
+    return getattr(conn, "retries", 50)
+
+
+def _busy(exc: BaseException) -> bool:
+    return isinstance(exc, sqlite3.OperationalError) and ("locked" in str(exc)
+                                                          or "busy" in str(exc))
 
 
 def _retry(fn: Any, attempts: int = 50) -> Any:
@@ -322,7 +365,7 @@ def _retry(fn: Any, attempts: int = 50) -> Any:
         try:
             return fn()
         except sqlite3.OperationalError as exc:
-            if "locked" not in str(exc) and "busy" not in str(exc) or i == attempts - 1:
+            if not _busy(exc) or i == attempts - 1:
                 raise
             time.sleep(0.05 * (i + 1))
     return None

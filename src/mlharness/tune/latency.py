@@ -10,6 +10,8 @@ query set would not fit in memory, up to the measured latency, or refuses).
 
 from __future__ import annotations
 
+from mlharness.loadgen.settings import (BYTES_PER_QUERY, MEMORY_SHARE,  # noqa: F401 - here too
+                                        MIN_QUERY_BUDGET, max_generated_queries)
 from mlharness.spec import RunSpec
 from mlharness.tune.probe import Point, PointSink, ProgressSink, probe, short_of_queries
 
@@ -24,25 +26,7 @@ FIT_LIMIT = 1.5
 ROUGH_QUERIES = 64  # first probe: a fixed number of queries, whatever the latency
 PROBE_MS = 1000  # second probe: long enough to be past warm-up
 ROUGH_HINT_MS = 1000.0  # a high hint: the rough probe issues exactly its query count
-#: LoadGen keeps every generated query in memory: 460 bytes each, measured with LoadGen 6.0
-#: (peak RSS of 20 M SingleStream and 10 M Server queries). A 600 s SingleStream run at a
-#: 0.015 ms hint builds 80 M queries: 37 GB
-BYTES_PER_QUERY = 460
-MIN_QUERY_BUDGET = 4_000_000  # always allowed (1.8 GB)
-#: at most this share of the memory available now goes to LoadGen's queries (a 600 s run of the
-#: demo's 0.03 ms SingleStream needs 20 M queries, 40 M generated: 18 GB of a 24 GB machine's 22)
-MEMORY_SHARE = 0.75
-
 _COMMON = {"target_qps": None, "server_latency": None}
-
-
-def max_generated_queries() -> int:
-    """How many queries LoadGen may build up front here: MEMORY_SHARE of the available memory's
-    worth, at least MIN_QUERY_BUDGET."""
-    from mlharness.hostinfo import available_memory_bytes
-
-    available = available_memory_bytes() or 0
-    return max(MIN_QUERY_BUDGET, int(available * MEMORY_SHARE / BYTES_PER_QUERY))
 
 
 def smallest_fitting_hint(min_duration_ms: float, budget: int) -> float:

@@ -17,9 +17,9 @@ from typing import Any, Callable, Iterable
 
 from mlharness.errors import ConfigError
 from mlharness.spec import AUTO, RunSpec
-from mlharness.loadgen.settings import generated_queries
-from mlharness.tune.latency import (BYTES_PER_QUERY, FIT_LIMIT, MEMORY_SHARE,
-                                    max_generated_queries, smallest_fitting_hint)
+from mlharness.loadgen.settings import (MEMORY_SHARE, generated_queries, max_generated_queries,
+                                        query_set_error)
+from mlharness.tune.latency import FIT_LIMIT, smallest_fitting_hint
 from mlharness.tune.probe import ENGINE_SETTINGS, ProgressSink
 from mlharness.tune.scenario import Tuned, target_field, tune_scenario
 from mlharness.tune.sutconfig import SutEntry, load_sut
@@ -74,6 +74,7 @@ def resolve_targets(spec: RunSpec, *, explicit: Iterable[str] | None = None,
     name = target_field(spec.scenario)
     if spec.mode != "performance":  # accuracy runs every sample once: no target needed
         return without_auto(spec)
+    check_query_count(spec)
     value = getattr(spec, name)
     if value is None and name in spec.sut_conf:
         value = spec.sut_conf[name]
@@ -133,12 +134,20 @@ def fit_query_set(spec: RunSpec, target: float, measured: float | None = None,
                        f"in {MEMORY_SHARE:.0%} of the memory available")
             return max(fitting, target)
     what = f"a {target:g} ms latency hint" if latency else f"{target:g} QPS"
-    raise ConfigError(
-        f"a {duration / 1000:g} s {spec.scenario} run at {what} makes LoadGen build about "
-        f"{queries / 1e6:.0f} M queries up front (~{queries * BYTES_PER_QUERY / 1e9:.0f} GB, "
-        f"more than {MEMORY_SHARE:.0%} of the memory available)",
+    raise query_set_error(
+        queries, f"a {duration / 1000:g} s {spec.scenario} run at {what}",
         hint="this model answers too fast for a run of this length here; free memory, use "
              "--min-duration to shorten it (not valid for submission), or a larger model")
+
+
+def check_query_count(spec: RunSpec) -> None:
+    """Refuse a ``--min-query-count`` (or a SUT configuration's) whose queries, all built by
+    LoadGen before the first is issued, would not fit in memory (the same budget as targets)."""
+    count = spec.min_query_count or spec.sut_conf.get("min_query_count") or 0
+    if count > max_generated_queries():
+        raise query_set_error(int(count), f"--min-query-count {int(count)}",
+                              hint="give a smaller --min-query-count (LoadGen keeps every query "
+                                   "of the run in memory)")
 
 
 def _why(tuned: Tuned) -> str:

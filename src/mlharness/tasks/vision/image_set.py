@@ -13,6 +13,7 @@ from typing import Any, Callable, Sequence
 
 import numpy as np
 
+from mlharness.artefacts.cache import read_stamp
 from mlharness.errors import DatasetError
 from mlharness.tasks.base import Progress, Task, TensorSpec
 from mlharness.tasks.vision.cache import SampleCache
@@ -28,6 +29,23 @@ def confined(name: str, where: str) -> str:
         raise DatasetError(f"{where}: {name!r} points outside the dataset folder",
                            hint="image paths must be relative to the dataset folder, without '..'")
     return name
+
+
+def allowed_roots(dataset_dir: Path) -> list[Path]:
+    """Where a dataset's images may really be: the folder itself, and for a folder of links that
+    ``mlharness get --from DIR`` made, DIR (its stamp names it)."""
+    roots = [dataset_dir.resolve()]
+    source = str((read_stamp(dataset_dir) or {}).get("source", ""))
+    if source.startswith("--from "):
+        roots.append(Path(source[len("--from "):]).resolve())
+    return roots
+
+
+def outside(paths: Sequence[Path], dataset_dir: Path) -> list[Path]:
+    """The ``paths`` that resolve (through symbolic links) outside the dataset folder."""
+    roots = allowed_roots(dataset_dir)
+    return [p for p in paths
+            if not any(p.resolve().is_relative_to(root) for root in roots)]
 
 
 class ImageSetTask(Task):
@@ -72,6 +90,13 @@ class ImageSetTask(Task):
             raise DatasetError(
                 f"{len(missing)} image(s) listed in {self.list_name} are missing, "
                 f"e.g. {missing[0]}", hint=self.missing_hint)
+        escaping = outside(paths, self.dataset_dir)
+        if escaping:
+            raise DatasetError(
+                f"{len(escaping)} image(s) listed in {self.list_name} are links that leave the "
+                f"dataset folder, e.g. {escaping[0]} -> {escaping[0].resolve()}",
+                hint="copy the images into the dataset folder (or adopt the folder with "
+                     "mlharness get --from)")
         if self.cache is not None:
             self.cache.build(paths, progress, self.prepare_workers, label="pre-processing images")
 

@@ -1,0 +1,35 @@
+"""`mlharness demo` (the first README command) when a performance run comes out INVALID for a
+latency bound or early stopping: it measures again, retries at 70 % of the new target, says so
+and keeps the INVALID attempt. The first attempt fails on purpose: a Server target several
+times what the demo model serves here (~50 k QPS on the 2-core test machine), not a loaded
+machine."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+from mlharness.cli import demo
+from mlharness.cli.main import main
+
+TOO_HIGH_QPS = 300000.0
+
+
+def test_an_invalid_demo_run_is_measured_again_and_retried_lower(tmp_path: Path, capsys,
+                                                                 monkeypatch) -> None:
+    monkeypatch.setattr(demo, "DEMO_RUNS", (
+        {"scenario": "Server", "mode": "performance", "target_qps": TOO_HIGH_QPS},))
+    monkeypatch.setattr(demo, "RETRIES", 1)
+    code = main(["demo", "--no-progress", "--output-dir", str(tmp_path / "runs")])
+    out = capsys.readouterr().out
+    runs = sorted((tmp_path / "runs" / "demo").iterdir())
+    assert len(runs) == 2, runs  # the INVALID attempt is kept beside the retry
+    first, retry = (json.loads((r / "run.json").read_text()) for r in runs)
+    assert first["spec"]["target_qps"] == TOO_HIGH_QPS and first["result"]["valid"] is False
+    assert "Server INVALID at target qps 300000" in out and "measuring again" in out
+    assert "retried: Server after" in out and runs[0].name in out
+    # the retry: a fresh measurement (probes in _tune/), at 70 % of it
+    assert retry["spec"]["target_qps"] < TOO_HIGH_QPS
+    assert retry["settings"]["sources"]["target_qps"] == "measured"
+    assert list((tmp_path / "runs" / "_tune" / "demo").iterdir())
+    assert code == (0 if retry["result"]["valid"] else 1)
