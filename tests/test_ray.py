@@ -171,8 +171,10 @@ def test_a_run_without_an_address_starts_its_own_ray_past_stale_state(
     monkeypatch.setenv("RAY_ADDRESS", "127.0.0.1:9")
     before = _own_ray_dirs()
     t0 = time.monotonic()
+    # as a new user types it: --replicas alone means Ray actors (it used to answer "unknown
+    # onnxruntime backend option: replicas")
     code = main(["run", "-b", "demo", "--mode", "accuracy", "--no-progress", "--output-dir",
-                 str(tmp_path / "runs"), "--backend", "ray", "--replicas", "2"])
+                 str(tmp_path / "runs"), "--replicas", "2"])
     took = time.monotonic() - t0
     run = only_run_dir(tmp_path / "runs", "demo")
     assert code == 0 and (run / "accuracy.txt").read_text().strip() == ACCURACY_DEMO
