@@ -71,7 +71,7 @@ DAMAGES = [
     ("truncated", _truncate, "unreadable run.json", "DAMAGED"),
     ("not-utf8", _latin1, "unreadable run.json", "DAMAGED"),
     ("value-text", edit(lambda d: d["result"].update(value="fast")),
-     "result.value is 'fast', not a number", "DAMAGED"),
+     "result.value: Input should be a valid number", "DAMAGED"),
     ("valid-text", edit(lambda d: d["result"].update(valid="yes")), "result.valid", "DAMAGED"),
     ("latency-text", edit(lambda d: d["result"]["latencies_ms"].update({"p99.00": "slow"})),
      "latencies_ms", "DAMAGED"),

@@ -12,6 +12,7 @@ import referee
 
 from mlharness.errors import DatasetError
 from mlharness.llm import gpt_oss_accuracy as go
+from mlharness.llm.exact_match import aime_answer
 from mlharness.llm.rouge import hf_decoder
 
 transformers = fx.import_transformers()
@@ -42,7 +43,7 @@ def test_parsers_equal_the_official_ones(tmp_path):
             "'D'), ev.parse_multiple_choice(x, 'J'), ev.parse_aime_answer(x)] for x in t]))")
     proc = referee.python("-c", code, str(referee.INFERENCE / DIR), str(src))
     official = json.loads(proc.stdout.strip().splitlines()[-1])
-    ours = [[go.choice_answer(x, "D"), go.choice_answer(x, "J"), go.aime_answer(x)]
+    ours = [[go.choice_answer(x, "D"), go.choice_answer(x, "J"), aime_answer(x)]
             for x in OUTPUTS]
     assert ours == official
     assert go.final_channel(OUTPUTS[0]) == "**C**"

@@ -21,7 +21,7 @@ import math
 import re
 from collections.abc import Sequence
 from pathlib import Path
-from typing import Any
+from typing import Any, Callable
 
 from pydantic import BaseModel
 
@@ -86,9 +86,18 @@ def aime_answer(text: str) -> int | None:
 
 def is_correct(kind: str, output: str, truth: Any) -> bool:
     """One sample's verdict (kinds in ``NOT_SCORED`` raise)."""
-    if kind in NOT_SCORED:
-        raise DatasetError(f"{kind} samples cannot be scored here: {NOT_SCORED[kind]}",
-                           "score the log with the official eval_accuracy.py")
+    return judge(kind, output, truth, choice=choice_answer, not_scored=NOT_SCORED,
+                 what="samples", script="eval_accuracy.py")
+
+
+def judge(kind: str, output: str, truth: Any, *, choice: Callable[[str, str], str | None],
+          not_scored: dict[str, str], what: str, script: str) -> bool:
+    """Exact match of one output as deepseek-r1's and gpt-oss-120b's scripts judge it: AIME by
+    the integer answer, GPQA (A-D) and MMLU(-Pro) (A-J) by the letter ``choice`` finds; the
+    kinds in ``not_scored`` raise, naming the official ``script`` that scores them."""
+    if kind in not_scored:
+        raise DatasetError(f"{kind} {what} cannot be scored here: {not_scored[kind]}",
+                           f"score the log with the official {script}")
     if truth is None or (isinstance(truth, float) and math.isnan(truth)):
         return False
     if kind == "aime":
@@ -98,7 +107,7 @@ def is_correct(kind: str, output: str, truth: Any) -> bool:
         except (TypeError, ValueError):
             return False
     options = "ABCD" if kind == "gpqa" else "ABCDEFGHIJ"
-    letter = choice_answer(output, options[-1])
+    letter = choice(output, options[-1])
     truth_text = str(truth)
     if not letter or not truth_text:
         return False

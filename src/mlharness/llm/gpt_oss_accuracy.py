@@ -16,7 +16,6 @@ container (its submodules checked out).
 
 from __future__ import annotations
 
-import math
 import re
 from collections.abc import Sequence
 from pathlib import Path
@@ -26,7 +25,7 @@ from pydantic import BaseModel
 
 from mlharness.errors import DatasetError
 from mlharness.llm.accuracy_log import read_entries
-from mlharness.llm.exact_match import aime_answer, clean_text
+from mlharness.llm.exact_match import clean_text, judge
 from mlharness.llm.rouge import Decoder
 
 KINDS = ("gpqa", "mmlu_pro", "math500", "aime", "livecodebench", "mmlu")
@@ -81,23 +80,8 @@ def choice_answer(text: str, last_option: str) -> str | None:
 
 def is_correct(kind: str, output: str, truth: Any) -> bool:
     """One entry's verdict (kinds in ``NOT_SCORED`` raise)."""
-    if kind in NOT_SCORED:
-        raise DatasetError(f"{kind} entries cannot be scored here: {NOT_SCORED[kind]}",
-                           "score the log with the official eval_mlperf_accuracy.py")
-    if truth is None or (isinstance(truth, float) and math.isnan(truth)):
-        return False
-    if kind == "aime":
-        got = aime_answer(output)
-        try:
-            return got is not None and int(truth) == got
-        except (TypeError, ValueError):
-            return False
-    options = "ABCD" if kind == "gpqa" else "ABCDEFGHIJ"
-    letter = choice_answer(output, options[-1])
-    truth_text = str(truth)
-    if not letter or not truth_text:
-        return False
-    return letter in options and letter == truth_text.upper()
+    return judge(kind, output, truth, choice=choice_answer, not_scored=NOT_SCORED,
+                 what="entries", script="eval_mlperf_accuracy.py")
 
 
 class GptOssResult(BaseModel):

@@ -9,10 +9,15 @@ from __future__ import annotations
 import json
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from typing import Any, NamedTuple
+from typing import Annotated, Any, NamedTuple
+
+from pydantic import Strict, StrictBool
 
 from mlharness.errors import HarnessError
 from mlharness.names import LATENCY_SCENARIOS
+
+#: a number as JSON writes it (an int is a number too), never a string
+StrictFloat = Annotated[float, Strict()]
 
 MLLOG_PREFIX = ":::MLLOG"
 
@@ -71,14 +76,16 @@ def parse_detail_log(path: Path) -> DetailLog:
 
 @dataclass
 class LoadGenResult:
-    """The parsed outcome of one test."""
+    """The parsed outcome of one test. Read back from run.json, a value of the wrong type
+    (``"valid": "yes"``, ``"value": "12"``) makes the record untrusted instead of being
+    coerced (strict fields)."""
 
     scenario: str
     mode: str
-    valid: bool | None  # None in accuracy mode (LoadGen reports no validity there)
+    valid: StrictBool | None  # None in accuracy mode (LoadGen reports no validity there)
     metric: str | None
     unit: str | None
-    value: float | None
+    value: StrictFloat | None
     conditions: dict[str, bool] = field(default_factory=dict)
     reasons: list[str] = field(default_factory=list)
     errors: list[str] = field(default_factory=list)
