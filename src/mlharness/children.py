@@ -55,6 +55,20 @@ def watch_parent(parent_pid: int) -> None:
                      daemon=True).start()
 
 
+def start_resource_tracker() -> None:
+    """Start multiprocessing's resource tracker (which the queues and shared counters of a
+    spawned worker need) with SIGHUP blocked: it ignores SIGINT and SIGTERM by itself but dies of
+    a SIGHUP sent to the whole process group (a closed terminal), and its replacement then
+    prints tracebacks about semaphores it never saw. A tracker already running is kept."""
+    from multiprocessing import resource_tracker
+
+    old = signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGHUP})
+    try:
+        resource_tracker.ensure_running()
+    finally:
+        signal.pthread_sigmask(signal.SIG_SETMASK, old)
+
+
 def _portable(exc: BaseException) -> BaseException:
     """``exc`` if it survives the trip to the parent, else a RuntimeError that says it."""
     try:

@@ -66,6 +66,10 @@ class RunRecord(BaseModel):
     duration_s: float | None = None
     pid: int | None = None  # the process that writes the record while it runs, and its host:
     host: str | None = None  # readers tell a live run from one left at "running" by a crash
+    #: when that process started (clock ticks since boot, /proc/PID/stat field 22) and the boot
+    #: it started in: a pid reused by another process after a crash is not taken for the run
+    pid_start: int | None = None
+    boot_id: str | None = None
     model_git_commit: str | None = None  # the commit of a model file kept in git, if any
     distributed: dict[str, Any] | None = None  # remote nodes / Ray replicas: who served what
     power: dict[str, Any] | None = None  # --power: the official measurement (docs/power.md)
@@ -197,9 +201,30 @@ def read_record(path: Path) -> RunRecord:
     return RunRecord.load(Path(path))
 
 
+def process_start(pid: int) -> int | None:
+    """When process ``pid`` started, in clock ticks since boot (Linux: field 22 of
+    /proc/PID/stat), or None where that cannot be read."""
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text()
+        return int(stat.rsplit(")", 1)[1].split()[19])
+    except (OSError, ValueError, IndexError):
+        return None
+
+
+def boot_id() -> str | None:
+    """This boot of the machine (Linux), or None."""
+    try:
+        return Path("/proc/sys/kernel/random/boot_id").read_text().strip() or None
+    except OSError:
+        return None
+
+
 def owner_fields() -> dict[str, Any]:
-    """What a running record stores so that readers can tell a live run from a dead one."""
-    return {"pid": os.getpid(), "host": socket.gethostname()}
+    """What a running record stores so that readers can tell a live run from a dead one: the
+    process, its host, and (Linux) when the process started and in which boot."""
+    pid = os.getpid()
+    return {"pid": pid, "host": socket.gethostname(), "pid_start": process_start(pid),
+            "boot_id": boot_id()}
 
 
 def _alive(pid: int) -> bool:
@@ -212,14 +237,24 @@ def _alive(pid: int) -> bool:
     return True
 
 
-def process_alive(pid: Any, host: Any) -> bool:
-    """The process a running record names (``owner_fields``) still runs, here."""
-    return isinstance(pid, int) and host == socket.gethostname() and _alive(pid)
+def process_alive(pid: Any, host: Any, pid_start: Any = None, boot: Any = None) -> bool:
+    """The process a running record names (``owner_fields``) still runs, here. With the
+    start time (and boot id) recorded, a process that has the pid but started at another time,
+    or in another boot, is another process (the pid was reused): the recorded one is dead.
+    Records without them (written before they were stored) are judged by pid and host."""
+    if not (isinstance(pid, int) and host == socket.gethostname() and _alive(pid)):
+        return False
+    if isinstance(boot, str) and (now_boot := boot_id()) is not None and boot != now_boot:
+        return False
+    if isinstance(pid_start, int) and (start := process_start(pid)) is not None:
+        return start == pid_start
+    return True
 
 
 def running_state(record: RunRecord) -> str:
     """For a record at ``"running"``: ``"live"`` (its process still runs here) or ``"dead"``."""
-    return "live" if process_alive(record.pid, record.host) else "dead"
+    alive = process_alive(record.pid, record.host, record.pid_start, record.boot_id)
+    return "live" if alive else "dead"
 
 
 def probe_reason(path: Path, record: RunRecord) -> str | None:

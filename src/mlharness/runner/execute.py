@@ -21,6 +21,7 @@ from pathlib import Path
 from typing import Any, Callable
 
 from mlharness.artefacts.for_run import used_by
+from mlharness.children import start_resource_tracker
 from mlharness.errors import HarnessError, RunFailed
 from mlharness.loadgen.mllog import LoadGenResult, parse_run_logs, read_accuracy_log
 from mlharness.loadgen.settings import EffectiveSettings
@@ -155,9 +156,22 @@ def execute(spec: RunSpec, progress: ProgressSink | None = None) -> RunOutcome:
             status: Status = "interrupted" if isinstance(exc, KeyboardInterrupt) else "error"
             message = (f"interrupted by {name}" if status == "interrupted"
                        else f"{type(exc).__name__}: {exc}")
-            journal.finish(status, {"message": message})
+            disk = isinstance(exc, OSError) and status == "error"
+            if disk:  # a file the run writes (e.g. accuracy.txt): the run failed, exit 3
+                status = "failed"
+                message = f"{exc.strerror or exc}" + (f" ({exc.filename})" if exc.filename
+                                                      else "")
+            try:
+                journal.finish(status, {"message": message})
+            except RunFailed:
+                if not isinstance(exc, KeyboardInterrupt):
+                    raise
             if isinstance(exc, KeyboardInterrupt):
                 exc.run_dir = journal.run_dir  # type: ignore[attr-defined]
+            elif disk:
+                raise RunFailed(f"the run failed: {message}",
+                                hint="free some space or write elsewhere, then re-run the test"
+                                ) from None
         raise
 
 
@@ -232,6 +246,7 @@ def _execute(spec: RunSpec, progress: ProgressSink | None,
 
 def _supervise(spec: RunSpec, settings: EffectiveSettings, task: Task, run_dir: Path,
                emit: ProgressSink) -> _Watch:
+    start_resource_tracker()  # before the queue: a SIGHUP to the process group must not end it
     ctx = mp.get_context("spawn")
     channel = ctx.Queue()
     loaded = ctx.Value("q", 0, lock=False)

@@ -3,15 +3,24 @@
 
 A journal owns the typed :class:`RunRecord`; callers fill in its fields and never write
 ``run.json`` themselves.
+
+Two things can keep the record from being written, and each ends the run as failed with one
+line (``RunFailed``, exit 3): the run directory was deleted while the run was going (nothing is
+written, the directory is not recreated), or the file system refused the final record (a full
+disk): then the record is written once more, as failed and naming the problem, atomically and,
+failing that, over the old ``run.json`` in place; should that fail too, the record stays at
+``"running"`` with the pid of a process that has ended, which every reader sees as crashed.
 """
 
 from __future__ import annotations
 
+import json
 import time
 from pathlib import Path
 from typing import Any
 
-from mlharness.record import RunRecord, Status, owner_fields
+from mlharness.errors import RunFailed
+from mlharness.record import RUN_FILE, RunRecord, Status, owner_fields
 from mlharness.runner.rundir import now_iso
 from mlharness.store import record_run
 
@@ -41,7 +50,14 @@ class Journal:
         return self.record.status != "running"
 
     def save(self) -> None:
-        """Write the record as it is now (atomically) and index it."""
+        """Write the record as it is now (atomically) and index it; RunFailed (the record marked
+        failed, nothing written) when the run directory is gone."""
+        if not self.run_dir.is_dir():
+            message = (f"the run directory {self.run_dir} was deleted while the run was going; "
+                       "nothing of the run is kept")
+            self.record.status, self.record.error = "failed", {"message": message}
+            raise RunFailed(message, hint="re-run the test, and leave its directory alone until "
+                            "it ends")
         self.record.save(self.run_dir)
         record_run(self.run_dir)  # the result index (mlharness.store)
 
@@ -50,4 +66,38 @@ class Journal:
         rec = self.record
         rec.status, rec.error, rec.finished = status, error, now_iso()
         rec.duration_s = round(time.monotonic() - self._t0, 3)
-        self.save()
+        try:
+            self.save()
+        except OSError as exc:  # e.g. the disk is full: the record must not stay "running"
+            self._fail_unsaved(exc)
+
+    def _fail_unsaved(self, exc: OSError) -> None:
+        rec = self.record
+        why = exc.strerror or str(exc)
+        message = f"the run's record could not be saved in {self.run_dir} ({why})"
+        rec.status, rec.error = "failed", {"message": message, "errno": exc.errno}
+        path = self.run_dir / RUN_FILE
+        try:
+            rec.save(self.run_dir)  # once more (the failed attempt's temporary file is gone)
+            saved = True
+        except OSError:
+            saved = _overwrite_in_place(path, rec)
+        if saved:
+            record_run(self.run_dir)
+        kept = ("run.json records the run as failed" if saved else
+                "run.json still says 'running'; readers see it as crashed")
+        raise RunFailed(message, hint=f"free some space or write elsewhere ({kept}), then re-run "
+                        "the test") from None
+
+
+def _overwrite_in_place(path: Path, record: RunRecord) -> bool:
+    """Write ``record`` over the existing ``path`` without a new file (which a full disk may
+    refuse); True when it was written."""
+    data = (json.dumps(record.to_dict(), indent=2, default=str) + "\n").encode()
+    try:
+        with path.open("r+b") as fh:
+            fh.write(data)
+            fh.truncate()
+        return True
+    except OSError:
+        return False

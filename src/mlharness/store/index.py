@@ -21,10 +21,11 @@ from typing import Any, Callable, Iterator
 from mlharness.store.record import RunRow, damaged_row, row_from_run_dir
 
 INDEX_NAME = "mlharness.sqlite"
-SCHEMA_VERSION = 3
+SCHEMA_VERSION = 4
 #: index versions rebuilt in place from the run directories (1: kept wrong-typed values and no
-#: rows for damaged run.json files; 2: LoadGen's word as the verdict, not the run's)
-_REBUILT_VERSIONS = (1, 2)
+#: rows for damaged run.json files; 2: LoadGen's word as the verdict, not the run's; 3: no start
+#: time of the running process, so a reused pid read as a live run)
+_REBUILT_VERSIONS = (1, 2, 3)
 BUSY_TIMEOUT_S = 60.0
 #: how long a run waits for an index another process holds locked before it goes on without
 #: indexing (the index is a cache: ``mlharness runs reindex`` rebuilds it)
@@ -325,7 +326,9 @@ def run_state(row: dict[str, Any]) -> str:
 
     if row["status"] != "running":
         return row["status"]  # ok, failed, error, interrupted, damaged
-    return "running" if process_alive(row.get("pid"), row.get("host")) else "crashed"
+    alive = process_alive(row.get("pid"), row.get("host"), row.get("pid_start"),
+                          row.get("boot_id"))
+    return "running" if alive else "crashed"
 
 
 class _Connection(sqlite3.Connection):

@@ -70,6 +70,8 @@ class RunRow:
     command: str = ""
     pid: int | None = None  # the process running it, while it runs (record.owner_fields)
     host: str | None = None
+    pid_start: int | None = None  # when that process started and in which boot (a reused pid
+    boot_id: str | None = None  # is another process)
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -205,6 +207,8 @@ def row_from_run_dir(run_dir: Path, root: Path) -> RunRow:
         duration_s=data.get("duration_s"), versions=dict(data.get("versions") or {}),
         model_git_commit=data.get("model_git_commit"), command=reproduce_command(spec),
         pid=data.get("pid") if isinstance(data.get("pid"), int) else None, host=data.get("host"),
+        pid_start=data.get("pid_start") if isinstance(data.get("pid_start"), int) else None,
+        boot_id=data.get("boot_id") if isinstance(data.get("boot_id"), str) else None,
     )
 
 
