@@ -16,7 +16,7 @@ from mlharness.report.build import build_comparison
 from mlharness.report.output import MARKER
 from mlharness.report.latency import percentile_rows, trace_latencies
 from mlharness.report.sources import Source
-from mlharness.report.table import Comparison, cell_text, delta_text
+from mlharness.report.table import SAME_SETTINGS, Comparison, cell_text, delta_text
 
 CSS = """
 body{font:14px/1.45 system-ui,-apple-system,"Segoe UI",sans-serif;margin:0;color:#1d232a;background:#f6f7f9}
@@ -98,7 +98,8 @@ def comparison_html(table: Comparison, notes: list[str]) -> str:
         rows.append(f"<tr class='delta'><td>{escape(label)}</td>{''.join(cells)}</tr>")
     legend = ("<p class='notes'>Delta: change against the first row with a result in the "
               "column; latency: lower is better, throughput: higher is better; n/c = not "
-              "compared.</p>")
+              "compared." + (f" {escape(SAME_SETTINGS)}" if table.by == "group" else "")
+              + "</p>")
     foot = "".join(f"<p class='notes'>[{i}] {escape(n)}</p>" for i, n in enumerate(notes, 1))
     return (f"<table id='comparison'><thead><tr>{head}</tr></thead><tbody>{''.join(rows)}"
             f"</tbody></table>{legend}{foot}")
