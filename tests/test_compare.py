@@ -176,6 +176,7 @@ def test_published_csv_and_submission_tree(runs: Path, tmp_path: Path) -> None:
     assert lines[3].startswith("Mine/my_box |  | ")
     mine = json.loads((perf / "run.json").read_text())["result"]["value"]
     assert lines[4].startswith("Delta |  | ") and f"{(mine - 1000) / 10:+.2f}%" in lines[4]
+    assert "same settings" not in proc.stdout  # no settings recorded: compared as before
 
 
 def test_nothing_to_compare_is_a_user_error(tmp_path: Path) -> None:

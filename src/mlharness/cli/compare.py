@@ -101,7 +101,7 @@ def to_markdown(table: Comparison, notes: list[str]) -> str:
         lines.append("")
         lines.append("Delta: change against the first row with a result in the column; latency: "
                      "lower is better, throughput: higher is better; n/c = not compared.")
-        if table.by == "group":
+        if table.same_settings_only:
             lines.append(SAME_SETTINGS)
     lines += [f"[{i}] {md_cell(n)}" for i, n in enumerate(notes, 1)]
     return "\n".join(lines)

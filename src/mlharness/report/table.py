@@ -108,6 +108,12 @@ class Comparison:
     #: (group, first group, column key -> Delta against the column's first group with a result)
     deltas: list[tuple[str, str, dict[str, Delta]]] = field(default_factory=list)
 
+    @property
+    def same_settings_only(self) -> bool:
+        """Deltas were limited to results of the same settings (no --by, runs with settings)."""
+        return self.by == "group" and any(c.settings_hash for row in self.cells.values()
+                                          for c in row.values())
+
     def to_dict(self) -> dict[str, Any]:
         return {
             "by": self.by, "groups": self.groups,
