@@ -107,3 +107,44 @@ def test_report_of_a_submission_tree(runs: Path, tmp_path: Path) -> None:
     html = out.read_text()
     assert "Mine/my_box" in html and "table class='percentiles'" in html and "My Box" in html
     assert "id='comparison'" in html and "<script" not in html
+
+
+def test_two_tune_sessions_are_two_series(runs: Path, tmp_path: Path) -> None:
+    """The fixture's Server search, and the same two probes made again two hours later."""
+    import json
+    import shutil
+    from datetime import datetime, timedelta
+
+    copy = tmp_path / "runs"
+    shutil.copytree(runs, copy, ignore=shutil.ignore_patterns("mlharness.sqlite*",
+                                                              "mlperf_log_trace.json"))
+    probes = sorted((copy / "_tune" / "demo").glob("Server-*"))
+    assert len(probes) == 2
+    later = []
+    for p in probes:
+        again = p.with_name(p.name + "-again")
+        shutil.copytree(p, again)
+        data = json.loads((again / "run.json").read_text())
+        for key in ("started", "finished"):
+            t = datetime.fromisoformat(data[key]) + timedelta(hours=2)
+            data[key] = t.isoformat()
+        (again / "run.json").write_text(json.dumps(data))
+        later.append(data["started"])
+    out = tmp_path / "tune.html"
+    proc = mlharness("report", str(copy), "--output", str(out))
+    assert proc.returncode == 0, proc.stderr
+    html = out.read_text()
+    assert "4 probes in 2 tune sessions" in html
+    series = re.findall(r'<g id="tune-series-(\d+)">\s*<path d="([^"]+)"', html)
+    assert [s[0] for s in series] == ["0", "1"]  # one line each, no line across sessions
+    for _, d in series:  # each joins its own 2 probes, in QPS order (left to right)
+        xs = [float(x) for x in re.findall(r"[ML] ?(-?[\d.]+) ", d)]
+        assert len(xs) == 2 and xs == sorted(xs), d
+    # each its legend entry, named after when the session started
+    assert f"session {min(later)[:16].replace('T', ' ')} (2 probes)" in html
+
+
+def test_one_tune_session_is_one_series(report: Path) -> None:
+    html = report.read_text()
+    assert "2 probes in 1 tune session;" in html
+    assert re.findall(r'id="tune-series-\d+"', html) == ['id="tune-series-0"']

@@ -15,6 +15,7 @@ from mlharness.report import plots
 from mlharness.report.build import build_comparison
 from mlharness.report.output import MARKER
 from mlharness.report.latency import percentile_rows, trace_latencies
+from mlharness.report.sessions import tune_sessions
 from mlharness.report.sources import Source
 from mlharness.report.table import SAME_SETTINGS, Comparison, cell_text, delta_text
 
@@ -213,26 +214,34 @@ def tune_searches(sources: list[Source]) -> list[str]:
             if p["state"] == "ok":
                 by_bench.setdefault(p["benchmark"], []).append(p)
         for bench, rows in sorted(by_bench.items()):
-            points, bound = [], None
-            for r in rows:
-                data = _run_json(Source(root, "runs", "", run_root=root), r)
-                result = data.get("result") or {}
-                eff = result.get("effective") or {}
-                p99 = (result.get("latencies_ms") or {}).get("p99.00")
-                qps = eff.get("effective_target_qps") or (data.get("spec") or {}).get("target_qps")
-                try:  # a probe whose record holds no numbers here is left out of the plot
-                    point = (float(qps), float(p99),  # type: ignore[arg-type]
-                             bool(r["valid"]))
-                    if eff.get("effective_target_latency_ns"):
-                        bound = float(eff["effective_target_latency_ns"]) / 1e6
-                except (TypeError, ValueError):
-                    continue
-                points.append(point)
-            if points:
-                best = max((p for p in points if p[2]), default=None)
-                caption = (f"{len(points)} probes; best VALID target {best[0]:,.0f} QPS" if best
-                           else f"{len(points)} probes; none VALID")
-                out.append(_figure("tune", plots.tune_points(points, bound,
+            series: list[tuple[str, list[tuple[float, float, bool]]]] = []
+            bound = None
+            for session in tune_sessions(rows):
+                points = []
+                for r in session.probes:
+                    data = _run_json(Source(root, "runs", "", run_root=root), r)
+                    result = data.get("result") or {}
+                    eff = result.get("effective") or {}
+                    p99 = (result.get("latencies_ms") or {}).get("p99.00")
+                    qps = (eff.get("effective_target_qps")
+                           or (data.get("spec") or {}).get("target_qps"))
+                    try:  # a probe whose record holds no numbers here is left out of the plot
+                        point = (float(qps), float(p99),  # type: ignore[arg-type]
+                                 bool(r["valid"]))
+                        if eff.get("effective_target_latency_ns"):
+                            bound = float(eff["effective_target_latency_ns"]) / 1e6
+                    except (TypeError, ValueError):
+                        continue
+                    points.append(point)
+                if points:
+                    series.append((f"{session.label} ({len(points)} probes)", points))
+            if series:
+                every = [p for _, pts in series for p in pts]
+                best = max((p for p in every if p[2]), default=None)
+                caption = (f"{len(every)} probes in {len(series)} tune "
+                           f"session{'s' if len(series) > 1 else ''}; " +
+                           (f"best VALID target {best[0]:,.0f} QPS" if best else "none VALID"))
+                out.append(_figure("tune", plots.tune_points(series, bound,
                                                              f"{bench} Server search"), caption))
     return out
 
