@@ -109,6 +109,75 @@ def test_report_of_a_submission_tree(runs: Path, tmp_path: Path) -> None:
     assert "id='comparison'" in html and "<script" not in html
 
 
+#: at the window's width: does the page overflow, does the table scroll in its box, and can every
+#: header be brought into view there (not under the sticky first column, not off the page)?
+WIDE_QUERY = """(() => {
+  const wrap = document.querySelector('.table-scroll');
+  const table = wrap.querySelector('#comparison');
+  const ths = Array.from(table.querySelectorAll('thead th'));
+  const firstW = ths[0].getBoundingClientRect().width;
+  const reach = ths.map((th, i) => {
+    wrap.scrollLeft = Math.max(0, th.offsetLeft - firstW);
+    const r = th.getBoundingClientRect(), w = wrap.getBoundingClientRect();
+    const hit = document.elementFromPoint((r.left + r.right) / 2, (r.top + r.bottom) / 2);
+    return {text: th.textContent, inside: r.left >= w.left - 1 && r.right <= w.right + 1,
+            onTop: hit === th || th.contains(hit), w: r.width, h: r.height};
+  });
+  wrap.scrollLeft = wrap.scrollWidth;
+  const w = wrap.getBoundingClientRect();
+  const stuck = ths[0].getBoundingClientRect().left - w.left;
+  // at the box's left edge of every row: its first cell, opaque over the scrolled columns
+  const edge = Array.from(table.rows).map(tr => {
+    const c = tr.cells[0], r = c.getBoundingClientRect();
+    const hit = document.elementFromPoint(w.left + 1, (r.top + r.bottom) / 2);
+    return hit === c || c.contains(hit);
+  });
+  return JSON.stringify({
+    pageWidth: document.documentElement.scrollWidth, window: window.innerWidth,
+    wrapWidth: wrap.clientWidth, tableWidth: wrap.scrollWidth,
+    overflowX: getComputedStyle(wrap).overflowX, headers: reach, firstColumnOffset: stuck,
+    edge: edge, background: getComputedStyle(table.rows[1].cells[0]).backgroundColor});
+})()"""
+
+
+@pytest.mark.slow
+def test_a_wide_comparison_scrolls_in_its_box_at_1400px(tmp_path: Path) -> None:
+    """Every benchmark x scenario of a published-results CSV: far wider than the window."""
+    from mlharness.report.table import BENCHMARK_TITLE
+    from test_compare import PUBLISHED_HEADER
+
+    binary, why = ensure_chromium()
+    if binary is None:
+        pytest.fail(f"cannot run the browser test: {why}")
+    lines = [PUBLISHED_HEADER]
+    for org, factor in (("Acme", 1.0), ("Initech Corporation", 1.2), ("Globex", 0.9)):
+        for bench in BENCHMARK_TITLE:
+            for scenario, value in (("SingleStream", 2.5), ("MultiStream", 9.0),
+                                    ("Server", 900.0), ("Offline", 1000.0)):
+                lines.append(f'{org},available,closed,"edge","{org} Box",box,{bench},{bench},'
+                             f'{scenario},{value * factor},76.1,1,"CPU",1,8,"",0,x,"ORT",'
+                             '"Linux","",1,0,v6.0,0,False,')
+    published = tmp_path / "published.csv"
+    published.write_text("\n".join(lines) + "\n")
+    out = tmp_path / "wide.html"
+    proc = mlharness("report", str(published), "--output", str(out))
+    assert proc.returncode == 0, proc.stderr
+    page = open_page(binary, out.as_uri(), WIDE_QUERY, width=1400)
+    assert page.errors == [], page.errors
+    dom = page.dom
+    assert len(dom["headers"]) == 1 + 4 * len(BENCHMARK_TITLE)
+    # the page itself is not wider than the window: nothing is cut off at its edge
+    assert dom["pageWidth"] <= dom["window"] == 1400, dom["pageWidth"]
+    # the table is wider than its box and scrolls inside it
+    assert dom["overflowX"] == "auto" and dom["tableWidth"] > dom["wrapWidth"] + 500
+    for h in dom["headers"]:  # each header can be scrolled into the box, in full, on top
+        assert h["inside"] and h["onTop"], h
+    assert all(h["w"] < 200 for h in dom["headers"][1:])  # long titles wrap onto lines
+    assert dom["firstColumnOffset"] == pytest.approx(0, abs=1)  # the row names stay in view
+    assert all(dom["edge"]) and dom["background"] == "rgb(255, 255, 255)"  # and hide the rest
+    (tmp_path / "wide.png").write_bytes(page.screenshot)
+
+
 def test_two_tune_sessions_are_two_series(runs: Path, tmp_path: Path) -> None:
     """The fixture's Server search, and the same two probes made again two hours later."""
     import json

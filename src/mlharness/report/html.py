@@ -37,6 +37,13 @@ code,pre{font:12px/1.4 ui-monospace,Menlo,Consolas,monospace}
 pre{background:#f0f2f4;padding:6px 8px;border-radius:4px;white-space:pre-wrap;word-break:break-all;margin:4px 0}
 .ok{color:#1e7b34;font-weight:600}.bad{color:#b3261e;font-weight:600}
 .notes{font-size:12px;color:#5b6570}.kv td{text-align:left}
+.table-scroll{max-width:100%;overflow-x:auto;margin:6px 0 10px}.table-scroll table{margin:0}
+#comparison{border-collapse:separate;border-spacing:0}
+#comparison th,#comparison td{border-width:0 1px 1px 0}#comparison thead th{border-top-width:1px}
+#comparison th{white-space:normal;min-width:7em;max-width:11em;vertical-align:bottom}
+#comparison td:first-child,#comparison th:first-child{position:sticky;left:0;z-index:1;
+background:#fff;max-width:none;border-left-width:1px}
+#comparison th:first-child{background:#eef1f4}#comparison tr.delta td:first-child{background:#fafbfc}
 """
 
 
@@ -99,11 +106,12 @@ def comparison_html(table: Comparison, notes: list[str]) -> str:
         rows.append(f"<tr class='delta'><td>{escape(label)}</td>{''.join(cells)}</tr>")
     legend = ("<p class='notes'>Delta: change against the first row with a result in the "
               "column; latency: lower is better, throughput: higher is better; n/c = not "
-              "compared." + (f" {escape(SAME_SETTINGS)}" if table.by == "group" else "")
+              "compared." + (f" {escape(SAME_SETTINGS)}" if table.same_settings_only else "")
               + "</p>")
     foot = "".join(f"<p class='notes'>[{i}] {escape(n)}</p>" for i, n in enumerate(notes, 1))
-    return (f"<table id='comparison'><thead><tr>{head}</tr></thead><tbody>{''.join(rows)}"
-            f"</tbody></table>{legend}{foot}")
+    # wide tables scroll inside their box (first column kept in view), never past the page
+    return (f"<div class='table-scroll'><table id='comparison'><thead><tr>{head}</tr></thead>"
+            f"<tbody>{''.join(rows)}</tbody></table></div>{legend}{foot}")
 
 
 def _figure(kind: str, svg: str, caption: str) -> str:
@@ -194,9 +202,9 @@ def accuracy_html(acc: list[tuple[Source, dict[str, Any]]]) -> str:
                     f"<td>{escape(str(r['accuracy_metric']))}</td><td>{value:.3f}</td>"
                     f"<td>{target}</td><td>{verdict}</td></tr>")
         items.append((r["path"].split("/")[-1], value, r["accuracy_target"]))
-    table = ("<table id='accuracy'><thead><tr><th>run</th><th>benchmark</th><th>metric</th>"
-             "<th>value %</th><th>target %</th><th>verdict</th></tr></thead><tbody>"
-             + "".join(rows) + "</tbody></table>")
+    table = ("<div class='table-scroll'><table id='accuracy'><thead><tr><th>run</th>"
+             "<th>benchmark</th><th>metric</th><th>value %</th><th>target %</th><th>verdict</th>"
+             "</tr></thead><tbody>" + "".join(rows) + "</tbody></table></div>")
     return table + _figure("accuracy", plots.accuracy_bars(items), "accuracy against target")
 
 
