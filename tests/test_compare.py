@@ -74,7 +74,37 @@ def test_csv_format_and_two_run_directories(runs: Path) -> None:
     table = list(csv.reader(io.StringIO(proc.stdout)))
     assert table[0] == ["group", "demo Offline (Samples/s)"]
     assert [r[0] for r in table[1:]] == [perf[0].name, perf[1].name, "Delta"]
-    assert table[3][1].endswith(("better", "worse", "0%"))
+    # batch 8 against batch 32 without --by: not one setting apart by design, so not compared
+    assert table[3][1].startswith("n/c (settings differ: spec.batch_size "), table[3][1]
+
+
+def test_without_by_only_runs_of_the_same_settings_are_compared(runs: Path,
+                                                                 tmp_path: Path) -> None:
+    copy = tmp_path / "runs"
+    shutil.copytree(runs, copy, ignore=shutil.ignore_patterns("mlharness.sqlite*",
+                                                              "mlperf_log_trace.json"))
+    perf = {json.loads((p / "run.json").read_text())["spec"]["batch_size"]: p
+            for p in (copy / "demo").iterdir() if p.name.startswith("Offline-perf")}
+    # the batch-8 run repeated later with the same settings, 10% faster
+    repeat = copy / "demo" / "Offline-performance-29990101-000000"
+    shutil.copytree(perf[8], repeat)
+    data = json.loads((repeat / "run.json").read_text())
+    data["result"]["value"] *= 1.1
+    data["started"] = "2999-01-01T00:00:00+00:00"
+    (repeat / "run.json").write_text(json.dumps(data))
+    proc = mlharness("compare", str(copy / "demo"), "--scenario", "Offline")
+    assert proc.returncode == 0, proc.stderr
+    rows = {line.split(" | ")[0]: line.split(" | ") for line in proc.stdout.splitlines()
+            if " | " in line}
+    name = {k: f"demo/{p.name}" for k, p in perf.items()}  # rows are named after run paths
+    assert rows[f"Delta demo/{repeat.name}"][1] == f"+10.00% better vs {name[8]}"
+    first, second = sorted((name[8], name[32]), key=list(rows).index)
+    differ = rows[f"Delta {second}"][1]
+    assert differ.startswith("n/c (settings differ: spec.batch_size "), differ
+    assert "compared only with the first earlier run of the same settings" in proc.stdout
+    # with --by the rows are one setting apart by design: compared as before
+    by = mlharness("compare", str(copy / "demo"), "--by", "batch_size").stdout
+    assert "settings differ" not in by and " vs " not in by
 
 
 def test_invalid_and_accuracy_miss_are_marked_never_compared(runs: Path, tmp_path: Path) -> None:
@@ -146,6 +176,7 @@ def test_published_csv_and_submission_tree(runs: Path, tmp_path: Path) -> None:
     assert lines[3].startswith("Mine/my_box |  | ")
     mine = json.loads((perf / "run.json").read_text())["result"]["value"]
     assert lines[4].startswith("Delta |  | ") and f"{(mine - 1000) / 10:+.2f}%" in lines[4]
+    assert "same settings" not in proc.stdout  # no settings recorded: compared as before
 
 
 def test_nothing_to_compare_is_a_user_error(tmp_path: Path) -> None:

@@ -9,7 +9,7 @@ import json
 from pathlib import Path
 
 from mlharness.errors import ConfigError
-from mlharness.report.table import Comparison, cell_text, delta_text
+from mlharness.report.table import SAME_SETTINGS, Comparison, cell_text, delta_text
 
 EXAMPLES = """examples:
   mlharness compare --by batch_size                 # every run under runs/, one row per batch size
@@ -101,6 +101,8 @@ def to_markdown(table: Comparison, notes: list[str]) -> str:
         lines.append("")
         lines.append("Delta: change against the first row with a result in the column; latency: "
                      "lower is better, throughput: higher is better; n/c = not compared.")
+        if table.same_settings_only:
+            lines.append(SAME_SETTINGS)
     lines += [f"[{i}] {md_cell(n)}" for i, n in enumerate(notes, 1)]
     return "\n".join(lines)
 

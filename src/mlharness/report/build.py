@@ -44,7 +44,9 @@ def build_comparison(paths: list[Path], by: str | None = None, benchmark: str | 
     groups = None
     if by:
         groups = sorted({e.group for e in entries}, key=_natural)
-    table = compare(entries, by=by or "group", groups=groups)
+    # without --by the rows are not one setting apart by design: a Delta only between results
+    # of the same settings (table.compare)
+    table = compare(entries, by=by or "group", groups=groups, same_settings=by is None)
     notes = []
     for group in table.groups:
         for col in table.columns:

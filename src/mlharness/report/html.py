@@ -15,8 +15,9 @@ from mlharness.report import plots
 from mlharness.report.build import build_comparison
 from mlharness.report.output import MARKER
 from mlharness.report.latency import percentile_rows, trace_latencies
+from mlharness.report.sessions import tune_sessions
 from mlharness.report.sources import Source
-from mlharness.report.table import Comparison, cell_text, delta_text
+from mlharness.report.table import SAME_SETTINGS, Comparison, cell_text, delta_text
 
 CSS = """
 body{font:14px/1.45 system-ui,-apple-system,"Segoe UI",sans-serif;margin:0;color:#1d232a;background:#f6f7f9}
@@ -36,6 +37,13 @@ code,pre{font:12px/1.4 ui-monospace,Menlo,Consolas,monospace}
 pre{background:#f0f2f4;padding:6px 8px;border-radius:4px;white-space:pre-wrap;word-break:break-all;margin:4px 0}
 .ok{color:#1e7b34;font-weight:600}.bad{color:#b3261e;font-weight:600}
 .notes{font-size:12px;color:#5b6570}.kv td{text-align:left}
+.table-scroll{max-width:100%;overflow-x:auto;margin:6px 0 10px}.table-scroll table{margin:0}
+#comparison{border-collapse:separate;border-spacing:0}
+#comparison th,#comparison td{border-width:0 1px 1px 0}#comparison thead th{border-top-width:1px}
+#comparison th{white-space:normal;min-width:7em;max-width:11em;vertical-align:bottom}
+#comparison td:first-child,#comparison th:first-child{position:sticky;left:0;z-index:1;
+background:#fff;max-width:none;border-left-width:1px}
+#comparison th:first-child{background:#eef1f4}#comparison tr.delta td:first-child{background:#fafbfc}
 """
 
 
@@ -98,10 +106,12 @@ def comparison_html(table: Comparison, notes: list[str]) -> str:
         rows.append(f"<tr class='delta'><td>{escape(label)}</td>{''.join(cells)}</tr>")
     legend = ("<p class='notes'>Delta: change against the first row with a result in the "
               "column; latency: lower is better, throughput: higher is better; n/c = not "
-              "compared.</p>")
+              "compared." + (f" {escape(SAME_SETTINGS)}" if table.same_settings_only else "")
+              + "</p>")
     foot = "".join(f"<p class='notes'>[{i}] {escape(n)}</p>" for i, n in enumerate(notes, 1))
-    return (f"<table id='comparison'><thead><tr>{head}</tr></thead><tbody>{''.join(rows)}"
-            f"</tbody></table>{legend}{foot}")
+    # wide tables scroll inside their box (first column kept in view), never past the page
+    return (f"<div class='table-scroll'><table id='comparison'><thead><tr>{head}</tr></thead>"
+            f"<tbody>{''.join(rows)}</tbody></table></div>{legend}{foot}")
 
 
 def _figure(kind: str, svg: str, caption: str) -> str:
@@ -192,9 +202,9 @@ def accuracy_html(acc: list[tuple[Source, dict[str, Any]]]) -> str:
                     f"<td>{escape(str(r['accuracy_metric']))}</td><td>{value:.3f}</td>"
                     f"<td>{target}</td><td>{verdict}</td></tr>")
         items.append((r["path"].split("/")[-1], value, r["accuracy_target"]))
-    table = ("<table id='accuracy'><thead><tr><th>run</th><th>benchmark</th><th>metric</th>"
-             "<th>value %</th><th>target %</th><th>verdict</th></tr></thead><tbody>"
-             + "".join(rows) + "</tbody></table>")
+    table = ("<div class='table-scroll'><table id='accuracy'><thead><tr><th>run</th>"
+             "<th>benchmark</th><th>metric</th><th>value %</th><th>target %</th><th>verdict</th>"
+             "</tr></thead><tbody>" + "".join(rows) + "</tbody></table></div>")
     return table + _figure("accuracy", plots.accuracy_bars(items), "accuracy against target")
 
 
@@ -212,26 +222,34 @@ def tune_searches(sources: list[Source]) -> list[str]:
             if p["state"] == "ok":
                 by_bench.setdefault(p["benchmark"], []).append(p)
         for bench, rows in sorted(by_bench.items()):
-            points, bound = [], None
-            for r in rows:
-                data = _run_json(Source(root, "runs", "", run_root=root), r)
-                result = data.get("result") or {}
-                eff = result.get("effective") or {}
-                p99 = (result.get("latencies_ms") or {}).get("p99.00")
-                qps = eff.get("effective_target_qps") or (data.get("spec") or {}).get("target_qps")
-                try:  # a probe whose record holds no numbers here is left out of the plot
-                    point = (float(qps), float(p99),  # type: ignore[arg-type]
-                             bool(r["valid"]))
-                    if eff.get("effective_target_latency_ns"):
-                        bound = float(eff["effective_target_latency_ns"]) / 1e6
-                except (TypeError, ValueError):
-                    continue
-                points.append(point)
-            if points:
-                best = max((p for p in points if p[2]), default=None)
-                caption = (f"{len(points)} probes; best VALID target {best[0]:,.0f} QPS" if best
-                           else f"{len(points)} probes; none VALID")
-                out.append(_figure("tune", plots.tune_points(points, bound,
+            series: list[tuple[str, list[tuple[float, float, bool]]]] = []
+            bound = None
+            for session in tune_sessions(rows):
+                points = []
+                for r in session.probes:
+                    data = _run_json(Source(root, "runs", "", run_root=root), r)
+                    result = data.get("result") or {}
+                    eff = result.get("effective") or {}
+                    p99 = (result.get("latencies_ms") or {}).get("p99.00")
+                    qps = (eff.get("effective_target_qps")
+                           or (data.get("spec") or {}).get("target_qps"))
+                    try:  # a probe whose record holds no numbers here is left out of the plot
+                        point = (float(qps), float(p99),  # type: ignore[arg-type]
+                                 bool(r["valid"]))
+                        if eff.get("effective_target_latency_ns"):
+                            bound = float(eff["effective_target_latency_ns"]) / 1e6
+                    except (TypeError, ValueError):
+                        continue
+                    points.append(point)
+                if points:
+                    series.append((f"{session.label} ({len(points)} probes)", points))
+            if series:
+                every = [p for _, pts in series for p in pts]
+                best = max((p for p in every if p[2]), default=None)
+                caption = (f"{len(every)} probes in {len(series)} tune "
+                           f"session{'s' if len(series) > 1 else ''}; " +
+                           (f"best VALID target {best[0]:,.0f} QPS" if best else "none VALID"))
+                out.append(_figure("tune", plots.tune_points(series, bound,
                                                              f"{bench} Server search"), caption))
     return out
 

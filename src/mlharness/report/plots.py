@@ -72,25 +72,41 @@ def latency_over_time(issued_s: Sequence[float], latency_ms: Sequence[float]) ->
     return _svg(fig)
 
 
-def tune_points(points: Sequence[tuple[float, float, bool]], bound_ms: float | None,
-                title: str) -> str:
-    """Server search: target QPS against p99 latency, VALID/INVALID, the latency bound."""
+#: colours of the tune sessions' series (matplotlib's tab10 without its red and green)
+_SERIES = ("#1f77b4", "#ff7f0e", "#9467bd", "#8c564b", "#e377c2", "#7f7f7f", "#bcbd22",
+           "#17becf")
+
+
+def tune_points(series: Sequence[tuple[str, Sequence[tuple[float, float, bool]]]],
+                bound_ms: float | None, title: str) -> str:
+    """Server search: target QPS against p99 latency, one line per tune session (its points
+    joined in QPS order, in the SVG as ``<g id="tune-series-N">``), VALID as dots and INVALID
+    as crosses, and the latency bound."""
+    from matplotlib.lines import Line2D
+
     plt = _pyplot()
     fig, ax = plt.subplots(figsize=(5.2, 2.8))
-    ordered = sorted(points)
-    ax.plot([p[0] for p in ordered], [p[1] for p in ordered], color="#999999", linewidth=0.8)
-    for valid, label in ((True, "VALID"), (False, "INVALID")):
-        sel = [p for p in ordered if p[2] is valid]
-        if sel:
-            ax.scatter([p[0] for p in sel], [p[1] for p in sel], s=28, label=label, zorder=3,
-                       color=_PALETTE["ok" if valid else "bad"], marker="o" if valid else "x")
+    for i, (label, points) in enumerate(series):
+        color = _SERIES[i % len(_SERIES)]
+        ordered = sorted(points)
+        (line,) = ax.plot([p[0] for p in ordered], [p[1] for p in ordered], color=color,
+                          linewidth=1, label=label)
+        line.set_gid(f"tune-series-{i}")
+        for valid in (True, False):
+            sel = [p for p in ordered if p[2] is valid]
+            if sel:
+                ax.scatter([p[0] for p in sel], [p[1] for p in sel], s=28, zorder=3,
+                           color=color, marker="o" if valid else "x")
+    handles, _ = ax.get_legend_handles_labels()
+    handles += [Line2D([], [], color="#444444", marker="o", linestyle="", label="VALID"),
+                Line2D([], [], color="#444444", marker="x", linestyle="", label="INVALID")]
     if bound_ms:
-        ax.axhline(bound_ms, color=_PALETTE["bound"], linestyle="--", linewidth=1.2,
-                   label=f"bound {bound_ms:g} ms")
+        handles.append(ax.axhline(bound_ms, color=_PALETTE["bound"], linestyle="--",
+                                  linewidth=1.2, label=f"bound {bound_ms:g} ms"))
     ax.set_xlabel("target QPS")
     ax.set_ylabel("p99 latency (ms)")
     ax.set_title(title, fontsize=9)
-    ax.legend(fontsize=7, frameon=False)
+    ax.legend(handles=handles, fontsize=7, frameon=False)
     return _svg(fig)
 
 

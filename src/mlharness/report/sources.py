@@ -122,7 +122,8 @@ def run_entries(rows: list[dict[str, Any]], group_of: Any) -> list[Entry]:
         out.append(Entry(group=g, benchmark=r["benchmark"], scenario=r["scenario"],
                          value=r["value"], valid=bool(r["valid"]), source=r["path"],
                          accuracy_ok=seen[1] if seen else None, when=r["started"] or "",
-                         why="; ".join(r.get("reasons") or [])))
+                         why="; ".join(r.get("reasons") or []),
+                         settings=r.get("settings"), settings_hash=r.get("settings_hash") or ""))
     return out
 
 

@@ -38,6 +38,9 @@ class Entry:
     accuracy_ok: bool | None = None  # None: no accuracy result seen
     when: str = ""  # ordering among several results of one cell (latest wins)
     why: str = ""  # why INVALID
+    #: the run's effective settings and their hash (runs only; None/"" for published results)
+    settings: dict[str, Any] | None = field(default=None, repr=False)
+    settings_hash: str = ""
 
 
 @dataclass
@@ -71,6 +74,8 @@ class Cell:
     source: str
     results: int = 1  # how many results the group had for this column
     why: str = ""
+    settings: dict[str, Any] | None = field(default=None, repr=False)
+    settings_hash: str = ""
 
     @property
     def comparable(self) -> bool:
@@ -91,6 +96,7 @@ class Delta:
     percent: float | None
     better: bool | None  # None: equal, or not compared
     why: str = ""  # why not compared
+    base: str = ""  # the row compared against, when it is not the column's first (same settings)
 
 
 @dataclass
@@ -102,17 +108,30 @@ class Comparison:
     #: (group, first group, column key -> Delta against the column's first group with a result)
     deltas: list[tuple[str, str, dict[str, Delta]]] = field(default_factory=list)
 
+    @property
+    def same_settings_only(self) -> bool:
+        """Deltas were limited to results of the same settings (no --by, runs with settings)."""
+        return self.by == "group" and any(c.settings_hash for row in self.cells.values()
+                                          for c in row.values())
+
     def to_dict(self) -> dict[str, Any]:
         return {
             "by": self.by, "groups": self.groups,
             "columns": [{"key": c.key, "benchmark": c.benchmark, "scenario": c.scenario,
                          "unit": c.unit, "lower_is_better": c.lower_is_better, "title": c.title}
                         for c in self.columns],
-            "cells": {g: {k: {**asdict(c), "marks": c.marks} for k, c in row.items()}
+            "cells": {g: {k: {**{n: v for n, v in asdict(c).items() if n != "settings"},
+                              "marks": c.marks} for k, c in row.items()}
                       for g, row in self.cells.items()},
             "deltas": [{"group": g, "base": b, "values": {k: asdict(d) for k, d in row.items()}}
                        for g, b, row in self.deltas],
         }
+
+
+#: the legend line of a table without --by
+SAME_SETTINGS = ("Without --by, a run is compared only with the first earlier run of the same "
+                 "settings (named after 'vs'); a run whose settings no earlier run shares reads "
+                 "n/c (settings differ: ...), naming what differs from the column's first run.")
 
 
 def official_unit(scenario: str) -> str:
@@ -125,9 +144,14 @@ def official_unit(scenario: str) -> str:
     return unit
 
 
-def compare(entries: list[Entry], by: str = "group", groups: list[str] | None = None
-            ) -> Comparison:
-    """Build the table. ``groups`` fixes the row order (default: first appearance)."""
+def compare(entries: list[Entry], by: str = "group", groups: list[str] | None = None,
+            same_settings: bool = False) -> Comparison:
+    """Build the table. ``groups`` fixes the row order (default: first appearance).
+
+    ``same_settings`` (rows that are not one setting apart by design, i.e. no ``--by``): a
+    result with known settings is compared only with the first earlier row whose result has
+    the same settings hash; when there is none, its Delta is ``n/c (settings differ: …)``
+    naming what differs from the column's first result."""
     order = list(groups or [])
     for e in entries:
         if e.group not in order:
@@ -153,8 +177,12 @@ def compare(entries: list[Entry], by: str = "group", groups: list[str] | None = 
         row = {}
         for c in columns:
             base = bases[c.key]
-            row[c.key] = (Delta(None, None) if base is None or base == group else
-                          _delta(table.cells[base].get(c.key), table.cells[group].get(c.key), c))
+            if base is None or base == group:
+                row[c.key] = Delta(None, None)
+            elif same_settings:
+                row[c.key] = _same_settings_delta(table, order[:order.index(group)], group, c)
+            else:
+                row[c.key] = _delta(table.cells[base].get(c.key), table.cells[group].get(c.key), c)
         if any(d.percent is not None or d.why not in ("", "no result") for d in row.values()):
             table.deltas.append((group, order[0], row))  # rows with nothing to say are left out
     return table
@@ -164,7 +192,51 @@ def _cell(entries: list[Entry]) -> Cell:
     """The latest VALID result of a group (else the latest one, marked)."""
     ranked = sorted(entries, key=lambda e: (e.valid is not False, e.when))
     pick = ranked[-1]
-    return Cell(pick.value, pick.valid, pick.accuracy_ok, pick.source, len(entries), pick.why)
+    return Cell(pick.value, pick.valid, pick.accuracy_ok, pick.source, len(entries), pick.why,
+                pick.settings, pick.settings_hash)
+
+
+def _same_settings_delta(table: Comparison, earlier: list[str], group: str, col: Column
+                         ) -> Delta:
+    """The Delta of ``group`` against the first earlier row with the same settings; n/c naming
+    the differences when no earlier row has them (results without settings: the first row)."""
+    this = table.cells[group].get(col.key)
+    before = [g for g in earlier if col.key in table.cells[g]]
+    if this is None or not before:
+        return _delta(table.cells[before[0]][col.key] if before else None, this, col)
+    first = table.cells[before[0]][col.key]
+    if not this.settings_hash or not first.settings_hash:
+        return _delta(first, this, col)
+    same = next((g for g in before if table.cells[g][col.key].settings_hash ==
+                 this.settings_hash), None)
+    if same is None:
+        return Delta(None, None, "settings differ: " +
+                     settings_diff(first.settings or {}, this.settings or {}))
+    d = _delta(table.cells[same][col.key], this, col)
+    d.base = same
+    return d
+
+
+def _flat(value: Any, prefix: str = "") -> dict[str, Any]:
+    """``{"spec": {"batch_size": 8}}`` -> ``{"spec.batch_size": 8}``."""
+    if isinstance(value, dict) and value:
+        out: dict[str, Any] = {}
+        for k, v in value.items():
+            out.update(_flat(v, f"{prefix}{k}."))
+        return out
+    return {prefix[:-1]: value} if prefix else {}
+
+
+def settings_diff(a: dict[str, Any], b: dict[str, Any], shown: int = 3) -> str:
+    """What differs between two runs' settings: ``spec.batch_size 8 → 32; …`` (the first
+    ``shown`` differences, then how many more)."""
+    fa, fb = _flat(a), _flat(b)
+    keys = sorted(k for k in set(fa) | set(fb) if fa.get(k, "unset") != fb.get(k, "unset"))
+    keys.sort(key=lambda k: not k.startswith("spec."))  # what was asked for first
+    parts = [f"{k} {fa.get(k, 'unset')} → {fb.get(k, 'unset')}" for k in keys[:shown]]
+    if len(keys) > shown:
+        parts.append(f"{len(keys) - shown} more")
+    return "; ".join(parts) or "same values, different hash"
 
 
 def _delta(base: Cell | None, other: Cell | None, col: Column) -> Delta:
@@ -199,7 +271,8 @@ def cell_text(cell: Cell | None) -> str:
 def delta_text(delta: Delta) -> str:
     if delta.percent is None:
         return f"n/c ({delta.why})" if delta.why and delta.why != "no result" else ""
+    vs = f" vs {delta.base}" if delta.base else ""
     if delta.better is None:
-        return "0%"
+        return f"0%{vs}"
     word = "better" if delta.better else "worse"
-    return f"{delta.percent:+.2f}% {word}"
+    return f"{delta.percent:+.2f}% {word}{vs}"
