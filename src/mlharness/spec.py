@@ -225,12 +225,14 @@ class RunSpec(BaseModel):
     def test_config(self, loadgen_model: str, sut: dict[str, Any] | None = None) -> TestConfig:
         """The LoadGen side of this spec; ``sut`` is a named SUT configuration's user.conf keys
         (default: those :func:`mlharness.tune.resolve_targets` put in ``sut_conf``)."""
-        if AUTO in (self.target_qps, self.target_latency):
+        qps, latency = self.target_qps, self.target_latency
+        if qps == AUTO or latency == AUTO:
             raise ConfigError("a target is still 'auto' when the run starts",
                               hint="resolve it first: mlharness.tune.resolve_targets(spec)")
+        assert not isinstance(qps, str) and not isinstance(latency, str)
         return TestConfig(
             model=loadgen_model, scenario=self.scenario, mode=self.mode, short=self.short,
-            target_qps=self.target_qps, target_latency_ms=self.target_latency,
+            target_qps=qps, target_latency_ms=latency,
             server_latency_ms=self.server_latency, min_duration_ms=self.min_duration,
             min_query_count=self.min_query_count, max_query_count=self.max_query_count,
             performance_sample_count=self.performance_sample_count,

@@ -68,7 +68,7 @@ def demo_command(args: argparse.Namespace) -> int:
             console.print(text, highlight=False)
 
     for settings in DEMO_RUNS:
-        record, retries = None, []
+        record, retries = None, []  # type: ignore[var-annotated]
         try:
             spec = resolved_spec(RunSpec(benchmark="demo", output_dir=args.output_dir,
                                          **settings), quiet=args.json, progress=show)

@@ -157,8 +157,8 @@ def execute(spec: RunSpec, progress: ProgressSink | None = None) -> RunOutcome:
             message = (f"interrupted by {name}" if status == "interrupted"
                        else f"{type(exc).__name__}: {exc}")
             disk = isinstance(exc, OSError) and status == "error"
-            if disk:  # a file the run writes (e.g. accuracy.txt): the run failed, exit 3
-                status = "failed"
+            if isinstance(exc, OSError) and disk:  # a file the run writes (e.g. accuracy.txt):
+                status = "failed"  # the run failed, exit 3
                 message = f"{exc.strerror or exc}" + (f" ({exc.filename})" if exc.filename
                                                       else "")
             try:
