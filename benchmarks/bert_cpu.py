@@ -292,36 +292,35 @@ def f1_row(files: dict[str, Path], config: Config, workdir: Path) -> dict[str, A
 
 
 def f1_lines(rows: list[dict[str, Any]]) -> list[str]:
-    """The table against each runtime's fp32, and the F1 RATIO lines (lowest over the runtimes
-    whose rows ran; the rows that did not are named)."""
+    """The table against each runtime's fp32, and the F1 RATIO lines (lowest over the rows
+    that ran beside their runtime's fp32; the rows that did not run are named)."""
     fp32 = {r["runtime"]: r["f1"] for r in rows if r["precision"] == "fp32" and "f1" in r}
     lines = [f"{'configuration':<54} {'EM':>7} {'F1':>7} {'F1/fp32':>8}  bert-99  bert-99.9"]
     ratios: dict[str, list[float]] = {"bf16": [], "int8": []}
-    missing: dict[str, list[dict[str, Any]]] = {"bf16": [], "int8": []}
     for r in rows:
         name = f"mlharness {r['label']}"
         if "f1" not in r:
             lines.append(f"{name:<54} FAILED: {r['failed']}")
         elif r["runtime"] not in fp32:
-            lines.append(f"{name:<54} {r['exact_match'] or 0:7.2f} {r['f1']:7.2f}  (no fp32 "
-                         "row to compare with)")
+            lines.append(f"{name:<54} {r['exact_match'] or 0:7.2f} {r['f1']:7.2f}  (its fp32 "
+                         "row failed)")
         else:
             ratio = r["f1"] / fp32[r["runtime"]]
             ratios.setdefault(r["precision"], []).append(ratio)
             verdict = ["PASS" if ratio >= bound else "FAIL" for bound in (0.99, 0.999)]
             lines.append(f"{name:<54} {r['exact_match'] or 0:7.2f} {r['f1']:7.2f} "
                          f"{ratio:8.4f}  {verdict[0]:<7}  {verdict[1]}")
-            continue
-        missing.setdefault(r["precision"], []).append({**r, "failed": True})
     for p in ("bf16", "int8"):
-        fp32_failed = [{**r, "failed": True} for r in rows
-                       if r["precision"] == "fp32" and "f1" not in r]
-        note = not_run(missing[p] + fp32_failed)
+        mine = [r for r in rows if r["precision"] == p]
+        runtimes = {r["runtime"] for r in mine}
+        failed = [r for r in mine if "f1" not in r] + [
+            r for r in rows if r["precision"] == "fp32" and "f1" not in r
+            and r["runtime"] in runtimes]
         if ratios[p]:
-            lines.append(f"F1 RATIO {p}/fp32 = {min(ratios[p]):.4f}{note}")
-        elif missing[p]:
-            lines.append(f"F1 RATIO {p}/fp32: none{note}")
-    if not ratios["bf16"] and not missing["bf16"]:
+            lines.append(f"F1 RATIO {p}/fp32 = {min(ratios[p]):.4f}{not_run(failed)}")
+        elif mine:
+            lines.append(f"F1 RATIO {p}/fp32: none{not_run(failed)}")
+    if not any(r["precision"] == "bf16" for r in rows):
         lines.append(no_bf16_note("F1 RATIO bf16/fp32"))
     return lines
 
