@@ -2,11 +2,10 @@
 has, warm-up and Offline, repeated with one engine thread (the default: each batch split over both
 streams) and two in turn; every run must end ``ok``.
 
-Issue 38: on an AVX-512 CPU without AMX, OpenVINO 2026.4's CPU plugin crashed (SIGSEGV in a JIT
-kernel of a stream thread) in about half of the BERT-large runs, during the warm-up's second
-width. The suite keeps a short form (a small model, two runs per precision); the long form that
-showed 0 crashes in 20 runs each (docs/performance.md) is the same test with more runs and the
-BERT-large shape:
+Issue 38: on an AVX-512 CPU without AMX, OpenVINO 2026.4.1 killed BERT-large runs by SIGSEGV
+(a JIT kernel of a stream thread, on the first batch of a new width) until snippets were turned
+off there (backends/openvino.py). The suite keeps a short form (a small model, two runs per
+precision); the long form, with the BERT-large shape (what was measured: docs/performance.md):
 
     OV_STRESS_RUNS=20 OV_STRESS_SHAPE=24,1024,16,4096 \\
         .venv/bin/python -m pytest -q tests/test_openvino_stress.py
