@@ -51,11 +51,11 @@ def precision_notes(precision: str, int8_isa: str | None) -> list[str]:
 
 #: Measured here (issue 38, OpenVINO 2026.4.1, AMD EPYC with AVX512_BF16/VNNI, no AMX, 2 cores):
 #: BERT-large-shaped runs with dynamic sequence length on two streams died by SIGSEGV (2 of 5
-#: runs in the issue, 4 of 8 warm-ups in one process), in a stream thread inside a JIT brgemm kernel (a load of its B matrix) on the
-#: first batches of a new width while the other stream ran the same width, and no longer with
-#: SNIPPETS_MODE=DISABLE (the attention subgraph then runs as oneDNN MatMul/Softmax; the counts
-#: are in docs/performance.md). Not seen on the AMX Xeon and AVX2-only EPYC of
-#: docs/performance.md, so the default changes only on CPUs like this one.
+#: runs in the issue, 4 of 12 warm-ups in one process), in a stream thread inside a JIT brgemm
+#: kernel (a load of its B matrix) on the first batch of a new width while the other stream ran
+#: the same width; none did with SNIPPETS_MODE=DISABLE (each layer's attention Subgraph then
+#: runs as MatMul/Softmax; counts and their limits in docs/performance.md). Not seen on the AMX
+#: Xeon and AVX2-only EPYC of docs/performance.md, so the default changes only on such CPUs.
 SNIPPETS_OFF_NOTE = ("snippets off: with a dynamic sequence axis on an AVX-512 CPU without "
                      "AMX, OpenVINO runs with them died by SIGSEGV (issue 38); "
                      "--backend-option snippets=true turns them on")
