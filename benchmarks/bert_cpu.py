@@ -54,11 +54,10 @@ sys.path.insert(0, str(ROOT / "benchmarks"))
 
 from mlharness.loadgen.mllog import parse_run_logs  # noqa: E402
 from mlharness.loadgen.settings import render_user_conf  # noqa: E402
-from mlharness.runner import execute  # noqa: E402
 from mlharness.spec import RunSpec  # noqa: E402
 from cpu_peak import describe, peak_flops  # noqa: E402
-from runtimes import (MODEL_NOTES, calibrated, installed, no_bf16_note,  # noqa: E402
-                      official_dir, print_machine)
+from runtimes import (MODEL_NOTES, calibrated, installed, run_or_reason,  # noqa: E402
+                      no_bf16_note, not_run, official_dir, print_machine, report_failed)
 
 REFERENCE_PACKAGES = ["transformers<5", "absl-py", "six", "numpy", "onnxruntime",
                       "mlcommons-loadgen==6.0.17"]
@@ -236,20 +235,22 @@ def configs(bf16: dict[str, bool], files: dict[str, Path],
 
 def harness(files: dict[str, Path], config: Config, n: int, workdir: Path,
             batch: int) -> dict[str, Any]:
+    """One row's run; a row that fails keeps its reason (``failed``) and the benchmark goes on."""
     spec = spec_for(files, n, workdir, model=files[config.key], backend=config.runtime,
                     precision=config.precision, batch_size=batch,
                     backend_option=dict(config.options),
                     task_option={"sequence_length": "dynamic"})
-    record = execute(spec)
-    package = (record.data.get("backend") or {}).get("compiled_package") or {}
+    row: dict[str, Any] = {"runtime": config.runtime, "precision": config.precision,
+                           "batch": batch, "label": config.label}
+    record, failure = run_or_reason(spec)
+    package = (record.data.get("backend") or {}).get("compiled_package") or {} if record else {}
     if package.get("from_cache") is False:  # this run built it: the next ones load it
         print(f"  ({config.label}: package built in {package['built_s']:.0f} s; measured again "
               "from it, as later runs load it)", flush=True)
-        record = execute(spec)
-    if record.status != "ok" or record.result is None:
-        raise SystemExit(f"{config.label} failed: {record.data.get('error')}")
-    return {"runtime": config.runtime, "precision": config.precision, "batch": batch,
-            "label": config.label, "samples_per_s": record.result.value,
+        record, failure = run_or_reason(spec)
+    if record is None or record.result is None:
+        return {**row, "failed": failure or "no result"}
+    return {**row, "samples_per_s": record.result.value,
             "warmup_s": (record.data.get("sut") or {}).get("warmup_s"),
             "run_dir": str(record.run_dir)}
 
@@ -279,29 +280,47 @@ def f1_row(files: dict[str, Path], config: Config, workdir: Path) -> dict[str, A
                    vocab=files["vocab"], cache_dir=workdir / "cache", precision=config.precision,
                    backend_option=dict(config.options), output_dir=workdir / "runs-accuracy",
                    task_option={"sequence_length": "dynamic"})
-    record = execute(spec)
-    if record.status != "ok" or record.accuracy is None:
-        raise SystemExit(f"accuracy {config.label} failed: {record.data.get('error')}")
+    row = {"runtime": config.runtime, "precision": config.precision, "label": config.label}
+    record, failure = run_or_reason(spec)
+    if record is None or record.accuracy is None:
+        report_failed(config.label, failure or "no accuracy")
+        return {**row, "failed": failure or "no accuracy"}
     scores = record.accuracy.details
     print(f"  {config.label:<44} EM {scores.get('exact_match', 0):6.2f}  "
           f"F1 {record.accuracy.value:6.2f}", flush=True)
-    return {"runtime": config.runtime, "precision": config.precision, "label": config.label,
-            "f1": record.accuracy.value, "exact_match": scores.get("exact_match")}
+    return {**row, "f1": record.accuracy.value, "exact_match": scores.get("exact_match")}
 
 
 def f1_lines(rows: list[dict[str, Any]]) -> list[str]:
-    """The table against each runtime's fp32, and the F1 RATIO lines (lowest over runtimes)."""
-    fp32 = {r["runtime"]: r["f1"] for r in rows if r["precision"] == "fp32"}
+    """The table against each runtime's fp32, and the F1 RATIO lines (lowest over the rows
+    that ran beside their runtime's fp32; the rows that did not run are named)."""
+    fp32 = {r["runtime"]: r["f1"] for r in rows if r["precision"] == "fp32" and "f1" in r}
     lines = [f"{'configuration':<54} {'EM':>7} {'F1':>7} {'F1/fp32':>8}  bert-99  bert-99.9"]
     ratios: dict[str, list[float]] = {"bf16": [], "int8": []}
     for r in rows:
-        ratio = r["f1"] / fp32[r["runtime"]]
-        ratios.setdefault(r["precision"], []).append(ratio)
-        verdict = ["PASS" if ratio >= bound else "FAIL" for bound in (0.99, 0.999)]
-        lines.append(f"{'mlharness ' + r['label']:<54} {r['exact_match'] or 0:7.2f} "
-                     f"{r['f1']:7.2f} {ratio:8.4f}  {verdict[0]:<7}  {verdict[1]}")
-    lines += [f"F1 RATIO {p}/fp32 = {min(ratios[p]):.4f}" for p in ("bf16", "int8") if ratios[p]]
-    if not ratios["bf16"]:
+        name = f"mlharness {r['label']}"
+        if "f1" not in r:
+            lines.append(f"{name:<54} FAILED: {r['failed']}")
+        elif r["runtime"] not in fp32:
+            lines.append(f"{name:<54} {r['exact_match'] or 0:7.2f} {r['f1']:7.2f}  (its fp32 "
+                         "row failed)")
+        else:
+            ratio = r["f1"] / fp32[r["runtime"]]
+            ratios.setdefault(r["precision"], []).append(ratio)
+            verdict = ["PASS" if ratio >= bound else "FAIL" for bound in (0.99, 0.999)]
+            lines.append(f"{name:<54} {r['exact_match'] or 0:7.2f} {r['f1']:7.2f} "
+                         f"{ratio:8.4f}  {verdict[0]:<7}  {verdict[1]}")
+    for p in ("bf16", "int8"):
+        mine = [r for r in rows if r["precision"] == p]
+        runtimes = {r["runtime"] for r in mine}
+        failed = [r for r in mine if "f1" not in r] + [
+            r for r in rows if r["precision"] == "fp32" and "f1" not in r
+            and r["runtime"] in runtimes]
+        if ratios[p]:
+            lines.append(f"F1 RATIO {p}/fp32 = {min(ratios[p]):.4f}{not_run(failed)}")
+        elif mine:
+            lines.append(f"F1 RATIO {p}/fp32: none{not_run(failed)}")
+    if not any(r["precision"] == "bf16" for r in rows):
         lines.append(no_bf16_note("F1 RATIO bf16/fp32"))
     return lines
 
@@ -358,8 +377,11 @@ def main() -> None:
     rows = []
     for config in configs(bf16, files, packages=not args.quick):
         r = harness(files, config, n, data, args.batch_size)
-        print(f"  mlharness {r['label']:<44} {r['samples_per_s']:8.3f} samples/s "
-              f"(warm-up {r['warmup_s']:.1f} s)", flush=True)
+        if r.get("failed"):
+            report_failed(f"mlharness {r['label']}", r["failed"])
+        else:
+            print(f"  mlharness {r['label']:<44} {r['samples_per_s']:8.3f} samples/s "
+                  f"(warm-up {r['warmup_s'] or 0:.1f} s)", flush=True)
         rows.append(r)
     print("EM/F1 of a small trained BERT (fp32 vs reduced precision) ...", flush=True)
     accuracy = accuracy_table(args.workdir, bf16)
@@ -373,17 +395,23 @@ def main() -> None:
         frac = f"{ref * ref_work / peak:7.1%}"
         print(f"{'reference run.py (ort fp32, 384)':<54} {ref:10.3f} {1.0:12.2f}x {frac:>8}")
     for r in rows:
+        if r.get("failed"):
+            print(f"{'mlharness ' + r['label']:<54} {'FAILED':>10}  {r['failed']}")
+            continue
         peak = peak_flops(isa, r["precision"])
         frac = f"{r['samples_per_s'] * work / peak:7.1%}"
         ratio = f"{r['samples_per_s'] / ref:12.2f}x" if ref else f"{'-':>13}"
         print(f"{'mlharness ' + r['label']:<54} {r['samples_per_s']:10.3f} {ratio} {frac:>8}")
-    best = max(rows, key=lambda r: r["samples_per_s"])
+    ran = [r for r in rows if not r.get("failed")]
     print(f"\n{describe(isa)}; the machine may be shared with other jobs, so absolute numbers "
           "are noisy; ratios come from one run")
-    if ref:
+    if ref and ran:
+        best = max(ran, key=lambda r: r["samples_per_s"])
         print(f"RATIO best/reference Offline samples/s = {best['samples_per_s'] / ref:.2f} "
               f"(best: {best['label']} batch {best['batch']} dynamic length; "
-              f"--lengths {args.lengths}, mean {mean_length:.0f} of 384)")
+              f"--lengths {args.lengths}, mean {mean_length:.0f} of 384{not_run(rows)})")
+    elif ref:
+        print(f"RATIO best/reference Offline samples/s: none{not_run(rows)}")
     print()
     print("\n".join(f1_lines(accuracy)))
     if args.json:

@@ -88,3 +88,29 @@ def calibrated(benchmark: str, model: Path, dataset: Path, cache: Path,
             calibrate(CalibrationRequest(benchmark, source, dataset, backend=runtime, vocab=vocab,
                                          cache_dir=cache, task_option=task_option))
     return out
+
+
+def run_or_reason(spec: Any) -> tuple[Any, str | None]:
+    """``execute(spec)``'s record and None, or None and why the row failed (one line): a row
+    that crashes or is refused is recorded as failed and the benchmark goes on."""
+    from mlharness.errors import HarnessError, one_line
+    from mlharness.runner import execute
+
+    try:
+        record = execute(spec)
+    except HarnessError as exc:  # refused before it ran (e.g. a setting this CPU lacks)
+        return None, one_line(exc)
+    if record.status != "ok":
+        return None, one_line(Exception((record.data.get("error") or {}).get("message")
+                                        or f"status {record.status}"))
+    return record, None
+
+
+def report_failed(label: str, reason: str) -> None:
+    print(f"  {label:<54} FAILED: {reason}", flush=True)
+
+
+def not_run(rows: list[dict[str, Any]], key: str = "failed") -> str:
+    """``; did not run: A, B`` for a RATIO line (empty when every row ran)."""
+    failed = [r["label"] for r in rows if r.get(key)]
+    return f"; did not run: {', '.join(failed)}" if failed else ""

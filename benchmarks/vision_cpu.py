@@ -41,12 +41,11 @@ sys.path.insert(0, str(ROOT / "benchmarks"))
 
 from mlharness.loadgen.mllog import parse_run_logs  # noqa: E402
 from mlharness.rules.calibration_lists import official_list  # noqa: E402
-from mlharness.runner import execute  # noqa: E402
 from mlharness.spec import RunSpec  # noqa: E402
 from cpu_peak import describe, peak_flops  # noqa: E402
 from resnet50_graph import MACS, build_resnet50  # noqa: E402
-from runtimes import (MODEL_NOTES, calibrated, installed, no_bf16_note,  # noqa: E402
-                      official_dir, print_machine)
+from runtimes import (MODEL_NOTES, calibrated, installed, run_or_reason,  # noqa: E402
+                      no_bf16_note, not_run, official_dir, print_machine, report_failed)
 from trained_fixtures import make_set, make_trained_cnn  # noqa: E402
 
 
@@ -126,23 +125,26 @@ def harness(files: dict[str, Path], runtime: str, precision: str, key: str, imag
                    min_query_count=images, performance_sample_count=images,
                    output_dir=workdir / "runs", stall_timeout=600.0, task_option=options,
                    backend_option=compiled)
-    record = execute(spec)
-    if record.status != "ok" or record.result is None:
-        raise SystemExit(f"{runtime} {precision} failed: {record.data.get('error')}")
+    row = {"runtime": runtime, "precision": precision, "batch": batch,
+           "label": f"{runtime} {precision}{MODEL_NOTES[key]}"}
+    record, failure = run_or_reason(spec)
+    if record is None or record.result is None:  # recorded as failed; the benchmark goes on
+        return {**row, "failed": failure or "no result"}
     backend = record.data.get("backend") or {}
-    return {"runtime": runtime, "precision": precision, "batch": batch,
-            "label": f"{runtime} {precision}{MODEL_NOTES[key]}",
-            "samples_per_s": record.result.value, "run_dir": str(record.run_dir),
+    return {**row, "samples_per_s": record.result.value, "run_dir": str(record.run_dir),
             "detail": backend.get("compiled") or backend.get("providers")}
 
 
-def top1(model: Path, dataset: Path, runtime: str, precision: str, workdir: Path) -> float:
+def top1(model: Path, dataset: Path, runtime: str, precision: str,
+         workdir: Path) -> float | None:
+    """Top-1 of one accuracy run; None (the reason printed) when the run failed."""
     spec = RunSpec(benchmark="resnet50", scenario="Offline", mode="accuracy", backend=runtime,
                    model=model, dataset=dataset, cache_dir=workdir / "cache", precision=precision,
                    output_dir=workdir / "runs-accuracy")
-    record = execute(spec)
-    if record.status != "ok" or record.accuracy is None:
-        raise SystemExit(f"accuracy {runtime} {precision} failed: {record.data.get('error')}")
+    record, failure = run_or_reason(spec)
+    if record is None or record.accuracy is None:
+        report_failed(f"accuracy {runtime} {precision}", failure or "no accuracy")
+        return None
     return record.accuracy.value
 
 
@@ -161,6 +163,20 @@ def accuracy_table(workdir: Path, bf16: dict[str, bool], quick: bool) -> dict[st
             row["bf16"] = top1(model, data, runtime, "bf16", workdir)
         table[runtime] = row
     return table
+
+
+def top1_ratio(acc: dict[str, dict], precision: str) -> str | None:
+    """``TOP1 RATIO precision/fp32 = X`` (the lowest over the runtimes whose runs ran; those
+    that did not are named), None when no runtime has the precision."""
+    having = {runtime: row for runtime, row in acc.items() if precision in row}
+    if not having:
+        return None
+    ratios = [row[precision] / row["fp32"] for row in having.values()
+              if row[precision] is not None and row["fp32"] is not None]
+    failed = [{"label": f"{runtime} {p}", "failed": True} for runtime, row in having.items()
+              for p in ("fp32", precision) if row[p] is None]
+    value = f" = {min(ratios):.4f}" if ratios else ": none"
+    return f"TOP1 RATIO {precision}/fp32{value}{not_run(failed)}"
 
 
 def main() -> None:
@@ -184,7 +200,11 @@ def main() -> None:
     rows = []
     for runtime, precision, key in runtime_configs(bf16, files):
         r = harness(files, runtime, precision, key, images, args.workdir, args.batch_size)
-        print(f"  mlharness {r['label']:<44} {r['samples_per_s']:8.2f} samples/s", flush=True)
+        if r.get("failed"):
+            report_failed(f"mlharness {r['label']}", r["failed"])
+        else:
+            print(f"  mlharness {r['label']:<44} {r['samples_per_s']:8.2f} samples/s",
+                  flush=True)
         rows.append(r)
     ref_after = reference(files, images, args.workdir)
     ref = (ref_before + ref_after) / 2
@@ -201,26 +221,39 @@ def main() -> None:
           f"{of_peak(ref, 'fp32'):>8}")
     for r in rows:
         label = f"mlharness {r['label']}"
+        if r.get("failed"):
+            print(f"{label:<54} {'FAILED':>10}  {r['failed']}")
+            continue
         print(f"{label:<54} {r['samples_per_s']:10.2f} {r['samples_per_s'] / ref:12.2f}x "
               f"{of_peak(r['samples_per_s'], r['precision']):>8}")
     print(f"{describe(isa)}; ResNet-50 v1.5 is {RESNET50_FLOPS / 1e9:.1f} GFLOP an image")
     print(f"\n{'runtime':<12} {'fp32 top-1':>10} {'bf16 top-1':>10} {'int8 top-1':>10}")
+
+    def cell(value: float | None) -> str:
+        return "FAILED" if value is None else f"{value:.2f}"
+
     for runtime, row in acc.items():
-        bf = f"{row['bf16']:.2f}" if "bf16" in row else "-"
-        print(f"{runtime:<12} {row['fp32']:10.2f} {bf:>10} {row['int8']:10.2f}")
-    best = max(rows, key=lambda r: r["samples_per_s"])
-    fp32_best = max((r for r in rows if r["precision"] == "fp32"), key=lambda r: r["samples_per_s"])
-    int8_ratio = min(row["int8"] / row["fp32"] for row in acc.values())
-    bf16_rows = [row["bf16"] / row["fp32"] for row in acc.values() if "bf16" in row]
-    print(f"\nfp32 best: {fp32_best['runtime']} {fp32_best['samples_per_s'] / ref:.2f}x reference")
+        print(f"{runtime:<12} {cell(row['fp32']):>10} "
+              f"{cell(row['bf16']) if 'bf16' in row else '-':>10} {cell(row['int8']):>10}")
+    ran = [r for r in rows if not r.get("failed")]
+    fp32_ran = [r for r in ran if r["precision"] == "fp32"]
+    if fp32_ran:
+        fp32_best = max(fp32_ran, key=lambda r: r["samples_per_s"])
+        print(f"\nfp32 best: {fp32_best['runtime']} "
+              f"{fp32_best['samples_per_s'] / ref:.2f}x reference")
     print("machine shared with other jobs: absolute numbers are low and noisy; both sides ran "
           "back to back, the reference before and after")
-    print(f"RATIO best/reference Offline samples/s = {best['samples_per_s'] / ref:.2f} "
-          f"(best: {best['label']} batch {best['batch']})")
-    print(f"TOP1 RATIO int8/fp32 = {int8_ratio:.4f}")
-    if bf16_rows:
-        print(f"TOP1 RATIO bf16/fp32 = {min(bf16_rows):.4f}")
+    if ran:
+        best = max(ran, key=lambda r: r["samples_per_s"])
+        print(f"RATIO best/reference Offline samples/s = {best['samples_per_s'] / ref:.2f} "
+              f"(best: {best['label']} batch {best['batch']}{not_run(rows)})")
     else:
+        print(f"RATIO best/reference Offline samples/s: none{not_run(rows)}")
+    for precision in ("int8", "bf16"):
+        line = top1_ratio(acc, precision)
+        if line:
+            print(line)
+    if not any("bf16" in row for row in acc.values()):
         print(no_bf16_note("TOP1 RATIO bf16/fp32"))
     if args.json:
         args.json.write_text(json.dumps({"reference": [ref_before, ref_after], "harness": rows,

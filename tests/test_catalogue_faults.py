@@ -38,7 +38,9 @@ FAULTS = [
      "no sample loaded or completed for 4 s"),
     ("predict-exits", "faulty_backends:DyingBackend", {}, 3, "worker process died"),
     ("predict-segfaults", "faulty_backends:SegfaultingBackend", {}, 3,
-     "worker process died (signal 11); the Python stack of each thread is in"),
+     "worker process died (signal 11) in faulty_backends:SegfaultingBackend fp32 while "
+     "running the LoadGen test, image [1, 1, 8, 8] in flight; the Python stack of each "
+     "thread is in"),
     ("backend-not-importable", "faulty_backends:NoSuchBackend", {}, 2,
      "cannot load backend"),
 ]

@@ -160,3 +160,27 @@ def test_int8_without_vnni_is_noted() -> None:
     for precision, isa in (("int8", "avx512_vnni"), ("int8", "amx"), ("int8", "avx_vnni"),
                            ("fp32", "avx2"), ("bf16", "amx")):
         assert precision_notes(precision, isa) == []
+
+
+def test_snippets_off_only_where_they_crashed(squad: Path) -> None:
+    """Issue 38: a dynamic sequence axis on AVX-512 without AMX turns OpenVINO's snippets off."""
+    from mlharness.backends.openvino import SNIPPETS_OFF_NOTE, _dynamic_axis, snippets_off_reason
+
+    zen4 = {"avx2", "avx512f", "avx512_bf16", "avx512_vnni"}
+    assert snippets_off_reason(True, zen4) == SNIPPETS_OFF_NOTE
+    assert snippets_off_reason(False, zen4) is None  # static shapes (vision)
+    assert snippets_off_reason(True, zen4 | {"amx_bf16", "amx_tile"}) is None
+    assert snippets_off_reason(True, {"avx2", "fma"}) is None
+    core = ov.Core()
+    assert _dynamic_axis(core.read_model(str(squad / "bert.onnx")))  # [batch, seq]
+    fixed = make_bert_onnx(squad / "fixed.onnx", vocab_size(squad / "vocab.txt"), fixed_seq=384)
+    assert not _dynamic_axis(core.read_model(str(fixed)))  # [batch, 384]: only the batch
+
+
+def test_snippets_option_is_recorded(squad: Path, tmp_path: Path) -> None:
+    _, rec, _ = run(tmp_path, *bert(squad, "--mode", "accuracy", "--max-samples", "2",
+                                    "--backend", "openvino", "--backend-option",
+                                    "snippets=false"))
+    assert rec["status"] == "ok", rec.get("error")
+    assert rec["backend"]["config"]["SNIPPETS_MODE"] == "DISABLE"
+    assert rec["backend"]["snippets"] == "snippets off: --backend-option snippets=false"

@@ -13,6 +13,9 @@
 * Models: ONNX read directly, or an OpenVINO IR (``.xml`` with its ``.bin``).
 * Dynamic shapes (BERT's sequence axis) are compiled as such; one batch is split over the
   compiled model's infer requests so all streams work on it.
+* Snippets (OpenVINO's own JIT kernels for fused subgraphs such as attention) are off for a
+  model with a dynamic axis besides the batch on an AVX-512 CPU without AMX
+  (:func:`snippets_off_reason`, issue 38); ``--backend-option snippets=true|false`` decides.
 """
 
 from __future__ import annotations
@@ -44,6 +47,29 @@ NO_VNNI_NOTE = ("this CPU has no VNNI: OpenVINO's int8 fully-connected layers (a
 def precision_notes(precision: str, int8_isa: str | None) -> list[str]:
     """What a user of ``--precision`` should know about this CPU (shown under the result)."""
     return [NO_VNNI_NOTE] if precision == "int8" and int8_isa == "avx2" else []
+
+
+#: Measured here (issue 38, OpenVINO 2026.4.1, AMD EPYC with AVX512_BF16/VNNI, no AMX, 2 cores):
+#: BERT-large-shaped runs with dynamic sequence length on two streams died by SIGSEGV (2 of 5
+#: runs in the issue, 4 of 12 warm-ups in one process), in a stream thread inside a JIT brgemm
+#: kernel (a load of its B matrix) on the first batch of a new width while the other stream ran
+#: the same width; none did with SNIPPETS_MODE=DISABLE (each layer's attention Subgraph then
+#: runs as MatMul/Softmax; counts and their limits in docs/performance.md). Not seen on the AMX
+#: Xeon and AVX2-only EPYC of docs/performance.md, so the default changes only on such CPUs.
+SNIPPETS_OFF_NOTE = ("snippets off: with a dynamic sequence axis on an AVX-512 CPU without "
+                     "AMX, OpenVINO runs with them died by SIGSEGV (issue 38); "
+                     "--backend-option snippets=true turns them on")
+
+
+def snippets_off_reason(dynamic_axis: bool, flags: set[str]) -> str | None:
+    """Why snippets stay off for this model on this CPU (None: OpenVINO's default)."""
+    avx512_without_amx = "avx512f" in flags and not any(f.startswith("amx") for f in flags)
+    return SNIPPETS_OFF_NOTE if dynamic_axis and avx512_without_amx else None
+
+
+def _dynamic_axis(model: Any) -> bool:
+    """Whether an input has a dynamic dimension besides the first (the batch)."""
+    return any(not d.is_static for p in model.inputs for d in list(p.get_partial_shape())[1:])
 
 
 #: --precision -> INFERENCE_PRECISION_HINT (int8 models keep fp32 for what is not quantised)
@@ -89,6 +115,8 @@ class OpenVinoOptions(Options):
     pin_threads: bool | None = None  # ENABLE_CPU_PINNING; None: OpenVINO's default
     #: --precision int8: the precision of the operations left unquantised (None: fp32)
     unquantised: Literal["fp32", "bf16"] | None = None
+    #: OpenVINO's snippets (SNIPPETS_MODE); None: off where they crashed (snippets_off_reason)
+    snippets: bool | None = None
 
 
 class OpenVinoBackend:
@@ -104,6 +132,7 @@ class OpenVinoBackend:
         self._outputs: list[str] = []
         #: the tables the model's integer inputs index (an optional extra of the Backend protocol)
         self.index_limits: dict[str, int] = {}
+        self.snippets_off: str | None = None  # why SNIPPETS_MODE=DISABLE, when it is
 
     def load(self, model: Path | None, options: BackendOptions) -> None:
         import openvino as ov
@@ -141,6 +170,7 @@ class OpenVinoBackend:
         self.config = self._config(options)
         try:
             read = core.read_model(str(model))
+            self.snippets_off = self._snippets(read, options)
             self.compiled = core.compile_model(read, "CPU", self.config)
         except Exception as exc:  # openvino raises RuntimeError with long multi-line texts
             detail = one_line(exc)
@@ -155,6 +185,17 @@ class OpenVinoBackend:
         self.model = model
         self.options = options
         self.capabilities = caps
+
+    def _snippets(self, model: Any, options: BackendOptions) -> str | None:
+        """Add ``SNIPPETS_MODE`` to the config where asked or where snippets crashed; why."""
+        from mlharness.hostinfo import cpu_flags
+
+        wanted = options.extra.get("snippets")
+        reason = (snippets_off_reason(_dynamic_axis(model), cpu_flags()) if wanted is None
+                  else None if wanted else "snippets off: --backend-option snippets=false")
+        if reason or wanted is not None:
+            self.config["SNIPPETS_MODE"] = "DISABLE" if reason else "ENABLE"
+        return reason
 
     @staticmethod
     def _config(options: BackendOptions) -> dict[str, Any]:
@@ -232,6 +273,8 @@ class OpenVinoBackend:
                                 "INFERENCE_PRECISION_HINT", "OPTIMAL_NUMBER_OF_INFER_REQUESTS")}
             out["cpu_capabilities"] = self.capabilities
         notes = precision_notes(self.options.precision, matrix_isa()["int8"])
+        if getattr(self, "snippets_off", None):
+            out["snippets"] = self.snippets_off
         if notes:
             out["notes"] = notes
         return out

@@ -28,6 +28,8 @@ from mlharness.loadgen.settings import EffectiveSettings
 from mlharness.files import write_text_atomic
 from mlharness.hostinfo import describe_system, package_versions
 from mlharness.record import RunRecord, Settings, Status
+from mlharness.runner.inflight import describe_in_flight
+from mlharness.runner.inflight import discard as discard_in_flight
 from mlharness.runner.journal import Journal
 from mlharness.runner.messages import Crash, Done, Failed, Message, Phase, Ready, UserError
 from mlharness.runner.rundir import new_run_dir
@@ -319,7 +321,11 @@ def _supervise(spec: RunSpec, settings: EffectiveSettings, task: Task, run_dir: 
     if not watch.done and not watch.failure and not watch.user_error:
         code = proc.exitcode
         how = f"signal {-code}" if code is not None and code < 0 else f"exit code {code}"
-        watch.take(Crash(f"the run's worker process died ({how})"))
+        where = f" in {spec.backend} {spec.precision} while {watch.phase}"
+        if code is not None and code < 0:  # a native crash: which shapes the backend ran
+            where += f", {describe_in_flight(run_dir) or 'no batch in flight'}"
+        watch.take(Crash(f"the run's worker process died ({how}){where}"))
+    discard_in_flight(run_dir)
     crash = run_dir / CRASH_FILE
     if crash.is_file() and crash.stat().st_size == 0:
         crash.unlink()  # nothing crashed

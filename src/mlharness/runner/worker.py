@@ -63,6 +63,7 @@ def child_main(spec_data: dict[str, Any], run_dir: str, channel: Any, loaded: An
     from mlharness.backends import SampleBackend
     from mlharness.backends.base import fixed_batch
     from mlharness.loadgen.session import SampleLibrary, complete, run_test
+    from mlharness.runner.inflight import InFlight
     from mlharness.spec import RunSpec
     from mlharness.sut import Engine, policy_for
 
@@ -101,6 +102,10 @@ def child_main(spec_data: dict[str, Any], run_dir: str, channel: Any, loaded: An
         def on_failure(message: str) -> None:
             channel.put(Failed(message, getattr(engine, "failure_traceback", ""), report()))
 
+        if not holds:  # a death by signal names the shapes in flight (runner/inflight.py)
+            recorder = InFlight(Path(run_dir))
+            for instance in instances:
+                recorder.wrap(instance)
         engine = Engine(task, backend, policy, complete, workers=workers,
                         on_failure=on_failure, instances=instances,
                         cpus=placement.cpus if placement else ())

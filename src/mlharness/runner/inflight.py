@@ -1,0 +1,101 @@
+"""What the backend was running when the run's worker died: each engine thread's batch shapes.
+
+The child maps a small file in the run directory (``INFLIGHT_FILE``) and, around every
+``predict``, marks its thread's slot busy or idle (one byte) and writes the batch's input shapes
+when they change; the stores go to the page cache, so the file holds them even after a death by
+signal, and the parent reads it into the one-line reason (``describe_in_flight``). A slot is
+``SLOT`` bytes: a flag (``BUSY`` or ``IDLE``) then the shapes as text, NUL-padded.
+"""
+
+from __future__ import annotations
+
+import mmap
+import os
+import threading
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+INFLIGHT_FILE = "worker_inflight.bin"
+SLOT = 256
+SLOTS = 64  # engine and warm-up threads (a slot each)
+BUSY, IDLE = ord(">"), ord(" ")
+
+
+def shapes_text(inputs: dict[str, Any]) -> str:
+    """``input_ids, input_mask, segment_ids [4, 384]``: the inputs grouped by shape."""
+    groups: dict[tuple[int, ...], list[str]] = {}
+    for name, value in inputs.items():
+        groups.setdefault(tuple(np.shape(value)), []).append(name)
+    return "; ".join(f"{', '.join(names)} {list(shape)}" for shape, names in groups.items())
+
+
+class InFlight:
+    """The child's side: wraps each backend's ``predict`` to keep its thread's slot current."""
+
+    def __init__(self, run_dir: Path) -> None:
+        path = Path(run_dir) / INFLIGHT_FILE
+        with open(path, "wb") as f:
+            f.write(b"\0" * SLOT * SLOTS)
+        fd = os.open(path, os.O_RDWR)
+        try:
+            self._map = mmap.mmap(fd, SLOT * SLOTS)
+        finally:
+            os.close(fd)
+        self._slots: dict[int, int] = {}
+        self._last: dict[int, tuple] = {}
+        self._lock = threading.Lock()
+
+    def wrap(self, backend: Any) -> None:
+        """Replace ``backend.predict`` (an instance attribute) with one that records itself."""
+        predict = backend.predict
+
+        def recorded(inputs: dict[str, Any]) -> Any:
+            offset = self._enter(inputs)
+            try:
+                return predict(inputs)
+            finally:
+                if offset is not None:
+                    self._map[offset] = IDLE
+
+        try:
+            backend.predict = recorded
+        except AttributeError:  # a backend with __slots__: its deaths name no shapes
+            pass
+
+    def _enter(self, inputs: dict[str, Any]) -> int | None:
+        me = threading.get_ident()
+        slot = self._slots.get(me)
+        if slot is None:
+            with self._lock:
+                if len(self._slots) >= SLOTS:
+                    return None
+                slot = self._slots[me] = len(self._slots)
+        offset = slot * SLOT
+        key = tuple((k, np.shape(v)) for k, v in inputs.items())
+        if self._last.get(me) != key:  # a new shape: its text (a batch of the same, no write)
+            self._last[me] = key
+            text = shapes_text(inputs).encode()[:SLOT - 2]
+            self._map[offset + 1:offset + SLOT] = text + b"\0" * (SLOT - 1 - len(text))
+        self._map[offset] = BUSY
+        return offset
+
+
+def describe_in_flight(run_dir: Path) -> str | None:
+    """``input_ids, ... [4, 384] in flight`` (one per busy engine thread, joined by ``and``), or
+    None when no batch was; removes the file."""
+    path = Path(run_dir) / INFLIGHT_FILE
+    try:
+        data = path.read_bytes()
+        path.unlink()
+    except OSError:
+        return None
+    busy = [data[k + 1:k + SLOT].split(b"\0", 1)[0].decode(errors="replace")
+            for k in range(0, len(data) - SLOT + 1, SLOT) if data[k] == BUSY]
+    return " and ".join(busy) + " in flight" if busy else None
+
+
+def discard(run_dir: Path) -> None:
+    """Remove the file after a run whose worker did not die."""
+    (Path(run_dir) / INFLIGHT_FILE).unlink(missing_ok=True)
