@@ -64,7 +64,7 @@ def _benchmark(name: str, data: dict[str, Any], regexes: dict[str, str]) -> Benc
 
 
 def load(round: str = DEFAULT_ROUND) -> Rules:
-    """The rules of ``round`` (``v6.1``, ``v6.0`` or ``v5.1``; a leading ``v`` is optional)."""
+    """The rules of ``round`` (``v6.1`` … ``v2.1``: ``ROUNDS``; a leading ``v`` is optional)."""
     key = round if round.startswith("v") else f"v{round}"
     if key not in ROUNDS:
         raise ConfigError(f"unknown round {round!r}", hint="choose one of: " + ", ".join(ROUNDS))
@@ -131,5 +131,8 @@ def _load(key: str) -> Rules:
         measurements_required=tuple(data["measurements"]["required"]),
         measurements_files=tuple(data["measurements"]["files"]),
         hash_regex=regexes["hash"],
+        test05_seeds={k: int(v) for k, v in data.get("test05_seeds", {}).items()},
+        mlperf_conf={k: str(v) for k, v in data.get("mlperf_conf", {}).items()},
+        checker_script=str(data.get("checker_script", "")),
         raw=data,
     )

@@ -84,6 +84,12 @@ class Rules:
     measurements_required: tuple[str, ...]
     measurements_files: tuple[str, ...]
     hash_regex: str
+    #: seeds of a TEST05 audit (rounds before v5.0); empty where TEST05 is retired
+    test05_seeds: dict[str, int] = field(default_factory=dict)
+    #: the round's mlperf.conf lines for the models mlharness runs (seeds aside), as text values
+    mlperf_conf: dict[str, str] = field(default_factory=dict)
+    #: the round's own checker under ``rounds/<round>/`` (empty: today's checker package)
+    checker_script: str = ""
     raw: dict[str, Any] = field(default_factory=dict, repr=False, compare=False)
 
     def find(self, name: str) -> BenchmarkRules | None:
