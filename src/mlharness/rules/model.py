@@ -59,6 +59,16 @@ def normalize_system_type(system_type: str) -> str:
 
 
 @dataclass(frozen=True)
+class Test05Rule:
+    """How a round's ``compliance/nvidia/TEST05/verify_performance.py`` judges the audit."""
+
+    threshold: float
+    wide_threshold: float  # reference SingleStream <= 200000 ns / MultiStream <= 1600000 ns
+    two_sided: bool  # inside reference x (1 +- t); else one-sided per scenario
+    throughput_scenarios: tuple[str, ...] = ()  # one-sided: score > reference x (1 - t)
+
+
+@dataclass(frozen=True)
 class Rules:
     """One round's rules."""
 
@@ -90,6 +100,8 @@ class Rules:
     mlperf_conf: dict[str, str] = field(default_factory=dict)
     #: the round's own checker under ``rounds/<round>/`` (empty: today's checker package)
     checker_script: str = ""
+    #: TEST05's verdict rule (rounds that required TEST05)
+    test05: Test05Rule | None = None
     raw: dict[str, Any] = field(default_factory=dict, repr=False, compare=False)
 
     def find(self, name: str) -> BenchmarkRules | None:
