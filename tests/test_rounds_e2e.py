@@ -169,6 +169,11 @@ def test_submit_round_passes_the_rounds_own_checker(round_runs: dict, name: str,
         assert "test-duration" in codes, official.output[-3000:]
         assert set(codes) <= {"test-duration", "offline-samples-per-query"}, official.output[-3000:]
         assert official.summary_ok == (name == "v3.0"), official.output[-3000:]
+        # the same through `mlharness check --round`: ours, then the round's own, explained
+        from mlharness.cli.main import main
+
+        assert main(["check", str(uploaded), "--round", name, "--json",
+                     "--official", str(referee.ROUNDS_DIR / name)]) == 1
         return
     text = official.output
     # closed: every compliance directory is complete (TEST01, TEST04, TEST05 with their files and
@@ -219,3 +224,29 @@ def test_test05_needs_a_round_that_required_it():
     assert seeds["test05"] == 1
     assert seeds["test05_qsl_rng_seed"] == rules.load("v4.0").test05_seeds["qsl_rng_seed"]
     assert rules.loadgen_seeds(None) == {}
+
+
+@pytest.mark.slow
+def test_compare_by_round_puts_rounds_side_by_side(tmp_path: Path,
+                                                   capsys: pytest.CaptureFixture[str]):
+    """Runs under --round v3.0 and v4.1 are told apart by the seeds in their logs: `compare --by
+    round` gives a row per round and a Delta between them."""
+    import json
+
+    from mlharness.cli.main import main
+
+    runs = tmp_path / "runs"
+    for name in ("v3.0", "v4.1"):
+        main(["run", "-b", "demo", "-s", "Offline", "--target-qps", "auto", "--round", name,
+              "--output-dir", str(runs), "--no-progress", "--json"])
+    capsys.readouterr()
+    assert main(["compare", str(runs), "--by", "round", "--format", "json"]) == 0
+    table = json.loads(capsys.readouterr().out)
+    assert table["groups"] == ["round=v3.0", "round=v4.1"]
+    cells = [table["cells"][g]["demo/Offline"] for g in table["groups"]]
+    delta = table["deltas"][0]["values"]["demo/Offline"]
+    if all(c["valid"] for c in cells):  # a loaded machine can still make one INVALID
+        expected = (cells[1]["value"] / cells[0]["value"] - 1) * 100
+        assert delta["percent"] == pytest.approx(expected, abs=0.01)
+    else:
+        assert delta["percent"] is None and "INVALID" in delta["why"]
