@@ -250,3 +250,30 @@ def test_compare_by_round_puts_rounds_side_by_side(tmp_path: Path,
         assert delta["percent"] == pytest.approx(expected, abs=0.01)
     else:
         assert delta["percent"] is None and "INVALID" in delta["why"]
+
+
+def test_compliance_cli_runs_test05_under_the_reference_runs_round(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str]):
+    """`mlharness compliance --audit TEST05`: the round comes from the reference run (--round
+    v4.1); the audit runs with v4.1's TEST05 seeds and TEST05/ is written as the official
+    run_verification.py lays it out. Without a round TEST05 is refused (exit 2)."""
+    import json
+
+    from mlharness.cli.main import main
+
+    runs, out = tmp_path / "runs", tmp_path / "out"
+    main(["run", "-b", "demo", "-s", "Offline", "--target-qps", "2000", "--round", "v4.1",
+          "--output-dir", str(runs), "--no-progress", "--json"])
+    perf = next(runs.glob("demo/Offline-performance-*"))
+    capsys.readouterr()
+    code = main(["compliance", "--audit", "TEST05", "--reference-perf", str(perf),
+                 "--output", str(out), "--no-progress", "--json"])
+    verdicts = json.loads(capsys.readouterr().out)
+    assert code == (0 if verdicts[0]["passed"] else 1)
+    assert _seeds(Path(verdicts[0]["audit_run"])) == rules.load("v4.1").test05_seeds
+    for rel in ("verify_performance.txt", "performance/run_1/mlperf_log_summary.txt"):
+        assert (out / "TEST05" / rel).is_file(), rel
+    plain = next(iter(sorted(runs.glob("demo/Offline-performance-*"))))
+    assert main(["compliance", "--audit", "TEST05", "--reference-perf", str(plain),
+                 "--round", "v6.1", "--output", str(tmp_path / "out2"), "--no-progress"]) == 2
+    assert "TEST05 is retired in v6.1" in capsys.readouterr().err

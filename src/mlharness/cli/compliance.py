@@ -154,6 +154,10 @@ def compliance_command(args: argparse.Namespace) -> int:
         spec = resolved_spec(*given_spec(args, mode="performance"), quiet=args.json,
                              progress=not args.no_progress)
     tests = _tests_to_run(args, spec.benchmark if spec else "")
+    if "TEST05" in tests and spec is not None:
+        from mlharness.rules import loadgen_seeds
+
+        loadgen_seeds(spec.round, test05=True)  # refused before any run: a round that had TEST05
     if "TEST01" in tests and args.reference_accuracy is None:
         raise ConfigError("TEST01 compares against the accuracy run",
                           hint="pass --reference-accuracy RUN_DIR (an untruncated accuracy log)")
