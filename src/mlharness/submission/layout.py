@@ -223,10 +223,13 @@ def lay_out(
     write_json_atomic(out.base / "systems" / f"{system}.json", desc)
     src_rows = []
     for bench_dir, runs in sorted(by_bench.items()):
-        # v4: code/<benchmark>/<impl>/ (check_measurement_dir's code_dir)
-        where = [out.base / "code" / bench_dir / _impl(r) for r in runs[:1]] if old else \
-            [out.base / "src" / bench_dir]
-        write_text_atomic(where[0] / "settings.json", documents.src_settings(runs))
+        if old:  # code/<benchmark>/<impl>/ per implementation (check_measurement_dir's code_dir)
+            for impl in sorted({_impl(r) for r in runs}):
+                write_text_atomic(out.base / "code" / bench_dir / impl / "settings.json",
+                                  documents.src_settings([r for r in runs if _impl(r) == impl]))
+        else:
+            write_text_atomic(out.base / "src" / bench_dir / "settings.json",
+                              documents.src_settings(runs))
         for run in runs:
             src_rows.append({"benchmark": bench_dir, "scenario": run.scenario, "mode": run.mode,
                              "backend": run.spec.backend,
