@@ -77,6 +77,22 @@ def require(*paths: str, python: bool = False) -> None:
     pytest.skip(reason)
 
 
+#: earlier rounds' official files (checker, mlperf.conf, compliance) at each round's tag
+ROUNDS_DIR = INFERENCE.parent / "rounds"
+
+
+def round_dir(round: str, *paths: str) -> Path:
+    """``ROUNDS_DIR/round``, skipping (failing under CI=true) when it or ``paths`` are missing."""
+    base = ROUNDS_DIR / round
+    for rel in ("", *paths):
+        if not (base / rel).exists():
+            reason = f"{base / rel} missing: the pinned official rounds (../shared/official/rounds)"
+            if IN_CI:
+                pytest.fail(f"CI must run the official comparison: {reason}", pytrace=False)
+            pytest.skip(reason)
+    return base
+
+
 def python(*args: str, cwd: Path | None = None, check: bool = True,
            timeout: float = 600) -> subprocess.CompletedProcess[str]:
     """Run the referee's Python with ``args``; on its path only the BERT tokenization module

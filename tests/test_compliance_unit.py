@@ -41,7 +41,9 @@ def test_test04_audit_config_values() -> None:
 
 def test_unknown_test_or_model_is_a_user_error() -> None:
     with pytest.raises(ConfigError):
-        audit_config("TEST05", "resnet50")
+        audit_config("TEST06", "resnet50")
+    # rounds/<round>/compliance/nvidia/TEST05/audit.config, the same file in v2.1 ... v4.1
+    assert "*.*.test05 = 1" in audit_config("TEST05", "resnet50").render().splitlines()
     with pytest.raises(ConfigError, match="no official TEST01"):
         audit_config("TEST01", "not-a-model")
 
@@ -76,8 +78,10 @@ def test_required_tests_per_round() -> None:
     assert required_tests("retinanet", "v6.1") == []
     assert required_tests("retinanet", "v6.0") == ["TEST01"]
     assert required_tests("resnet50", division="open") == []
+    assert required_tests("resnet50", "v4.0") == ["TEST01", "TEST04", "TEST05"]
+    assert required_tests("bert-99", "v3.0") == ["TEST01", "TEST05"]
     with pytest.raises(ConfigError):
-        required_tests("resnet50", "v4.0")
+        required_tests("resnet50", "v4.2")
 
 
 def test_official_dtype_names() -> None:

@@ -74,3 +74,20 @@ def test_not_a_round_benchmark():
     assert codes(RunSpec(benchmark="retinanet", valid=True)) == ["not-a-round-benchmark"]
     assert codes(RunSpec(benchmark="retinanet", valid=True), rules.load("v6.0"),
                  seeds=lambda: dict(rules.load("v6.0").seeds)) == []
+
+
+def test_round_runs_set_their_seeds_and_name_the_rounds_other_settings():
+    """--round v3.0: no seed problem (set from code); a --valid MultiStream run would use LoadGen
+    6.0.17's min_query_count 662 where v3.0's mlperf.conf sets 270336 — named, with the flag."""
+    from mlharness.spec import RunSpec
+
+    v30 = rules.load("v3.0")
+    spec = RunSpec(benchmark="resnet50", scenario="MultiStream", valid=True, target_latency=5.0,
+                   round="v3.0")
+    problems = rules.preflight(spec, v30)
+    assert [(p.code, p.fix) for p in problems] == [("round-setting", "pass --min-query-count 270336")]
+    fixed = spec.replace(min_query_count=270336)
+    assert rules.preflight(fixed, v30) == []
+    no_round = RunSpec(benchmark="resnet50", scenario="Offline", valid=True, target_qps=100.0)
+    assert [p.code for p in rules.preflight(no_round, v30)] == ["wrong-seeds"]
+    assert "--round v3.0" in rules.preflight(no_round, v30)[0].fix

@@ -113,6 +113,7 @@ class RunSpec(BaseModel):
     instances: PositiveInt = 1
     threads_per_instance: PositiveInt | None = None
     purpose: str | None = None  # why the run exists (e.g. a tuning probe); None = a real run
+    round: str | None = None  # --round: the round whose seeds LoadGen uses (None: LoadGen's own)
     #: a named SUT configuration (``suts/NAME.toml`` or a path) whose targets and engine
     #: settings the run uses where no flag gives them (mlharness.tune.resolve_targets)
     sut: str | None = None

@@ -35,7 +35,9 @@ def register(sub: argparse._SubParsersAction) -> None:
                    "root are checked for unsafe members too")
     p.add_argument("--round", default=DEFAULT_ROUND, choices=ROUNDS, help="default %(default)s")
     p.add_argument("--official", type=Path, metavar="PATH",
-                   help="checkout of mlcommons/inference; runs tools/submission/submission_checker")
+                   help="checkout of mlcommons/inference; runs tools/submission/submission_checker "
+                   "(rounds before v5.0: the round's folder, e.g. ../shared/official/rounds/v3.0, "
+                   "whose tools/submission/submission_checker.py runs)")
     p.add_argument("--official-flag", action="append", default=[], metavar="FLAG",
                    help="extra flag for the official checker (repeatable), e.g. "
                    "--official-flag=--skip-dataset-size-check")
@@ -100,7 +102,8 @@ def run(args: argparse.Namespace) -> int:
     if args.official:
         from mlharness.submission.official import run_official
 
-        official = run_official(args.root, args.official, rules.checker_version, args.official_flag)
+        official = run_official(args.root, args.official, rules.checker_version,
+                                args.official_flag, script=rules.checker_script)
     if args.json:
         data: dict[str, Any] = {"round": rules.round,
                                 "problems": [p.to_dict() for p in problems]}

@@ -48,8 +48,8 @@ class _AuditFlag(argparse.Action):
                  values: Any, option_string: str | None = None) -> None:
         tests = list(getattr(namespace, self.dest, None) or [])
         for value in values or []:
-            if value.upper() not in ("TEST01", "TEST04"):
-                parser.error(f"{option_string}: expected TEST01 or TEST04, got {value!r}")
+            if value.upper() not in ("TEST01", "TEST04", "TEST05"):
+                parser.error(f"{option_string}: expected TEST01, TEST04 or TEST05, got {value!r}")
             if value.upper() not in tests:
                 tests.append(value.upper())
         setattr(namespace, self.dest, tests)
@@ -65,7 +65,7 @@ def register(sub: argparse._SubParsersAction) -> None:
 
     p = sub.add_parser(
         "compliance", conflict_handler="resolve",
-        help="run and verify a compliance audit (TEST01, TEST04)",
+        help="run and verify a compliance audit (TEST01, TEST04; TEST05 before v5.0)",
         description="Run a compliance audit — a performance run with the official audit.config "
                     "in its own run directory — then verify it against the reference runs "
                     "exactly as the official run_verification.py scripts do, writing "
@@ -74,14 +74,16 @@ def register(sub: argparse._SubParsersAction) -> None:
     add_run_arguments(p)
     comp = p.add_argument_group("compliance")
     comp.add_argument("--audit", dest="compliance_test", nargs="+", action=_AuditFlag,
-                      metavar="TEST01|TEST04",
+                      metavar="TEST01|TEST04|TEST05",
                       help="the audit(s) to run (default: those the benchmark needs in --round)")
     # run's --test (short run), which also still accepts the old `--test TEST01` spelling
     comp.add_argument("--test", dest="compliance_test", nargs="*", action=_AuditFlag,
                       metavar="TEST0X", help="short run, as in `mlharness run` (the default); `--test TEST01` is "
                            "the old spelling of --audit TEST01")
-    comp.add_argument("--round", default=DEFAULT_ROUND,
-                      help="round whose required tests are run when --audit names none")
+    comp.add_argument("--round", metavar="ROUND",
+                      help="round whose seeds the audit uses and whose required tests are run "
+                           "when --audit names none (default: the reference run's round, else "
+                           f"{DEFAULT_ROUND}); TEST05 needs a round before v5.0")
     comp.add_argument("--reference-perf", type=Path, required=True, metavar="RUN_DIR",
                       help="the performance run being audited (run dir or results/.../<scenario>)")
     comp.add_argument("--reference-accuracy", type=Path, metavar="RUN_DIR",
@@ -124,9 +126,10 @@ def _tests_to_run(args: argparse.Namespace, benchmark: str) -> list[str]:
 
     if args.compliance_test:
         return list(args.compliance_test)
-    tests = required_tests(benchmark, args.round, "closed")
+    round_name = args.round or DEFAULT_ROUND
+    tests = required_tests(benchmark, round_name, "closed")
     if not tests:
-        raise ConfigError(f"{benchmark} needs no TEST01/TEST04 audit in round {args.round}",
+        raise ConfigError(f"{benchmark} needs no compliance audit in round {round_name}",
                           hint="name one with --audit TEST01 or --audit TEST04 to run it anyway")
     return tests
 
@@ -153,6 +156,10 @@ def compliance_command(args: argparse.Namespace) -> int:
         spec = resolved_spec(*given_spec(args, mode="performance"), quiet=args.json,
                              progress=not args.no_progress)
     tests = _tests_to_run(args, spec.benchmark if spec else "")
+    if "TEST05" in tests and spec is not None:
+        from mlharness.rules import loadgen_seeds
+
+        loadgen_seeds(spec.round, test05=True)  # refused before any run: a round that had TEST05
     if "TEST01" in tests and args.reference_accuracy is None:
         raise ConfigError("TEST01 compares against the accuracy run",
                           hint="pass --reference-accuracy RUN_DIR (an untruncated accuracy log)")
@@ -181,7 +188,10 @@ def compliance_command(args: argparse.Namespace) -> int:
 def _perf_detail(perf: Any) -> str:
     if perf.failure:
         return perf.failure
-    if perf.low is None:  # TEST04: one-sided
+    if perf.low is not None and perf.high == float("inf"):  # TEST05 (v3.1+): throughput
+        return (f"test {perf.test_score:.6g} > {perf.low:.6g} "
+                f"(reference {perf.reference_score:.6g} -{perf.threshold:.0%})")
+    if perf.low is None:  # TEST04, TEST05 latency: one-sided
         return (f"test {perf.test_score:.6g} < {perf.high:.6g} "
                 f"(reference {perf.reference_score:.6g} +{perf.threshold:.0%})")
     return (f"{perf.low:.6g} <= test {perf.test_score:.6g} <= {perf.high:.6g} "

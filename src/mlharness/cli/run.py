@@ -271,7 +271,9 @@ def register(sub: argparse._SubParsersAction) -> None:
                    help="performance (default) or accuracy")
     rules = p.add_argument_group("round rules (checked before --valid runs)")
     rules.add_argument("--round", metavar="ROUND",
-                       help=f"round whose rules a --valid run must meet (default {DEFAULT_ROUND})")
+                       help="round whose rules a --valid run must meet and whose seeds LoadGen "
+                            f"uses (default {DEFAULT_ROUND}: the installed LoadGen's own seeds; "
+                            "v2.1 ... v4.1: docs/rounds.md)")
     rules.add_argument("--division", choices=("closed", "open"), default="closed",
                        help="division the run is meant for (default closed)")
     rules.add_argument("--no-preflight", action="store_true",

@@ -12,6 +12,7 @@ from rich.markup import escape
 from mlharness.cli.render import LiveProgress, console, console_err, print_json
 from mlharness.errors import ConfigError
 from mlharness.names import QPS_SCENARIOS, Scenario
+from mlharness.rules.loader import DEFAULT_ROUND, ROUNDS
 
 EXAMPLES = """\
 examples:
@@ -59,6 +60,9 @@ def register(sub: argparse._SubParsersAction) -> None:
                    help=f"Server: hold the chosen target this long, stepping down by the margin "
                         f"until VALID (default {CONFIRM_S:g}; 0 skips; short probes see a burst "
                         "capacity a 600 s run does not sustain)")
+    t.add_argument("--round", metavar="ROUND", choices=ROUNDS,
+                   help="round whose seeds the probes use (default: the installed LoadGen's, "
+                        f"{DEFAULT_ROUND})")
     t.add_argument("--quick", action="store_true",
                    help="coarser, faster search with wider margins, no --confirm")
     out = p.add_argument_group("output")

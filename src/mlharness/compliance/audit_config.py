@@ -14,7 +14,7 @@ from mlharness.errors import ConfigError
 from mlharness.loadgen.settings import SCENARIOS
 from mlharness.rules.loader import load as load_rules
 
-TESTS = ("TEST01", "TEST04")
+TESTS = ("TEST01", "TEST04", "TEST05")
 
 #: the official values live in the round data (``[audit]`` in ``rules/common.toml``)
 _AUDIT = load_rules().audit
@@ -31,6 +31,9 @@ TEST01_STAND_IN: dict[str, str] = dict(_AUDIT["test01_stand_in"])
 #: ``compliance/TEST04/audit.config``: the same values for every scenario
 TEST04_PER_SCENARIO: dict[str, int] = {"mode": PERFORMANCE_ONLY,
                                        **{k: int(v) for k, v in _AUDIT["test04"].items()}}
+#: ``rounds/<round>/compliance/nvidia/TEST05/audit.config``: *.*.test05 (rounds before v5.0; the
+#: runner then sets that round's TEST05 seeds from code, ``rules.loadgen_seeds``)
+TEST05_FLAG: int = int(_AUDIT["test05"])
 
 
 @dataclass(frozen=True)
@@ -81,6 +84,8 @@ def audit_config(test: str, model: str) -> AuditConfig:
             for scenario in SCENARIOS
             for key, value in TEST04_PER_SCENARIO.items()
         )
+    elif test == "TEST05":
+        entries = (("*", "test05", TEST05_FLAG),)
     else:
         raise ConfigError(f"unknown compliance test {test!r}",
                           hint="choose one of: " + ", ".join(TESTS))

@@ -7,16 +7,17 @@ a round mlharness has no rules for is refused by ``rules.load``.
 
 from __future__ import annotations
 
-from mlharness.compliance.audit_config import TEST01_STAND_IN
+from mlharness.compliance.audit_config import TEST01_STAND_IN, TESTS
 from mlharness.rules import DEFAULT_ROUND, load
 
 
 def required_tests(benchmark: str, version: str = DEFAULT_ROUND, division: str = "closed"
                    ) -> list[str]:
-    """The compliance tests (TEST01, TEST04) ``benchmark`` needs in ``version``; none in open."""
+    """The compliance tests (TEST01, TEST04; TEST05 before v5.0) ``benchmark`` needs in
+    ``version``; none in open."""
     rules = load(version)  # ConfigError naming the known rounds
     if division.lower() == "open":
         return []
     # by our name or the checker's; the demo is audited like the benchmark it stands in for
     bench = rules.find(TEST01_STAND_IN.get(benchmark, benchmark))
-    return [] if bench is None else [t for t in bench.compliance_tests if t in ("TEST01", "TEST04")]
+    return [] if bench is None else [t for t in bench.compliance_tests if t in TESTS]

@@ -2,7 +2,8 @@
 
 ``verify`` decides as ``compliance/TEST01/run_verification.py`` and
 ``compliance/TEST04/run_verification.py`` do (TEST01: accuracy on the untruncated accuracy log
-plus performance on the detail logs; TEST04: performance on the summary logs), then writes
+plus performance on the detail logs; TEST04: performance on the summary logs; TEST05, rounds
+before v5.0: the round's ``compliance/nvidia/TEST05`` band on the summary logs), then writes
 ``verify_*.txt`` and copies the audit's logs under ``<out_dir>/<test>/``.
 """
 
@@ -65,7 +66,21 @@ class Verdict:
         }
 
 
+def _test05_round(facts: Any) -> str | None:
+    """The round whose TEST05 seeds the run used (None: not a TEST05 audit)."""
+    from mlharness import rules
+
+    seeds = {k: facts.get(f"effective_{k}") for k in
+             ("qsl_rng_seed", "sample_index_rng_seed", "schedule_rng_seed")}
+    for name in rules.ROUNDS:
+        if rules.load(name).test05_seeds == seeds:
+            return name
+    return None
+
+
 def _audit_applied(test: str, facts: Any) -> bool:
+    if test == "TEST05":
+        return _test05_round(facts) is not None
     if test == "TEST01":
         return facts.get("effective_accuracy_log_rng_seed") == TEST01_ACCURACY_LOG_RNG_SEED
     return (bool(facts.get("effective_performance_issue_same"))
@@ -208,6 +223,15 @@ def verify(test: str, reference_perf_run_dir: Path, reference_accuracy_run_dir: 
         accuracy = compare_accuracy_logs(ref_acc, audit_logs / ACCURACY, dtype)
         performance = check_detail_logs(ref_logs / DETAIL, audit_logs / DETAIL)
         texts["verify_accuracy.txt"] = accuracy.render()
+    elif test == "TEST05":
+        from mlharness import rules
+        from mlharness.compliance.test05 import check_test05
+
+        round_name = _test05_round(read_detail(audit_logs / DETAIL))
+        assert round_name is not None  # _check_audit_applied
+        rule = rules.load(round_name).test05
+        assert rule is not None
+        performance = check_test05(ref_logs / SUMMARY, audit_logs / SUMMARY, rule, round_name)
     else:
         performance = check_summary_logs(ref_logs / SUMMARY, audit_logs / SUMMARY)
     texts["verify_performance.txt"] = performance.render()

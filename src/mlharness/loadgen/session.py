@@ -9,7 +9,7 @@ from __future__ import annotations
 import os
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Callable, Sequence
+from typing import Callable, Mapping, Sequence
 
 import numpy as np
 
@@ -27,6 +27,10 @@ _SCENARIOS = {
 _MODES = {"performance": lg.TestMode.PerformanceOnly, "accuracy": lg.TestMode.AccuracyOnly}
 
 AUDIT_FILE = "audit.config"
+#: the TestSettings attributes a round sets from code (``loadgen/test_settings.h``)
+SEED_ATTRIBUTES = ("qsl_rng_seed", "sample_index_rng_seed", "schedule_rng_seed", "test05",
+                   "test05_qsl_rng_seed", "test05_sample_index_rng_seed",
+                   "test05_schedule_rng_seed")
 TRACE_FILE = "mlperf_log_trace.json"
 
 
@@ -72,8 +76,13 @@ def run_test(
     flush: Callable[[], None],
     audit: bool = False,
     sut_name: str | None = None,
+    seeds: Mapping[str, int] | None = None,
 ) -> None:
     """Run the test; LoadGen writes its logs into ``outdir``.
+
+    ``seeds`` (a round's, ``rules.loadgen_seeds``) are set on ``TestSettings`` after
+    ``FromConfig``: LoadGen reads seeds only from its compiled-in mlperf.conf, and the attributes
+    set from Python win (the detail log's ``effective_*_rng_seed`` shows them).
 
     ``sut_name`` (a SUT reached over the network) makes the SUT a LoadGen query dispatch library
     (``ConstructQDL``, as the official ``language/bert/bert_QDL.py``) whose name LoadGen logs as
@@ -94,6 +103,11 @@ def run_test(
         raise ConfigError(f"LoadGen rejected {user_conf} (code {rc})",
                           hint="see mlperf_log_detail.txt for the offending line")
     settings.scenario = _SCENARIOS[cfg.scenario]
+    for key, value in (seeds or {}).items():
+        if key not in SEED_ATTRIBUTES:
+            raise ConfigError(f"{key} is not a LoadGen seed setting",
+                              hint="known: " + ", ".join(SEED_ATTRIBUTES))
+        setattr(settings, key, value)
     settings.mode = _MODES[cfg.mode]
 
     log_output = lg.LogOutputSettings()

@@ -10,7 +10,7 @@ from importlib import resources
 from typing import Any
 
 from mlharness.errors import ConfigError
-from mlharness.rules.model import BenchmarkRules, Rules, normalize_system_type
+from mlharness.rules.model import BenchmarkRules, Rules, Test05Rule, normalize_system_type
 
 def _read(name: str) -> dict[str, Any]:
     text = resources.files("mlharness.rules").joinpath(name).read_text()
@@ -64,7 +64,7 @@ def _benchmark(name: str, data: dict[str, Any], regexes: dict[str, str]) -> Benc
 
 
 def load(round: str = DEFAULT_ROUND) -> Rules:
-    """The rules of ``round`` (``v6.1``, ``v6.0`` or ``v5.1``; a leading ``v`` is optional)."""
+    """The rules of ``round`` (``v6.1`` … ``v2.1``: ``ROUNDS``; a leading ``v`` is optional)."""
     key = round if round.startswith("v") else f"v{round}"
     if key not in ROUNDS:
         raise ConfigError(f"unknown round {round!r}", hint="choose one of: " + ", ".join(ROUNDS))
@@ -103,6 +103,13 @@ def facts(harness_name: str) -> BenchmarkRules | None:
     return None
 
 
+def _test05(data: dict[str, Any] | None) -> Test05Rule | None:
+    if data is None:
+        return None
+    return Test05Rule(float(data["threshold"]), float(data["wide_threshold"]),
+                      bool(data["two_sided"]), tuple(data.get("throughput_scenarios", ())))
+
+
 @lru_cache(maxsize=None)
 def _load(key: str) -> Rules:
     data = _merge(_read("common.toml"), _read(f"{key}.toml"))
@@ -131,5 +138,9 @@ def _load(key: str) -> Rules:
         measurements_required=tuple(data["measurements"]["required"]),
         measurements_files=tuple(data["measurements"]["files"]),
         hash_regex=regexes["hash"],
+        test05_seeds={k: int(v) for k, v in data.get("test05_seeds", {}).items()},
+        mlperf_conf={k: str(v) for k, v in data.get("mlperf_conf", {}).items()},
+        checker_script=str(data.get("checker_script", "")),
+        test05=_test05(data.get("test05")),
         raw=data,
     )

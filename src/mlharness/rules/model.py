@@ -59,6 +59,16 @@ def normalize_system_type(system_type: str) -> str:
 
 
 @dataclass(frozen=True)
+class Test05Rule:
+    """How a round's ``compliance/nvidia/TEST05/verify_performance.py`` judges the audit."""
+
+    threshold: float
+    wide_threshold: float  # reference SingleStream <= 200000 ns / MultiStream <= 1600000 ns
+    two_sided: bool  # inside reference x (1 +- t); else one-sided per scenario
+    throughput_scenarios: tuple[str, ...] = ()  # one-sided: score > reference x (1 - t)
+
+
+@dataclass(frozen=True)
 class Rules:
     """One round's rules."""
 
@@ -84,6 +94,14 @@ class Rules:
     measurements_required: tuple[str, ...]
     measurements_files: tuple[str, ...]
     hash_regex: str
+    #: seeds of a TEST05 audit (rounds before v5.0); empty where TEST05 is retired
+    test05_seeds: dict[str, int] = field(default_factory=dict)
+    #: the round's mlperf.conf lines for the models mlharness runs (seeds aside), as text values
+    mlperf_conf: dict[str, str] = field(default_factory=dict)
+    #: the round's own checker under ``rounds/<round>/`` (empty: today's checker package)
+    checker_script: str = ""
+    #: TEST05's verdict rule (rounds that required TEST05)
+    test05: Test05Rule | None = None
     raw: dict[str, Any] = field(default_factory=dict, repr=False, compare=False)
 
     def find(self, name: str) -> BenchmarkRules | None:

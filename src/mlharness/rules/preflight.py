@@ -47,8 +47,9 @@ def seed_problems(rules: Rules, found: dict[str, int] | None) -> list[Problem]:
         f"the installed LoadGen {version} uses seeds that are not the {rules.round} seeds{where}",
         meaning=f"the checker rejects every log whose qsl/sample-index/schedule seeds differ from "
         f"{rules.round}'s (seeds come only from the mlperf.conf compiled into LoadGen)",
-        fix=(f"lay out and check with --round {other} (the installed LoadGen's round), or install the {rules.round} LoadGen" if other else
-             _install_hint(rules)))]
+        fix=(f"run with --round {rules.round} (its seeds are then set from code), or lay out "
+             f"and check with --round {other} (the installed LoadGen's round)" if other else
+             f"run with --round {rules.round} (its seeds are then set from code)"))]
 
 
 def _performance(spec: Any, eff: EffectiveSettings, bench: BenchmarkRules, rules: Rules,
@@ -101,6 +102,45 @@ def _performance(spec: Any, eff: EffectiveSettings, bench: BenchmarkRules, rules
     return out
 
 
+#: settings of a round's mlperf.conf that a run must reach (``at least``) or equal
+_ROUND_MINIMUMS = {"min_query_count": "--min-query-count", "min_duration": "--min-duration"}
+_ROUND_EQUAL = ("samples_per_query", "target_latency_percentile")
+
+
+def round_conf_value(rules: Rules, model: str, scenario: str, key: str) -> str | None:
+    """``key`` in the round's mlperf.conf lines, looked up as LoadGen does (model.scenario,
+    *.scenario, model.*, *.*)."""
+    for m, s in ((model, scenario), ("*", scenario), (model, "*"), ("*", "*")):
+        value = rules.mlperf_conf.get(f"{m}.{s}.{key}")
+        if value is not None:
+            return value
+    return None
+
+
+def round_conf_problems(spec: Any, eff: EffectiveSettings, bench: BenchmarkRules,
+                        rules: Rules) -> list[Problem]:
+    """Where a --valid run would differ from the round's own mlperf.conf (rounds before v5.0,
+    whose mlperf.conf is not the one compiled into LoadGen 6.0.17): named, with the flag that
+    sets the round's value, never changed silently."""
+    out: list[Problem] = []
+    if spec.short or not rules.mlperf_conf:
+        return out
+    for key in (*_ROUND_MINIMUMS, *_ROUND_EQUAL):
+        want, have = round_conf_value(rules, bench.loadgen_model, str(spec.scenario), key), \
+            eff.values.get(key)
+        if want is None or have is None:
+            continue
+        short = float(have) < float(want) if key in _ROUND_MINIMUMS else float(have) != float(want)
+        if short:
+            flag = _ROUND_MINIMUMS.get(key, f"--set {key}=")
+            sep = "" if flag.endswith("=") else " "
+            out.append(Problem(
+                "round-setting", f"{key} would be {have:g}, {rules.round}'s mlperf.conf sets "
+                f"{want}", meaning=f"{rules.round} runs used that round's mlperf.conf; the "
+                "installed LoadGen compiles in another", fix=f"pass {flag}{sep}{want}"))
+    return out
+
+
 def _accuracy(spec: Any, eff: EffectiveSettings, bench: BenchmarkRules,
               dataset_size: int | None) -> list[Problem]:
     override = int(eff.values.get("accuracy_sample_count_override") or 0)
@@ -134,10 +174,15 @@ def preflight(
         bench = rules.benchmark(spec.benchmark)
     except ConfigError as exc:
         return [Problem("not-a-round-benchmark", exc.message, meaning="", fix=exc.hint)]
-    problems = seed_problems(rules, seeds() if seeds else installed.installed_seeds())
+    forced = getattr(spec, "round", None)
+    if forced is not None and load(forced).round == rules.round:
+        problems = []  # the run sets the round's seeds from code (rules.loadgen_seeds)
+    else:
+        problems = seed_problems(rules, seeds() if seeds else installed.installed_seeds())
     eff = spec.settings(bench.loadgen_model)  # the same decision user.conf is written from
     if spec.mode == "accuracy":
         problems += _accuracy(spec, eff, bench, dataset_size)
     else:
         problems += _performance(spec, eff, bench, rules, division)
+        problems += round_conf_problems(spec, eff, bench, rules)
     return problems

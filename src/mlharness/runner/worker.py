@@ -10,6 +10,7 @@ parent ends it) and exits by itself when its parent is gone (e.g. killed with SI
 from __future__ import annotations
 
 import faulthandler
+import re
 import threading
 import traceback
 from pathlib import Path
@@ -50,6 +51,17 @@ def warm_up(holder: Any, engine: Any, batches: int, phase: Any) -> float:
         return engine.warm_up(batches, 0)
     finally:
         holder.unload_samples(needed)
+
+
+def round_seeds(spec: Any, run_dir: Path) -> dict[str, int]:
+    """The seeds ``spec.round`` sets from code; a TEST05 audit (its audit.config says
+    ``*.*.test05 = 1``) gets the round's TEST05 seeds."""
+    from mlharness import rules
+
+    audit = run_dir / "audit.config"
+    text = audit.read_text() if spec.audit_config is not None and audit.is_file() else ""
+    test05 = re.search(r"^\*\.\*\.test05\s*=\s*1\s*$", text, re.MULTILINE) is not None
+    return rules.loadgen_seeds(spec.round, test05)
 
 
 def child_main(spec_data: dict[str, Any], run_dir: str, channel: Any, loaded: Any,
@@ -138,7 +150,8 @@ def child_main(spec_data: dict[str, Any], run_dir: str, channel: Any, loaded: An
         try:
             run_test(settings, Path(run_dir) / "user.conf", Path(run_dir), qsl, engine.issue,
                      engine.flush, audit=spec.audit_config is not None,
-                     sut_name=backend.sut_name if holds else None)
+                     sut_name=backend.sut_name if holds else None,
+                     seeds=round_seeds(spec, Path(run_dir)))
         finally:
             engine.stop()
             stop.set()

@@ -64,8 +64,9 @@ def _truthy(v: Any) -> bool:
 
 
 def performance_problems(log: DetailLog, bench: BenchmarkRules, rules: Rules, division: str,
-                         where: str) -> list[Problem]:
-    """``checks/performance_check.py`` plus validity and LoadGen errors."""
+                         where: str, seeds: dict[str, int] | None = None) -> list[Problem]:
+    """``checks/performance_check.py`` plus validity and LoadGen errors. ``seeds``: the ones
+    expected (default the round's; a TEST05 audit's are the round's TEST05 seeds)."""
     v = log.values
     out: list[Problem] = []
     scenario = str(v.get("effective_scenario", ""))
@@ -80,14 +81,14 @@ def performance_problems(log: DetailLog, bench: BenchmarkRules, rules: Rules, di
             f"min_duration {duration:g} ms is below the required {rules.min_duration_ms} ms",
             meaning="the rules need every performance run to last at least 600 s", fix=fix_run,
             where=where))
-    for key, expected in rules.seeds.items():
+    for key, expected in (seeds or rules.seeds).items():
         found = v.get(f"effective_{key}")
         if found is None or int(found) != expected:
             out.append(Problem(
                 "wrong-seeds", f"{key} is {found}, {rules.round} expects {expected}", where=where,
-                meaning="seeds come from the mlperf.conf compiled into LoadGen; these logs were "
-                "made with another round's LoadGen",
-                fix=f"check with the matching --round, or re-run with the {rules.round} LoadGen"))
+                meaning="seeds come from the mlperf.conf compiled into LoadGen (or from --round); "
+                "these logs were made with another round's seeds",
+                fix=f"check with the matching --round, or re-run with --round {rules.round}"))
     psc = _num(v.get("effective_performance_sample_count"))
     if not psc >= bench.performance_sample_count:
         out.append(Problem(
@@ -179,12 +180,17 @@ def accuracy_problems(acc_dir: Path, bench: BenchmarkRules, rules: Rules, divisi
     return out
 
 
-def measurement_problems(scen_dir: Path, rules: Rules, where: str) -> list[Problem]:
-    """``checks/measurements_checks.py``."""
+def measurement_problems(scen_dir: Path, rules: Rules, where: str,
+                         system: str | None = None) -> list[Problem]:
+    """``checks/measurements_checks.py``; with ``system`` (the older layout) the description is
+    ``<system>_<impl>_<scenario>.json`` (``check_measurement_dir`` of the round's checker)."""
     out: list[Problem] = []
     path = scen_dir / "measurements.json"
+    if system is not None:
+        found = sorted(scen_dir.glob(f"{system}_*.json")) if scen_dir.is_dir() else []
+        path = found[0] if found else scen_dir / f"{system}_<impl>_{scen_dir.name}.json"
     if not path.is_file():
-        return [Problem("measurements-missing", "measurements.json is missing", where=where,
+        return [Problem("measurements-missing", f"{path.name} is missing", where=where,
                         meaning="each result describes its inputs and weights", fix=RESUBMIT)]
     try:
         data = json.loads(path.read_text(encoding="utf-8"))
@@ -239,7 +245,9 @@ def compliance_problems(scen_dir: Path, bench: BenchmarkRules, rules: Rules, div
             out.append(Problem("compliance-failed", f"{test} performance verification did not pass",
                                where=w, meaning=("the audit run was faster than allowed (caching?)"
                                                  if test == "TEST04" else
-                                                 "the audit run's performance is out of band"),
+                                                 "with other seeds the performance changed beyond "
+                                                 f"{rules.round}'s tolerance" if test == "TEST05"
+                                                 else "the audit run's performance is out of band"),
                                fix=fix))
         run1 = tdir / "performance" / "run_1"
         files = {p.name for p in run1.iterdir() if p.is_file()} if run1.is_dir() else set()
@@ -252,7 +260,8 @@ def compliance_problems(scen_dir: Path, bench: BenchmarkRules, rules: Rules, div
             continue
         log = _read_log(run1 / "mlperf_log_detail.txt", w, out)
         if log is not None:
-            for p in performance_problems(log, bench, rules, division, w):
+            seeds = rules.test05_seeds if test == "TEST05" else None
+            for p in performance_problems(log, bench, rules, division, w, seeds):
                 if p.code == "loadgen-errors":  # the checker tolerates the audit's own notices
                     continue
                 message = p.message.replace("a --test run", f"the {test} audit is a --test run")
@@ -301,11 +310,10 @@ def archive_problems(archive: Path) -> list[Problem]:
 def check_tree(root: Path, rules: Rules) -> list[Problem]:
     """Every problem in the submission tree at ``root``."""
     out: list[Problem] = []
-    if rules.layout != "v6":
-        return [Problem("layout-unsupported", f"{rules.round} trees use the older measurements/, "
-                        "compliance/, code/ layout, which mlharness does not check",
-                        meaning="mlharness lays out and checks v6.x trees",
-                        fix=f"check with --round {DEFAULT_ROUND}", where=str(root))]
+    if rules.layout not in ("v6", "v4"):
+        return [Problem("layout-unsupported", f"{rules.round} trees use a layout mlharness does "
+                        "not check", meaning="mlharness checks v6.x trees and those of rounds "
+                        "before v5.0", fix=f"check with --round {DEFAULT_ROUND}", where=str(root))]
     divisions = [d for d in _dirs(root) if d.name in rules.divisions]
     if not divisions:
         return [Problem("tree-empty", f"no {'/'.join(rules.divisions)} directory in {root}",
@@ -327,8 +335,9 @@ def check_tree(root: Path, rules: Rules) -> list[Problem]:
 def _check_submitter(root: Path, division: str, sub: Path, rules: Rules) -> list[Problem]:
     out: list[Problem] = []
     rel = lambda p: str(p.relative_to(root))  # noqa: E731
-    if not (sub / "src").is_dir():
-        out.append(Problem("src-missing", "src/ does not exist", where=rel(sub),
+    code = "code" if rules.layout == "v4" else "src"
+    if not (sub / code).is_dir():
+        out.append(Problem("src-missing", f"{code}/ does not exist", where=rel(sub),
                            meaning="the code that produced the results must be included",
                            fix=RESUBMIT))
     mapping = _model_mapping(sub) if division == "open" else {}
@@ -405,9 +414,15 @@ def _check_scenario(root: Path, scen_dir: Path, bench: BenchmarkRules, rules: Ru
     if log is not None:
         out += performance_problems(log, bench, rules, division, where)
     out += accuracy_problems(scen_dir / "accuracy", bench, rules, division, where)
-    out += measurement_problems(scen_dir, rules, where)
+    meas_dir = comp_dir = scen_dir
+    system = None
+    if rules.layout == "v4":  # <sub>/results/<system>/<bench>/<scenario>
+        sub, system = scen_dir.parents[3], scen_dir.parents[1].name
+        tail = Path(system) / scen_dir.parent.name / scen_dir.name
+        meas_dir, comp_dir = sub / "measurements" / tail, sub / "compliance" / tail
+    out += measurement_problems(meas_dir, rules, where, system)
     if division in ("closed", "network"):
-        out += compliance_problems(scen_dir, bench, rules, division, where)
+        out += compliance_problems(comp_dir, bench, rules, division, where)
     for retired in rules.retired_tests:
         if (scen_dir / retired).exists():
             out.append(Problem("compliance-retired", f"{retired} is retired", where=where,

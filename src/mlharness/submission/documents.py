@@ -38,6 +38,26 @@ def measurements(run: Run, accuracy: Run | None) -> dict[str, Any]:
     }
 
 
+def mlperf_conf(rules: Any, loadgen_model: str) -> str:
+    """The older layout's ``measurements/.../mlperf.conf``: the lines in effect for
+    ``loadgen_model`` — the mlperf.conf compiled into the installed LoadGen, with the seeds
+    ``--round`` set from code (``rules.seeds``)."""
+    from mlharness.loadgen.installed import embedded_conf
+
+    lines = [f"# mlperf.conf in effect for {loadgen_model} under --round {rules.round}, written by "
+             f"mlharness {__version__}:",
+             "# the installed LoadGen's compiled-in mlperf.conf, its seeds replaced by the round's",
+             "# (set on TestSettings from code); user.conf beside this file holds the run's own."]
+    for key, value in embedded_conf().items():
+        model, _, setting = key.split(".", 2)
+        if model not in ("*", loadgen_model) or "test05" in setting:
+            continue
+        if setting in rules.seeds:
+            value = str(rules.seeds[setting])
+        lines.append(f"{key} = {value}")
+    return "\n".join(lines) + "\n"
+
+
 def weight_transformations(precision: str, backend: dict[str, Any]) -> str:
     """What was done to the weights, naming the calibration of a calibrated int8 model (the
     record ``mlharness calibrate`` left beside it, as the run found it)."""

@@ -1,5 +1,10 @@
-"""Lay run directories out as a v6.x submission tree (``submission_structure.md``, the
-``*_PATH`` tables in ``submission_checker/constants.py``)::
+"""Lay run directories out as a submission tree: the v6.x layout (``submission_structure.md``,
+the ``*_PATH`` tables in ``submission_checker/constants.py``) or, for rounds before v5.0
+(``layout = "v4"``), the older one their checkers read (``rounds/<round>/tools/submission/
+submission_checker.py`` check_results_dir): ``results/<system>/<benchmark>/<scenario>/``
+{performance/run_1, accuracy}, ``measurements/<system>/<benchmark>/<scenario>/`` {mlperf.conf,
+user.conf, README.md, <system>_<impl>_<scenario>.json}, ``compliance/<system>/<benchmark>/
+<scenario>/TEST0X`` and ``code/<benchmark>/<impl>/``. The v6.x tree::
 
     <root>/<division>/<submitter>/systems/<system>.json
                                  /src/README.md, src/<benchmark>/settings.json
@@ -45,6 +50,8 @@ class Entry:
     tests: list[str] = field(default_factory=list)
     verdicts: dict[str, bool] = field(default_factory=dict)  # tests verified by submit itself
     why: dict[str, str] = field(default_factory=dict)  # mode -> why that run was chosen
+    compliance_path: Path | None = None  # where TEST0X/ live (the scenario directory in v6)
+    measurements_file: Path | None = None  # measurements.json (v4: <system>_<impl>_<scenario>.json)
 
     def to_dict(self) -> dict[str, Any]:
         return {"benchmark": self.benchmark, "bench_dir": self.bench_dir,
@@ -126,11 +133,12 @@ def lay_out(
 ) -> Layout:
     """Copy the chosen runs (``Inventory.choose``) into the tree under ``root`` (which must be empty),
     then truncate the accuracy logs. Runs that cannot be laid out are listed in ``notes``."""
-    if rules.layout != "v6":
-        raise ConfigError(f"mlharness lays out v6.x trees; {rules.round} used the older "
-                          "measurements/ + compliance/ + code/ layout",
+    if rules.layout not in ("v6", "v4"):
+        raise ConfigError(f"mlharness lays out v6.x trees and those of rounds before v5.0; "
+                          f"{rules.round}'s layout is not implemented",
                           hint=f"use --round {DEFAULT_ROUND} (the official "
                                "preprocess_submission.py converts old trees)")
+    old = rules.layout == "v4"
     if division not in rules.divisions:
         raise ConfigError(f"unknown division {division!r}", hint="use open, closed or network")
     out = Layout(root, division, submitter, system)
@@ -158,6 +166,10 @@ def lay_out(
             out.notes.append(f"skipped {benchmark} {scenario}: {acc.path} has no accuracy.txt")
             continue
         scen_dir = out.base / "results" / system / bench.name / scenario
+        meas_dir, comp_dir = scen_dir, scen_dir
+        if old:
+            meas_dir = out.base / "measurements" / system / bench.name / scenario
+            comp_dir = out.base / "compliance" / system / bench.name / scenario
         if (perf.record.power or {}).get("metric") is not None:
             from mlharness.power.session import SESSION_FILES
 
@@ -171,26 +183,32 @@ def lay_out(
             continue
         user_conf = perf.path / "user.conf"
         if user_conf.is_file():
-            copy_file(user_conf, scen_dir / "user.conf")
+            copy_file(user_conf, meas_dir / "user.conf")
         entry = Entry(benchmark, bench.name, scenario, scen_dir, perf, acc,
                       why={"performance": perf_choice.why,
-                           "accuracy": acc_choice.why if acc_choice else ""})
+                           "accuracy": acc_choice.why if acc_choice else ""},
+                      compliance_path=comp_dir)
         for test in bench.compliance_tests if division != "open" else ():
             audit = inventory.audit(test, benchmark, scenario)
             found = inventory.verification(test, benchmark, scenario)
             if audit is not None:
-                entry.verdicts[test] = _verify(test, perf, acc, audit, scen_dir)
+                entry.verdicts[test] = _verify(test, perf, acc, audit, comp_dir)
                 entry.tests.append(test)
             elif found is not None:
-                _copy_verification(found, scen_dir / test)
+                _copy_verification(found, comp_dir / test)
                 entry.tests.append(test)
             else:
                 out.notes.append(
                     f"{benchmark} {scenario}: no {test} verification found; run "
                     f"`mlharness compliance --audit {test} --benchmark {benchmark} --scenario {scenario} ...`")
-        write_json_atomic(scen_dir / "measurements.json", documents.measurements(perf, acc))
-        write_text_atomic(scen_dir / "README.md",
+        name = f"{system}_{_impl(perf)}_{scenario}.json" if old else "measurements.json"
+        entry.measurements_file = meas_dir / name
+        write_json_atomic(entry.measurements_file, documents.measurements(perf, acc))
+        write_text_atomic(meas_dir / "README.md",
                           documents.result_readme(bench.name, perf, acc, entry.tests))
+        if "mlperf.conf" in rules.measurements_files:
+            write_text_atomic(meas_dir / "mlperf.conf",
+                              documents.mlperf_conf(rules, bench.loadgen_model))
         out.entries.append(entry)
         by_bench.setdefault(bench.name, []).extend([perf, acc])
     if not out.entries:
@@ -205,21 +223,32 @@ def lay_out(
     write_json_atomic(out.base / "systems" / f"{system}.json", desc)
     src_rows = []
     for bench_dir, runs in sorted(by_bench.items()):
-        write_text_atomic(out.base / "src" / bench_dir / "settings.json",
-                          documents.src_settings(runs))
+        if old:  # code/<benchmark>/<impl>/ per implementation (check_measurement_dir's code_dir)
+            for impl in sorted({_impl(r) for r in runs}):
+                write_text_atomic(out.base / "code" / bench_dir / impl / "settings.json",
+                                  documents.src_settings([r for r in runs if _impl(r) == impl]))
+        else:
+            write_text_atomic(out.base / "src" / bench_dir / "settings.json",
+                              documents.src_settings(runs))
         for run in runs:
             src_rows.append({"benchmark": bench_dir, "scenario": run.scenario, "mode": run.mode,
                              "backend": run.spec.backend,
                              "model": Path(str(run.spec.model or "")).name})
-    write_text_atomic(out.base / "src" / "README.md", documents.src_readme(src_rows))
+    write_text_atomic(out.base / ("code" if old else "src") / "README.md",
+                      documents.src_readme(src_rows))
     truncate_tree(out)
     return out
+
+
+def _impl(run: Run) -> str:
+    """The implementation name of the older layout's ``<system>_<impl>_<scenario>.json``."""
+    return str(run.spec.backend).replace("_", "-")
 
 
 def truncate_tree(layout: Layout) -> None:
     """Truncate every accuracy log in the tree (after compliance verification, as the rules say)."""
     for entry in layout.entries:
         truncate_dir(entry.path / "accuracy")
-        test01 = entry.path / "TEST01" / "accuracy"
+        test01 = (entry.compliance_path or entry.path) / "TEST01" / "accuracy"
         if (test01 / "mlperf_log_accuracy.json").is_file():
             truncate_dir(test01)

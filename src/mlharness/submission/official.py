@@ -16,7 +16,7 @@ from mlharness.rules.problems import Problem
 RESUBMIT = "re-run `mlharness submit ... --force`"
 #: (pattern in the checker's message, code, meaning, fix); error strings from checks/*.py
 EXPLAIN: list[tuple[str, str, str, str]] = [
-    (r"Test duration less than 600s", "test-duration",
+    (r"Test duration less(?:er)? than 600s", "test-duration",  # "lesser": checkers before v4.1
      "the performance run was shorter than 600 s (a --test run, or --min-duration lowered)",
      "re-run performance with --valid, then submit again"),
     (r"rng_seed is wrong", "wrong-seeds",
@@ -109,7 +109,9 @@ def parse_output(text: str) -> tuple[list[Problem], list[str], bool]:
             if not message.startswith("Execution of check"):
                 warnings.append(message)
             continue
-        group = re.match(r"Some .* Checks failed for: (.*)$", message)
+        # a group's wrap-up line; the checkers before v5.0 say "<path> has issues"
+        group = (re.match(r"Some .* Checks failed for: (.*)$", message)
+                 or re.match(r"(\S+) has issues$", message))
         if group:
             failed_groups.append(group.group(1).strip())
         elif not message.startswith(("SUMMARY:", "NoResults")):
@@ -139,13 +141,34 @@ def checker_dir(checkout: Path) -> Path:
                       hint="pass a checkout of github.com/mlcommons/inference (--official PATH)")
 
 
+def round_checker(checkout: Path, round: str, script: str) -> Path:
+    """An earlier round's single-file checker (``rules.checker_script``) under ``checkout``:
+    the round's folder (``rounds/<round>``), the folder holding the rounds, or a checkout of
+    mlcommons/inference at that round's tag."""
+    for base in (checkout, checkout / round, checkout / "rounds" / round):
+        if (base / script).is_file():
+            return base / script
+    raise ConfigError(f"no {round} submission checker ({script}) under {checkout}",
+                      hint=f"pass the round's folder (../shared/official/rounds/{round}) or a "
+                           f"checkout of mlcommons/inference at the {round} tag (--official PATH)")
+
+
 def run_official(root: Path, checkout: Path, version: str, extra: list[str] | None = None,
-                 timeout: float = 1800) -> OfficialResult:
-    """Run ``python -m submission_checker.main --input ROOT --version V`` in the checkout."""
-    cwd = checker_dir(checkout)
+                 timeout: float = 1800, script: str = "",
+                 python: Path | None = None) -> OfficialResult:
+    """Run ``python -m submission_checker.main --input ROOT --version V`` in the checkout; for a
+    round with its own single-file checker (``script``, rounds before v5.0) ``python
+    <script> --input ROOT --version V`` in the script's folder. ``python``: the interpreter
+    (default this one)."""
+    exe = str(python or sys.executable)
     with tempfile.TemporaryDirectory() as tmp:
-        cmd = [sys.executable, "-m", "submission_checker.main", "--input", str(root.resolve()),
-               "--version", version, "--csv", str(Path(tmp) / "summary.csv"), *(extra or [])]
+        if script:
+            path = round_checker(checkout, version, script)
+            cwd, head = path.parent, [exe, str(path)]
+        else:
+            cwd, head = checker_dir(checkout), [exe, "-m", "submission_checker.main"]
+        cmd = [*head, "--input", str(root.resolve()), "--version", version,
+               "--csv", str(Path(tmp) / "summary.csv"), *(extra or [])]
         try:
             proc = subprocess.run(cmd, cwd=cwd, capture_output=True, text=True, timeout=timeout)
         except subprocess.TimeoutExpired as exc:

@@ -8,6 +8,7 @@ left at "running", finished ok, not a probe) and it is not a compliance audit. A
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -16,7 +17,7 @@ from mlharness.files import sha256_file
 from mlharness.record import RunRecord, read_record, untrusted_reason
 from mlharness.spec import RunSpec
 
-COMPLIANCE_TESTS = ("TEST01", "TEST04")
+COMPLIANCE_TESTS = ("TEST01", "TEST04", "TEST05")
 
 
 @dataclass
@@ -65,7 +66,7 @@ class Run:
 
     @property
     def audit_test(self) -> str | None:
-        """TEST01/TEST04 for an audit run (from its audit.config path or content), else None."""
+        """TEST01/TEST04/TEST05 for an audit run (from its audit.config path or content), else None."""
         if not self.is_audit:
             return None
         for test in COMPLIANCE_TESTS:
@@ -73,6 +74,8 @@ class Run:
                 return test
         conf = self.path / "audit.config"
         text = conf.read_text(errors="replace") if conf.is_file() else ""
+        if re.search(r"^\*\.\*\.test05\s*=\s*1", text, re.MULTILINE):
+            return "TEST05"
         if "performance_issue_same" in text:
             return "TEST04"
         if "accuracy_log_sampling_target" in text or "accuracy_log_rng_seed" in text:

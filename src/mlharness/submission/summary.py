@@ -37,7 +37,7 @@ def rows(layout: Layout, rules: Rules) -> list[dict[str, Any]]:
         bench = rules.find(e.bench_dir)
         acc_text = (e.path / "accuracy" / "accuracy.txt").read_text()
         acc_value = _raw_accuracy(acc_text, bench.accuracy_regex) if bench else None
-        measurements = json.loads((e.path / "measurements.json").read_text())
+        measurements = json.loads((e.measurements_file or e.path / "measurements.json").read_text())
         power = e.performance.record.power if (e.path / "performance" / "power").is_dir() else None
         notes = desc.get("hw_notes", "")
         if desc.get("sw_notes"):
