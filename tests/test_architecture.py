@@ -1,6 +1,6 @@
 """The house keeps its plan: the layers of docs/architecture.md hold (import-linter, every
 import statement counted, function-level ones too), the page lists the same layers as the
-checked contract, and the source passes the linter."""
+checked contract, and the source passes the linter and the type checker."""
 
 from __future__ import annotations
 
@@ -50,4 +50,10 @@ def test_architecture_page_lists_the_checked_layers() -> None:
 def test_source_passes_the_linter() -> None:
     done = subprocess.run([_tool("ruff"), "check", "--no-cache", "src"], cwd=ROOT,
                           capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stdout[-6000:] + done.stderr[-2000:]
+
+
+def test_source_type_checks(tmp_path: Path) -> None:
+    done = subprocess.run([_tool("mypy"), "--cache-dir", str(tmp_path / "mypy"), "src/mlharness"],
+                          cwd=ROOT, capture_output=True, text=True, timeout=900)
     assert done.returncode == 0, done.stdout[-6000:] + done.stderr[-2000:]

@@ -72,6 +72,7 @@ def test01_sampling_target(model: str) -> int:
 
 def audit_config(test: str, model: str) -> AuditConfig:
     """The official audit.config of ``test`` for ``model`` (the task's ``loadgen_model``)."""
+    entries: tuple[tuple[str, str, int], ...]
     if test == "TEST01":
         entries = (
             ("*", "mode", PERFORMANCE_ONLY),
@@ -80,7 +81,7 @@ def audit_config(test: str, model: str) -> AuditConfig:
         )
     elif test == "TEST04":
         entries = tuple(
-            (scenario, key, value)
+            (str(scenario), key, value)
             for scenario in SCENARIOS
             for key, value in TEST04_PER_SCENARIO.items()
         )

@@ -346,7 +346,7 @@ def _check_submitter(root: Path, division: str, sub: Path, rules: Rules) -> list
         out.append(Problem("no-results", "results/ holds no system", where=rel(sub), fix=RESUBMIT))
     for sys_dir in _dirs(results):
         sys_json = sub / "systems" / f"{sys_dir.name}.json"
-        desc: dict[str, Any] = {}
+        desc: dict[str, Any] | None = {}
         if not sys_json.is_file():
             out.append(Problem("system-json-missing", f"systems/{sys_dir.name}.json is missing",
                                where=rel(sub), meaning="every system in results/ needs a description",

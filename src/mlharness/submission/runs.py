@@ -206,7 +206,7 @@ def _digest(path: Path) -> str | None:
     return sha256_file(path) if path.is_file() else None
 
 
-def _owner(test_dir: Path, audits: dict[str, Run]) -> Run | None:
+def _owner(test_dir: Path, audits: dict[str | None, Run]) -> Run | None:
     """The audit run whose detail log the verification copied (matched by content)."""
     digest = _digest(test_dir / "performance" / "run_1" / "mlperf_log_detail.txt")
     return audits.get(digest) if digest else None

@@ -42,6 +42,7 @@ def rows(layout: Layout, rules: Rules) -> list[dict[str, Any]]:
         notes = desc.get("hw_notes", "")
         if desc.get("sw_notes"):
             notes = (notes + ". " if notes else "") + desc["sw_notes"]
+        total: int | str
         try:
             total = int(desc.get("number_of_nodes", 0)) * int(desc.get("accelerators_per_node", 0))
         except ValueError:
