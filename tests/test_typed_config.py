@@ -141,7 +141,7 @@ def test_openvino_and_pytorch_options_are_typed() -> None:
 
     assert backend_options(OpenVinoBackend, {"performance_hint": "latency", "num_streams": 2}) == {
         "performance_hint": "LATENCY", "num_streams": "2", "pin_threads": None,
-        "unquantised": None}
+        "unquantised": None, "snippets": None}
     with pytest.raises(ConfigError, match="unquantised"):
         backend_options(OpenVinoBackend, {"unquantised": "int4"})
     with pytest.raises(ConfigError, match="unknown performance_hint 'FAST'"):

@@ -6,6 +6,8 @@ import argparse
 import sys
 from pathlib import Path
 
+from rich.markup import escape
+
 from mlharness.cli.render import LiveProgress, console, print_json, results_table
 
 #: no targets here: every performance run measures its own first (mlharness.tune), so the demo
@@ -109,7 +111,8 @@ def demo_command(args: argparse.Namespace) -> int:
     for rec in records:
         for retry in rec.get("demo_retries", []):
             console.print(f"[yellow]retried:[/] {rec['result']['scenario']} after "
-                          f"{retry['run_dir']} ({retry['reason']})", highlight=False)
+                          f"{escape(retry['run_dir'])} ({escape(retry['reason'])})",
+                          highlight=False, soft_wrap=True)  # a path to copy, never folded
     console.print("[dim]--test runs are short (2 s): good for checking a set-up, not valid for a "
                   "submission. Find targets for full runs with: mlharness tune --help[/]")
     return worst

@@ -404,7 +404,7 @@ def refuse_if_not_countable(spec: RunSpec, round_name: str | None, division: str
 
 def show_record(data: dict[str, Any], run_dir: Path) -> None:
     """The one-screen verdict of one run."""
-    console.print(results_table([data], title=escape(f"{data['benchmark']} — {run_dir}")))
+    console.print(results_table([data], title=f"{data['benchmark']} — {run_dir}"))
     for line in power_lines(data):
         console.print(line, highlight=False)
     for note in [*(data.get("backend") or {}).get("notes", []),
