@@ -36,12 +36,17 @@ NOT_SCORED = {"math500": "needs the PRM800K grader (reference submodule)",
 
 
 def _kind(dataset: str) -> str:
-    name = str(dataset).lower()
-    for kind in DATASET_KINDS:
-        if kind in name:
-            return kind
-    raise DatasetError(f"no exact-match scorer for data set {dataset!r}",
-                       "deepseek-r1 rows come from gpqa, mmlu_pro, math500, aime, livecodebench")
+    kind = kind_of(str(dataset).lower(), DATASET_KINDS)
+    if kind is None:
+        raise DatasetError(f"no exact-match scorer for data set {dataset!r}",
+                           "deepseek-r1 rows come from gpqa, mmlu_pro, math500, aime, "
+                           "livecodebench")
+    return kind
+
+
+def kind_of(name: str, kinds: Sequence[str]) -> str | None:
+    """The first of ``kinds`` that ``name`` contains (the official scripts' order), or None."""
+    return next((kind for kind in kinds if kind in name), None)
 
 
 def clean_text(text: Any) -> str:

@@ -25,22 +25,20 @@ from pydantic import BaseModel
 
 from mlharness.errors import DatasetError
 from mlharness.llm.accuracy_log import read_entries
-from mlharness.llm.exact_match import clean_text, judge
+from mlharness.llm.exact_match import NOT_SCORED, clean_text, judge, kind_of
 from mlharness.llm.rouge import Decoder
 
 KINDS = ("gpqa", "mmlu_pro", "math500", "aime", "livecodebench", "mmlu")
-NOT_SCORED = {"math500": "needs the PRM800K grader (reference submodule)",
-              "livecodebench": "runs the generated code (LiveCodeBench submodule)"}
 #: eval_mlperf_accuracy.py's DATASET_REPEATS
 REPEATS = {"aime25": 8, "gpqa_diamond": 5, "livecodebench_v6": 3}
 
 
 def _kind(name: str) -> str:
-    for kind in KINDS:
-        if kind in name:
-            return kind
-    raise DatasetError(f"no gpt-oss-120b scorer for data set {name!r}",
-                       "its rows come from aime25, gpqa_diamond, livecodebench_v6")
+    kind = kind_of(name, KINDS)
+    if kind is None:
+        raise DatasetError(f"no gpt-oss-120b scorer for data set {name!r}",
+                           "its rows come from aime25, gpqa_diamond, livecodebench_v6")
+    return kind
 
 
 def final_channel(text: str) -> str:
