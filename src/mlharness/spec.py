@@ -17,6 +17,7 @@ from pydantic import (BaseModel, ConfigDict, Field, StrictBool, ValidationError,
 from mlharness.errors import ConfigError
 from mlharness.files import read_toml
 from mlharness.options import RuleError, config_error
+from mlharness.distribution import FLAGS as DISTRIBUTION_FLAGS
 from mlharness.distribution import LEGACY_NAMES, Distribution
 from mlharness.loadgen.settings import (MAX_COUNT, MAX_DURATION_MS, EffectiveSettings, TestConfig,
                                         check_user_conf_key, effective_settings)
@@ -26,9 +27,7 @@ from mlharness.names import (DEFAULT_MODE, DEFAULT_PRECISION, DEFAULT_SCENARIO, 
 AUTO = "auto"  # a target measured by short probe runs before the run (mlharness.tune)
 #: the backends that were distribution, and their --backend-option keys (distribution.py)
 LEGACY_POOL_BACKENDS = ("remote", "ray")
-LEGACY_POOL_OPTIONS = ("endpoints", "token_file", "failover", "request_timeout", "ray_address",
-                       "replicas", "max_restarts", "replica_cpus", "replica_gpus",
-                       "replica_backend", *LEGACY_NAMES)
+LEGACY_POOL_OPTIONS = (*DISTRIBUTION_FLAGS, "replica_backend", *LEGACY_NAMES)
 #: LoadGen schedules every query of a run up front (``qps x duration`` entries): beyond this a
 #: target exhausts memory inside LoadGen before the first sample is issued
 MAX_TARGET_QPS = 10_000_000.0

@@ -15,6 +15,7 @@ from mlharness.errors import ConfigError
 from mlharness.names import Mode
 from mlharness.rules.loader import DEFAULT_ROUND
 from mlharness.options import parse_scalar
+from mlharness.distribution import FLAGS as DISTRIBUTION_FLAGS
 from mlharness.spec import LEGACY_POOL_BACKENDS, RunSpec, load_toml
 
 EXAMPLES = """\
@@ -218,9 +219,8 @@ def _from_cache(data: dict[str, Any]) -> dict[str, Any]:
     return data
 
 
-#: the flags of the distribution section (distribution.py), by its keys
-_DISTRIBUTION_ARGS = ("endpoints", "failover", "request_timeout", "token_file", "ray_address",
-                      "replicas", "max_restarts", "replica_cpus", "replica_gpus")
+#: the flags of the distribution section, by its keys (argparse dests = the section's keys)
+_DISTRIBUTION_ARGS = tuple(DISTRIBUTION_FLAGS)
 
 
 def _spec_mapping(args: argparse.Namespace) -> dict[str, Any]:
