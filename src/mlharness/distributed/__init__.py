@@ -9,6 +9,7 @@ from typing import Any, Callable
 
 from mlharness.backends import check_signature
 from mlharness.distributed.pool import PoolBackend
+from mlharness.distributed.remote import RemoteBackend
 from mlharness.spec import RunSpec
 from mlharness.sut.assemble import task_options
 from mlharness.tasks import Task, create_task
@@ -24,8 +25,6 @@ def build_pool(spec: RunSpec, phase: Phase | None = None) -> tuple[Task, PoolBac
     task = create_task(spec.benchmark, task_options(spec))
     pool: PoolBackend
     if spec.distribution.kind == "remote":
-        from mlharness.distributed.remote import RemoteBackend
-
         say("connecting to the nodes")
         pool = RemoteBackend()
     else:
