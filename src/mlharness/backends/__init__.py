@@ -6,13 +6,15 @@ import importlib
 from pathlib import Path
 from typing import Any
 
-from mlharness.backends.base import (Backend, BackendOptions, SampleBackend, check_index_ranges,
-                                    check_signature)
+from mlharness.backends.base import (Backend, BackendOptions, GenerationRequest, SampleBackend,
+                                    StreamingBackend, check_index_ranges, check_signature,
+                                    is_streaming)
 from mlharness.errors import ConfigError, HarnessError
 from mlharness.options import parse_options
 from mlharness.tensors import TensorSpec
 
-__all__ = ["Backend", "BackendOptions", "BACKENDS", "SampleBackend", "backend_options",
+__all__ = ["Backend", "BackendOptions", "BACKENDS", "GenerationRequest", "SampleBackend",
+           "StreamingBackend", "backend_options", "is_streaming",
            "create_backend", "check_index_ranges", "check_signature", "declared_inputs",
            "framework_of"]
 
@@ -22,6 +24,9 @@ BACKENDS: dict[str, tuple[str, str]] = {
     "openvino": ("mlharness.backends.openvino:OpenVinoBackend", "openvino"),
     "pytorch": ("mlharness.backends.pytorch:PyTorchBackend", "torch"),
     "noop": ("mlharness.backends.noop:NoopBackend", ""),
+    # text generation (LLM benchmarks): the streaming SUT path (backends/base.py StreamingBackend)
+    "openai": ("mlharness.backends.openai:OpenAIBackend", ""),  # standard library only
+    "hf": ("mlharness.backends.hf:HfBackend", "llm"),  # transformers + torch
 }
 
 

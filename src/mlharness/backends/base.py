@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Protocol, runtime_checkable
+from typing import Any, Callable, Protocol, runtime_checkable
 
 import numpy as np
 
@@ -95,6 +95,59 @@ class SampleBackend(Protocol):
         """What happened during the run (replicas lost, failovers, restarts) for run.json."""
 
     def close(self) -> None: ...
+
+
+@dataclass(frozen=True)
+class GenerationRequest:
+    """One prompt for a text-generation backend, with the benchmark's sampling settings (from the
+    round's rules: ``rules/llm_<round>.toml`` ``generation``). The backend never learns which
+    benchmark it serves; it gets token ids and/or text and these numbers."""
+
+    input_ids: tuple[int, ...] | None
+    text: str | None
+    max_new_tokens: int
+    min_new_tokens: int = 1
+    temperature: float = 0.0
+    top_p: float = 1.0
+    top_k: int = 1  # 1: greedy; -1: no limit
+    #: chat messages (``[{"role": ..., "content": ...}]``) for servers reached by chat
+    messages: tuple[dict[str, str], ...] | None = None
+
+
+#: called by a text-generation backend, from any thread: at the first token(s) (their ids), at
+#: the end (every output id; ``n_tokens`` is ``len(ids)``), or on a failure (one line)
+OnFirst = Callable[[list[int]], None]
+OnDone = Callable[[list[int]], None]
+OnError = Callable[[str], None]
+
+
+@runtime_checkable
+class StreamingBackend(Protocol):
+    """A text-generation runtime that streams tokens (an OpenAI-compatible server, an in-process
+    ``transformers`` model). ``generates = True`` tells the SUT to take the streaming path.
+
+    ``submit`` returns at once; the backend calls ``on_first`` when the first token exists and
+    then exactly one of ``on_done`` / ``on_error``, from a thread of its own. ``concurrency`` is
+    how many requests it keeps in flight (more wait inside it, in order)."""
+
+    name: str
+    generates: bool
+    concurrency: int
+
+    def load(self, model: Path | None, options: BackendOptions) -> None: ...
+
+    def submit(self, request: GenerationRequest, on_first: OnFirst, on_done: OnDone,
+               on_error: OnError) -> None: ...
+
+    def close(self) -> None:
+        """Finish or cancel what is in flight and release threads and connections."""
+
+    def describe(self) -> dict[str, Any]: ...
+
+
+def is_streaming(backend: object) -> bool:
+    """Whether ``backend`` generates text token by token (the streaming SUT path)."""
+    return bool(getattr(backend, "generates", False))
 
 
 def check_signature(expected: list[TensorSpec], actual: list[TensorSpec] | None, model: str,
