@@ -17,6 +17,9 @@ class Scenario(StrEnum):
     MULTI_STREAM = "MultiStream"
     SERVER = "Server"
     OFFLINE = "Offline"
+    #: the LLM benchmarks' Server under tighter token latencies: LoadGen's Server scenario with
+    #: the model key ``<model>-interactive`` (loadgen/mlperf.conf)
+    INTERACTIVE = "Interactive"
 
     @classmethod
     def parse(cls, text: object) -> Scenario | None:
@@ -29,6 +32,11 @@ class Scenario(StrEnum):
         return self in LATENCY_SCENARIOS
 
     @property
+    def loadgen(self) -> Scenario:
+        """The LoadGen scenario that runs it (Interactive runs as Server)."""
+        return Scenario.SERVER if self is Scenario.INTERACTIVE else self
+
+    @property
     def qps_target(self) -> bool:
         """It takes a target QPS (Server, Offline) rather than an expected latency."""
         return self in QPS_SCENARIOS
@@ -38,7 +46,10 @@ _BY_LOWER = {s.value.lower(): s for s in Scenario}
 #: the scenarios whose result is a latency, and those that take a target QPS; plain names test
 #: membership too (``"Server" in QPS_SCENARIOS``)
 LATENCY_SCENARIOS = frozenset({Scenario.SINGLE_STREAM, Scenario.MULTI_STREAM})
-QPS_SCENARIOS = frozenset({Scenario.SERVER, Scenario.OFFLINE})
+QPS_SCENARIOS = frozenset({Scenario.SERVER, Scenario.OFFLINE, Scenario.INTERACTIVE})
+#: the four scenarios LoadGen itself knows (``TestScenario``), in its order
+LOADGEN_SCENARIOS = (Scenario.SINGLE_STREAM, Scenario.MULTI_STREAM, Scenario.SERVER,
+                     Scenario.OFFLINE)
 DEFAULT_SCENARIO = Scenario.OFFLINE
 #: samples in one MultiStream query (mlperf.conf ``*.MultiStream.samples_per_query = 8``)
 MULTISTREAM_SAMPLES_PER_QUERY = 8

@@ -162,9 +162,11 @@ def verdict_of(status: str | None, error: dict[str, Any] | None, result: dict[st
     if accuracy is not None:
         passed = accuracy.get("passed")
         verdict = {True: "PASS", False: "FAIL", None: "DONE"}[passed]
-        why = "" if passed is not False else (
-            f"{accuracy['metric']} {accuracy['value']:.3f} is below the target "
-            f"{accuracy['target']:.3f}")
+        failures = list(accuracy.get("failures") or [])
+        if passed is False and accuracy["value"] < accuracy["target"]:
+            failures.insert(0, f"{accuracy['metric']} {accuracy['value']:.3f} is below the "
+                               f"target {accuracy['target']:.3f}")
+        why = "; ".join(failures) if passed is False else ""
         return verdict, why
     result = result or {}
     if result.get("valid"):

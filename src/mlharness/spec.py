@@ -61,6 +61,9 @@ RENAMED = {
     "user_conf_extra": "set", "backend_options": "backend_option",
 }
 
+#: the backend whose --endpoint URLs are LLM servers (backends/openai.py)
+OPENAI_BACKEND = "openai"
+
 PositiveFloat = Annotated[float, Field(gt=0)]
 Target = PositiveFloat | Literal["auto"]  # a number, or AUTO: measured first
 PositiveInt = Annotated[int, Field(ge=1, strict=True)]
@@ -184,6 +187,30 @@ class RunSpec(BaseModel):
         data["backend_option"], data["distribution"] = options, section
         return data
 
+    @model_validator(mode="before")
+    @classmethod
+    def _server_endpoints(cls, data: Any) -> Any:
+        """``--backend openai --endpoint URL``: the URLs are the LLM servers the backend talks
+        to (its ``endpoints`` option, with ``failover``), not ``mlharness serve`` nodes."""
+        if not isinstance(data, dict) or data.get("backend") != OPENAI_BACKEND:
+            return data
+        section = data.get("distribution")
+        if not isinstance(section, dict) or section.get("kind", "remote") != "remote" \
+                or not section.get("endpoints"):
+            return data
+        data, section = dict(data), dict(section)
+        options = dict(data.get("backend_option") or {})
+        options.setdefault("endpoints", section.pop("endpoints"))
+        if "failover" in section:
+            options.setdefault("failover", section.pop("failover"))
+        section.pop("kind", None)
+        if section:
+            raise ConfigError("--backend openai takes --endpoint and --failover only: "
+                              + ", ".join(sorted(section)) + " apply to serve nodes",
+                              "drop them; the LLM servers are the --endpoint URLs")
+        data["backend_option"], data["distribution"] = options, {}
+        return data
+
     @model_validator(mode="after")
     def _consistent(self) -> RunSpec:
         check_consistency(self)
@@ -231,7 +258,7 @@ class RunSpec(BaseModel):
                               hint="resolve it first: mlharness.tune.resolve_targets(spec)")
         assert not isinstance(qps, str) and not isinstance(latency, str)
         return TestConfig(
-            model=loadgen_model, scenario=self.scenario, mode=self.mode, short=self.short,
+            model=loadgen_model, scenario=self.scenario.loadgen, mode=self.mode, short=self.short,
             target_qps=qps, target_latency_ms=latency,
             server_latency_ms=self.server_latency, min_duration_ms=self.min_duration,
             min_query_count=self.min_query_count, max_query_count=self.max_query_count,
@@ -258,7 +285,7 @@ def check_consistency(spec: RunSpec) -> None:
     if spec.target_latency is not None and not s.latency_metric:
         raise RuleError(f"--target-latency applies to SingleStream/MultiStream, not {s}",
                     "use --target-qps for Server and Offline")
-    if spec.server_latency is not None and s != "Server":
+    if spec.server_latency is not None and s.loadgen != "Server":
         raise RuleError("--server-latency applies to the Server scenario only",
                     "drop it or use --scenario Server")
     if spec.target_qps is not None and not s.qps_target:

@@ -94,6 +94,18 @@ def declared_inputs(name: str, model: Path | None) -> list[TensorSpec] | None:
     return probe(Path(model))
 
 
+def generates_text(name: str) -> bool:
+    """Whether backend ``name`` is a text-generation (streaming) backend, known without loading
+    it (a backend of your own says so with a class attribute ``generates = True``)."""
+    cls = _builtin_class(name)
+    if cls is None and ":" in name:
+        try:
+            cls = create_backend(name)
+        except HarnessError:
+            return False
+    return is_streaming(cls)
+
+
 def framework_of(name: str) -> str | None:
     """The framework (name and version) backend ``name`` runs on, for the system description."""
     cls = _builtin_class(name)

@@ -13,6 +13,7 @@ from typing import Any, Callable, Protocol, runtime_checkable
 import numpy as np
 
 from mlharness.names import DEFAULT_PRECISION, Precision
+from mlharness.prompts import GenerationRequest
 from mlharness.tensors import IndexRange, TensorSpec
 
 
@@ -95,23 +96,6 @@ class SampleBackend(Protocol):
         """What happened during the run (replicas lost, failovers, restarts) for run.json."""
 
     def close(self) -> None: ...
-
-
-@dataclass(frozen=True)
-class GenerationRequest:
-    """One prompt for a text-generation backend, with the benchmark's sampling settings (from the
-    round's rules: ``rules/llm_<round>.toml`` ``generation``). The backend never learns which
-    benchmark it serves; it gets token ids and/or text and these numbers."""
-
-    input_ids: tuple[int, ...] | None
-    text: str | None
-    max_new_tokens: int
-    min_new_tokens: int = 1
-    temperature: float = 0.0
-    top_p: float = 1.0
-    top_k: int = 1  # 1: greedy; -1: no limit
-    #: chat messages (``[{"role": ..., "content": ...}]``) for servers reached by chat
-    messages: tuple[dict[str, str], ...] | None = None
 
 
 #: called by a text-generation backend, from any thread: at the first token(s) (their ids), at

@@ -96,7 +96,18 @@ def format_metric(result: dict[str, Any] | None) -> str:
     unit = result.get("unit") or ""
     if "ms" in unit:
         return f"{value:,.3f} ms"
+    if "tokens" in unit:
+        return f"{value:,.1f} tok/s" + (" done" if unit.startswith("completed") else "")
     return f"{value:,.1f} " + ("QPS done" if unit.startswith("completed") else "samples/s")
+
+
+def token_cell(result: dict[str, Any], name: str) -> str:
+    """``50.5 / 2,000`` : a token latency's p99 against its limit (ms), or -."""
+    t = result.get("tokens_ms") or {}
+    p99, limit = t.get(f"{name}_p99_ms"), t.get(f"{name}_limit_ms")
+    if p99 is None:
+        return "-"
+    return f"{p99:,.4g}" + (f"/{limit:,.0f}" if limit else "")
 
 
 def verdict_text(record_data: dict[str, Any]) -> tuple[str, str]:
@@ -118,7 +129,11 @@ def accuracy_cell(record_data: dict[str, Any]) -> str:
 def results_table(records: list[dict[str, Any]], title: str = "Results") -> Table:
     """One row per run; reasons for INVALID/FAILED rows go in numbered notes below."""
     table = Table(title=escape(title), title_justify="left")
-    for col in ("scenario", "mode", "result", "p90 ms", "p99 ms", "verdict", "accuracy"):
+    tokens = any((d.get("result") or {}).get("tokens_ms") for d in records)
+    columns = ["scenario", "mode", "result", "p90 ms", "p99 ms", "verdict", "accuracy"]
+    if tokens:  # the LLM benchmarks: time to first token and per output token, p99 / limit
+        columns[3:5] = ["TTFT ms p99/lim", "TPOT ms p99/lim"]
+    for col in columns:
         table.add_column(col, no_wrap=True)
     notes = []
     for data in records:
@@ -132,8 +147,9 @@ def results_table(records: list[dict[str, Any]], title: str = "Results") -> Tabl
         table.add_row(
             escape(str(data["spec"]["scenario"])), escape(str(data["spec"]["mode"])),
             format_metric(result) if data["spec"]["mode"] == "performance" else "-",
-            f"{lat['p90.00']:.4g}" if "p90.00" in lat else "-",
-            f"{lat['p99.00']:.4g}" if "p99.00" in lat else "-",
+            *((token_cell(result, "ttft"), token_cell(result, "tpot")) if tokens else
+              (f"{lat['p90.00']:.4g}" if "p90.00" in lat else "-",
+               f"{lat['p99.00']:.4g}" if "p99.00" in lat else "-")),
             f"[{style}]{escape(verdict)}[/]", escape(accuracy_cell(data)),
         )
     if notes:

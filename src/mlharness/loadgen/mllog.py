@@ -41,6 +41,23 @@ METRICS = {
                           "Latency (ms)"),
 }
 
+#: the metric of a run with ``use_token_latencies`` (the LLM benchmarks; the checker's
+#: RESULT_FIELD_BENCHMARK_OVERWRITE): output tokens per second, completed ones in Server
+TOKEN_METRICS = {
+    "Offline": Metric("result_tokens_per_second", "tokens/s", 1.0, "Tokens/s"),
+    "Server": Metric("result_completed_tokens_per_second", "completed tokens/s", 1.0,
+                     "Tokens/s"),
+}
+#: detail-log keys of the token latencies (loadgen/results.cc), ns -> the names run.json keeps
+TOKEN_LATENCIES = {
+    "result_first_token_99.00_percentile_latency_ns": "ttft_p99_ms",
+    "result_first_token_mean_latency_ns": "ttft_mean_ms",
+    "result_time_per_output_token_99.00_percentile_ns": "tpot_p99_ms",
+    "result_time_to_output_token_mean": "tpot_mean_ms",
+    "requested_server_ttft_latency": "ttft_limit_ms",
+    "requested_server_tpot_latency": "tpot_limit_ms",
+}
+
 
 @dataclass
 class DetailLog:
@@ -92,6 +109,8 @@ class LoadGenResult:
     warnings: list[str] = field(default_factory=list)
     latencies_ms: dict[str, float] = field(default_factory=dict)
     effective: dict[str, Any] = field(default_factory=dict)
+    #: a token run's TTFT / TPOT (p99, mean) and their limits, in ms (the LLM benchmarks)
+    tokens_ms: dict[str, float] = field(default_factory=dict)
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -116,7 +135,8 @@ def result_from_detail(log: DetailLog) -> LoadGenResult:
     scenario = str(v.get("effective_scenario", v.get("requested_scenario", "")))
     mode_raw = str(v.get("effective_test_mode", ""))
     mode = "accuracy" if "Accuracy" in mode_raw else "performance"
-    found = METRICS.get(scenario)
+    tokens = bool(v.get("requested_use_token_latencies"))
+    found = (TOKEN_METRICS if tokens else METRICS).get(scenario)
     metric, unit, div = (found.key, found.unit, found.divisor) if found else (None, None, 1.0)
     value = v.get(metric) if metric else None
     result = LoadGenResult(
@@ -126,11 +146,15 @@ def result_from_detail(log: DetailLog) -> LoadGenResult:
         effective={k: val for k, val in v.items() if k.startswith("effective_")},
     )
     for key, val in v.items():
-        if key.startswith("result_") and key.endswith("_percentile_latency_ns"):
+        if key.startswith("result_") and key.endswith("_percentile_latency_ns") \
+                and not key.startswith("result_first_token_"):
             pct = key[len("result_"):-len("_percentile_latency_ns")]
             result.latencies_ms[f"p{pct}"] = float(val) / 1e6
     if "result_mean_latency_ns" in v:
         result.latencies_ms["mean"] = float(v["result_mean_latency_ns"]) / 1e6
+    for key, name in TOKEN_LATENCIES.items():
+        if tokens and isinstance(v.get(key), (int, float)):
+            result.tokens_ms[name] = float(v[key]) / 1e6
     if mode == "performance":
         for key, reason in _CONDITIONS.items():
             if key in v:
@@ -168,6 +192,8 @@ def _add_hints(result: LoadGenResult, v: dict[str, Any]) -> None:
                       (f"; re-run with --target-latency {mean * 0.8:.3g}" if mean else ""))
         elif reason.startswith("min duration") and ran_out and result.scenario == "Server":
             reason = "LoadGen ran out of queries before the min duration; raise --target-qps"
+        elif reason.startswith("latency constraint") and result.tokens_ms:
+            reason = "; ".join(_token_reasons(result.tokens_ms)) or reason
         elif reason.startswith("latency constraint"):
             p99 = result.latencies_ms.get("p99.00")
             bound = float(v.get("effective_target_latency_ns", 0)) / 1e6
@@ -177,6 +203,18 @@ def _add_hints(result: LoadGenResult, v: dict[str, Any]) -> None:
     result.reasons = reasons
     if ran_out:  # explained above; LoadGen logs it as an error
         result.errors = [e for e in result.errors if "Ran out of generated queries" not in e]
+
+
+def _token_reasons(t: dict[str, float]) -> list[str]:
+    """Which token limit a Server/Interactive run broke, in words with what to change."""
+    out = []
+    for what, name in (("TTFT", "ttft"), ("TPOT", "tpot")):
+        p99, limit = t.get(f"{name}_p99_ms"), t.get(f"{name}_limit_ms")
+        if p99 is not None and limit is not None and p99 > limit:
+            fix = ("lower --target-qps (fewer prompts queue for the server)" if name == "ttft"
+                   else "lower --target-qps (fewer streams share the server's decode steps)")
+            out.append(f"{what} p99 {p99:,.1f} ms is over the {limit:,.0f} ms limit: {fix}")
+    return out
 
 
 def parse_run_logs(outdir: Path) -> LoadGenResult:

@@ -67,6 +67,31 @@ def complete(ids: Sequence[int], payloads: Sequence[bytes]) -> None:
     del buf
 
 
+def _token_response(rid: int, ids: Sequence[int], n_tokens: int | None = None
+                    ) -> tuple[lg.QuerySampleResponse, np.ndarray]:
+    """A response holding ``ids`` as int32 (what every reference LLM SUT writes); the array must
+    outlive the LoadGen call, which copies it."""
+    buf = np.asarray(ids, dtype=np.int32)
+    ptr = buf.ctypes.data if buf.size else 0
+    if n_tokens is None:
+        return lg.QuerySampleResponse(rid, ptr, buf.nbytes), buf
+    return lg.QuerySampleResponse(rid, ptr, buf.nbytes, n_tokens), buf
+
+
+def first_token(rid: int, ids: Sequence[int]) -> None:
+    """The first token(s) of sample ``rid`` (``FirstTokenComplete``: LoadGen's TTFT)."""
+    response, buf = _token_response(rid, ids)
+    lg.FirstTokenComplete([response])
+    del buf
+
+
+def complete_tokens(rid: int, ids: Sequence[int]) -> None:
+    """The whole answer of sample ``rid`` with ``n_tokens`` (LoadGen's TPOT and tokens/s)."""
+    response, buf = _token_response(rid, ids, len(ids))
+    lg.QuerySamplesComplete([response])
+    del buf
+
+
 def run_test(
     cfg: EffectiveSettings,
     user_conf: Path,

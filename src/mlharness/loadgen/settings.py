@@ -27,14 +27,19 @@ from typing import Any, Mapping
 
 from mlharness.errors import ConfigError
 from mlharness.loadgen.installed import embedded_conf
-from mlharness.names import MULTISTREAM_SAMPLES_PER_QUERY, QPS_SCENARIOS, Scenario
+from mlharness.names import (LOADGEN_SCENARIOS, MULTISTREAM_SAMPLES_PER_QUERY, QPS_SCENARIOS,
+                             Scenario)
 
-SCENARIOS = tuple(Scenario)
+SCENARIOS = LOADGEN_SCENARIOS
 
 #: short-run values used by ``--test``: long enough for early stopping where LoadGen needs it
 #: (SingleStream >= 64 queries, MultiStream >= 662 queries; ``loadgen/early_stopping.cc``)
 TEST_MIN_DURATION_MS = 2000
 TEST_MIN_QUERY_COUNT = {"SingleStream": 64, "MultiStream": 662, "Server": 100, "Offline": 1}
+#: a Server run with token latencies (the LLMs, Interactive too) is judged by early stopping on
+#: TTFT and TPOT at p99, which needs 459 queries when all are within the limits (LoadGen 6.0:
+#: "Processed 120 queries ... would need to run at least 339 more"; loadgen/early_stopping.cc)
+TEST_MIN_TOKEN_SERVER_QUERIES = 460
 
 #: keys LoadGen reads from a user.conf (``TestSettings::FromConfig`` in
 #: ``loadgen/test_settings_internal.cc``; the seeds, ``accuracy_log_probability`` and ``test05*``
@@ -307,8 +312,11 @@ def effective_settings(cfg: TestConfig, conf: Mapping[str, str] | None = None) -
     layers.append(("sut-config", sut))
     test: dict[str, Any] = {}
     if cfg.short:
-        test = {"min_duration": TEST_MIN_DURATION_MS,
-                "min_query_count": TEST_MIN_QUERY_COUNT[cfg.scenario]}
+        queries = TEST_MIN_QUERY_COUNT[cfg.scenario]
+        if cfg.scenario == Scenario.SERVER and _mlperf_conf(
+                conf, cfg.model, cfg.scenario, "use_token_latencies") == "1":
+            queries = TEST_MIN_TOKEN_SERVER_QUERIES
+        test = {"min_duration": TEST_MIN_DURATION_MS, "min_query_count": queries}
     layers.append(("test-run", test))
     user_conf: dict[str, Any] = {}
     values: dict[str, Any] = {}

@@ -38,6 +38,16 @@ class TokenLimit(_Frozen):
         return ttft_p99_ns < self.ttft_ns and tpot_p99_ns < self.tpot_ns
 
 
+class Generation(_Frozen):
+    """How the reference harness samples (max/min new tokens, temperature, top-p, top-k)."""
+
+    max_new_tokens: int = Field(gt=0)
+    min_new_tokens: int = Field(ge=0)
+    temperature: float = Field(ge=0)
+    top_p: float = Field(gt=0, le=1)
+    top_k: int  # -1: no limit; 1: greedy
+
+
 class AccuracyBound(_Frozen):
     """One accuracy metric's bound: ``reference x fraction`` as constants.py writes it."""
 
@@ -71,6 +81,7 @@ class LlmBenchmark(_Frozen):
     accuracy: tuple[AccuracyBound, ...]
     accuracy_upper: tuple[AccuracyBound, ...] = ()
     mlperf_conf: dict[str, int]
+    generation: Generation
     accuracy_regex: dict[str, str]
     test09_output_tokens: dict[str, float] | None = None  # {"min": ..., "max": ...}
     test07_accuracy_threshold: float | None = None

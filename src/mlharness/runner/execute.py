@@ -36,7 +36,7 @@ from mlharness.runner.rundir import new_run_dir
 from mlharness.runner.worker import CRASH_FILE, LOADGEN_PHASE, WARMUP_PHASE, child_main
 from mlharness.spec import RunSpec
 from mlharness.store import git_commit_of
-from mlharness.sut.assemble import task_options
+from mlharness.sut.assemble import check_pairing, task_options
 from mlharness.tasks import AccuracyResult, Task, create_task
 
 #: LoadGen builds its whole query set before issuing the first query and releases it after the
@@ -184,8 +184,9 @@ def _execute(spec: RunSpec, progress: ProgressSink | None,
     emit = progress or (lambda p: None)
     check_backend_options(spec.backend, spec.backend_option)
     task = create_task(spec.benchmark, task_options(spec))
+    check_pairing(spec, task)
     task.prepare(lambda done, total, label: emit(RunProgress("prepare", done, total, label=label)))
-    settings = spec.settings(task.loadgen_model)
+    settings = spec.settings(task.loadgen_model_for(spec.scenario))
     run_dir = new_run_dir(spec.output_dir, spec.benchmark, spec.scenario,
                           spec.label or spec.mode)
     write_text_atomic(run_dir / "user.conf", settings.render_user_conf())
@@ -198,7 +199,7 @@ def _execute(spec: RunSpec, progress: ProgressSink | None,
     data = RunRecord(
         benchmark=spec.benchmark, loadgen_model=task.loadgen_model, purpose=spec.purpose,
         spec=spec, settings=Settings.model_validate(settings.to_dict()),
-        test_config=spec.test_config(task.loadgen_model).to_dict(), task=task.describe(),
+        test_config=spec.test_config(task.loadgen_model_for(spec.scenario)).to_dict(), task=task.describe(),
         system=describe_system(), versions=package_versions(),
         model_git_commit=git_commit_of(spec.model), artefacts=used_by(spec) or None)
     journal = Journal.open(run_dir, data)

@@ -19,6 +19,7 @@ from typing import Any, Sequence
 from mlharness.children import watch_parent
 from mlharness.errors import HarnessError
 from mlharness.runner.messages import Crash, Done, Failed, Phase, Ready, UserError
+from mlharness.backends.base import is_streaming
 from mlharness.distributed import build_pool
 from mlharness.sut.assemble import build_instances
 
@@ -64,6 +65,60 @@ def round_seeds(spec: Any, run_dir: Path) -> dict[str, int]:
     return rules.loadgen_seeds(spec.round, test05)
 
 
+def _run_streaming(spec: Any, task: Any, backend: Any, run_dir: str, channel: Any,
+                   loaded: Any, completed: Any, phase: Any) -> None:
+    """The LLM path: LoadGen's samples become generation requests to a streaming backend; the
+    first token and the whole answer go to LoadGen as they arrive (sut/stream.py)."""
+    from mlharness.loadgen.session import SampleLibrary, complete_tokens, first_token, run_test
+    from mlharness.sut import StreamEngine
+
+    settings = spec.settings(task.loadgen_model_for(spec.scenario))
+    warmup = spec.warmup if spec.mode == "performance" else 0
+    channel.put(Ready(task.describe(), backend.describe(), task.total_count(),
+                      task.performance_count(),
+                      {"streaming": True, "concurrency": backend.concurrency,
+                       "warmup_requests": warmup}))
+
+    def on_failure(message: str) -> None:
+        channel.put(Failed(message, "", None))
+
+    engine = StreamEngine(task, backend, first_token, complete_tokens, on_failure=on_failure)
+    try:
+        warmup_s = 0.0
+        if warmup:
+            phase(WARMUP_PHASE)
+            try:
+                warmup_s = engine.warm_up(warmup)
+            except Exception as exc:  # noqa: BLE001 - the backend's failure, told as one
+                channel.put(Failed(f"the backend failed while warming up: {exc}",
+                                   traceback.format_exc()))
+                return
+
+        def load(indices: Sequence[int]) -> None:
+            task.load_samples(indices)
+            loaded.value += len(indices)
+
+        qsl = SampleLibrary(task.total_count(), task.performance_count(), load,
+                            task.unload_samples)
+        stop = threading.Event()
+        counter = threading.Thread(target=_counter_thread, args=(engine, completed, stop),
+                                   daemon=True)
+        counter.start()
+        phase(LOADGEN_PHASE)
+        try:
+            run_test(settings, Path(run_dir) / "user.conf", Path(run_dir), qsl, engine.issue,
+                     engine.flush, audit=spec.audit_config is not None,
+                     seeds=round_seeds(spec, Path(run_dir)))
+        finally:
+            engine.stop()
+            stop.set()
+            counter.join()
+        channel.put(Done(engine.completed, engine.batches, round(warmup_s, 3), 0,
+                         engine.failure, None))
+    finally:
+        backend.close()
+
+
 def child_main(spec_data: dict[str, Any], run_dir: str, channel: Any, loaded: Any,
                completed: Any, parent_pid: int | None = None) -> None:
     """Entry point of the run's child process (spawned; arguments are picklable)."""
@@ -91,7 +146,10 @@ def child_main(spec_data: dict[str, Any], run_dir: str, channel: Any, loaded: An
             task, pool = build_pool(spec, phase)
             instances, placement = [pool], None
         backend = instances[0]
-        settings = spec.settings(task.loadgen_model)
+        if is_streaming(backend):
+            _run_streaming(spec, task, backend, run_dir, channel, loaded, completed, phase)
+            return
+        settings = spec.settings(task.loadgen_model_for(spec.scenario))
         # a model exported with a fixed batch (e.g. the official RetinaNet ONNX: 1) caps the
         # default batch size; a larger explicit --batch-size was refused by check_signature
         policy = policy_for(spec.scenario, spec.batch_size or fixed_batch(backend.inputs),

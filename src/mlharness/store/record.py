@@ -12,6 +12,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from mlharness.names import Scenario
 from mlharness.distribution import Distribution
 
 if TYPE_CHECKING:
@@ -24,7 +25,7 @@ _NOT_SETTINGS = ("output_dir", "label", "stall_timeout", "cache_dir",
 FINISHED = ("ok", "failed", "error", "interrupted")
 #: the status of a run directory whose run.json cannot be read or holds wrong-typed values
 DAMAGED = "damaged"
-_SCENARIOS = ("SingleStream", "MultiStream", "Server", "Offline")
+_SCENARIOS = tuple(Scenario)
 #: run.json values the index and its readers compute with: (section, key, accepted types)
 _TYPED = (("result", "value", (int, float)), ("result", "valid", (bool,)),
           ("result", "metric", (str,)), ("result", "unit", (str,)),

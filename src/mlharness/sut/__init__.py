@@ -2,5 +2,6 @@
 
 from mlharness.sut.batching import BatchPolicy, policy_for
 from mlharness.sut.engine import Engine
+from mlharness.sut.stream import StreamEngine
 
-__all__ = ["BatchPolicy", "Engine", "policy_for"]
+__all__ = ["BatchPolicy", "Engine", "StreamEngine", "policy_for"]

@@ -7,12 +7,32 @@ from __future__ import annotations
 from typing import Any
 
 from mlharness.backends import (BackendOptions, backend_options, check_index_ranges,
-                                check_signature, create_backend, declared_inputs)
+                                check_signature, create_backend, declared_inputs, generates_text)
+from mlharness.errors import ConfigError
 from mlharness.files import cache_root
 from mlharness.sut.placement import pinned, place
 from mlharness.tasks import TaskOptions, create_task
 
 COMPILE_PHASE = "loading and compiling the model"  # a load the backend allows extra time for
+
+
+def check_pairing(spec: Any, task: Any) -> None:
+    """Refuse a text-generation benchmark on a tensor runtime, and the reverse, before anything
+    loads; an LLM runs locally (its backend reaches the servers itself)."""
+    generates = bool(getattr(task, "generates", False))
+    if generates and not generates_text(spec.backend):
+        raise ConfigError(f"{spec.benchmark} generates text; backend {spec.backend!r} runs "
+                          "tensors",
+                          "use --backend openai --endpoint URL (a vLLM/SGLang/TGI server), or "
+                          "--backend hf --model DIR (transformers, in this process)")
+    if not generates and generates_text(spec.backend):
+        raise ConfigError(f"backend {spec.backend!r} generates text; {spec.benchmark} needs a "
+                          "tensor runtime", "use e.g. --backend onnxruntime, or an LLM "
+                          "benchmark (llama3.1-8b, llama2-70b-99.9, deepseek-r1, gpt-oss-120b)")
+    if generates and not spec.distribution.local:
+        raise ConfigError(f"{spec.benchmark} runs from this process: --replicas and serve "
+                          "nodes do not apply",
+                          "give the LLM servers as --endpoint URL with --backend openai")
 
 
 def build_local(spec: Any, phase: Any = None, cpus: list[int] | None = None,
@@ -26,6 +46,7 @@ def build_local(spec: Any, phase: Any = None, cpus: list[int] | None = None,
     phase = phase or (lambda name, allowance_s=0.0: None)
     phase("loading the dataset")
     task = create_task(spec.benchmark, task_options(spec))
+    check_pairing(spec, task)
     phase("loading the model")
     backend = create_backend(spec.backend)
     model = spec.model or task.default_model

@@ -14,6 +14,7 @@ from typing import Any, Callable, Sequence, TypeVar
 
 import numpy as np
 
+from mlharness.errors import ConfigError
 from mlharness.options import Options, parse_options
 from mlharness.tensors import IndexRange, TensorSpec
 
@@ -38,15 +39,20 @@ class AccuracyResult:
     text: str
     target: float | None = None
     details: dict[str, Any] = field(default_factory=dict)
-    #: ``value >= target`` (None without a target); decided here: a value given is ignored
+    #: ``value >= target`` and no other bound failed (None without a target); decided here: a
+    #: value given is ignored
     passed: bool | None = None
+    #: other bounds the run failed, each in words (an LLM's ROUGE-2, its generated length)
+    failures: list[str] = field(default_factory=list)
 
     def __post_init__(self) -> None:
-        self.passed = None if self.target is None else self.value >= self.target
+        self.passed = (None if self.target is None
+                       else self.value >= self.target and not self.failures)
 
     def to_dict(self) -> dict[str, Any]:
         return {"metric": self.metric, "value": self.value, "target": self.target,
-                "passed": self.passed, "text": self.text, "details": self.details}
+                "passed": self.passed, "text": self.text, "details": self.details,
+                "failures": self.failures}
 
 
 @dataclass
@@ -117,6 +123,14 @@ class Task(ABC):
     @abstractmethod
     def score(self, entries: list[tuple[int, bytes]]) -> AccuracyResult:
         """Score ``(qsl_idx, response bytes)`` pairs from an accuracy log."""
+
+    def loadgen_model_for(self, scenario: str) -> str:
+        """The mlperf.conf / user.conf model key of ``scenario``; only the LLM benchmarks have an
+        Interactive scenario (their own key, ``<model>-interactive``)."""
+        if scenario == "Interactive":
+            raise ConfigError(f"{self.name} has no Interactive scenario",
+                              "Interactive is an LLM scenario (e.g. -b llama3.1-8b); use Server")
+        return self.loadgen_model
 
     def prepare(self, progress: Progress | None = None) -> None:
         """Build on-disk caches (pre-processed samples, features) before LoadGen starts.

@@ -1,0 +1,77 @@
+"""A scripted text-generation backend for tests (``--backend stream_backends:TimedStream``):
+the first token ``ttft_s`` after submit, then one token every ``gap_s`` up to ``n_tokens``; all on
+one timer thread, as a real streaming backend would (no thread per request). Output ids are
+``first_id + k``; ``fail_at`` (a request number, 1-based) fails that request."""
+
+from __future__ import annotations
+
+import heapq
+import itertools
+import threading
+import time
+from pathlib import Path
+from typing import Any, Callable
+
+
+class TimedStream:
+    name = "timed"
+    generates = True
+    concurrency = 1024
+
+    def load(self, model: Path | None, options: Any) -> None:
+        extra = dict(options.extra)
+        self.ttft_s = float(extra.get("ttft_s", 0.02))
+        self.gap_s = float(extra.get("gap_s", 0.002))
+        self.n_tokens = int(extra.get("n_tokens", 8))
+        self.first_id = int(extra.get("first_id", 100))
+        self.fail_at = int(extra.get("fail_at", 0))
+        self.submitted = 0
+        self._events: list[tuple[float, int, Callable[[], None]]] = []
+        self._seq = itertools.count()
+        self._cv = threading.Condition()
+        self._closed = False
+        self._thread = threading.Thread(target=self._loop, name="timed-stream", daemon=True)
+        self._thread.start()
+
+    @property
+    def inputs(self) -> None:
+        return None
+
+    def _at(self, when: float, action: Callable[[], None]) -> None:
+        with self._cv:
+            heapq.heappush(self._events, (when, next(self._seq), action))
+            self._cv.notify()
+
+    def _loop(self) -> None:
+        while True:
+            with self._cv:
+                while not self._closed and (not self._events
+                                            or self._events[0][0] > time.perf_counter()):
+                    wait = self._events[0][0] - time.perf_counter() if self._events else None
+                    self._cv.wait(wait)
+                if self._closed:
+                    return
+                _, _, action = heapq.heappop(self._events)
+            action()
+
+    def submit(self, request: Any, on_first: Any, on_done: Any, on_error: Any) -> None:
+        self.submitted += 1
+        now = time.perf_counter()
+        if self.fail_at and self.submitted == self.fail_at:
+            self._at(now + self.ttft_s, lambda: on_error("scripted failure of request "
+                                                         f"{self.fail_at}"))
+            return
+        n = min(self.n_tokens, request.max_new_tokens)
+        ids = [self.first_id + k for k in range(n)]
+        self._at(now + self.ttft_s, lambda: on_first(ids[:1]))
+        self._at(now + self.ttft_s + self.gap_s * (n - 1), lambda: on_done(ids))
+
+    def close(self) -> None:
+        with self._cv:
+            self._closed = True
+            self._cv.notify()
+        self._thread.join(5)
+
+    def describe(self) -> dict[str, Any]:
+        return {"name": self.name, "ttft_s": self.ttft_s, "gap_s": self.gap_s,
+                "n_tokens": self.n_tokens}
