@@ -1,0 +1,223 @@
+"""In-process text generation with Hugging Face ``transformers`` (``--backend hf --model DIR``).
+
+``DIR`` is a local causal-LM directory (``config.json`` + weights, usually a tokenizer), read with
+``local_files_only`` (nothing is downloaded). Requests wait in one FIFO queue; ``concurrency``
+worker threads each take one and run ``model.generate`` on it (batch 1), streaming the first
+token to ``on_first`` and every output id to ``on_done``. The sampling settings are the
+request's only (the model's ``generation_config.json`` gives just its special tokens), greedy at
+``temperature == 0`` or ``top_k == 1``. ``--precision`` fp32/bf16 picks the weights' dtype;
+int8 is refused.
+"""
+
+from __future__ import annotations
+
+import logging
+import queue
+import threading
+from pathlib import Path
+from typing import Any, Literal
+
+import torch
+from pydantic import Field
+import transformers
+from transformers import AutoModelForCausalLM, AutoTokenizer, GenerationConfig
+from transformers.generation.stopping_criteria import StoppingCriteria, StoppingCriteriaList
+from transformers.generation.streamers import BaseStreamer
+
+from mlharness.backends.base import (BackendOptions, GenerationRequest, OnDone, OnError,
+                                     OnFirst)
+from mlharness.errors import ConfigError, ModelError, one_line
+from mlharness.options import Options, parse_options
+
+log = logging.getLogger(__name__)
+
+DTYPES = {"fp32": "float32", "bf16": "bfloat16"}
+_HINT = "give --model DIR: a Hugging Face model directory (config.json + weights)"
+
+
+class HfOptions(Options):
+    """``--backend-option`` keys of the hf backend."""
+
+    #: requests generated at once, each in a worker thread of its own
+    concurrency: int = Field(default=1, ge=1)
+    #: the weights' dtype; None: from --precision (a different one is refused, not applied)
+    dtype: Literal["float32", "bfloat16"] | None = None
+    eos_token_id: int | None = None  # None: the model's own end-of-sequence token(s)
+
+
+class _FirstToken(BaseStreamer):
+    """Calls ``on_first`` at the first generated token (``generate`` first puts the prompt)."""
+
+    def __init__(self, on_first: OnFirst) -> None:
+        self.on_first, self.puts = on_first, 0
+
+    def put(self, value: torch.Tensor) -> None:
+        self.puts += 1
+        if self.puts == 2:
+            self.on_first([int(t) for t in value.reshape(-1).tolist()])
+
+    def end(self) -> None:
+        pass
+
+
+class _Closed(StoppingCriteria):
+    """Stops a generation in flight once the backend is closing."""
+
+    def __init__(self, closing: threading.Event) -> None:
+        self.closing = closing
+
+    def __call__(self, input_ids: torch.Tensor, scores: torch.Tensor,
+                 **kwargs: Any) -> torch.Tensor:
+        return torch.full((input_ids.shape[0],), self.closing.is_set(), dtype=torch.bool)
+
+
+_Job = tuple[GenerationRequest, OnFirst, OnDone, OnError]
+
+
+class HfBackend:
+    name = "hf"
+    generates = True
+    options_model = HfOptions
+
+    def __init__(self) -> None:
+        self.concurrency = 1
+        self.model: Any = None
+        self.tokenizer: Any = None
+        self.tokenizer_problem = "not loaded"
+        self.directory: Path | None = None
+        self.dtype = "float32"
+        self.eos_token_id: int | None = None
+        self._queue: queue.Queue[_Job | None] = queue.Queue()
+        self._workers: list[threading.Thread] = []
+        self._closing = threading.Event()
+        self._tokenize_lock = threading.Lock()  # a fast tokenizer is not safe across threads
+
+    @classmethod
+    def framework(cls) -> str:
+        return f"transformers {transformers.__version__} (torch {torch.__version__})"
+
+    def load(self, model: Path | None, options: BackendOptions) -> None:
+        """Open the model directory and start the worker threads."""
+        if model is None or not (Path(model) / "config.json").is_file():
+            raise ModelError(f"no Hugging Face model directory at {model}", hint=_HINT)
+        if options.device != "cpu":
+            raise ConfigError("the hf backend is built for cpu here",
+                              hint="drop --device or use --device cpu")
+        if options.precision not in DTYPES:
+            raise ConfigError(f"the hf backend does not run --precision {options.precision}",
+                              hint="use --precision fp32 or bf16")
+        extra = parse_options(HfOptions, options.extra, "hf backend option", "--backend-option")
+        dtype = DTYPES[options.precision]
+        if extra.dtype is not None and extra.dtype != dtype:
+            raise ConfigError(f"dtype={extra.dtype} contradicts --precision "
+                              f"{options.precision} ({dtype})",
+                              hint="give the precision with --precision only")
+        if options.threads:
+            torch.set_num_threads(int(options.threads))
+        directory = Path(model)
+        try:
+            net = AutoModelForCausalLM.from_pretrained(directory, local_files_only=True,
+                                                       dtype=getattr(torch, dtype))
+        except Exception as exc:  # transformers raises OSError, ValueError, ... for bad dirs
+            raise ModelError(f"transformers cannot load {directory}: {one_line(exc, 200)}",
+                             hint=_HINT) from exc
+        try:
+            self.tokenizer = AutoTokenizer.from_pretrained(directory, local_files_only=True)
+            self.tokenizer_problem = ""
+        except Exception as exc:  # no tokenizer: requests must bring token ids
+            self.tokenizer, self.tokenizer_problem = None, one_line(exc, 200)
+        self.model, self.directory, self.dtype = net.eval(), directory, dtype
+        self.concurrency, self.eos_token_id = extra.concurrency, extra.eos_token_id
+        self._workers = [threading.Thread(target=self._work, name=f"hf-generate-{k}", daemon=True)
+                         for k in range(self.concurrency)]
+        for worker in self._workers:
+            worker.start()
+
+    @property
+    def inputs(self) -> None:
+        return None  # no tensor signature: requests carry token ids or text
+
+    def submit(self, request: GenerationRequest, on_first: OnFirst, on_done: OnDone,
+               on_error: OnError) -> None:
+        """Queue ``request``; a worker thread generates it."""
+        if self.model is None or self._closing.is_set():
+            _call(on_error, "backend closed" if self._closing.is_set() else "backend not loaded")
+            return
+        self._queue.put((request, on_first, on_done, on_error))
+
+    def close(self) -> None:
+        """Stop generations in flight, fail the queued requests, join the worker threads."""
+        self._closing.set()
+        for _ in self._workers:
+            self._queue.put(None)
+        for worker in self._workers:
+            worker.join()
+        self._workers = []
+
+    def _work(self) -> None:
+        while (job := self._queue.get()) is not None:
+            request, on_first, on_done, on_error = job
+            if self._closing.is_set():
+                _call(on_error, "backend closed")
+                continue
+            try:
+                ids = self._generate(request, on_first)
+            except Exception as exc:  # anything generate raises fails this request only
+                _call(on_error, f"generation failed: {type(exc).__name__}: {one_line(exc)}")
+                continue
+            if self._closing.is_set():  # stopped early by _Closed
+                _call(on_error, "backend closed")
+            else:
+                _call(on_done, ids)
+
+    def _prompt(self, request: GenerationRequest) -> list[int]:
+        if request.input_ids is not None:
+            return list(request.input_ids)
+        if request.text is None:
+            raise ValueError("the request has neither token ids nor text")
+        if self.tokenizer is None:
+            raise ValueError(f"a text prompt needs a tokenizer, and {self.directory} has none "
+                             f"({self.tokenizer_problem})")
+        with self._tokenize_lock:
+            return list(self.tokenizer(request.text)["input_ids"])
+
+    def _generate(self, request: GenerationRequest, on_first: OnFirst) -> list[int]:
+        prompt = torch.tensor([self._prompt(request)], dtype=torch.long)
+        greedy = request.temperature == 0 or request.top_k == 1
+        sampling = {} if greedy else {
+            "temperature": request.temperature, "top_p": request.top_p,
+            "top_k": 0 if request.top_k < 0 else request.top_k}  # HF: top_k=0 is no limit
+        own = self.model.generation_config
+        eos = self.eos_token_id if self.eos_token_id is not None else own.eos_token_id
+        pad = own.pad_token_id if own.pad_token_id is not None else (
+            eos[0] if isinstance(eos, list) else eos)
+        config = GenerationConfig(max_new_tokens=request.max_new_tokens,
+                                  min_new_tokens=request.min_new_tokens, do_sample=not greedy,
+                                  eos_token_id=eos, pad_token_id=pad,
+                                  bos_token_id=own.bos_token_id, **sampling)
+        with torch.inference_mode():
+            out = self.model.generate(prompt, attention_mask=torch.ones_like(prompt),
+                                      generation_config=config, use_model_defaults=False,
+                                      streamer=_FirstToken(on_first),
+                                      stopping_criteria=StoppingCriteriaList(
+                                          [_Closed(self._closing)]))
+        return [int(t) for t in out[0, prompt.shape[1]:].tolist()]
+
+    def describe(self) -> dict[str, Any]:
+        config = getattr(self.model, "config", None)
+        own = getattr(self.model, "generation_config", None)
+        eos = self.eos_token_id if self.eos_token_id is not None else getattr(own, "eos_token_id",
+                                                                              None)
+        return {"name": self.name, "transformers": transformers.__version__,
+                "torch": torch.__version__, "model": str(self.directory),
+                "model_type": getattr(config, "model_type", None), "dtype": self.dtype,
+                "concurrency": self.concurrency, "threads": torch.get_num_threads(),
+                "eos_token_id": eos, "tokenizer": self.tokenizer is not None}
+
+
+def _call(callback: Any, value: Any) -> None:
+    """A caller's callback, whose failure is logged and never ends a worker thread."""
+    try:
+        callback(value)
+    except Exception:  # noqa: BLE001 - the caller's bug, not the backend's
+        log.exception("hf backend: a completion callback raised")
