@@ -26,7 +26,7 @@ BACKENDS: dict[str, tuple[str, str]] = {
     "noop": ("mlharness.backends.noop:NoopBackend", ""),
     # text generation (LLM benchmarks): the streaming SUT path (backends/base.py StreamingBackend)
     "openai": ("mlharness.backends.openai:OpenAIBackend", ""),  # standard library only
-    "hf": ("mlharness.backends.hf:HfBackend", "llm"),  # transformers + torch
+    "hf": ("mlharness.backends.hf:HfBackend", "llm,torch"),  # transformers + torch
 }
 
 
