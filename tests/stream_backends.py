@@ -1,11 +1,13 @@
 """A scripted text-generation backend for tests (``--backend stream_backends:TimedStream``):
 the first token ``ttft_s`` after submit, then one token every ``gap_s`` up to ``n_tokens``; all on
 one timer thread, as a real streaming backend would (no thread per request). Output ids are
-``first_id + k``; ``fail_at`` (a request number, 1-based) fails that request."""
+``first_id + k`` (or, with ``outputs=FILE``, the answer that file gives the prompt);
+``fail_at`` (a request number, 1-based) fails that request."""
 
 from __future__ import annotations
 
 import heapq
+import json
 import itertools
 import threading
 import time
@@ -25,6 +27,13 @@ class TimedStream:
         self.n_tokens = int(extra.get("n_tokens", 8))
         self.first_id = int(extra.get("first_id", 100))
         self.fail_at = int(extra.get("fail_at", 0))
+        # outputs=FILE: a JSON list of [prompt ids, output ids]: that prompt's answer
+        self.outputs = {tuple(p): list(o) for p, o in json.loads(
+            Path(extra["outputs"]).read_text())} if extra.get("outputs") else {}
+        # max_streams=N: a server of N slots; later requests wait for a free one (0: no limit)
+        self.max_streams = int(extra.get("max_streams", 0))
+        self._waiting: list[tuple[Any, Any, Any, Any]] = []
+        self._active = 0
         self.submitted = 0
         self._events: list[tuple[float, int, Callable[[], None]]] = []
         self._seq = itertools.count()
@@ -55,16 +64,37 @@ class TimedStream:
             action()
 
     def submit(self, request: Any, on_first: Any, on_done: Any, on_error: Any) -> None:
+        with self._cv:
+            if self.max_streams and self._active >= self.max_streams:
+                self._waiting.append((request, on_first, on_done, on_error))
+                return
+            self._active += 1
+        self._start(request, on_first, on_done, on_error)
+
+    def _finished(self) -> None:
+        with self._cv:
+            self._active -= 1
+            if not self._waiting:
+                return
+            self._active += 1
+            nxt = self._waiting.pop(0)
+        self._start(*nxt)
+
+    def _start(self, request: Any, on_first: Any, on_done: Any, on_error: Any) -> None:
         self.submitted += 1
         now = time.perf_counter()
         if self.fail_at and self.submitted == self.fail_at:
-            self._at(now + self.ttft_s, lambda: on_error("scripted failure of request "
-                                                         f"{self.fail_at}"))
+            message = f"scripted failure of request {self.fail_at}"
+            self._at(now + self.ttft_s, lambda: (on_error(message), self._finished()))
             return
         n = min(self.n_tokens, request.max_new_tokens)
         ids = [self.first_id + k for k in range(n)]
+        if self.outputs:
+            ids = self.outputs[tuple(request.input_ids)][:request.max_new_tokens]
+            n = len(ids)
         self._at(now + self.ttft_s, lambda: on_first(ids[:1]))
-        self._at(now + self.ttft_s + self.gap_s * (n - 1), lambda: on_done(ids))
+        self._at(now + self.ttft_s + self.gap_s * (n - 1),
+                 lambda: (on_done(ids), self._finished()))
 
     def close(self) -> None:
         with self._cv:

@@ -21,6 +21,7 @@ from mlharness.distribution import FLAGS as DISTRIBUTION_FLAGS
 from mlharness.distribution import LEGACY_NAMES, Distribution
 from mlharness.loadgen.settings import (MAX_COUNT, MAX_DURATION_MS, EffectiveSettings, TestConfig,
                                         check_user_conf_key, effective_settings)
+from mlharness.rules import llm
 from mlharness.names import (DEFAULT_MODE, DEFAULT_PRECISION, DEFAULT_SCENARIO, Mode, Precision,
                              Scenario)
 
@@ -288,6 +289,11 @@ def check_consistency(spec: RunSpec) -> None:
     if spec.server_latency is not None and s.loadgen != "Server":
         raise RuleError("--server-latency applies to the Server scenario only",
                     "drop it or use --scenario Server")
+    if s == Scenario.INTERACTIVE:
+        bench = llm.load().find(spec.benchmark)
+        if bench is None or bench.interactive_loadgen_model is None:
+            raise RuleError(f"{spec.benchmark} has no Interactive scenario",
+                            "Interactive is an LLM scenario (e.g. -b llama3.1-8b); use Server")
     if spec.target_qps is not None and not s.qps_target:
         raise RuleError(f"--target-qps applies to Server/Offline, not {s}",
                     "use --target-latency for SingleStream and MultiStream")

@@ -180,10 +180,12 @@ def _add_hints(result: LoadGenResult, v: dict[str, Any]) -> None:
     ran_out = any("Ran out of generated queries" in e for e in result.errors)
     target_qps = v.get("effective_target_qps")
     for reason in result.reasons:
-        if reason.startswith("min duration") and result.scenario == "Offline" and result.value:
-            reason = (f"min duration not met: measured {result.value:,.0f} samples/s, so the "
+        samples_per_s = v.get("result_samples_per_second")
+        if reason.startswith("min duration") and result.scenario == "Offline" and isinstance(
+                samples_per_s, (int, float)) and samples_per_s > 0:
+            reason = (f"min duration not met: measured {samples_per_s:,.0f} samples/s, so the "
                       f"target of {float(target_qps or 0):,.0f} QPS issued too few samples; "
-                      f"re-run with --target-qps {result.value * 1.2:.0f} or more")
+                      f"re-run with --target-qps {samples_per_s * 1.2:.0f} or more")
         elif reason.startswith("min duration") and ran_out and (
                 result.scenario in LATENCY_SCENARIOS):
             mean = result.latencies_ms.get("mean")
