@@ -34,6 +34,11 @@ examples:
       --power --power-server 192.168.1.2:4950 --ntp 192.168.1.2     # MLPerf power (docs/power.md)
   mlharness run --benchmark demo --energy rapl      # RAPL energy estimate, not an MLPerf result
   mlharness run --benchmark demo --scenario Server --sut mybox --valid  # targets from suts/mybox.toml
+  mlharness run -b llama3.1-8b -s Interactive --target-qps 2 --dataset cnn_eval.json \
+      --backend openai --endpoint http://127.0.0.1:8000 \
+      --backend-option served_model=meta-llama/Llama-3.1-8B-Instruct   # an LLM server (docs/llm.md)
+  mlharness run -b llama3.1-8b -s Offline --mode accuracy --dataset cnn_eval.json \
+      --backend hf --model ./Llama-3.1-8B-Instruct     # transformers in this process, ROUGE offline
 
 A --test run without a target measures it first (short probe runs under <output-dir>/_tune/);
 a --valid run needs one: a number, a SUT configuration written by `mlharness tune --sut NAME`,
@@ -90,15 +95,19 @@ def add_run_arguments(p: argparse.ArgumentParser) -> None:
     """The flags that describe one run; shared by run, compliance and tune."""
     what = p.add_argument_group("what to run")
     what.add_argument("--config", type=Path, metavar="TOML", help="TOML file with run settings")
-    what.add_argument("--benchmark", "-b", metavar="NAME", help="demo, resnet50, retinanet, bert-99, bert-99.9")
+    what.add_argument("--benchmark", "-b", metavar="NAME", help="demo, resnet50, retinanet, bert-99, bert-99.9, or an LLM: "
+                           "llama3.1-8b, llama3.1-8b-edge, llama2-70b-99.9, deepseek-r1, "
+                           "gpt-oss-120b")
     what.add_argument("--scenario", "-s", metavar="NAME",
-                      help="SingleStream, MultiStream, Server or Offline (default Offline)")
+                      help="SingleStream, MultiStream, Server or Offline (default Offline); "
+                           "Interactive for the LLMs")
     what.add_argument("--model", "-m", type=Path, metavar="PATH", help="model file (the demo ships its own)")
     what.add_argument("--dataset", "-d", type=Path, metavar="PATH", help="dataset folder or file")
     what.add_argument("--vocab", type=Path, metavar="PATH", help="vocab.txt (BERT)")
     what.add_argument("--backend", metavar="NAME",
                       help="the runtime: onnxruntime (default), openvino, pytorch, noop, or "
-                           "module:Class (remote and ray: see --distribute)")
+                           "module:Class (remote and ray: see --distribute); for the LLMs "
+                           "openai (servers at --endpoint) or hf (transformers, --model DIR)")
     what.add_argument("--cache-dir", type=Path, metavar="DIR", help="where pre-processed data is cached")
     what.add_argument("--max-samples", type=int, metavar="N",
                       help="use only the first N dataset samples (not valid for submission)")
@@ -166,7 +175,8 @@ def add_run_arguments(p: argparse.ArgumentParser) -> None:
         "(docs/distributed.md)")
     dist.add_argument("--distribute", metavar="KIND", choices=("local", "remote", "ray"),
                       help="local, remote (serve nodes) or ray (actors); --endpoint implies "
-                           "remote, --replicas or --ray-address imply ray")
+                           "remote, --replicas or --ray-address imply ray (with --backend "
+                           "openai, --endpoint names the LLM servers)")
     dist.add_argument("--endpoint", dest="endpoints", action="append", metavar="URL",
                       help="remote: an `mlharness serve` node, http://HOST:PORT (repeat per node)")
     dist.add_argument("--failover", action="store_const", const=True,
