@@ -62,6 +62,12 @@ def _latin1(p: Path) -> None:
     p.write_bytes(p.read_bytes().replace(b'"demo"', b'"d\xe9mo"', 1))
 
 
+def _folder(p: Path) -> None:  # a folder of the same name where the file was
+    p.unlink()
+    p.mkdir()
+    (p / "run.json").write_text("{}")
+
+
 def _crash(data: dict) -> None:  # left at "running" by a process that is gone
     data.update(status="running", pid=2 ** 22 + 7, finished=None)
 
@@ -76,6 +82,7 @@ DAMAGES = [
     ("latency-text", edit(lambda d: d["result"]["latencies_ms"].update({"p99.00": "slow"})),
      "latencies_ms", "DAMAGED"),
     ("result-a-list", edit(lambda d: d.update(result=[1])), "result", "DAMAGED"),
+    ("a-folder-named-run.json", _folder, "unreadable run.json (Is a directory", "DAMAGED"),
     ("crashed", edit(_crash), "never finished", "CRASHED"),
 ]
 

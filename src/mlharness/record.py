@@ -101,6 +101,10 @@ class RunRecord(BaseModel):
         except FileNotFoundError:
             raise ConfigError(f"{run_dir}: no {RUN_FILE}",
                               hint="point at a directory written by `mlharness run`") from None
+        except IsADirectoryError:
+            raise ConfigError(f"{run_dir}: unreadable {RUN_FILE} (Is a directory, not the "
+                              "run's record)", hint="move that folder away; the run's record is "
+                              "lost, re-run the test") from None
         except (OSError, UnicodeDecodeError, json.JSONDecodeError) as exc:
             raise ConfigError(f"{run_dir}: unreadable {RUN_FILE} ({exc})",
                               hint="the file is damaged; re-run the test") from None

@@ -60,12 +60,13 @@ def runs_root_of(run_dir: Path) -> Path:
 
 
 def find_run_dirs(root: Path) -> Iterator[Path]:
-    """Every directory under ``root`` that holds a ``run.json`` (runs, audits, tune probes)."""
+    """Every directory under ``root`` that holds a ``run.json`` (runs, audits, tune probes); a
+    folder named ``run.json`` counts too, so that the run shows as damaged instead of vanishing."""
     root = Path(root)
     if not root.is_dir():
         return
     for dirpath, dirnames, filenames in os.walk(root):
-        if "run.json" in filenames:
+        if "run.json" in filenames or "run.json" in dirnames:
             dirnames[:] = []  # a run directory holds no runs
             yield Path(dirpath)
         else:
