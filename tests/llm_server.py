@@ -5,7 +5,9 @@ Server-Sent Events in chunked transfer encoding, as vLLM does: the first token a
 ``Script.ttft_s``, then one token every ``gap_s`` up to ``n_tokens`` (or ``max_tokens``), a
 finishing chunk and ``data: [DONE]``. Token ids are ``first_id + i``; each chunk's choice carries
 ``token_ids`` when the request asked ``"return_token_ids": true``, else logprob tokens
-``"token_id:N"`` when it asked ``"return_tokens_as_token_ids": true`` (vLLM's two ways).
+``"token_id:N"`` when it asked ``"return_tokens_as_token_ids": true`` (vLLM's two ways); with
+``Script.token_ids = False`` it streams text only, as servers without either do. ``peak`` is the
+most requests it held open at once.
 Faults after ``fault_after`` tokens: ``drop`` (close the socket), ``stall`` (send nothing more),
 ``malformed`` (a chunk that is not JSON); ``429`` / ``500`` answer at once with that status.
 """
@@ -28,6 +30,7 @@ class Script:
     first_id: int = 100
     fault: str | None = None  # drop, stall, malformed, 429, 500
     fault_after: int = 2
+    token_ids: bool = True  # False: text only, whatever the request asked
 
 
 @dataclass
@@ -52,6 +55,8 @@ class Seen:
 class ScriptedServer:
     script: Script = field(default_factory=Script)
     seen: list[Seen] = field(default_factory=list)
+    active: int = 0  # requests open now
+    peak: int = 0  # most open at once
 
     def __enter__(self) -> Self:
         self._loop = asyncio.new_event_loop()
@@ -60,7 +65,7 @@ class ScriptedServer:
         def run() -> None:
             asyncio.set_event_loop(self._loop)
             self._server = self._loop.run_until_complete(
-                asyncio.start_server(self._handle, "127.0.0.1", 0))
+                asyncio.start_server(self._handle, "127.0.0.1", 0, backlog=4096))
             self.port = self._server.sockets[0].getsockname()[1]
             ready.set()
             self._loop.run_forever()
@@ -87,11 +92,14 @@ class ScriptedServer:
         self._loop.close()
 
     async def _handle(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        self.active += 1
+        self.peak = max(self.peak, self.active)
         try:
             await self._serve(reader, writer)
         except (ConnectionError, asyncio.CancelledError):
             pass
         finally:
+            self.active -= 1
             writer.close()
 
     async def _serve(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
@@ -129,11 +137,11 @@ class ScriptedServer:
                 await asyncio.sleep(3600)
             if i:
                 await asyncio.sleep(s.gap_s)
-            self._chunk(writer, _event(body, chat, s.first_id + i, None))
+            self._chunk(writer, _event(body, chat, s.first_id + i, None, s.token_ids))
             await writer.drain()
             seen.token_times.append(time.perf_counter())
         self._chunk(writer, _event(body, chat, None, "length" if n == body.get("max_tokens")
-                                   else "stop"))
+                                   else "stop", s.token_ids))
         self._chunk(writer, b"data: [DONE]\n\n")
         writer.write(b"0\r\n\r\n")
         await writer.drain()
@@ -143,7 +151,8 @@ class ScriptedServer:
         writer.write(f"{len(data):x}\r\n".encode() + data + b"\r\n")
 
 
-def _event(body: dict[str, Any], chat: bool, token: int | None, finish: str | None) -> bytes:
+def _event(body: dict[str, Any], chat: bool, token: int | None, finish: str | None,
+           with_ids: bool = True) -> bytes:
     text = f" t{token}" if token is not None else ""
     choice: dict[str, Any] = {"index": 0, "finish_reason": finish}
     if chat:
@@ -151,7 +160,9 @@ def _event(body: dict[str, Any], chat: bool, token: int | None, finish: str | No
     else:
         choice["text"] = text
     ids = [token] if token is not None else []
-    if body.get("return_token_ids"):
+    if not with_ids:
+        pass
+    elif body.get("return_token_ids"):
         choice["token_ids"] = ids
     elif body.get("return_tokens_as_token_ids"):
         choice["logprobs"] = {"tokens": [f"token_id:{i}" for i in ids]}

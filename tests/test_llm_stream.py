@@ -125,3 +125,24 @@ def test_a_wrong_path_is_a_404_with_a_hint():
             asyncio.run(client.complete("x", max_tokens=2))
     assert "check the URL" in e.value.hint
     assert server.seen[-1].path == "/openai/v1/completions"
+
+
+def test_the_stall_timeout_counts_from_the_last_byte_not_the_request():
+    """A stream slower in total than the stall timeout but never silent that long is fine; a
+    server silent before its first token is stalled; a cancellation from outside stays one."""
+    with ScriptedServer(Script(ttft_s=0.05, gap_s=0.1, n_tokens=8)) as server:
+        client = _client(server.url, stall_timeout_s=0.4)
+        r = asyncio.run(client.complete("x", max_tokens=8))
+        assert r.n_tokens == 8 and r.total_s > 0.6
+        server.script.ttft_s = 1.0
+        with pytest.raises(EndpointError, match="stalled: nothing for 0.4 s while streaming"):
+            asyncio.run(client.complete("x", max_tokens=8))
+
+        async def cancelled() -> None:
+            task = asyncio.ensure_future(client.complete("x", max_tokens=8))
+            await asyncio.sleep(0.1)
+            task.cancel()
+            await task
+
+        with pytest.raises(asyncio.CancelledError):
+            asyncio.run(cancelled())

@@ -104,51 +104,76 @@ class OpenAIStreamClient:
 
     async def complete(self, prompt: str | list[int] | list[dict[str, str]], max_tokens: int,
                        on_first_token: FirstToken | None = None, on_done: Done | None = None,
-                       chat: bool = False, **extra: Any) -> StreamResult:
+                       chat: bool = False, tokenize: Callable[[str], list[int]] | None = None,
+                       **extra: Any) -> StreamResult:
         """Send one prompt (text or token ids; chat: a list of messages) and stream the answer.
 
         ``on_first_token(ids, ttft_s)`` gets the first chunk's ids (vLLM may put more than one
         token in it; LoadGen's TEST06 compares them with the output's start); ``on_done`` gets
-        the result; either may be a coroutine function. ``extra`` goes into the request body."""
+        the result; either may be a coroutine function. ``extra`` goes into the request body.
+        ``tokenize`` (text -> ids) serves a server that streams text without token ids: the
+        first chunk's text gives the first ids, the whole text the output's; without it such a
+        stream is an error."""
         body: dict[str, Any] = {"model": self.settings.model, "max_tokens": max_tokens,
                                 "temperature": 0, "stream": True, "return_token_ids": True}
         body["messages" if chat else "prompt"] = prompt
         body.update(extra)
         where = self.endpoint(chat)
         start = time.perf_counter()
+        guard = _StallGuard(self.settings.stall_timeout_s)
+        try:
+            result = await self._stream(where, chat, body, guard, start, on_first_token,
+                                        tokenize)
+        except asyncio.CancelledError:
+            if guard.expired():
+                raise EndpointError(f"{where} stalled: nothing for "
+                                    f"{self.settings.stall_timeout_s:g} s while {guard.what}",
+                                    "the server is overloaded or hung; raise stall_timeout_s "
+                                    "only if it is just slow") from None
+            raise
+        finally:
+            guard.stop()
+        if on_done is not None:
+            await _maybe_await(on_done(result))
+        return result
+
+    async def _stream(self, where: str, chat: bool, body: dict[str, Any], guard: _StallGuard,
+                      start: float, on_first_token: FirstToken | None,
+                      tokenize: Callable[[str], list[int]] | None) -> StreamResult:
         reader, writer = await self._connect(where)
         try:
             await self._send(writer, "/v1/chat/completions" if chat else "/v1/completions", body)
-            framing = await self._read_head(reader, where)
+            framing = await self._read_head(reader, where, guard)
             ids: list[int] = []
             text: list[str] = []
             ttft: float | None = None
             finish: str | None = None
-            async for event in self._events(reader, where, framing, lambda: len(ids)):
+            async for event in self._events(reader, where, guard, framing, lambda: len(ids)):
                 choice = (event.get("choices") or [{}])[0]
                 new_ids, new_text = _tokens_of(choice, chat)
                 if new_ids or new_text:
                     if ttft is None:
                         ttft = time.perf_counter() - start
+                        if not new_ids and tokenize is None:
+                            raise _no_ids(where)
+                        first = new_ids or (tokenize(new_text) if tokenize else [])
                         if on_first_token is not None:
-                            await _maybe_await(on_first_token(list(new_ids), ttft))
+                            await _maybe_await(on_first_token(list(first), ttft))
                     ids.extend(new_ids)
                     text.append(new_text)
                 finish = choice.get("finish_reason") or finish
             if any(text) and not ids:
-                raise EndpointError(f"{where} streamed text but no token ids",
-                                    "use a server that returns them (vLLM: return_token_ids)")
+                if tokenize is None:
+                    raise _no_ids(where)
+                ids = tokenize("".join(text))
         finally:
             writer.close()
             with contextlib.suppress(Exception):
                 await writer.wait_closed()
         total = time.perf_counter() - start
-        result = StreamResult(token_ids=ids, text="".join(text), n_tokens=len(ids),
-                              ttft_s=ttft if ttft is not None else total, total_s=total,
-                              finish_reason=finish)
-        if on_done is not None:
-            await _maybe_await(on_done(result))
-        return result
+        return StreamResult(token_ids=ids, text="".join(text), n_tokens=len(ids),
+                            ttft_s=ttft if ttft is not None else total, total_s=total,
+                            finish_reason=finish)
 
     async def _connect(self, where: str):
         try:
@@ -173,21 +198,21 @@ class OpenAIStreamClient:
                                 f"connection while the request was sent ({exc})",
                                 "see the server's log") from exc
 
-    async def _line(self, reader: asyncio.StreamReader, where: str, what: str) -> bytes:
+    async def _line(self, reader: asyncio.StreamReader, where: str, guard: _StallGuard,
+                    what: str) -> bytes:
+        guard.what = what
         try:
-            return await asyncio.wait_for(reader.readline(), self.settings.stall_timeout_s)
-        except TimeoutError as exc:
-            raise EndpointError(f"{where} stalled: nothing for {self.settings.stall_timeout_s:g} s "
-                                f"while {what}", "the server is overloaded or hung; "
-                                "raise stall_timeout_s only if it is just slow") from exc
+            line = await reader.readline()
+            guard.touch()
+            return line
         except (ConnectionError, asyncio.LimitOverrunError, ValueError) as exc:
             raise EndpointError(f"{where} broke the stream while {what} ({exc})",
                                 "see the server's log") from exc
 
-    async def _read_head(self, reader: asyncio.StreamReader, where: str
+    async def _read_head(self, reader: asyncio.StreamReader, where: str, guard: _StallGuard
                          ) -> tuple[bool, int | None]:
         """Status and headers; returns the body's framing (chunked, content length)."""
-        status_line = (await self._line(reader, where, "waiting for the response")).decode(
+        status_line = (await self._line(reader, where, guard, "waiting for the response")).decode(
             "latin-1").strip()
         parts = status_line.split(" ", 2)
         if len(parts) < 2 or not parts[1].isdigit():
@@ -196,7 +221,8 @@ class OpenAIStreamClient:
         status = int(parts[1])
         chunked, length = False, None
         while True:
-            line = (await self._line(reader, where, "reading headers")).decode("latin-1").strip()
+            line = (await self._line(reader, where, guard, "reading headers")).decode(
+                "latin-1").strip()
             if not line:
                 break
             name, _, value = line.partition(":")
@@ -205,7 +231,7 @@ class OpenAIStreamClient:
             if name.lower() == "content-length" and value.strip().isdigit():
                 length = int(value.strip())
         if status != 200:
-            raw = await self._body_text(reader, where, (chunked, length))
+            raw = await self._body_text(reader, where, guard, (chunked, length))
             hint = {429: "the server is rate limiting: lower the concurrency or the target QPS",
                     401: f"set the API key in ${self.settings.api_key_env}",
                     404: "check the URL and that the server offers this endpoint and model"
@@ -213,22 +239,22 @@ class OpenAIStreamClient:
             raise EndpointError(f"{where} answered HTTP {status}: {raw[:200]}", hint)
         return chunked, length
 
-    async def _body_text(self, reader: asyncio.StreamReader, where: str,
+    async def _body_text(self, reader: asyncio.StreamReader, where: str, guard: _StallGuard,
                          framing: tuple[bool, int | None]) -> str:
         chunks: list[bytes] = []
-        async for piece in self._body(reader, where, framing):
+        async for piece in self._body(reader, where, guard, framing):
             chunks.append(piece)
             if sum(map(len, chunks)) > 4096:
                 break
         return b"".join(chunks).decode("utf-8", "replace").strip()
 
-    async def _body(self, reader: asyncio.StreamReader, where: str,
+    async def _body(self, reader: asyncio.StreamReader, where: str, guard: _StallGuard,
                     framing: tuple[bool, int | None]) -> AsyncIterator[bytes]:
         """The response body's bytes as they arrive (chunked, sized, or up to close)."""
         chunked, left = framing
         if chunked:
             while True:
-                size_line = (await self._line(reader, where, "streaming")).strip()
+                size_line = (await self._line(reader, where, guard, "streaming")).strip()
                 if not size_line:
                     return  # closed without the terminating chunk: the caller decides
                 try:
@@ -238,31 +264,31 @@ class OpenAIStreamClient:
                                         f"{size_line[:40]!r}", "see the server's log") from exc
                 if size == 0:
                     return
+                guard.what = "reading a chunk"
                 try:
-                    data = await asyncio.wait_for(reader.readexactly(size + 2),
-                                                  self.settings.stall_timeout_s)
+                    data = await reader.readexactly(size + 2)
                 except asyncio.IncompleteReadError:
                     return
-                except TimeoutError as exc:
-                    raise EndpointError(f"{where} stalled mid-chunk for "
-                                        f"{self.settings.stall_timeout_s:g} s",
-                                        "the server is overloaded or hung") from exc
+                except ConnectionError as exc:
+                    raise EndpointError(f"{where} broke the stream while reading a chunk "
+                                        f"({exc})", "see the server's log") from exc
+                guard.touch()
                 yield data[:-2]
         else:
             while left is None or left > 0:
-                line = await self._line(reader, where, "streaming")
+                line = await self._line(reader, where, guard, "streaming")
                 if not line:
                     return
                 if left is not None:
                     left -= len(line)
                 yield line
 
-    async def _events(self, reader: asyncio.StreamReader, where: str,
+    async def _events(self, reader: asyncio.StreamReader, where: str, guard: _StallGuard,
                       framing: tuple[bool, int | None], count: Callable[[], int]
                       ) -> AsyncIterator[dict[str, Any]]:
         """The JSON objects of ``data:`` events up to ``[DONE]``."""
         buffer = b""
-        async for piece in self._body(reader, where, framing):
+        async for piece in self._body(reader, where, guard, framing):
             buffer += piece
             while b"\n\n" in buffer:
                 block, buffer = buffer.split(b"\n\n", 1)
@@ -287,6 +313,48 @@ class OpenAIStreamClient:
                     yield event
         raise EndpointError(f"{where} closed the connection after {count()} tokens, before "
                             "[DONE]", "the server dropped the request; see its log")
+
+
+class _StallGuard:
+    """Cancels the request's task when nothing has arrived for ``stall_s`` (``expired`` then
+    says so). One timer per ``stall_s``, re-armed lazily from the time of the last read: a
+    timeout around every read (``asyncio.wait_for``: a task and a timer each) cost as much
+    CPU as the rest of the client at a thousand streams."""
+
+    __slots__ = ("_loop", "_task", "_stall_s", "_last", "_handle", "_fired", "what")
+
+    def __init__(self, stall_s: float) -> None:
+        self._loop = asyncio.get_running_loop()
+        self._task = asyncio.current_task()
+        self._stall_s = stall_s
+        self._last = self._loop.time()
+        self._fired = False
+        self.what = "connecting"  # what the request was waiting for (in the message)
+        self._handle = self._loop.call_at(self._last + stall_s, self._check)
+
+    def touch(self) -> None:
+        self._last = self._loop.time()
+
+    def _check(self) -> None:
+        due = self._last + self._stall_s
+        if self._loop.time() < due:
+            self._handle = self._loop.call_at(due, self._check)
+        elif self._task is not None:
+            self._fired = True
+            self._task.cancel()
+
+    def expired(self) -> bool:
+        """Whether the cancellation being handled is this guard's (and only its)."""
+        return self._fired and self._task is not None and self._task.uncancel() == 0
+
+    def stop(self) -> None:
+        self._handle.cancel()
+
+
+def _no_ids(where: str) -> EndpointError:
+    return EndpointError(f"{where} streamed text but no token ids",
+                         "use a server that returns them (vLLM: return_token_ids), or give the "
+                         "model's tokenizer (openai backend: --backend-option tokenizer=DIR)")
 
 
 def _tokens_of(choice: dict[str, Any], chat: bool) -> tuple[list[int], str]:

@@ -1,0 +1,269 @@
+"""LLM streaming client overhead: the openai backend (mlharness) vs a bare asyncio client.
+
+Both sides stream from the same scripted OpenAI-compatible server (tests/llm_server.py, in a
+process of its own on a free port: fixed TTFT, a fixed gap between tokens, a fixed number of
+tokens) with the same number of streams in flight and the same requests, in alternating rounds
+(bare, harness, bare, ...), so both see the same machine.
+
+* bare: the least a client can do, in this file: open a connection, POST, read the SSE lines,
+  count the token ids, note the first one's time; a semaphore keeps ``--streams`` in flight.
+* harness: ``OpenAIBackend.submit`` called from a driver thread (as the SUT will), with
+  ``concurrency = --streams``; its callbacks note the first token and the end.
+
+TTFT is measured from the moment of submit (a request waiting for a free stream waits in it).
+Both results are medians over the rounds (tokens/s and TTFT p99 of each round).
+Prints each round (tokens/s, TTFT p50/p99, CPU of this process and of the server process: a
+server near 100 % of a core is the bottleneck, not the client), then
+
+    RATIO harness/bare tokens/s = X.XX
+    ADDED TTFT p99 ms = X.XX
+
+    .venv/bin/python benchmarks/llm_client.py [--streams 1000] [--requests 3000] [--rounds 3]
+        [--ttft-ms 50] [--gap-ms 5] [--tokens 32] [--quick]
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import os
+import statistics
+import subprocess
+import sys
+import threading
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+HERE = Path(__file__).resolve().parent
+ROOT = HERE.parent
+sys.path.insert(0, str(ROOT / "src"))
+
+from mlharness.backends import BackendOptions  # noqa: E402
+from mlharness.backends.base import GenerationRequest  # noqa: E402
+from mlharness.backends.openai import OpenAIBackend  # noqa: E402
+
+PROMPT = [1, 2, 3, 4, 5, 6, 7, 8]
+MODEL = "scripted"
+
+
+@dataclass
+class Round:
+    side: str
+    tokens: int
+    wall_s: float
+    ttft_s: list[float]
+    errors: int
+    client_cpu_s: float
+    server_cpu_s: float
+
+    @property
+    def tokens_per_s(self) -> float:
+        return self.tokens / self.wall_s
+
+    def line(self) -> str:
+        p50, p99 = percentile(self.ttft_s, 50), percentile(self.ttft_s, 99)
+        return (f"{self.side:8}{self.tokens_per_s:>12,.0f} tok/s   TTFT p50 {p50 * 1e3:8.1f} ms  "
+                f"p99 {p99 * 1e3:8.1f} ms   client CPU {self.client_cpu_s / self.wall_s:5.0%}  "
+                f"server CPU {self.server_cpu_s / self.wall_s:5.0%}   wall {self.wall_s:.2f} s"
+                + (f"   ERRORS {self.errors}" if self.errors else ""))
+
+
+def percentile(values: list[float], q: float) -> float:
+    ordered = sorted(values)
+    return ordered[min(len(ordered) - 1, max(0, round(q / 100 * len(ordered)) - 1))]
+
+
+# -- the server, in a process of its own -----------------------------------------------------
+
+
+def serve(ttft_ms: float, gap_ms: float, tokens: int) -> None:
+    """Child mode: run the scripted server, print its port, stop when stdin closes."""
+    sys.path.insert(0, str(ROOT / "tests"))
+    from llm_server import Script, ScriptedServer
+
+    with ScriptedServer(Script(ttft_s=ttft_ms / 1e3, gap_s=gap_ms / 1e3, n_tokens=tokens)) as s:
+        s.seen = _Forgetful()  # it would keep every request: memory, not needed here
+        print(s.port, flush=True)
+        sys.stdin.read()
+
+
+class _Forgetful(list):
+    def append(self, item: object) -> None:
+        pass
+
+
+def cpu_s(pid: int) -> float:
+    """User + system CPU seconds of process ``pid`` so far (Linux /proc)."""
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+# -- (a) the bare client ---------------------------------------------------------------------
+
+
+async def bare_one(port: int, body: bytes, gate: asyncio.Semaphore, submitted: float,
+                   out: dict[str, list[float]]) -> None:
+    async with gate:
+        reader, writer = await asyncio.open_connection("127.0.0.1", port)
+        writer.write(f"POST /v1/completions HTTP/1.1\r\nHost: 127.0.0.1:{port}\r\n"
+                     f"Content-Type: application/json\r\nContent-Length: {len(body)}\r\n"
+                     "Connection: close\r\n\r\n".encode() + body)
+        await writer.drain()
+        while (await reader.readline()) not in (b"\r\n", b""):  # status line and headers
+            pass
+        n, first = 0, None
+        while line := await reader.readline():  # chunk sizes, SSE lines, blank lines
+            if not line.startswith(b"data: "):
+                continue
+            data = line[6:].strip()
+            if data == b"[DONE]":
+                break
+            ids = json.loads(data)["choices"][0].get("token_ids") or []
+            if ids and first is None:
+                first = time.perf_counter()
+            n += len(ids)
+        writer.close()
+        end = time.perf_counter()
+    out["ttft"].append((first or end) - submitted)
+    out["tokens"].append(n)
+    out["end"].append(end)
+
+
+def bare_round(port: int, streams: int, requests: int, tokens: int, server_pid: int) -> Round:
+    body = json.dumps({"model": MODEL, "prompt": PROMPT, "max_tokens": tokens, "stream": True,
+                       "return_token_ids": True, "temperature": 0.0}).encode()
+    out: dict[str, list[float]] = {"ttft": [], "tokens": [], "end": []}
+
+    async def main() -> float:
+        gate = asyncio.Semaphore(streams)
+        start = time.perf_counter()
+        tasks = [asyncio.ensure_future(bare_one(port, body, gate, time.perf_counter(), out))
+                 for _ in range(requests)]
+        results = await asyncio.gather(*tasks, return_exceptions=True)
+        errors[0] = sum(isinstance(r, BaseException) for r in results)
+        return start
+
+    errors = [0]
+    cpu0, server0 = time.process_time(), cpu_s(server_pid)
+    start = asyncio.run(main())
+    return Round("bare", int(sum(out["tokens"])), max(out["end"]) - start, out["ttft"],
+                 errors[0], time.process_time() - cpu0, cpu_s(server_pid) - server0)
+
+
+# -- (b) the harness: OpenAIBackend.submit from a driver thread ------------------------------
+
+
+def harness_round(backend: OpenAIBackend, requests: int, tokens: int, server_pid: int) -> Round:
+    submitted = [0.0] * requests
+    first = [0.0] * requests
+    ends: list[float] = []
+    counts: list[int] = []
+    errors: list[str] = []
+    lock = threading.Lock()
+    finished = threading.Event()
+    request = GenerationRequest(input_ids=tuple(PROMPT), text=None, max_new_tokens=tokens)
+
+    def end(n: int | None, why: str | None) -> None:
+        t = time.perf_counter()
+        with lock:
+            ends.append(t)
+            if why is not None:
+                errors.append(why)
+            else:
+                counts.append(n or 0)
+            if len(ends) == requests:
+                finished.set()
+
+    def submit_all() -> None:
+        for i in range(requests):
+            def on_first(ids: list[int], i: int = i) -> None:
+                first[i] = time.perf_counter()
+
+            submitted[i] = time.perf_counter()
+            backend.submit(request, on_first, lambda ids: end(len(ids), None),
+                           lambda why: end(None, why))
+
+    cpu0, server0 = time.process_time(), cpu_s(server_pid)
+    driver = threading.Thread(target=submit_all, name="driver")
+    driver.start()
+    finished.wait()
+    driver.join()
+    if errors:
+        print(f"  harness error (1 of {len(errors)}): {errors[0]}")
+    ttft = [f - s for f, s in zip(first, submitted) if f]
+    return Round("harness", sum(counts), max(ends) - submitted[0], ttft, len(errors),
+                 time.process_time() - cpu0, cpu_s(server_pid) - server0)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--streams", type=int, default=1000, help="requests in flight at once")
+    parser.add_argument("--requests", type=int, default=3000, help="requests per round")
+    parser.add_argument("--rounds", type=int, default=3, help="rounds of each side, alternating")
+    parser.add_argument("--ttft-ms", type=float, default=50.0, help="the server's TTFT")
+    parser.add_argument("--gap-ms", type=float, default=5.0, help="the server's token gap")
+    parser.add_argument("--tokens", type=int, default=32, help="tokens per answer")
+    parser.add_argument("--quick", action="store_true",
+                        help="200 streams, 400 requests, 1 round (a smoke test)")
+    parser.add_argument("--serve", action="store_true", help=argparse.SUPPRESS)
+    args = parser.parse_args()
+    if args.serve:
+        serve(args.ttft_ms, args.gap_ms, args.tokens)
+        return
+    if args.quick:
+        args.streams, args.requests, args.rounds = 200, 400, 1
+
+    server = subprocess.Popen([sys.executable, __file__, "--serve", "--ttft-ms",
+                               str(args.ttft_ms), "--gap-ms", str(args.gap_ms), "--tokens",
+                               str(args.tokens)], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                              text=True)
+    try:
+        assert server.stdout is not None
+        port = int(server.stdout.readline())
+        nominal = args.ttft_ms + (args.tokens - 1) * args.gap_ms
+        print(f"LLM client overhead: {os.cpu_count()} CPUs, load average "
+              f"{os.getloadavg()[0]:.2f}; scripted server (pid {server.pid}): TTFT "
+              f"{args.ttft_ms:g} ms, gap {args.gap_ms:g} ms, {args.tokens} tokens ({nominal:g} ms "
+              f"a request, {args.streams * args.tokens / nominal * 1e3:,.0f} tok/s if nothing "
+              f"else limited it); {args.streams} streams, {args.requests} requests a round",
+              flush=True)
+        backend = OpenAIBackend()
+        backend.load(None, BackendOptions(extra={
+            "endpoints": [f"http://127.0.0.1:{port}"], "served_model": MODEL,
+            "concurrency": args.streams}))
+        rounds: list[Round] = []
+        try:
+            for _ in range(args.rounds):
+                for side in ("bare", "harness"):
+                    if side == "bare":
+                        r = bare_round(port, args.streams, args.requests, args.tokens,
+                                       server.pid)
+                    else:
+                        r = harness_round(backend, args.requests, args.tokens, server.pid)
+                    rounds.append(r)
+                    print(r.line(), flush=True)
+        finally:
+            backend.close()
+    finally:
+        if server.stdin:
+            server.stdin.close()
+        server.wait(10)
+
+    def side(name: str) -> list[Round]:
+        return [r for r in rounds if r.side == name]
+
+    tps = {name: statistics.median(r.tokens_per_s for r in side(name))
+           for name in ("bare", "harness")}
+    p99 = {name: statistics.median(percentile(r.ttft_s, 99) for r in side(name))
+           for name in ("bare", "harness")}
+    print(f"median of {args.rounds} rounds: tokens/s bare {tps['bare']:,.0f}, harness "
+          f"{tps['harness']:,.0f}; TTFT p99 bare {p99['bare'] * 1e3:.1f} ms, harness "
+          f"{p99['harness'] * 1e3:.1f} ms")
+    print(f"RATIO harness/bare tokens/s = {tps['harness'] / tps['bare']:.2f}")
+    print(f"ADDED TTFT p99 ms = {(p99['harness'] - p99['bare']) * 1e3:.2f}")
+
+
+if __name__ == "__main__":
+    main()

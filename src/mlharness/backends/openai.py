@@ -1,0 +1,375 @@
+"""The ``openai`` backend: text generation by OpenAI-compatible servers (vLLM, SGLang, TGI,
+llama.cpp's server, ``transformers serve``), streamed token by token (the StreamingBackend of
+:mod:`mlharness.backends.base`).
+
+One asyncio event loop on one daemon thread runs every request as a coroutine of
+:class:`~mlharness.backends.openai_stream.OpenAIStreamClient` (no thread per request);
+``submit`` hands the request to it with ``asyncio.run_coroutine_threadsafe`` and returns. A
+semaphore keeps at most ``concurrency`` requests on the wire in total; the rest wait, in order.
+Each request goes to the endpoint with the fewest outstanding requests (on a tie, the one sent
+the fewest so far, so requests sent one at a time take turns), as the remote pool of
+:mod:`mlharness.distributed.pool` dispatches. An endpoint that failed a request before its first
+token is passed over for ``RESTING_S`` while another is not. With ``failover`` such a request
+is sent once more, to another endpoint; a failure after the first token is the request's error
+(its first token is already reported).
+
+The callbacks run on the loop's thread: ``on_first`` once (the first chunk's ids), then
+``on_done`` (every output id) or ``on_error`` (one line naming the endpoint). A server that
+streams text without token ids needs ``tokenizer`` (a local Hugging Face tokenizer directory):
+the text is tokenized, without special tokens, the first chunk's for ``on_first`` and the whole
+output's for ``on_done``.
+
+An endpoint named by IP address (``http://127.0.0.1:8000``) needs no name lookup; a host name
+is looked up for every request, on asyncio's small thread pool.
+
+The API key is read from ``$api_key_env`` by the client and appears in no description, ``repr``
+or message.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import threading
+import time
+from pathlib import Path
+from typing import Any, Callable
+
+from pydantic import Field, field_validator
+
+from mlharness.backends.base import BackendOptions, GenerationRequest, OnDone, OnError, OnFirst
+from mlharness.backends.openai_stream import ClientSettings, EndpointError, OpenAIStreamClient
+from mlharness.errors import ConfigError, HarnessError, one_line
+from mlharness.options import Options, parse_options
+from mlharness.tensors import TensorSpec
+
+log = logging.getLogger(__name__)
+
+#: seconds an endpoint that failed a request before its first token is passed over by dispatch
+#: (while another endpoint is not): a dead server costs a refused connection now and then, not
+#: half the requests
+RESTING_S = 1.0
+CLOSED = "backend closed"
+
+
+class OpenAIOptions(Options):
+    """``--backend-option`` keys of the openai backend."""
+
+    #: base URLs (``http://host:port``; a trailing ``/v1`` is dropped); a comma-separated text
+    #: is split
+    endpoints: list[str] = Field(min_length=1)
+    served_model: str = ""  # the model name the server knows (``"model"`` of each request)
+    chat: bool = False  # /v1/chat/completions (the request's messages, or its text as one)
+    api_key_env: str = "OPENAI_API_KEY"  # the environment variable holding the key
+    concurrency: int = Field(default=256, ge=1)  # requests in flight, over all endpoints
+    failover: bool = False  # a request failed before its first token is sent once elsewhere
+    tokenizer: Path | None = None  # for servers that stream text without token ids
+    stall_timeout_s: float = Field(default=120.0, gt=0)
+    connect_timeout_s: float = Field(default=10.0, gt=0)
+
+    @field_validator("endpoints", mode="before")
+    @classmethod
+    def _split(cls, value: Any) -> Any:
+        if isinstance(value, str):
+            value = [part for part in value.split(",") if part.strip()]
+        if isinstance(value, (list, tuple)):
+            value = [_base_url(str(v)) for v in value]
+            if len(set(value)) != len(value):
+                raise ValueError(f"an endpoint is given twice: {value}")
+        return value
+
+
+def _base_url(url: str) -> str:
+    url = url.strip().rstrip("/")
+    return url[: -len("/v1")] if url.endswith("/v1") else url
+
+
+class _Endpoint:
+    """One server: its client and what dispatch knows of it (touched on the loop only)."""
+
+    __slots__ = ("url", "client", "outstanding", "sent", "failed", "resting_until")
+
+    def __init__(self, client: OpenAIStreamClient) -> None:
+        self.url = client.settings.base_url
+        self.client = client
+        self.outstanding = 0
+        self.sent = 0
+        self.failed = 0
+        self.resting_until = 0.0
+
+
+class _Call:
+    """One submitted request and its callbacks."""
+
+    __slots__ = ("request", "on_first", "on_done", "on_error", "first_sent")
+
+    def __init__(self, request: GenerationRequest, on_first: OnFirst, on_done: OnDone,
+                 on_error: OnError) -> None:
+        self.request = request
+        self.on_first, self.on_done, self.on_error = on_first, on_done, on_error
+        self.first_sent = False
+
+
+def _safely(callback: Callable[[Any], None], value: Any) -> None:
+    try:
+        callback(value)
+    except Exception:  # noqa: BLE001 - the caller's bug must not stop the other requests
+        log.exception("an openai backend callback raised")
+
+
+def _line(exc: BaseException) -> str:
+    if isinstance(exc, HarnessError):
+        text = exc.message + (f" (hint: {exc.hint})" if exc.hint else "")
+        return " ".join(text.split())
+    return one_line(exc)
+
+
+class OpenAIBackend:
+    """StreamingBackend for OpenAI-compatible servers; ``model`` is ignored (the server has it)."""
+
+    name = "openai"
+    generates = True
+    concurrency = 256
+    options_model = OpenAIOptions
+
+    def __init__(self) -> None:
+        self.options: OpenAIOptions | None = None
+        self._endpoints: list[_Endpoint] = []
+        self._tokenize: Callable[[str], list[int]] | None = None
+        self._loop: asyncio.AbstractEventLoop | None = None
+        self._thread: threading.Thread | None = None
+        self._semaphore: asyncio.Semaphore | None = None
+        self._lock = threading.Lock()
+        self._live: dict[_Call, Any] = {}  # unfinished calls -> their concurrent future
+        self._closed = False
+        self.failovers = 0
+
+    def __repr__(self) -> str:
+        urls = [e.url for e in self._endpoints]
+        return f"OpenAIBackend(endpoints={urls})"
+
+    # -- setup ------------------------------------------------------------------------------
+
+    def load(self, model: Path | None, options: BackendOptions) -> None:
+        """Check the options, make one client per endpoint and start the event loop. Nothing is
+        sent: a server may be slow to answer before its first request."""
+        opts = parse_options(OpenAIOptions, options.extra, "openai backend option",
+                             "--backend-option")
+        if not opts.served_model:
+            raise ConfigError("the openai backend needs the name the server knows the model by",
+                              "give --backend-option served_model=NAME (the server's model id)")
+        self._endpoints = [_Endpoint(OpenAIStreamClient(ClientSettings(
+            base_url=url, model=opts.served_model, api_key_env=opts.api_key_env or None,
+            connect_timeout_s=opts.connect_timeout_s, stall_timeout_s=opts.stall_timeout_s)))
+            for url in opts.endpoints]
+        self._tokenize = _tokenizer(opts.tokenizer) if opts.tokenizer else None
+        self.options = opts
+        self.concurrency = opts.concurrency
+        self._start_loop()
+
+    def _start_loop(self) -> None:
+        loop = asyncio.new_event_loop()
+        ready = threading.Event()
+
+        def run() -> None:
+            asyncio.set_event_loop(loop)
+            self._semaphore = asyncio.Semaphore(self.concurrency)
+            ready.set()
+            loop.run_forever()
+
+        self._thread = threading.Thread(target=run, name="openai-backend-loop", daemon=True)
+        self._thread.start()
+        ready.wait()
+        self._loop = loop
+
+    @property
+    def inputs(self) -> list[TensorSpec] | None:
+        return None  # no model here: the server has it
+
+    def describe(self) -> dict[str, Any]:
+        """The settings, never the API key (only the variable's name)."""
+        opts = self.options
+        if opts is None:
+            return {"name": self.name}
+        return {"name": self.name, "endpoints": list(opts.endpoints),
+                "served_model": opts.served_model, "chat": opts.chat,
+                "concurrency": opts.concurrency, "failover": opts.failover,
+                "api_key_env": opts.api_key_env,
+                "tokenizer": str(opts.tokenizer) if opts.tokenizer else None}
+
+    def report(self) -> dict[str, Any]:
+        """Requests sent to and failed by each endpoint, and failovers, so far."""
+        return {"sent": {e.url: e.sent for e in self._endpoints},
+                "failed": {e.url: e.failed for e in self._endpoints},
+                "failovers": self.failovers}
+
+    # -- requests ---------------------------------------------------------------------------
+
+    def submit(self, request: GenerationRequest, on_first: OnFirst, on_done: OnDone,
+               on_error: OnError) -> None:
+        """Queue ``request`` on the event loop and return. Before ``load`` or after ``close``:
+        ``on_error("backend closed")`` at once, on the caller's thread."""
+        call = _Call(request, on_first, on_done, on_error)
+        with self._lock:
+            running = not self._closed and self._loop is not None
+            if running:
+                assert self._loop is not None
+                self._live[call] = asyncio.run_coroutine_threadsafe(self._run(call), self._loop)
+        if not running:
+            on_error(CLOSED)
+
+    def _finish(self, call: _Call, ids: list[int] | None, error: str | None) -> None:
+        """``on_done(ids)`` or ``on_error(error)``, once per call whoever calls this."""
+        with self._lock:
+            if self._live.pop(call, None) is None:
+                return
+        if error is not None:
+            _safely(call.on_error, error)
+        else:
+            if not call.first_sent:  # a server that streamed no token: on_first still comes
+                call.first_sent = True
+                _safely(call.on_first, [])
+            _safely(call.on_done, ids)
+
+    async def _run(self, call: _Call) -> None:
+        assert self._semaphore is not None
+        try:
+            async with self._semaphore:
+                await self._send(call)
+        except asyncio.CancelledError:
+            self._finish(call, None, f"{CLOSED} while the request was in flight")
+            raise
+        except Exception as exc:  # noqa: BLE001 - a bug here must still answer the request
+            self._finish(call, None, f"openai backend failed a request: {_line(exc)}")
+
+    def _pick(self, avoid: _Endpoint | None) -> _Endpoint:
+        now = time.monotonic()
+        choices = [e for e in self._endpoints if e is not avoid] or self._endpoints
+        return min(choices, key=lambda e: (e.resting_until > now, e.outstanding, e.sent))
+
+    async def _send(self, call: _Call) -> None:
+        assert self.options is not None
+        opts, request = self.options, call.request
+        try:
+            prompt = _prompt(request, opts.chat)
+        except _Unsendable as exc:
+            self._finish(call, None, str(exc))
+            return
+        body: dict[str, Any] = {"min_tokens": request.min_new_tokens,
+                                "temperature": request.temperature, "top_p": request.top_p}
+        if request.top_k != -1:  # -1: no limit, the server's default (vLLM: -1 or 0)
+            body["top_k"] = request.top_k
+
+        def first(ids: list[int], _ttft: float) -> None:
+            call.first_sent = True
+            _safely(call.on_first, ids)
+
+        endpoint = self._pick(None)
+        earlier: str | None = None
+        while True:
+            endpoint.outstanding += 1
+            endpoint.sent += 1
+            try:
+                result = await endpoint.client.complete(
+                    prompt, request.max_new_tokens, on_first_token=first, chat=opts.chat,
+                    tokenize=self._tokenize, **body)
+            except (EndpointError, OSError) as exc:
+                endpoint.failed += 1
+                why = _line(exc) if isinstance(exc, EndpointError) else \
+                    f"{endpoint.url}: {one_line(exc)}"
+                if call.first_sent:
+                    self._finish(call, None, why)
+                    return
+                endpoint.resting_until = time.monotonic() + RESTING_S
+                if opts.failover and earlier is None and len(self._endpoints) > 1:
+                    self.failovers += 1
+                    earlier = why
+                    endpoint = self._pick(endpoint)
+                    continue
+                if earlier is not None:
+                    why = f"{why}; sent there after {earlier}"
+                self._finish(call, None, why)
+                return
+            finally:
+                endpoint.outstanding -= 1
+            endpoint.resting_until = 0.0
+            self._finish(call, result.token_ids, None)
+            return
+
+    # -- shutdown ---------------------------------------------------------------------------
+
+    def close(self) -> None:
+        """Cancel what is in flight or waiting (each gets ``on_error`` once), stop the loop and
+        join its thread. Later submits get ``on_error("backend closed")``."""
+        with self._lock:
+            if self._closed:
+                return
+            self._closed = True
+            loop, thread = self._loop, self._thread
+        if loop is not None and thread is not None:
+            async def cancel_all() -> None:
+                me = asyncio.current_task()
+                tasks = [t for t in asyncio.all_tasks() if t is not me]
+                for task in tasks:
+                    task.cancel()
+                await asyncio.gather(*tasks, return_exceptions=True)
+
+            try:
+                asyncio.run_coroutine_threadsafe(cancel_all(), loop).result(30)
+            except Exception:  # noqa: BLE001 - a stuck loop is stopped below all the same
+                log.exception("cancelling the openai backend's requests failed")
+            loop.call_soon_threadsafe(loop.stop)
+            thread.join(30)
+            if not thread.is_alive():
+                loop.close()
+        # requests cancelled before their coroutine ever ran never reached its handler
+        with self._lock:
+            left = list(self._live)
+        for call in left:
+            self._finish(call, None, CLOSED)
+
+
+class _Unsendable(Exception):
+    """A request this backend's settings cannot send (the message says why)."""
+
+
+def _prompt(request: GenerationRequest, chat: bool) -> str | list[int] | list[dict[str, str]]:
+    """What the request sends: messages (chat), token ids or text."""
+    if chat:
+        if request.messages:
+            return [dict(m) for m in request.messages]
+        if request.text is not None:
+            return [{"role": "user", "content": request.text}]
+        raise _Unsendable("a chat request needs text or messages, and this one has token ids "
+                          "only (hint: without --backend-option chat=true the ids go to "
+                          "/v1/completions)")
+    if request.input_ids is not None:
+        return list(request.input_ids)
+    if request.text is not None:
+        return request.text
+    raise _Unsendable("the request has neither token ids nor text (hint: with messages only, "
+                      "give --backend-option chat=true)")
+
+
+def _tokenizer(directory: Path) -> Callable[[str], list[int]]:
+    """text -> ids by the Hugging Face tokenizer in ``directory`` (nothing downloaded), without
+    special tokens: the server's output text, as its token ids would have been."""
+    if not Path(directory).is_dir():
+        raise ConfigError(f"tokenizer directory {directory} not found",
+                          "give the model checkpoint's directory (tokenizer files included)")
+    try:
+        from transformers import AutoTokenizer
+    except ImportError as exc:
+        raise ConfigError("the openai backend's tokenizer option needs transformers",
+                          "pip install 'mlharness[llm]'") from exc
+    try:
+        tok = AutoTokenizer.from_pretrained(str(directory), local_files_only=True)
+    except (OSError, ValueError) as exc:
+        raise ConfigError(f"cannot load the tokenizer in {directory}: {one_line(exc, 200)}",
+                          "give the model checkpoint's directory (tokenizer files included)"
+                          ) from exc
+
+    def tokenize(text: str) -> list[int]:
+        return list(tok(text, add_special_tokens=False)["input_ids"])
+
+    return tokenize
