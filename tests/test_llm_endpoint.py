@@ -1,0 +1,74 @@
+"""LLM runs against an OpenAI-compatible streaming server (the scripted one of llm_server.py):
+``mlharness run --backend openai --endpoint URL`` through the real LoadGen, token latencies equal
+to the injected ones, faults ending the run as every backend's do (exit 3, logs kept)."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import llm_fixtures as fx
+import pytest
+from catalogue_support import run_cli
+from llm_server import Script, ScriptedServer
+
+TTFT_S, GAP_S, TOKENS = 0.2, 0.02, 8
+
+
+@pytest.fixture(scope="module")
+def dataset(tmp_path_factory) -> Path:
+    tmp = tmp_path_factory.mktemp("endpoint")
+    return fx.write_cnn_dataset(tmp / "cnn_eval.json", fx.articles(10),
+                                lambda text: [7 + len(w) for w in text.split()])
+
+
+def _run(dataset: Path, out: Path, capsys, url: str, *args: str):
+    return run_cli(["run", "-b", "llama3.1-8b", "--backend", "openai", "--endpoint", url,
+                    "--backend-option", "served_model=tiny", "--dataset", dataset,
+                    "--output-dir", out, *args], capsys)
+
+
+def _record(out: Path) -> dict:
+    return json.loads(next(out.rglob("run.json")).read_text())
+
+
+@pytest.mark.parametrize("scenario", ["Server", "Interactive"])
+def test_server_and_interactive_runs_measure_the_servers_token_latencies(
+        dataset, tmp_path, capsys, scenario):
+    with ScriptedServer(Script(ttft_s=TTFT_S, gap_s=GAP_S, n_tokens=TOKENS)) as server:
+        result = _run(dataset, tmp_path, capsys, server.url, "-s", scenario,
+                      "--target-qps", "120")
+    record = _record(tmp_path)
+    tokens = record["result"]["tokens_ms"]
+    assert result.code == 0, (result.out, result.err)
+    assert record["result"]["valid"] is True, record["result"]["reasons"]
+    # within 15% of what the server injected; the server's own send times bound any overload
+    seen = server.seen[-1]
+    assert seen.body["model"] == "tiny" and seen.body["prompt"]  # token ids of the prompt
+    assert seen.body["max_tokens"] == 128 and seen.body["temperature"] == 0
+    assert tokens["ttft_p99_ms"] == pytest.approx(TTFT_S * 1e3, rel=0.15), tokens
+    assert tokens["tpot_p99_ms"] == pytest.approx(GAP_S * 1e3, rel=0.15), tokens
+    assert record["backend"]["endpoints"] == [server.url]
+    assert record["spec"]["backend_option"]["endpoints"] == [server.url]
+    assert len(server.seen) >= 460  # every query went to the server (+ the warm-up)
+
+
+def test_a_server_error_ends_the_run_with_exit_3_and_logs_kept(dataset, tmp_path, capsys):
+    with ScriptedServer(Script(ttft_s=0.01, gap_s=0.001, n_tokens=4, fault="500")) as server:
+        result = _run(dataset, tmp_path, capsys, server.url, "-s", "Server",
+                      "--target-qps", "50", "--warmup", "0")
+    record = _record(tmp_path)
+    assert result.code == 3, (result.out, result.err)
+    assert record["status"] == "failed"
+    assert "500" in record["error"]["message"] and server.url in record["error"]["message"]
+    assert "Traceback" not in result.out + result.err
+    assert (next(tmp_path.rglob("run.json")).parent / "mlperf_log_detail.txt").is_file()
+
+
+def test_no_server_listening_is_one_clear_failure(dataset, tmp_path, capsys):
+    with ScriptedServer() as server:
+        url = server.url  # the port is closed once the server stops
+    result = _run(dataset, tmp_path, capsys, url, "-s", "Offline", "--target-qps", "5")
+    assert result.code == 3, (result.out, result.err)
+    message = _record(tmp_path)["error"]["message"]
+    assert "cannot connect" in message and url in message, message
