@@ -102,6 +102,7 @@ def test_values_equal_the_official_constants():
         assert (n in c.MODEL_CONFIG["v6.1"]["models"]) == b.in_round
         assert b.dataset_size == cfg["dataset-size"][n]
         assert b.performance_sample_count == cfg["performance-sample-count"][n]
+        assert b.offline_min_samples_per_query == c.OFFLINE_MIN_SPQ_SINCE_V4[n]
         assert b.accuracy_sample_count == cfg.get("accuracy-sample-count", {}).get(n)
         assert b.min_queries == cfg["min-queries"][n]
         assert b.server_latency_ns == cfg["latency-constraint"].get(n, {}).get("Server")

@@ -5,7 +5,8 @@
     b.token_limit("Interactive").ttft_ns     # 500_000_000
     b.accuracy_passes({"ROUGE1": 39.0, ...})  # [] or the failed checks
 
-Kept apart from ``rules/<round>.toml`` until the runner can run these benchmarks (issue 34).
+Kept apart from ``rules/<round>.toml`` until the runner can run these benchmarks (issue 34);
+``round_benchmark(rules, name)`` is how the submission code sees both tables.
 """
 
 from __future__ import annotations
@@ -18,9 +19,12 @@ from importlib import resources
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from mlharness.errors import ConfigError
-from mlharness.rules.model import normalize_system_type
+from mlharness.rules.model import BenchmarkRules, Rules, normalize_system_type
 
 ROUNDS = ("v6.1",)
+#: the optional scenarios of which a closed datacenter result must hold one (``check_scenarios``
+#: in the checker's loader.py: "(one of) Interactive or Server")
+ONE_OF = ("Interactive", "Server")
 
 
 class _Frozen(BaseModel):
@@ -70,6 +74,8 @@ class LlmBenchmark(_Frozen):
     dataset: str
     dataset_size: int = Field(gt=0)
     performance_sample_count: int = Field(gt=0)
+    #: samples a closed Offline run must issue (OFFLINE_MIN_SPQ_SINCE_V4)
+    offline_min_samples_per_query: int = Field(gt=0)
     accuracy_sample_count: int | None = None
     min_queries: dict[str, int]
     server_latency_ns: int | None = None
@@ -89,6 +95,34 @@ class LlmBenchmark(_Frozen):
     def scenarios_for(self, system_type: str) -> tuple[str, ...] | None:
         """Scenarios a closed submission must hold for ``system_type`` (None: none listed)."""
         return self.required_scenarios.get(normalize_system_type(system_type))
+
+    @property
+    def harness(self) -> str:
+        """The ``mlharness run --benchmark`` name: the submission directory name itself."""
+        return self.name
+
+    def scenario_problems(self, system_type: str, present: list[str]
+                          ) -> tuple[list[str], list[str]] | None:
+        """``(missing, unknown)`` scenarios of a closed result for ``system_type``, as the
+        checker's ``check_scenarios``: each required one, one of Interactive / Server when both
+        are optional, and nothing beyond required and optional. None: the round lists no
+        required scenarios for that system type (the checker cannot judge it)."""
+        required = self.scenarios_for(system_type)
+        if required is None:
+            return None
+        optional = self.optional_scenarios.get(normalize_system_type(system_type), ())
+        have = {s.lower() for s in present}
+        missing = [s for s in required if s.lower() not in have]
+        if set(ONE_OF) <= set(optional) and not have & {s.lower() for s in ONE_OF}:
+            missing.append("(one of) " + " or ".join(ONE_OF))
+        known = {s.lower() for s in (*required, *optional)}
+        unknown = [s for s in present if s.lower() not in known]
+        return missing, unknown
+
+    def result_field(self, scenario: str) -> str | None:
+        """The detail-log key of the result in LoadGen's ``scenario`` (Interactive runs as
+        Server, so its result is Server's field)."""
+        return self.result_fields.get("Server" if scenario == "Interactive" else scenario)
 
     def token_limit(self, scenario: str) -> TokenLimit | None:
         """TTFT/TPOT p99 limits of ``Server`` or ``Interactive`` (None elsewhere)."""
@@ -157,6 +191,18 @@ class LlmRules(_Frozen):
     def find(self, name: str) -> LlmBenchmark | None:
         """The benchmark whether in the round or not (to read older results); None if unknown."""
         return self.benchmarks.get(name)
+
+
+def round_benchmark(rules: Rules, name: str) -> BenchmarkRules | LlmBenchmark | None:
+    """A benchmark of ``rules``' round by submission directory or mlharness name: the round's
+    table (``rules/<round>.toml``) first, then its LLM benchmarks (``rules/llm_<round>.toml``);
+    None when neither counts it (an LLM benchmark the round's checker omits, a round without
+    LLM rules). How the submission code sees both without merging the tables."""
+    found = rules.find(name)
+    if found is not None or rules.round not in ROUNDS:
+        return found
+    bench = _load(rules.round).find(name)
+    return bench if bench is not None and bench.in_round else None
 
 
 def load(round_name: str = "v6.1") -> LlmRules:

@@ -3,7 +3,12 @@ over the same round tables, with every problem said in plain words and the comma
 
 Where the official checker has quirks we check the intent instead: an INVALID performance result
 or LoadGen errors in a performance log are problems here even though the modular checker lets
-them pass (see MLPERF_FACTS §4.2).
+them pass (see MLPERF_FACTS §4.2), and an Interactive result's TTFT/TPOT are held to the
+Interactive limits (the checker looks them up under the scenario in LoadGen's log, Server).
+
+The LLM benchmarks come from ``rules/llm_<round>.toml`` (``llm.round_benchmark``): their
+scenarios (Interactive; one of Interactive or Server), token latencies, every accuracy metric
+with its upper limit, and TEST06/TEST07/TEST09.
 """
 
 from __future__ import annotations
@@ -13,6 +18,8 @@ from pathlib import Path
 from typing import Any
 
 from mlharness.loadgen.mllog import MLLOG_PREFIX, DetailLog, parse_detail_log
+from mlharness.names import Scenario
+from mlharness.rules.llm import LlmBenchmark, round_benchmark
 from mlharness.rules.loader import DEFAULT_ROUND
 from mlharness.rules.model import BenchmarkRules, Rules
 from mlharness.rules.problems import Problem
@@ -22,6 +29,11 @@ EARLY_STOPPING = ("SingleStream", "MultiStream", "Server")
 TEST_RUN_FIX = ("re-run it full length: `mlharness run --benchmark {b} --scenario {s} "
                 "--mode performance --valid ...`, then `mlharness submit ... --force`")
 RESUBMIT = "re-run `mlharness submit ... --force` to lay the tree out again"
+#: a benchmark of the round's table or of its LLM rules (``llm.round_benchmark``)
+AnyBenchmark = BenchmarkRules | LlmBenchmark
+#: the p99 token latencies the checker's ``llm_check`` reads (ns)
+TTFT_P99 = "result_first_token_99.00_percentile_latency_ns"
+TPOT_P99 = "result_time_per_output_token_99.00_percentile_ns"
 
 
 def _dirs(path: Path) -> list[Path]:
@@ -63,14 +75,16 @@ def _truthy(v: Any) -> bool:
     return v is True or str(v).lower() == "true"
 
 
-def performance_problems(log: DetailLog, bench: BenchmarkRules, rules: Rules, division: str,
-                         where: str, seeds: dict[str, int] | None = None) -> list[Problem]:
+def performance_problems(log: DetailLog, bench: AnyBenchmark, rules: Rules, division: str,
+                         where: str, seeds: dict[str, int] | None = None,
+                         directory: str | None = None) -> list[Problem]:
     """``checks/performance_check.py`` plus validity and LoadGen errors. ``seeds``: the ones
-    expected (default the round's; a TEST05 audit's are the round's TEST05 seeds)."""
+    expected (default the round's; a TEST05 audit's are the round's TEST05 seeds);
+    ``directory``: the result's scenario directory (Interactive, where LoadGen logs Server)."""
     v = log.values
     out: list[Problem] = []
     scenario = str(v.get("effective_scenario", ""))
-    fix_run = TEST_RUN_FIX.format(b=bench.harness, s=scenario)
+    fix_run = TEST_RUN_FIX.format(b=bench.harness, s=directory or scenario)
     duration = _num(v.get("effective_min_duration_ms"))
     if not duration >= rules.min_duration_ms:
         test = duration < 60000
@@ -129,10 +143,62 @@ def performance_problems(log: DetailLog, bench: BenchmarkRules, rules: Rules, di
                                f"closed needs >= {bench.offline_min_samples_per_query}", where=where,
                                meaning="closed Offline runs must issue the round's minimum",
                                fix=fix_run))
+    if isinstance(bench, LlmBenchmark):
+        out += token_problems(log, bench, directory or scenario, where, fix_run)
     return out
 
 
-def accuracy_problems(acc_dir: Path, bench: BenchmarkRules, rules: Rules, division: str,
+def token_problems(log: DetailLog, bench: LlmBenchmark, scenario: str, where: str,
+                   fix: str) -> list[Problem]:
+    """``llm_check`` of ``checks/performance_check.py``: token latencies logged and, in Server
+    and Interactive, TTFT and TPOT p99 strictly below ``scenario``'s limits (``TokenLimit``)."""
+    v = log.values
+    if not _truthy(v.get("requested_use_token_latencies")):
+        return [Problem("token-latencies-off", "use_token_latencies is not enabled", where=where,
+                        meaning=f"{bench.name} is judged on tokens: LoadGen must time the first "
+                        "token and each output token", fix=fix)]
+    limit = bench.token_limit(scenario)
+    if limit is None:  # Offline, SingleStream: throughput or latency, no token bounds
+        return []
+    ttft, tpot = _num(v.get(TTFT_P99)), _num(v.get(TPOT_P99))
+    if ttft != ttft or tpot != tpot:  # NaN: not logged
+        return [Problem("token-latencies-missing", "the log has no TTFT or TPOT p99", where=where,
+                        meaning="LoadGen writes them for a run with token latencies; the log "
+                        "is not a complete token run", fix=fix)]
+    if limit.passes(ttft, tpot):
+        return []
+    return [Problem(
+        "token-latency", f"{scenario} TTFT p99 {ttft / 1e6:.1f} ms (limit {limit.ttft_ns / 1e6:g}"
+        f" ms), TPOT p99 {tpot / 1e6:.2f} ms (limit {limit.tpot_ns / 1e6:g} ms): not both below",
+        where=where, meaning=f"{bench.name} {scenario} results must keep both p99 token "
+        "latencies strictly below the round's limits",
+        fix="lower --target-qps (fewer concurrent streams) until both are below, then re-run")]
+
+
+def llm_accuracy_problems(text: str, bench: LlmBenchmark, division: str, where: str,
+                          fix: str) -> list[Problem]:
+    """The LLM part of ``accuracy_result_check``: every target metric read from accuracy.txt
+    with the checker's patterns; in closed, each reaching its target and none reported above
+    its upper limit (``LlmBenchmark.accuracy_failures``)."""
+    values = bench.parse_accuracy(text)
+    targets = [b.metric for b in bench.accuracy]
+    missing = [m for m in targets if m not in values]
+    if missing:
+        return [Problem("accuracy-unreadable", "accuracy.txt has no " + ", ".join(missing),
+                        where=where, meaning=f"{bench.name} is judged on " + ", ".join(targets)
+                        + ", each read with the checker's fixed pattern", fix=fix)]
+    failures = bench.accuracy_failures(values) if division != "open" else []
+    if not failures:
+        return []
+    meaning = ("closed results must reach every accuracy target of the round and stay within "
+               "its upper limits")
+    if any(f.startswith("GEN_LEN ") for f in failures):
+        meaning += " (GEN_LEN is the characters of all outputs together: a sum over the full set)"
+    return [Problem("accuracy-below-target", "; ".join(failures), where=where, meaning=meaning,
+                    fix="improve the model or submit in the open division")]
+
+
+def accuracy_problems(acc_dir: Path, bench: AnyBenchmark, rules: Rules, division: str,
                       where: str) -> list[Problem]:
     """``checks/accuracy_check.py``."""
     out: list[Problem] = []
@@ -144,8 +210,9 @@ def accuracy_problems(acc_dir: Path, bench: BenchmarkRules, rules: Rules, divisi
         return [Problem("accuracy-files", "missing " + ", ".join(missing), where=where,
                         meaning="every result needs its accuracy run", fix=fix_acc)]
     text = (acc_dir / "accuracy.txt").read_text(errors="replace")
-    value = bench.parse_accuracy(text)
-    if value is None:
+    if isinstance(bench, LlmBenchmark):
+        out += llm_accuracy_problems(text, bench, division, where, fix_acc)
+    elif (value := bench.parse_accuracy(text)) is None:
         out.append(Problem("accuracy-unreadable", f"accuracy.txt has no {bench.accuracy_metric} line",
                            where=where, meaning="the checker reads the metric with a fixed pattern",
                            fix=fix_acc))
@@ -170,10 +237,11 @@ def accuracy_problems(acc_dir: Path, bench: BenchmarkRules, rules: Rules, divisi
                            where=where, meaning="a log with LoadGen errors cannot be submitted",
                            fix=fix_acc))
     count = log.values.get("effective_accuracy_sample_count", log.values.get("qsl_reported_total_count"))
-    if _num(count) != bench.dataset_size:
+    expected = bench.accuracy_count if isinstance(bench, LlmBenchmark) else bench.dataset_size
+    if _num(count) != expected:
         out.append(Problem(
-            "accuracy-coverage", f"the accuracy run covered {count} samples, the dataset has "
-            f"{bench.dataset_size}", where=where,
+            "accuracy-coverage", f"the accuracy run covered {count} samples, the round's "
+            f"accuracy set has {expected}", where=where,
             meaning="accuracy must be measured on the complete validation set (the official "
             "checker's --skip-dataset-size-check exists only for backwards compatibility)",
             fix=f"re-run accuracy on the full dataset: {fix_acc}"))
@@ -213,7 +281,41 @@ def measurement_problems(scen_dir: Path, rules: Rules, where: str,
     return out
 
 
-def compliance_problems(scen_dir: Path, bench: BenchmarkRules, rules: Rules, division: str,
+#: the LLM audits: the verification file the checker reads, what it requires of it, and what a
+#: failure means (``accuracy_check`` and ``dir_exists_check`` of ``checks/compliance_check.py``)
+LLM_AUDITS = {
+    "TEST06": ("verify_accuracy.txt", "the outputs of the audit run are not consistent (first "
+               "token, a single EOS, n_tokens equal to the output length)"),
+    "TEST07": ("verify_accuracy.txt", "accuracy in performance mode fell below the threshold"),
+    "TEST09": ("verify_output_len.txt", "the mean output length is outside the audit's bounds"),
+}
+#: the lines of a passing TEST06 verify_accuracy.txt (compliance/TEST06/run_verification.py)
+TEST06_PASS = (("First token check pass: True", "First token check pass: Skipped"),
+               ("EOS check pass: True",), ("Sample length check pass: True",))
+
+
+def llm_audit_problems(tdir: Path, test: str, where: str, fix: str) -> list[Problem]:
+    """One LLM audit's verification file: TEST06's three checks passed, TEST07's and TEST09's
+    ``TEST PASS`` (the checker reads nothing else of these audits)."""
+    name, meaning = LLM_AUDITS[test]
+    verify = tdir / name
+    if not verify.is_file():
+        return [Problem("compliance-files", f"{name} is missing", where=where, fix=fix)]
+    text = verify.read_text(errors="replace")
+    lines = [ln.strip() for ln in text.splitlines()]
+    if test == "TEST06":
+        failed = [alts[0].split(" pass:")[0] for alts in TEST06_PASS
+                  if not any(a in lines for a in alts)]
+    else:
+        failed = [] if "TEST PASS" in text else ["TEST PASS"]
+    if not failed:
+        return []
+    return [Problem("compliance-failed", f"{test} verification did not pass"
+                    + (f" ({', '.join(failed)})" if test == "TEST06" else ""),
+                    where=where, meaning=meaning, fix=fix)]
+
+
+def compliance_problems(scen_dir: Path, bench: AnyBenchmark, rules: Rules, division: str,
                         where: str) -> list[Problem]:
     """``checks/compliance_check.py`` (closed and network only)."""
     out: list[Problem] = []
@@ -228,6 +330,9 @@ def compliance_problems(scen_dir: Path, bench: BenchmarkRules, rules: Rules, div
         if not tdir.is_dir():
             out.append(Problem("compliance-missing", f"{test} is missing", where=where,
                                meaning=f"closed {bench.name} needs the {test} audit", fix=fix))
+            continue
+        if test in LLM_AUDITS:
+            out += llm_audit_problems(tdir, test, w, fix)
             continue
         if test == "TEST01":
             verify = tdir / "verify_accuracy.txt"
@@ -369,7 +474,7 @@ def _check_submitter(root: Path, division: str, sub: Path, rules: Rules) -> list
                                "nothing to check", where=rel(sub), fix=RESUBMIT))
         for bench_dir in _dirs(sys_dir):
             name = mapping.get(bench_dir.name, bench_dir.name)
-            bench = rules.find(name)
+            bench = round_benchmark(rules, name)
             if bench is None:
                 reason = ("is retired in " + rules.round) if name in rules.retired_benchmarks else \
                     f"is not a {rules.round} benchmark"
@@ -380,7 +485,10 @@ def _check_submitter(root: Path, division: str, sub: Path, rules: Rules) -> list
                                    fix="lay the tree out with `mlharness submit` for this round"))
                 continue
             scenarios = [d.name for d in _dirs(bench_dir)]
-            if division in ("closed", "network") and desc:
+            if division in ("closed", "network") and desc and isinstance(bench, LlmBenchmark):
+                out += _llm_scenario_problems(bench, str(desc.get("system_type", "")), scenarios,
+                                              rel(bench_dir))
+            elif division in ("closed", "network") and desc:
                 required = bench.scenarios_for(str(desc.get("system_type", "")))
                 if required is None:
                     out.append(Problem(
@@ -403,16 +511,47 @@ def _check_submitter(root: Path, division: str, sub: Path, rules: Rules) -> list
     return out
 
 
-def _check_scenario(root: Path, scen_dir: Path, bench: BenchmarkRules, rules: Rules,
+def _llm_scenario_problems(bench: LlmBenchmark, system_type: str, scenarios: list[str],
+                           where: str) -> list[Problem]:
+    """``check_scenarios`` of the checker's loader.py for an LLM benchmark."""
+    found = bench.scenario_problems(system_type, scenarios)
+    if found is None:
+        return [Problem("system-type-unsupported", f"the round lists no required scenarios for "
+                        f"{bench.name} on a {system_type} system", where=where,
+                        meaning="the official checker cannot judge it (it crashes)",
+                        fix="declare the system_type whose suite holds the benchmark "
+                        "(datacenter for the datacenter LLMs) in the system TOML")]
+    missing, unknown = found
+    out = []
+    needs = [*(bench.scenarios_for(system_type) or ()),
+             *(m.removeprefix("(").replace(") ", " ") for m in missing if m.startswith("("))]
+    if missing:
+        out.append(Problem("scenarios-missing", "missing scenarios " + ", ".join(missing),
+                           where=where, meaning=f"closed {system_type} {bench.name} needs "
+                           + ", ".join(needs),
+                           fix=f"run {bench.harness} in those scenarios (performance and "
+                           "accuracy), then submit again"))
+    if unknown:
+        out.append(Problem("scenarios-unknown", "scenarios the suite does not have: "
+                           + ", ".join(unknown), where=where,
+                           meaning=f"a closed {system_type} {bench.name} result holds only its "
+                           "required and optional scenarios", fix="remove those directories"))
+    return out
+
+
+def _check_scenario(root: Path, scen_dir: Path, bench: AnyBenchmark, rules: Rules,
                     division: str) -> list[Problem]:
     where = str(scen_dir.relative_to(root))
     out: list[Problem] = []
-    if scen_dir.name not in rules.scenarios:
+    known = (*rules.scenarios, Scenario.INTERACTIVE.value) if isinstance(bench, LlmBenchmark) \
+        else rules.scenarios
+    if scen_dir.name not in known:
         return [Problem("scenario-unknown", f"{scen_dir.name} is not a scenario", where=where,
                         fix="remove the directory")]
     log = _read_log(scen_dir / "performance" / "run_1" / "mlperf_log_detail.txt", where, out)
     if log is not None:
-        out += performance_problems(log, bench, rules, division, where)
+        out += performance_problems(log, bench, rules, division, where,
+                                    directory=scen_dir.name)
     out += accuracy_problems(scen_dir / "accuracy", bench, rules, division, where)
     meas_dir = comp_dir = scen_dir
     system = None

@@ -15,6 +15,10 @@ user.conf, README.md, <system>_<impl>_<scenario>.json}, ``compliance/<system>/<b
                                       accuracy/mlperf_log_{summary,detail}.txt, mlperf_log_accuracy.json, accuracy.txt
                                       measurements.json, user.conf, README.md
                                       TEST01/..., TEST04/...   (as the official run_verification.py writes them)
+
+The LLM benchmarks (``rules/llm_<round>.toml``, found through ``llm.round_benchmark``) lay out
+the same way; an Interactive result is ``<scenario>`` = ``Interactive`` (LoadGen's logs inside
+say Server, which the checker accepts for that directory), with an accuracy run of its own.
 """
 
 from __future__ import annotations
@@ -24,6 +28,7 @@ from pathlib import Path
 from typing import Any
 
 from mlharness.errors import ConfigError
+from mlharness.rules.llm import round_benchmark
 from mlharness.rules.loader import DEFAULT_ROUND
 from mlharness.rules.model import Rules
 from mlharness.submission import documents
@@ -145,7 +150,7 @@ def lay_out(
     by_bench: dict[str, list[Run]] = {}
     refused: dict[str, ConfigError] = {}  # benchmarks that cannot count for the round: said once
     for benchmark, scenario in inventory.keys():
-        bench = rules.find(benchmark)
+        bench = round_benchmark(rules, benchmark)  # the LLM benchmarks too
         if bench is None:
             try:
                 rules.benchmark(benchmark)

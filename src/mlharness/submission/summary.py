@@ -9,7 +9,8 @@ import json
 from pathlib import Path
 from typing import Any
 
-from mlharness.loadgen.mllog import METRICS, parse_detail_log
+from mlharness.loadgen.mllog import METRICS, TOKEN_METRICS, parse_detail_log
+from mlharness.rules.llm import LlmBenchmark, round_benchmark
 from mlharness.rules.model import Rules
 from mlharness.files import write_bytes_atomic, write_json_atomic, write_text_atomic
 from mlharness.submission.layout import Layout
@@ -31,12 +32,19 @@ def rows(layout: Layout, rules: Rules) -> list[dict[str, Any]]:
     out = []
     for e in layout.entries:
         log = parse_detail_log(e.path / "performance" / "run_1" / "mlperf_log_detail.txt").values
-        key, div, unit = RESULT[e.scenario]
-        value = log.get(key)
-        acc = e.accuracy.record.accuracy
-        bench = rules.find(e.bench_dir)
+        bench = round_benchmark(rules, e.bench_dir)
         acc_text = (e.path / "accuracy" / "accuracy.txt").read_text()
-        acc_value = _raw_accuracy(acc_text, bench.accuracy_regex) if bench else None
+        if isinstance(bench, LlmBenchmark):
+            key, div, unit = _token_result(bench, str(log.get("effective_scenario", e.scenario)))
+            accuracy = _accuracy_column({b.metric: _raw_accuracy(acc_text, bench.accuracy_regex[
+                b.metric]) for b in bench.accuracy})
+        else:
+            key, div, unit = RESULT[e.scenario]
+            acc = e.accuracy.record.accuracy
+            acc_value = _raw_accuracy(acc_text, bench.accuracy_regex) if bench else None
+            accuracy = (f"{acc.metric if acc else (bench.accuracy_metric if bench else '')}: "
+                        f"{acc_value if acc_value is not None else ''}")
+        value = log.get(key)
         measurements = json.loads((e.measurements_file or e.path / "measurements.json").read_text())
         power = e.performance.record.power if (e.path / "performance" / "power").is_dir() else None
         notes = desc.get("hw_notes", "")
@@ -58,8 +66,7 @@ def rows(layout: Layout, rules: Rules) -> list[dict[str, Any]]:
             "MlperfModel": e.bench_dir,
             "Scenario": e.scenario,
             "Result": float(value) / div if value is not None else "",
-            "Accuracy": f"{acc.metric if acc else (bench.accuracy_metric if bench else '')}: "
-                        f"{acc_value if acc_value is not None else ''}",
+            "Accuracy": accuracy,
             "number_of_nodes": desc.get("number_of_nodes", ""),
             "host_processor_model_name": desc.get("host_processor_model_name", ""),
             "host_processors_per_node": desc.get("host_processors_per_node", ""),
@@ -84,6 +91,26 @@ def rows(layout: Layout, rules: Rules) -> list[dict[str, Any]]:
         if power is not None:  # the checker's second row: the power metric in POWER_UNIT_DICT units
             out.append({**out[-1], "Result": power.get("metric", ""), "Units": power.get("unit", "")})
     return out
+
+
+def _token_result(bench: LlmBenchmark, scenario: str) -> tuple[str, float, str]:
+    """An LLM result's detail-log key, divisor and unit in LoadGen's ``scenario`` (the checker's
+    RESULT_FIELD_BENCHMARK_OVERWRITE and SPECIAL_UNIT_DICT): tokens/s in Offline and Server
+    (Interactive's logs say Server), a latency in ms in llama3.1-8b-edge's SingleStream."""
+    scenario = "Server" if scenario == "Interactive" else scenario
+    key = bench.result_field(scenario)
+    token = TOKEN_METRICS.get(scenario)
+    if key is None or (token is not None and key == token.key):
+        return (key or "", 1.0, token.summary_unit if token else "")
+    return (key, METRICS[scenario].divisor, METRICS[scenario].summary_unit)
+
+
+def _accuracy_column(found: dict[str, str | None]) -> str:
+    """Several metrics as the checker's summary writes its accuracy dict: ``json.dumps`` with
+    commas turned into spaces and the quotes and braces dropped (``ROUGE1: 38.9  ROUGE2: ...``)."""
+    seen = {k: v for k, v in found.items() if v is not None}
+    return (json.dumps(seen).replace(",", " ").replace('"', "").replace("{", "")
+            .replace("}", "").strip())
 
 
 def _raw_accuracy(text: str, pattern: str) -> str | None:
