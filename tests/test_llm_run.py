@@ -174,3 +174,16 @@ def test_endpoints_of_the_openai_backend_are_its_servers():
                                                   "failover": True}})
     assert spec.distribution.local
     assert spec.backend_option == {"endpoints": ["http://h:1", "http://h:2"], "failover": True}
+
+
+@pytest.mark.parametrize("scenario", ["Offline", "Server", "Interactive"])
+def test_a_valid_llm_run_passes_the_preflight_of_its_round(scenario):
+    from mlharness import rules
+
+    spec = RunSpec.from_mapping({"benchmark": "llama3.1-8b", "scenario": scenario, "valid": True,
+                                 "target_qps": 10, "backend": "openai",
+                                 "distribution": {"endpoints": ["http://h:1"]}})
+    assert rules.preflight(spec, seeds=lambda: rules.load().seeds) == []
+    short = spec.replace(valid=False)
+    assert [p.code for p in rules.preflight(short, seeds=lambda: rules.load().seeds)] == [
+        "test-duration"]

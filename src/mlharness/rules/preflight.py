@@ -10,8 +10,12 @@ from typing import Any, Callable
 from mlharness.errors import ConfigError
 from mlharness.loadgen.settings import EffectiveSettings
 from mlharness.loadgen import installed
+from mlharness.rules import llm
 from mlharness.rules.loader import ROUNDS, load
 from mlharness.rules.model import BenchmarkRules, Rules
+
+#: what the preflight reads of a benchmark (the round's table or its LLM rules)
+AnyBenchmark = BenchmarkRules | llm.LlmBenchmark
 from mlharness.rules.problems import Problem
 
 
@@ -52,7 +56,7 @@ def seed_problems(rules: Rules, found: dict[str, int] | None) -> list[Problem]:
              f"run with --round {rules.round} (its seeds are then set from code)"))]
 
 
-def _performance(spec: Any, eff: EffectiveSettings, bench: BenchmarkRules, rules: Rules,
+def _performance(spec: Any, eff: EffectiveSettings, bench: AnyBenchmark, rules: Rules,
                  division: str) -> list[Problem]:
     out: list[Problem] = []
     duration = eff.min_duration_ms
@@ -117,7 +121,7 @@ def round_conf_value(rules: Rules, model: str, scenario: str, key: str) -> str |
     return None
 
 
-def round_conf_problems(spec: Any, eff: EffectiveSettings, bench: BenchmarkRules,
+def round_conf_problems(spec: Any, eff: EffectiveSettings, bench: AnyBenchmark,
                         rules: Rules) -> list[Problem]:
     """Where a --valid run would differ from the round's own mlperf.conf (rounds before v5.0,
     whose mlperf.conf is not the one compiled into LoadGen 6.0.17): named, with the flag that
@@ -141,7 +145,7 @@ def round_conf_problems(spec: Any, eff: EffectiveSettings, bench: BenchmarkRules
     return out
 
 
-def _accuracy(spec: Any, eff: EffectiveSettings, bench: BenchmarkRules,
+def _accuracy(spec: Any, eff: EffectiveSettings, bench: AnyBenchmark,
               dataset_size: int | None) -> list[Problem]:
     override = int(eff.values.get("accuracy_sample_count_override") or 0)
     covered = override or spec.max_samples or dataset_size
@@ -170,8 +174,10 @@ def preflight(
     Compliance runs (``spec.audit_config`` set) are judged like performance runs.
     """
     rules = rules or load()
+    llm_bench = llm.round_benchmark(rules, spec.benchmark)
     try:
-        bench = rules.benchmark(spec.benchmark)
+        bench = llm_bench if isinstance(llm_bench, llm.LlmBenchmark) else rules.benchmark(
+            spec.benchmark)
     except ConfigError as exc:
         return [Problem("not-a-round-benchmark", exc.message, meaning="", fix=exc.hint)]
     forced = getattr(spec, "round", None)
@@ -179,7 +185,9 @@ def preflight(
         problems = []  # the run sets the round's seeds from code (rules.loadgen_seeds)
     else:
         problems = seed_problems(rules, seeds() if seeds else installed.installed_seeds())
-    eff = spec.settings(bench.loadgen_model)  # the same decision user.conf is written from
+    model = (bench.loadgen_model_for(spec.scenario) if isinstance(bench, llm.LlmBenchmark)
+             else bench.loadgen_model)
+    eff = spec.settings(model)  # the same decision user.conf is written from
     if spec.mode == "accuracy":
         problems += _accuracy(spec, eff, bench, dataset_size)
     else:
