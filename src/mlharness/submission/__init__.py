@@ -3,6 +3,7 @@ packing, summaries, and checking (ours and the official checker)."""
 
 from __future__ import annotations
 
+from collections import Counter
 import json
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -18,7 +19,7 @@ from mlharness.submission.files import prepare_output, seal_output
 from mlharness.submission.layout import Layout, lay_out
 from mlharness.submission import pack as packing
 from mlharness.submission.runs import Inventory, pin, scan
-from mlharness.submission.system import check_name, describe, load_user_toml
+from mlharness.submission.system import check_name, describe, detect, load_user_toml
 
 __all__ = ["SubmitResult", "check_tree", "submit"]
 
@@ -43,9 +44,10 @@ def _guard_output(output: Path, runs: Path) -> None:
                           hint="choose a new directory such as submission/")
 
 
-def system_description(system: str, system_json: Path | None,
-                       system_toml: Path | None) -> tuple[dict[str, str], list[str]]:
-    """From a JSON written by `mlharness system detect`, or detected now (+ the user's TOML)."""
+def system_description(system: str, system_json: Path | None, system_toml: Path | None,
+                       backend: str = "onnxruntime") -> tuple[dict[str, str], list[str]]:
+    """From a JSON written by `mlharness system detect`, or detected now (+ the user's TOML);
+    detected, the framework is ``backend``'s (the runtime the laid-out runs used)."""
     if system_json is not None:
         if not system_json.is_file():
             raise ConfigError(f"system JSON not found: {system_json}",
@@ -59,7 +61,7 @@ def system_description(system: str, system_json: Path | None,
                               hint="re-run `mlharness system detect`")
         return {k: str(v) for k, v in data.items()}, []
     user = load_user_toml(system_toml) if system_toml else None
-    return describe(system, user)
+    return describe(system, user, detect(backend))
 
 
 def run_missing_audits(inventory: Inventory, rules: Rules, runs: Path) -> list[Path]:
@@ -119,7 +121,9 @@ def submit(runs: Path, output: Path, submitter: str, division: str, system: str,
                           + (f" ({len(unused)} not usable: {reasons}{more})" if unused else ""),
                           hint="run performance and accuracy tests first (`mlharness run ...`), "
                                "or pick runs with --run DIR")
-    desc, defaulted = system_description(system, system_json, system_toml)
+    backends = Counter(r.spec.backend for r in inventory.runs if r.ok)
+    desc, defaulted = system_description(system, system_json, system_toml,
+                                         *(b for b, _ in backends.most_common(1)))
     replaced = prepare_output(output, force)
     try:
         layout = lay_out(inventory, rules, output, division, submitter, system, desc)
