@@ -1,7 +1,9 @@
 """A scripted text-generation backend for tests (``--backend stream_backends:TimedStream``):
 the first token ``ttft_s`` after submit, then one token every ``gap_s`` up to ``n_tokens``; all on
 one timer thread, as a real streaming backend would (no thread per request). Output ids are
-``first_id + k``; ``fail_at`` (a request number, 1-based) fails that request."""
+``first_id + k``; ``fail_at`` (a request number, 1-based) fails that request. Faults TEST06 must
+catch: ``bad_first=1`` reports a first token other than the output's, ``eos=ID`` ends every output
+in ``eos_repeat`` (default 2) tokens ``ID``."""
 
 from __future__ import annotations
 
@@ -25,6 +27,9 @@ class TimedStream:
         self.n_tokens = int(extra.get("n_tokens", 8))
         self.first_id = int(extra.get("first_id", 100))
         self.fail_at = int(extra.get("fail_at", 0))
+        self.bad_first = bool(int(extra.get("bad_first", 0)))
+        self.eos = int(extra["eos"]) if "eos" in extra else None
+        self.eos_repeat = int(extra.get("eos_repeat", 2))
         self.submitted = 0
         self._events: list[tuple[float, int, Callable[[], None]]] = []
         self._seq = itertools.count()
@@ -63,7 +68,11 @@ class TimedStream:
             return
         n = min(self.n_tokens, request.max_new_tokens)
         ids = [self.first_id + k for k in range(n)]
-        self._at(now + self.ttft_s, lambda: on_first(ids[:1]))
+        if self.eos is not None:
+            ids = ids[:max(0, n - self.eos_repeat)] + [self.eos] * self.eos_repeat
+            n = len(ids)
+        first = [ids[0] + 1] if self.bad_first else ids[:1]
+        self._at(now + self.ttft_s, lambda: on_first(first))
         self._at(now + self.ttft_s + self.gap_s * (n - 1), lambda: on_done(ids))
 
     def close(self) -> None:
