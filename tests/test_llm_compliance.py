@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 import shlex
+import shutil
 import subprocess
 from pathlib import Path
 from typing import Any
@@ -272,6 +273,13 @@ def test_llm_verification_refuses_the_wrong_runs(llama, tmp_path):
     with pytest.raises(VerificationInputError, match="already holds a verification"):
         verify("TEST06", None, None, audit, tmp_path / "alone")
     assert verify("TEST06", None, None, audit, tmp_path / "alone", overwrite=True).passed
+    # logs made by another harness (no run.json): LoadGen's scenario, the official EOS id
+    bare = tmp_path / "bare"
+    shutil.copytree(audit, bare, ignore=shutil.ignore_patterns("run.json"))
+    again = verify("TEST06", None, None, bare, tmp_path / "bare-out")
+    assert again.passed and again.scenario == "Offline"
+    assert (tmp_path / "bare-out" / "TEST06" / "verify_accuracy.txt").read_text() == \
+        (tmp_path / "alone" / "TEST06" / "verify_accuracy.txt").read_text()
 
 
 # ---- TEST07 and TEST09: gpt-oss-120b ----------------------------------------------------------

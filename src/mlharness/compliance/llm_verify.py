@@ -108,10 +108,16 @@ def audit_config_value(run_dir: Path, key: str) -> float | None:
 
 
 def _spec(run_dir: Path) -> Any:
-    return record_of(run_dir).spec
+    """The audit's RunSpec, or None for a run directory mlharness did not make (no run.json)."""
+    try:
+        return record_of(run_dir).spec
+    except VerificationInputError:
+        return None
 
 
 def _tokenizer_of(spec: Any) -> Path | None:
+    if spec is None:
+        return None
     given = (spec.task_option or {}).get("tokenizer")
     if given:
         return Path(given)
@@ -137,10 +143,11 @@ def test06_eos(spec: Any, given: int | None) -> tuple[int, str]:
 
 
 def _scenario(run_dir: Path, audit_logs: Path) -> str:
-    try:
-        return str(_spec(run_dir).scenario)
-    except HarnessError:
-        return str(read_detail(audit_logs / DETAIL).get("effective_scenario") or "")
+    """The run's scenario (Interactive too), else LoadGen's."""
+    spec = _spec(run_dir)
+    if spec is not None:
+        return str(spec.scenario)
+    return str(read_detail(audit_logs / DETAIL).get("effective_scenario") or "")
 
 
 def _test06(verdict: LlmVerdict, log: Path, eos_token_id: int | None) -> str:
@@ -181,9 +188,12 @@ def _threshold(run_dir: Path, key: str, default: float | None, test: str) -> flo
     return value
 
 
+def _bench(spec: Any) -> Any:
+    return llm_benchmark(spec.benchmark) if spec is not None else None
+
+
 def _test07(verdict: LlmVerdict, log: Path) -> str:
-    spec = _spec(verdict.audit_run)
-    bench = llm_benchmark(spec.benchmark)
+    bench = _bench(_spec(verdict.audit_run))
     threshold = _threshold(verdict.audit_run, "test07_accuracy_threshold",
                            bench.test07_accuracy_threshold if bench else None, "TEST07")
     entries = load_accuracy_entries(log, "audit")
@@ -212,8 +222,7 @@ def _test07(verdict: LlmVerdict, log: Path) -> str:
 
 
 def _test09(verdict: LlmVerdict, log: Path) -> str:
-    spec = _spec(verdict.audit_run)
-    bench = llm_benchmark(spec.benchmark)
+    bench = _bench(_spec(verdict.audit_run))
     bounds = (bench.test09_output_tokens if bench else None) or {}
     low = _threshold(verdict.audit_run, "test09_min_output_tokens", bounds.get("min"), "TEST09")
     high = _threshold(verdict.audit_run, "test09_max_output_tokens", bounds.get("max"), "TEST09")
