@@ -2,7 +2,9 @@
 the first token ``ttft_s`` after submit, then one token every ``gap_s`` up to ``n_tokens``; all on
 one timer thread, as a real streaming backend would (no thread per request). Output ids are
 ``first_id + k`` (or, with ``outputs=FILE``, the answer that file gives the prompt);
-``fail_at`` (a request number, 1-based) fails that request."""
+``fail_at`` (a request number, 1-based) fails that request; ``max_streams=N`` serves N at once.
+Faults TEST06 must catch: ``bad_first=1`` reports a first token other than the output's,
+``eos=ID`` ends every output in ``eos_repeat`` (default 2) tokens ``ID``."""
 
 from __future__ import annotations
 
@@ -34,6 +36,9 @@ class TimedStream:
         self.max_streams = int(extra.get("max_streams", 0))
         self._waiting: list[tuple[Any, Any, Any, Any]] = []
         self._active = 0
+        self.bad_first = bool(int(extra.get("bad_first", 0)))
+        self.eos = int(extra["eos"]) if "eos" in extra else None
+        self.eos_repeat = int(extra.get("eos_repeat", 2))
         self.submitted = 0
         self._events: list[tuple[float, int, Callable[[], None]]] = []
         self._seq = itertools.count()
@@ -92,7 +97,11 @@ class TimedStream:
         if self.outputs:
             ids = self.outputs[tuple(request.input_ids)][:request.max_new_tokens]
             n = len(ids)
-        self._at(now + self.ttft_s, lambda: on_first(ids[:1]))
+        if self.eos is not None:
+            ids = ids[:max(0, n - self.eos_repeat)] + [self.eos] * self.eos_repeat
+            n = len(ids)
+        first = [ids[0] + 1] if self.bad_first else ids[:1]
+        self._at(now + self.ttft_s, lambda: on_first(first))
         self._at(now + self.ttft_s + self.gap_s * (n - 1),
                  lambda: (on_done(ids), self._finished()))
 

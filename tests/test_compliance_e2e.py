@@ -273,8 +273,11 @@ def test_cli_user_errors(reference: dict[str, Path], tmp_path: Path,
     assert "not run with the TEST04 audit.config" in " ".join(capsys.readouterr().err.split())
     assert main(["compliance", "--audit", "TEST04", "--reference-perf", str(tmp_path / "nope"),
                  "--output", str(tmp_path)]) == 2
+    capsys.readouterr()
+    assert main(base + ["--audit", "TEST06"]) == 2  # an LLM test: not an audit of the demo
+    assert "TEST06 audits the LLM benchmarks, not 'demo'" in capsys.readouterr().err
     with pytest.raises(SystemExit):
-        main(base + ["--audit", "TEST06"])  # an LLM test: not an audit of these benchmarks
+        main(base + ["--audit", "TEST08"])  # not a test mlharness runs
     with pytest.raises(SystemExit):
         main(base + ["--audit"])  # --audit names at least one test
 

@@ -1,4 +1,5 @@
-"""``mlharness compliance``: run a TEST01/TEST04 audit and verify it as the official scripts do."""
+"""``mlharness compliance``: run a compliance audit (TEST01/TEST04, the LLMs' TEST06/TEST07/TEST09)
+and verify it as the official scripts do."""
 
 from __future__ import annotations
 
@@ -10,6 +11,7 @@ from typing import Any
 from rich.markup import escape
 
 from mlharness.cli.render import LiveProgress, console, print_json
+from mlharness.compliance.audit_config import LLM_TESTS, TESTS
 from mlharness.errors import ConfigError
 from mlharness.rules.loader import DEFAULT_ROUND
 
@@ -28,9 +30,17 @@ examples:
   # verify an audit run made earlier, without running it again
   mlharness compliance --audit TEST04 --audit-run runs/compliance/TEST04/demo/<run> \\
       --reference-perf runs/demo/SingleStream-performance-<t> --output results/demo/SingleStream
+  # the LLMs: TEST06 (llama3.1-8b, llama2-70b-99.9, deepseek-r1) needs only the performance run
+  mlharness compliance --reference-perf runs/llama3.1-8b/Offline-performance-<t> \\
+      --output results/llama3.1-8b/Offline
+  # gpt-oss-120b: TEST07 runs on the GPQA compliance set, TEST09 on the performance set
+  mlharness compliance --reference-perf runs/gpt-oss-120b/Offline-performance-<t> \\
+      --test07-dataset acc/acc_eval_compliance_gpqa.parquet --output results/gpt-oss-120b/Offline
 
 The audit takes its settings from the reference performance run's run.json; run flags given here
-override them. Results go to <output>/TEST01/ or <output>/TEST04/ in the official layout.
+override them. Results go to <output>/TEST0X/ in the official layout. TEST06 counts EOS tokens
+with --eos-token-id, else the eos_token of the run's tokenizer (--task-option tokenizer=DIR),
+else the official default 2.
 
 --json prints a list with one verdict per test.
 exit codes: 0 TEST PASS (all tests), 1 TEST FAIL, 2 bad input (message + hint),
@@ -48,8 +58,9 @@ class _AuditFlag(argparse.Action):
                  values: Any, option_string: str | None = None) -> None:
         tests = list(getattr(namespace, self.dest, None) or [])
         for value in values or []:
-            if value.upper() not in ("TEST01", "TEST04", "TEST05"):
-                parser.error(f"{option_string}: expected TEST01, TEST04 or TEST05, got {value!r}")
+            if value.upper() not in TESTS:
+                parser.error(f"{option_string}: expected one of {', '.join(TESTS)}, "
+                             f"got {value!r}")
             if value.upper() not in tests:
                 tests.append(value.upper())
         setattr(namespace, self.dest, tests)
@@ -65,7 +76,8 @@ def register(sub: argparse._SubParsersAction) -> None:
 
     p = sub.add_parser(
         "compliance", conflict_handler="resolve",
-        help="run and verify a compliance audit (TEST01, TEST04; TEST05 before v5.0)",
+        help="run and verify a compliance audit (TEST01, TEST04, TEST06, TEST07, TEST09; "
+             "TEST05 before v5.0)",
         description="Run a compliance audit — a performance run with the official audit.config "
                     "in its own run directory — then verify it against the reference runs "
                     "exactly as the official run_verification.py scripts do, writing "
@@ -74,7 +86,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     add_run_arguments(p)
     comp = p.add_argument_group("compliance")
     comp.add_argument("--audit", dest="compliance_test", nargs="+", action=_AuditFlag,
-                      metavar="TEST01|TEST04|TEST05",
+                      metavar="TEST0X",
                       help="the audit(s) to run (default: those the benchmark needs in --round)")
     # run's --test (short run), which also still accepts the old `--test TEST01` spelling
     comp.add_argument("--test", dest="compliance_test", nargs="*", action=_AuditFlag,
@@ -89,11 +101,17 @@ def register(sub: argparse._SubParsersAction) -> None:
     comp.add_argument("--reference-accuracy", type=Path, metavar="RUN_DIR",
                       help="the accuracy run, with its untruncated accuracy log (TEST01)")
     comp.add_argument("--output", type=Path, required=True, metavar="DIR",
-                      help="scenario directory that receives TEST01/ or TEST04/")
+                      help="scenario directory that receives TEST0X/")
     comp.add_argument("--audit-run", type=Path, metavar="RUN_DIR",
                       help="verify this existing audit run instead of running one")
     comp.add_argument("--dtype", choices=("byte", "float32", "int32", "int64"),
                       help="TEST01 response element type (default: the benchmark's)")
+    comp.add_argument("--eos-token-id", type=int, metavar="N",
+                      help="TEST06: the EOS token id (default: the eos_token of the run's "
+                           "tokenizer, else the official default 2)")
+    comp.add_argument("--test07-dataset", type=Path, metavar="FILE",
+                      help="TEST07: the compliance set the audit runs on (gpt-oss-120b: "
+                           "acc/acc_eval_compliance_gpqa.parquet)")
     comp.add_argument("--exact-only", action="store_true",
                       help="TEST01: no accuracy-delta check when the responses are not bit-exact")
     comp.add_argument("--force", action="store_true",
@@ -130,7 +148,7 @@ def _tests_to_run(args: argparse.Namespace, benchmark: str) -> list[str]:
     tests = required_tests(benchmark, round_name, "closed")
     if not tests:
         raise ConfigError(f"{benchmark} needs no compliance audit in round {round_name}",
-                          hint="name one with --audit TEST01 or --audit TEST04 to run it anyway")
+                          hint="name one with --audit TEST0X to run it anyway")
     return tests
 
 
@@ -163,6 +181,13 @@ def compliance_command(args: argparse.Namespace) -> int:
     if "TEST01" in tests and args.reference_accuracy is None:
         raise ConfigError("TEST01 compares against the accuracy run",
                           hint="pass --reference-accuracy RUN_DIR (an untruncated accuracy log)")
+    if "TEST07" in tests and spec is not None and args.test07_dataset is None:
+        raise ConfigError("TEST07 runs on the GPQA compliance set, not the performance data set",
+                          hint="pass --test07-dataset acc/acc_eval_compliance_gpqa.parquet (from "
+                               "the gpt-oss-120b dataset download)")
+    if args.test07_dataset is not None and not args.test07_dataset.is_file():
+        raise ConfigError(f"--test07-dataset {args.test07_dataset}: no such file",
+                          hint="give the compliance set's parquet or pickle file")
     verdicts = []
     for test in tests:
         audit_run = args.audit_run
@@ -172,11 +197,12 @@ def compliance_command(args: argparse.Namespace) -> int:
                               f"performance with the official audit.config …")
             show = not args.no_progress and not args.json and sys.stderr.isatty()
             with LiveProgress(enabled=show) as bar:
-                audit_run = run_audit(test, spec, spec.output_dir / "compliance" / test,
-                                      bar).run_dir
+                audit_run = run_audit(test, spec, spec.output_dir / "compliance" / test, bar,
+                                      dataset=args.test07_dataset if test == "TEST07"
+                                      else None).run_dir
         verdict = verify(test, args.reference_perf, args.reference_accuracy, audit_run,
                          args.output, dtype=args.dtype, overwrite=args.force,
-                         score_fallback=not args.exact_only)
+                         score_fallback=not args.exact_only, eos_token_id=args.eos_token_id)
         verdicts.append(verdict)
         if not args.json:
             show_verdict(verdict)
@@ -198,9 +224,33 @@ def _perf_detail(perf: Any) -> str:
             f"(reference {perf.reference_score:.6g} ±{perf.threshold:.0%})")
 
 
+def _show_llm_verdict(verdict: Any) -> None:
+    """TEST06/TEST07/TEST09: each check with its detail, then where the files are."""
+    from rich.table import Table
+
+    table = Table(title=f"{verdict.test} — {verdict.scenario or '?'}", title_justify="left")
+    for col in ("check", "result", "detail"):
+        table.add_column(col, no_wrap=col != "detail")
+    for check in verdict.checks:
+        result = ("[dim]skipped[/]" if check.passed is None
+                  else "[green]pass[/]" if check.passed else "[red]fail[/]")
+        table.add_row(check.name, result, escape(check.detail))
+    console.print(table)
+    for note in verdict.notes:
+        console.print(f"[yellow]note:[/] {escape(note)}")
+    console.print(escape(f"audit run: {verdict.audit_run}"))
+    console.print(escape(f"written:   {verdict.output_dir}/"))
+    overall = "[bold green]TEST PASS[/]" if verdict.passed else "[bold red]TEST FAIL[/]"
+    console.print(f"{verdict.test}: {overall}")
+
+
 def show_verdict(verdict: Any) -> None:
     """One screen: each check with its reason, then where the files are."""
     from rich.table import Table
+
+    if verdict.test in LLM_TESTS:
+        _show_llm_verdict(verdict)
+        return
 
     table = Table(title=f"{verdict.test} — {verdict.performance.scenario or '?'}",
                   title_justify="left")

@@ -2,7 +2,9 @@
 
 LoadGen reads ``audit.config`` from its working directory and applies it with the model name
 ``"*"`` (``loadgen/loadgen.cc`` StartTest -> ``FromConfig(audit, "*", scenario, 2)``), so only
-``*.<Scenario>.key`` and ``*.*.key`` lines take effect; we write nothing else.
+``*.<Scenario>.key`` and ``*.*.key`` lines take effect; we write nothing else. TEST07 and TEST09
+files also carry their thresholds (``*.*.test07_accuracy_threshold``,
+``*.*.test09_{min,max}_output_tokens``), which LoadGen ignores and ``run_verification.py`` reads.
 """
 
 from __future__ import annotations
@@ -12,9 +14,12 @@ from pathlib import Path
 
 from mlharness.errors import ConfigError
 from mlharness.loadgen.settings import SCENARIOS
+from mlharness.rules import llm
 from mlharness.rules.loader import load as load_rules
 
-TESTS = ("TEST01", "TEST04", "TEST05")
+#: the LLM tests: judged on the audit's accuracy log alone (no reference run)
+LLM_TESTS = ("TEST06", "TEST07", "TEST09")
+TESTS = ("TEST01", "TEST04", "TEST05", *LLM_TESTS)
 
 #: the official values live in the round data (``[audit]`` in ``rules/common.toml``)
 _AUDIT = load_rules().audit
@@ -34,6 +39,13 @@ TEST04_PER_SCENARIO: dict[str, int] = {"mode": PERFORMANCE_ONLY,
 #: ``rounds/<round>/compliance/nvidia/TEST05/audit.config``: *.*.test05 (rounds before v5.0; the
 #: runner then sets that round's TEST05 seeds from code, ``rules.loadgen_seeds``)
 TEST05_FLAG: int = int(_AUDIT["test05"])
+#: ``compliance/TEST06/audit.config`` after mode and seed (every LLM benchmark)
+TEST06_ENTRIES: dict[str, int] = {k: int(v) for k, v in _AUDIT["test06"].items()}
+#: ``compliance/TEST07/<dir>/audit.config`` and ``TEST09``'s: LoadGen's keys by directory name
+TEST07_ENTRIES: dict[str, dict[str, int]] = {
+    d: {k: int(v) for k, v in e.items()} for d, e in _AUDIT["test07"].items()}
+TEST09_ENTRIES: dict[str, dict[str, int]] = {
+    d: {k: int(v) for k, v in e.items()} for d, e in _AUDIT["test09"].items()}
 
 
 @dataclass(frozen=True)
@@ -42,7 +54,7 @@ class AuditConfig:
 
     test: str
     model: str
-    entries: tuple[tuple[str, str, int], ...]
+    entries: tuple[tuple[str, str, int | float], ...]
 
     def render(self) -> str:
         """The file text, in LoadGen's ``model.scenario.key = value`` format."""
@@ -70,10 +82,45 @@ def test01_sampling_target(model: str) -> int:
     return TEST01_SAMPLING_TARGET[key]
 
 
+def llm_benchmark(model: str) -> llm.LlmBenchmark | None:
+    """The LLM benchmark whose mlperf.conf model key (or name) is ``model`` (None: not an LLM)."""
+    found = [b for b in llm.load().benchmarks.values()
+             if model in (b.name, b.loadgen_model, b.interactive_loadgen_model)]
+    return next((b for b in found if b.in_round), found[0] if found else None)
+
+
+def _llm_entries(test: str, model: str) -> tuple[tuple[str, str, int | float], ...]:
+    bench = llm_benchmark(model)
+    if bench is None:
+        raise ConfigError(f"{test} audits the LLM benchmarks, not {model!r}",
+                          hint="TEST06: llama3.1-8b, llama2-70b-99.9, deepseek-r1; TEST07 and "
+                               "TEST09: gpt-oss-120b")
+    head: list[tuple[str, str, int | float]] = [
+        ("*", "mode", PERFORMANCE_ONLY),
+        ("*", "accuracy_log_rng_seed", TEST01_ACCURACY_LOG_RNG_SEED)]
+    if test == "TEST06":
+        return tuple(head + [("*", k, v) for k, v in TEST06_ENTRIES.items()])
+    table = TEST07_ENTRIES if test == "TEST07" else TEST09_ENTRIES
+    if bench.name not in table:
+        raise ConfigError(f"no official {test} audit.config for {bench.name}",
+                          hint=f"{test} has one for: " + ", ".join(sorted(table)))
+    head += [("*", k, v) for k, v in table[bench.name].items()]
+    if test == "TEST07":
+        assert bench.test07_accuracy_threshold is not None  # rules: with its audit.config
+        head.append(("*", "test07_accuracy_threshold", bench.test07_accuracy_threshold))
+    else:
+        assert bench.test09_output_tokens is not None
+        head += [("*", "test09_min_output_tokens", bench.test09_output_tokens["min"]),
+                 ("*", "test09_max_output_tokens", bench.test09_output_tokens["max"])]
+    return tuple(head)
+
+
 def audit_config(test: str, model: str) -> AuditConfig:
     """The official audit.config of ``test`` for ``model`` (the task's ``loadgen_model``)."""
-    entries: tuple[tuple[str, str, int], ...]
-    if test == "TEST01":
+    entries: tuple[tuple[str, str, int | float], ...]
+    if test in LLM_TESTS:
+        entries = _llm_entries(test, model)
+    elif test == "TEST01":
         entries = (
             ("*", "mode", PERFORMANCE_ONLY),
             ("*", "accuracy_log_rng_seed", TEST01_ACCURACY_LOG_RNG_SEED),

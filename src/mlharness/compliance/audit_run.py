@@ -12,16 +12,21 @@ from pathlib import Path
 from typing import Any, Callable
 
 from mlharness.compliance.audit_config import audit_config
-from mlharness.errors import RunFailed
+from mlharness.errors import ConfigError, RunFailed
 from mlharness.spec import RunSpec
+
+
+def task_of_spec(spec: RunSpec) -> Any:
+    """The spec's benchmark task (its data set read)."""
+    from mlharness.sut.assemble import task_options
+    from mlharness.tasks import create_task
+
+    return create_task(spec.benchmark, task_options(spec))
 
 
 def loadgen_model_of(spec: RunSpec) -> str:
     """The mlperf.conf model key of the spec's benchmark (``resnet50``, ``bert``, ...)."""
-    from mlharness.sut.assemble import task_options
-    from mlharness.tasks import create_task
-
-    return create_task(spec.benchmark, task_options(spec)).loadgen_model
+    return str(task_of_spec(spec).loadgen_model)
 
 
 def audit_spec(test: str, base_spec: RunSpec, output_dir: Path, audit_file: Path) -> RunSpec:
@@ -31,15 +36,31 @@ def audit_spec(test: str, base_spec: RunSpec, output_dir: Path, audit_file: Path
 
 
 def run_audit(test: str, base_spec: RunSpec, output_dir: Path,
-              progress: Callable[[Any], None] | None = None) -> Any:
+              progress: Callable[[Any], None] | None = None,
+              dataset: Path | None = None) -> Any:
     """Run ``test``'s audit for ``base_spec`` under ``output_dir``; return the RunRecord.
 
     ``base_spec`` describes the reference performance run (same scenario, targets, length);
-    its mode is ignored. Raises RunFailed if the run fails to produce logs.
+    its mode is ignored. ``dataset`` replaces its data set: TEST07 runs on the benchmark's
+    compliance set (gpt-oss-120b: ``acc_eval_compliance_gpqa.parquet``) and needs it. Raises
+    RunFailed if the run fails to produce logs.
     """
     from mlharness.runner import execute
 
-    config = audit_config(test, loadgen_model_of(base_spec))
+    if test == "TEST07" and dataset is None:
+        raise ConfigError("TEST07 runs on the GPQA compliance set, not the performance data set",
+                          hint="give it: --test07-dataset acc/acc_eval_compliance_gpqa.parquet "
+                               "(from the gpt-oss-120b dataset download)")
+    if dataset is not None:
+        base_spec = base_spec.replace(dataset=Path(dataset))
+    task = task_of_spec(base_spec)
+    config = audit_config(test, task.loadgen_model)
+    unique = any(key == "performance_issue_unique" and value for _, key, value in config.entries)
+    if unique and base_spec.performance_sample_count is None:
+        # each loaded sample is issued once; LoadGen 6.0.17 crashes (SIGSEGV) in Offline when the
+        # performance sample count (mlperf.conf: gpt-oss-120b 6396) exceeds the samples there
+        # are (the 990 of TEST07's GPQA set), so the audit loads what the data set holds
+        base_spec = base_spec.replace(performance_sample_count=task.performance_count())
     with tempfile.TemporaryDirectory(prefix=f"mlharness-{test}-") as tmp:
         audit_file = config.write(Path(tmp) / "audit.config")
         record = execute(audit_spec(test, base_spec, output_dir, audit_file), progress)
@@ -70,14 +91,16 @@ def spec_of_run(run_dir: Path, **overrides: Any) -> RunSpec:
 def run_compliance(test: str, reference_perf_run_dir: Path,
                    reference_accuracy_run_dir: Path | None, out_dir: Path,
                    runs_dir: Path | None = None, overwrite: bool = False,
-                   progress: Callable[[Any], None] | None = None) -> Any:
+                   progress: Callable[[Any], None] | None = None,
+                   dataset: Path | None = None, eos_token_id: int | None = None) -> Any:
     """Audit the SUT of ``reference_perf_run_dir`` with its own settings and verify: the one call
     a submission needs per benchmark x scenario x test. Audit runs go under
-    ``<runs_dir or the reference's output dir>/compliance/<test>/``; returns the Verdict."""
+    ``<runs_dir or the reference's output dir>/compliance/<test>/``; returns the Verdict.
+    ``dataset``: TEST07's compliance set; ``eos_token_id``: TEST06's (default: the tokenizer's)."""
     from mlharness.compliance.verify import verify
 
     base = spec_of_run(reference_perf_run_dir)
     root = Path(runs_dir) if runs_dir is not None else base.output_dir
-    record = run_audit(test, base, root / "compliance" / test, progress)
+    record = run_audit(test, base, root / "compliance" / test, progress, dataset=dataset)
     return verify(test, reference_perf_run_dir, reference_accuracy_run_dir, record.run_dir,
-                  out_dir, overwrite=overwrite)
+                  out_dir, overwrite=overwrite, eos_token_id=eos_token_id)

@@ -5,7 +5,10 @@ submission tree (``performance/run_1/`` and ``accuracy/``). Outputs follow
 ``compliance/TEST01/run_verification.py`` and ``compliance/TEST04/run_verification.py``:
 ``<out>/TEST01/{verify_accuracy.txt, verify_performance.txt, accuracy/mlperf_log_accuracy.json,
 performance/run_1/mlperf_log_{summary,detail}.txt}`` and
-``<out>/TEST04/{verify_performance.txt, performance/run_1/mlperf_log_{summary,detail}.txt}``.
+``<out>/TEST04/{verify_performance.txt, performance/run_1/mlperf_log_{summary,detail}.txt}``;
+the LLM tests' as their scripts: ``TEST06/{verify_accuracy.txt, accuracy/mlperf_log_accuracy.json}``,
+``TEST07`` (``verify_accuracy.txt``) and ``TEST09`` (``verify_output_len.txt``) with the accuracy
+log and ``performance/run_1/``.
 """
 
 from __future__ import annotations
@@ -49,7 +52,8 @@ VERIFICATION_NAMES = ("verify_*.txt", f"performance/run_1/{SUMMARY}",
                       "accuracy/baseline_accuracy.txt", "accuracy/compliance_accuracy.txt")
 
 
-def prepare_output(out_dir: Path, test: str, overwrite: bool) -> Path:
+def prepare_output(out_dir: Path, test: str, overwrite: bool,
+                   with_performance: bool = True) -> Path:
     """Create ``<out_dir>/<test>``; refuse to replace an earlier verification unless asked."""
     test_dir = out_dir / test
     if test_dir.exists() and any(test_dir.iterdir()) and not overwrite:
@@ -59,17 +63,20 @@ def prepare_output(out_dir: Path, test: str, overwrite: bool) -> Path:
     # only a directory shaped like a verification (nothing else in it) is ever deleted
     replace_owned(test_dir, "verification", VERIFICATION_NAMES, "--output", overwrite,
                   marked=False)
-    (test_dir / "performance" / "run_1").mkdir(parents=True, exist_ok=True)
+    if with_performance:
+        (test_dir / "performance" / "run_1").mkdir(parents=True, exist_ok=True)
+    else:
+        test_dir.mkdir(parents=True, exist_ok=True)
     return test_dir
 
 
 def write_outputs(test_dir: Path, audit_logs: Path, texts: dict[str, str],
-                  with_accuracy_log: bool) -> None:
+                  with_accuracy_log: bool, with_performance: bool = True) -> None:
     """Write the verify_*.txt files and copy the audit run's logs into the official places."""
     for name, text in texts.items():
         write_text_atomic(test_dir / name, text)
     perf = test_dir / "performance" / "run_1"
-    for name in (SUMMARY, DETAIL):
+    for name in (SUMMARY, DETAIL) if with_performance else ():
         shutil.copy2(audit_logs / name, perf / name)
     if with_accuracy_log:
         (test_dir / "accuracy").mkdir(exist_ok=True)

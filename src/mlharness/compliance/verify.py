@@ -4,7 +4,8 @@
 ``compliance/TEST04/run_verification.py`` do (TEST01: accuracy on the untruncated accuracy log
 plus performance on the detail logs; TEST04: performance on the summary logs; TEST05, rounds
 before v5.0: the round's ``compliance/nvidia/TEST05`` band on the summary logs), then writes
-``verify_*.txt`` and copies the audit's logs under ``<out_dir>/<test>/``.
+``verify_*.txt`` and copies the audit's logs under ``<out_dir>/<test>/``. The LLM tests (TEST06,
+TEST07, TEST09) judge the audit's accuracy log alone: ``compliance.llm_verify``.
 """
 
 from __future__ import annotations
@@ -17,12 +18,15 @@ from mlharness.compliance.accuracy_check import (
     AccuracyCheck, VerificationInputError, compare_accuracy_logs, official_dtype,
 )
 from mlharness.compliance.accuracy_delta import AccuracyDelta, accuracy_delta
-from mlharness.compliance.audit_config import (
-    TEST01_ACCURACY_LOG_RNG_SEED, TEST04_PER_SCENARIO, TESTS,
+from mlharness.compliance.audit_checks import (
+    check_audit_applied, check_not_audit, check_same_benchmark, run_data, run_notes, run_data_or_empty,
+    task_of_run, test05_round,
 )
+from mlharness.compliance.audit_config import LLM_TESTS, TESTS
 from mlharness.compliance.layout import (
     ACCURACY, DETAIL, SUMMARY, accuracy_log, performance_logs, prepare_output, write_outputs,
 )
+from mlharness.compliance.llm_verify import LlmVerdict, verify_llm
 from mlharness.compliance.logs import read_detail
 from mlharness.compliance.performance_check import (
     PerformanceCheck, check_detail_logs, check_summary_logs,
@@ -66,58 +70,6 @@ class Verdict:
         }
 
 
-def _test05_round(facts: Any) -> str | None:
-    """The round whose TEST05 seeds the run used (None: not a TEST05 audit)."""
-    from mlharness import rules
-
-    seeds = {k: facts.get(f"effective_{k}") for k in
-             ("qsl_rng_seed", "sample_index_rng_seed", "schedule_rng_seed")}
-    for name in rules.ROUNDS:
-        if rules.load(name).test05_seeds == seeds:
-            return name
-    return None
-
-
-def _audit_applied(test: str, facts: Any) -> bool:
-    if test == "TEST05":
-        return _test05_round(facts) is not None
-    if test == "TEST01":
-        return facts.get("effective_accuracy_log_rng_seed") == TEST01_ACCURACY_LOG_RNG_SEED
-    return (bool(facts.get("effective_performance_issue_same"))
-            and facts.get("effective_performance_issue_same_index")
-            == TEST04_PER_SCENARIO["performance_issue_same_index"])
-
-
-def _check_not_audit(ref_logs: Path) -> None:
-    """The reference must be an ordinary performance run, not an earlier audit."""
-    facts = read_detail(ref_logs / DETAIL)
-    for test in TESTS:
-        if _audit_applied(test, facts):
-            raise VerificationInputError(
-                f"{ref_logs} is a {test} audit run, not the performance run being audited",
-                hint="give --reference-perf the ordinary performance run")
-
-
-def _check_audit_applied(test: str, audit_logs: Path) -> None:
-    """Refuse to verify a run that LoadGen did not run with the test's audit.config."""
-    facts = read_detail(audit_logs / DETAIL)
-    if not _audit_applied(test, facts):
-        raise VerificationInputError(
-            f"{audit_logs} was not run with the {test} audit.config",
-            hint=f"run the audit with `mlharness compliance --audit {test} ...` or give its run dir")
-    if facts.get("effective_test_mode") != "PerformanceOnly":
-        raise VerificationInputError(f"{audit_logs} is not a performance-mode run",
-                                     hint="the audit is a performance run with audit.config")
-
-
-def _check_same_benchmark(reference: Path, audit: Path) -> None:
-    """An audit of another benchmark cannot vouch for this result."""
-    ref, got = _run_record(reference).get("benchmark"), _run_record(audit).get("benchmark")
-    if ref and got and ref != got:
-        raise VerificationInputError(f"the audit ran {got}, the reference run {ref}",
-                                     hint="audit the same benchmark as the reference run")
-
-
 def _check_accuracy_mode(reference_accuracy: Path) -> None:
     detail = reference_accuracy.parent / DETAIL
     if detail.is_file():
@@ -128,38 +80,11 @@ def _check_accuracy_mode(reference_accuracy: Path) -> None:
                 hint="give --reference-accuracy the run dir of a --mode accuracy run")
 
 
-def _run_data(run_dir: Path) -> dict[str, Any]:
-    return _record(run_dir).to_dict()
-
-
-def _record(run_dir: Path) -> Any:
-    from mlharness.errors import ConfigError
-    from mlharness.record import RUN_FILE, read_record
-
-    if not (run_dir / RUN_FILE).is_file():
-        raise VerificationInputError(f"no {RUN_FILE} in {run_dir}",
-                                     hint="pass the response dtype explicitly (--dtype)")
-
-    try:
-        return read_record(run_dir)
-    except ConfigError as exc:
-        raise VerificationInputError(exc.message, hint=exc.hint) from None
-
-
-def task_of_run(run_dir: Path) -> Any:
-    """The benchmark's Task, rebuilt from the run's ``run.json`` spec."""
-    from mlharness.sut.assemble import task_options
-    from mlharness.tasks import create_task
-
-    spec = _record(run_dir).spec
-    return create_task(spec.benchmark, task_options(spec))
-
-
 def response_dtype_of(run_dir: Path) -> str:
     """The benchmark's response element type, from the run's ``run.json`` (or its task)."""
     from mlharness.errors import HarnessError
 
-    data = _run_data(run_dir)
+    data = run_data(run_dir)
     dtype = (data.get("task") or {}).get("response_dtype")
     if dtype:
         return str(dtype)
@@ -177,7 +102,7 @@ def _score_fallback(verdict: Verdict, audit_logs: Path) -> None:
 
     try:
         task = task_of_run(verdict.audit_run)
-        benchmark = _run_data(verdict.audit_run)["benchmark"]
+        benchmark = run_data(verdict.audit_run)["benchmark"]
     except HarnessError as exc:
         verdict.notes.append(f"accuracy-delta check skipped: {exc.message}")
         return
@@ -187,9 +112,10 @@ def _score_fallback(verdict: Verdict, audit_logs: Path) -> None:
         verdict.output_dir / "accuracy")
 
 
-def verify(test: str, reference_perf_run_dir: Path, reference_accuracy_run_dir: Path | None,
-           audit_run_dir: Path, out_dir: Path, dtype: str | None = None,
-           overwrite: bool = False, score_fallback: bool = True) -> Verdict:
+def verify(test: str, reference_perf_run_dir: Path | None,
+           reference_accuracy_run_dir: Path | None, audit_run_dir: Path, out_dir: Path,
+           dtype: str | None = None, overwrite: bool = False, score_fallback: bool = True,
+           eos_token_id: int | None = None) -> Verdict | LlmVerdict:
     """Verify ``audit_run_dir`` (a run made with ``test``'s audit.config) and write
     ``<out_dir>/<test>/``. ``dtype`` is the official ``--dtype`` (byte, float32, int32, int64);
     by default the benchmark's response type. Raises VerificationInputError on missing or
@@ -197,10 +123,20 @@ def verify(test: str, reference_perf_run_dir: Path, reference_accuracy_run_dir: 
 
     When TEST01's responses are not bit-exact and ``score_fallback`` is set, both sides are
     scored with the benchmark's metric (``accuracy/{baseline,compliance}_accuracy.txt``), which
-    the submission checker accepts within 1% (0.1% for 99.9 benchmarks)."""
+    the submission checker accepts within 1% (0.1% for 99.9 benchmarks).
+
+    TEST06/TEST07/TEST09 need no reference run (given, it must be an ordinary performance run of
+    the same benchmark); ``eos_token_id`` is TEST06's (default: the audit's tokenizer's, else the
+    official 2)."""
     if test not in TESTS:
         raise VerificationInputError(f"unknown compliance test {test!r}",
                                      hint="choose one of: " + ", ".join(TESTS))
+    if test in LLM_TESTS:
+        return verify_llm(test, audit_run_dir, out_dir, reference_perf_run_dir,
+                          overwrite=overwrite, eos_token_id=eos_token_id)
+    if reference_perf_run_dir is None:
+        raise VerificationInputError(f"{test} compares the audit with the reference run",
+                                     hint="pass --reference-perf RUN_DIR")
     reference_perf_run_dir = Path(reference_perf_run_dir).resolve()
     audit_run_dir = Path(audit_run_dir).resolve()
     if reference_accuracy_run_dir is not None:
@@ -210,9 +146,9 @@ def verify(test: str, reference_perf_run_dir: Path, reference_accuracy_run_dir: 
                                      hint="pass --reference-accuracy RUN_DIR")
     audit_logs = performance_logs(audit_run_dir)
     ref_logs = performance_logs(reference_perf_run_dir)
-    _check_audit_applied(test, audit_logs)
-    _check_not_audit(ref_logs)
-    _check_same_benchmark(reference_perf_run_dir, audit_run_dir)
+    check_audit_applied(test, audit_logs)
+    check_not_audit(ref_logs)
+    check_same_benchmark(reference_perf_run_dir, audit_run_dir)
     accuracy = ref_acc = None
     texts: dict[str, str] = {}
     if test == "TEST01":
@@ -227,7 +163,7 @@ def verify(test: str, reference_perf_run_dir: Path, reference_accuracy_run_dir: 
         from mlharness import rules
         from mlharness.compliance.test05 import check_test05
 
-        round_name = _test05_round(read_detail(audit_logs / DETAIL))
+        round_name = test05_round(read_detail(audit_logs / DETAIL))
         assert round_name is not None  # _check_audit_applied
         rule = rules.load(round_name).test05
         assert rule is not None
@@ -241,24 +177,9 @@ def verify(test: str, reference_perf_run_dir: Path, reference_accuracy_run_dir: 
                       accuracy, ref_acc)
     if accuracy is not None and not accuracy.passed and score_fallback and accuracy.matched:
         _score_fallback(verdict, audit_logs)
-    verdict.notes += _run_notes(reference_perf_run_dir, "reference run")
-    verdict.notes += _run_notes(audit_run_dir, "audit run")
-    if _run_record(audit_run_dir).get("spec", {}).get("valid") is False:
+    verdict.notes += run_notes(reference_perf_run_dir, "reference run")
+    verdict.notes += run_notes(audit_run_dir, "audit run")
+    if run_data_or_empty(audit_run_dir).get("spec", {}).get("valid") is False:
         verdict.notes.append("--test length audit: fine for checking; a submission needs "
                              "full-length (--valid) reference runs and audits")
     return verdict
-
-
-def _run_record(run_dir: Path) -> dict[str, Any]:
-    try:
-        return _run_data(run_dir)
-    except (VerificationInputError, ValueError):
-        return {}
-
-
-def _run_notes(run_dir: Path, role: str) -> list[str]:
-    """Why a run was INVALID, in the runner's words (what to change), when run.json says so."""
-    result = _run_record(run_dir).get("result") or {}
-    if result.get("valid") is False and result.get("reasons"):
-        return [f"{role} is INVALID: " + "; ".join(result["reasons"])]
-    return []
