@@ -5,8 +5,8 @@ checker and by the pinned v6.1 checker (in the referee's Python).
 
 Both report exactly what test-length runs of a 24-sample fixture cannot meet: the 600 s
 duration, the 13368-sample accuracy set, GEN_LEN (a sum over all 13368 outputs) and, in closed,
-the TEST06 audit (not made here: its directory is missing and the checker's messages about it
-are asserted word for word). Every other rule the checker applies to an LLM result passes, and
+the TEST06 audit (missing in the first tree: the checker's messages about it are asserted word
+for word; ``submit --run-audits`` then runs it and both checkers are satisfied). Every other rule the checker applies to an LLM result passes, and
 each LLM rule is then broken once to see both checkers name it.
 """
 
@@ -29,10 +29,9 @@ from mlharness.cli.main import main
 from mlharness.llm import test06
 from mlharness.rules import llm
 from mlharness.rules.llm import round_benchmark
-from mlharness.submission import SubmitResult, check_tree, run_missing_audits, submit
+from mlharness.submission import SubmitResult, check_tree, submit
 from mlharness.submission.official import OfficialResult, run_official
 from mlharness.submission.pack import verify_archive
-from mlharness.submission.runs import scan
 
 ROUND = rules.load("v6.1")
 LLAMA = llm.load().benchmark(BENCHMARK)
@@ -203,6 +202,35 @@ def test_the_official_checker_reports_the_same(closed: SubmitResult):
 
 
 @pytest.mark.slow
+def test_test06_audits_run_by_submit_satisfy_both_checkers(llm_runs: dict[str, Path],
+                                                          tmp_path: Path):
+    """``submit --run-audits`` runs the TEST06 audit of each scenario (real LoadGen runs with the
+    official audit.config), verifies it against the runs laid out, and the official checker then
+    reports nothing about TEST06."""
+    runs = tmp_path / "runs"
+    shutil.copytree(llm_runs["runs"], runs)
+    result = submit(runs, tmp_path / "closed", "Org", "closed", "box",
+                    system_toml=llm_runs["system_toml"], run_audits=True)
+    tree = result.layout.root
+    for scen in SCENARIOS:
+        verdict = (_bench_dir(tree).parent.parent.parent / "compliance" / "box" / BENCHMARK /
+                   scen / "TEST06" / "verify_accuracy.txt")
+        if not verdict.is_file():  # v6 keeps compliance beside the results
+            verdict = _bench_dir(tree) / scen / "TEST06" / "verify_accuracy.txt"
+        text = verdict.read_text()
+        assert "EOS check pass: True" in text and "Sample length check pass: True" in text, text
+        assert "False" not in text, text
+    assert not [p for p in result.problems if "TEST06" in p.message]
+    messages = _messages(_official(tree), tree)
+    assert not [m for m in messages if "TEST06" in m or "ComplianceCheck" in m], messages
+    # the audits are runs of their own, found again by a later submit (no second audit)
+    again = submit(runs, tmp_path / "again", "Org", "closed", "box",
+                   system_toml=llm_runs["system_toml"], run_audits=True)
+    assert not [p for p in again.problems if "TEST06" in p.message]
+    assert len(list((runs / "compliance" / "TEST06").rglob("run.json"))) == 2
+
+
+@pytest.mark.slow
 def test_open_division(llm_runs: dict[str, Path], tmp_path: Path):
     result = _submit(llm_runs, tmp_path / "open", "open")
     tree = result.layout.root
@@ -347,5 +375,3 @@ def test_an_unknown_scenario_and_audits_submit_cannot_run(llm_runs: dict[str, Pa
     shutil.copytree(_bench_dir(tree) / "Offline", _bench_dir(tree) / "SingleStream")
     found = [p for p in check_tree(tree, ROUND) if p.code == "scenarios-unknown"]
     assert [p.message for p in found] == ["scenarios the suite does not have: SingleStream"]
-    # --run-audits: TEST06 is not an audit `compliance` runs yet; nothing is attempted
-    assert run_missing_audits(scan(llm_runs["runs"]), ROUND, llm_runs["runs"]) == []

@@ -90,7 +90,7 @@ def _copy_set(src: Path, dst: Path, names: tuple[str, ...]) -> list[str]:
 
 def _copy_verification(v: Verification, dst: Path) -> None:
     """Copy the official-shaped TEST0X output; only the files the checker reads or allows."""
-    for name in ("verify_accuracy.txt", "verify_performance.txt"):
+    for name in ("verify_accuracy.txt", "verify_performance.txt", "verify_output_len.txt"):
         if (v.path / name).is_file():
             copy_file(v.path / name, dst / name)
     for name in PERF_FILES:

@@ -17,7 +17,12 @@ from mlharness.files import sha256_file
 from mlharness.record import RunRecord, read_record, untrusted_reason
 from mlharness.spec import RunSpec
 
-COMPLIANCE_TESTS = ("TEST01", "TEST04", "TEST05")
+COMPLIANCE_TESTS = ("TEST01", "TEST04", "TEST05", "TEST06", "TEST07", "TEST09")
+#: the file an official run_verification.py writes its verdict to, per test, and the log its
+#: output copied from the audit run (what ties a verification to its audit run)
+VERDICT_FILES = {"TEST06": "verify_accuracy.txt", "TEST07": "verify_accuracy.txt",
+                 "TEST09": "verify_output_len.txt"}
+OWNER_LOGS = {"TEST06": ("accuracy", "mlperf_log_accuracy.json")}
 
 
 @dataclass
@@ -66,7 +71,7 @@ class Run:
 
     @property
     def audit_test(self) -> str | None:
-        """TEST01/TEST04/TEST05 for an audit run (from its audit.config path or content), else None."""
+        """TEST01 … TEST09 for an audit run (from its audit.config path or content), else None."""
         if not self.is_audit:
             return None
         for test in COMPLIANCE_TESTS:
@@ -206,10 +211,13 @@ def _digest(path: Path) -> str | None:
     return sha256_file(path) if path.is_file() else None
 
 
-def _owner(test_dir: Path, audits: dict[str | None, Run]) -> Run | None:
-    """The audit run whose detail log the verification copied (matched by content)."""
-    digest = _digest(test_dir / "performance" / "run_1" / "mlperf_log_detail.txt")
-    return audits.get(digest) if digest else None
+def _owner(test: str, test_dir: Path, audits: dict[str, Run]) -> Run | None:
+    """The audit run whose log the verification copied (matched by content: the detail log,
+    or TEST06's accuracy log, the only one its official script copies)."""
+    where = OWNER_LOGS.get(test, ("performance", "run_1", "mlperf_log_detail.txt"))
+    digest = _digest(test_dir.joinpath(*where))
+    key = where[-1]
+    return audits.get(f"{key}:{digest}") if digest else None
 
 
 def _through_link(path: Path, root: Path) -> bool:
@@ -234,13 +242,15 @@ def scan(root: Path, extra: list[Path] | None = None) -> Inventory:
             where = str(run_json.parent.resolve())
             why = exc.message.replace(f"{where}/", "").replace(f"{where}: ", "")
             inv.skipped.append((run_json.parent.resolve(), why))
-    audits = {_digest(r.path / "mlperf_log_detail.txt"): r for r in inv.runs if r.is_audit}
+    audits = {f"{name}:{_digest(r.path / name)}": r for r in inv.runs if r.is_audit
+              for name in ("mlperf_log_detail.txt", "mlperf_log_accuracy.json")}
     for test in COMPLIANCE_TESTS:
+        verdict = VERDICT_FILES.get(test, "verify_performance.txt")
         for verify in sorted(p for base in [root, *(extra or [])]
-                             for p in base.rglob(f"{test}/verify_performance.txt")
+                             for p in base.rglob(f"{test}/{verdict}")
                              if not _through_link(p, base)):
             test_dir = verify.parent
-            run = _owner(test_dir, audits)
+            run = _owner(test, test_dir, audits)
             if run is None:
                 inv.skipped.append((test_dir, "its audit run is not among the runs"))
                 continue
