@@ -1,10 +1,21 @@
 """A scripted text-generation backend for tests (``--backend stream_backends:TimedStream``):
 the first token ``ttft_s`` after submit, then one token every ``gap_s`` up to ``n_tokens``; all on
 one timer thread, as a real streaming backend would (no thread per request). Output ids are
-``first_id + k``; ``fail_at`` (a request number, 1-based) fails that request."""
+``first_id + k``; ``fail_at`` (a request number, 1-based) fails that request.
+
+A loaded server, for tests whose latency limits must bind at a known rate (tune):
+
+* ``gap_per_stream_s``: each stream's time per output token grows with the streams generating
+  when it starts (itself included): ``gap_s + gap_per_stream_s x streams`` (decode steps shared
+  by the batch), so TPOT rises with the offered load;
+* ``max_streams``: at most this many generate at once; the others wait in FIFO order, and the
+  wait is part of their time to first token (prefill queueing), so TTFT grows without bound
+  once requests arrive faster than ``max_streams / stream time``.
+"""
 
 from __future__ import annotations
 
+import collections
 import heapq
 import itertools
 import threading
@@ -22,6 +33,8 @@ class TimedStream:
         extra = dict(options.extra)
         self.ttft_s = float(extra.get("ttft_s", 0.02))
         self.gap_s = float(extra.get("gap_s", 0.002))
+        self.gap_per_stream_s = float(extra.get("gap_per_stream_s", 0.0))
+        self.max_streams = int(extra.get("max_streams", 0))  # 0: no limit
         self.n_tokens = int(extra.get("n_tokens", 8))
         self.first_id = int(extra.get("first_id", 100))
         self.fail_at = int(extra.get("fail_at", 0))
@@ -30,6 +43,8 @@ class TimedStream:
         self._seq = itertools.count()
         self._cv = threading.Condition()
         self._closed = False
+        self._streams = 0  # generating now
+        self._waiting: collections.deque[tuple[Any, ...]] = collections.deque()
         self._thread = threading.Thread(target=self._loop, name="timed-stream", daemon=True)
         self._thread.start()
 
@@ -61,10 +76,33 @@ class TimedStream:
             self._at(now + self.ttft_s, lambda: on_error("scripted failure of request "
                                                          f"{self.fail_at}"))
             return
+        with self._cv:
+            if self.max_streams and self._streams >= self.max_streams:
+                self._waiting.append((request, on_first, on_done))
+                return
+            self._streams += 1
+            streams = self._streams
+        self._start(now, streams, request, on_first, on_done)
+
+    def _start(self, now: float, streams: int, request: Any, on_first: Any,
+               on_done: Any) -> None:
         n = min(self.n_tokens, request.max_new_tokens)
         ids = [self.first_id + k for k in range(n)]
+        gap = self.gap_s + self.gap_per_stream_s * streams
+        end = now + self.ttft_s + gap * (n - 1)
         self._at(now + self.ttft_s, lambda: on_first(ids[:1]))
-        self._at(now + self.ttft_s + self.gap_s * (n - 1), lambda: on_done(ids))
+        self._at(end, lambda: self._finish(end, ids, on_done))
+
+    def _finish(self, now: float, ids: list[int], on_done: Any) -> None:
+        with self._cv:
+            self._streams -= 1
+            queued = self._waiting.popleft() if self._waiting else None
+            if queued is not None:
+                self._streams += 1
+            streams = self._streams
+        on_done(ids)
+        if queued is not None:  # the slot goes to the longest waiting request
+            self._start(now, streams, *queued)
 
     def close(self) -> None:
         with self._cv:
@@ -74,4 +112,5 @@ class TimedStream:
 
     def describe(self) -> dict[str, Any]:
         return {"name": self.name, "ttft_s": self.ttft_s, "gap_s": self.gap_s,
+                "gap_per_stream_s": self.gap_per_stream_s, "max_streams": self.max_streams,
                 "n_tokens": self.n_tokens}

@@ -42,11 +42,14 @@ METRICS = {
 }
 
 #: the metric of a run with ``use_token_latencies`` (the LLM benchmarks; the checker's
-#: RESULT_FIELD_BENCHMARK_OVERWRITE): output tokens per second, completed ones in Server
+#: RESULT_FIELD_BENCHMARK_OVERWRITE): output tokens per second, completed ones in Server; the
+#: edge SingleStream (llama3.1-8b-edge) the p90 latency, in ms as the checker divides it
 TOKEN_METRICS = {
     "Offline": Metric("result_tokens_per_second", "tokens/s", 1.0, "Tokens/s"),
     "Server": Metric("result_completed_tokens_per_second", "completed tokens/s", 1.0,
                      "Tokens/s"),
+    "SingleStream": Metric("result_90.00_percentile_latency_ns", "latency p90 ms", 1e6,
+                           "Latency (ms)"),
 }
 #: detail-log keys of the token latencies (loadgen/results.cc), ns -> the names run.json keeps
 TOKEN_LATENCIES = {
@@ -179,11 +182,14 @@ def _add_hints(result: LoadGenResult, v: dict[str, Any]) -> None:
     reasons = []
     ran_out = any("Ran out of generated queries" in e for e in result.errors)
     target_qps = v.get("effective_target_qps")
+    # a token run's metric is tokens/s: its samples/s (the unit of a target) is logged beside it
+    samples = v.get("result_samples_per_second", result.value) if result.tokens_ms or (
+        result.unit and "tokens" in result.unit) else result.value
     for reason in result.reasons:
-        if reason.startswith("min duration") and result.scenario == "Offline" and result.value:
-            reason = (f"min duration not met: measured {result.value:,.0f} samples/s, so the "
+        if reason.startswith("min duration") and result.scenario == "Offline" and samples:
+            reason = (f"min duration not met: measured {samples:,.0f} samples/s, so the "
                       f"target of {float(target_qps or 0):,.0f} QPS issued too few samples; "
-                      f"re-run with --target-qps {result.value * 1.2:.0f} or more")
+                      f"re-run with --target-qps {samples * 1.2:.0f} or more")
         elif reason.startswith("min duration") and ran_out and (
                 result.scenario in LATENCY_SCENARIOS):
             mean = result.latencies_ms.get("mean")
