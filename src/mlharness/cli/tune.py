@@ -89,8 +89,8 @@ def _tune_help(p: argparse.ArgumentParser) -> None:
     the configuration written, and the run flags tune ignores are not offered at all."""
     p._option_string_actions["--scenario"].help = (
         "SingleStream, MultiStream, Server, Offline, Interactive (LLMs), a comma-separated list "
-        "of them, or all (default: the benchmark's scenarios, all four LoadGen ones or an LLM's "
-        "own)")
+        "of them, or all (default all four); for an LLM benchmark all is its own scenarios "
+        "(Offline, Server, Interactive; llama3.1-8b-edge: SingleStream, Offline)")
     p._option_string_actions["--sut"].help = (
         "write the targets and engine settings measured to this SUT configuration "
         "(suts/NAME.toml or a path)")

@@ -151,7 +151,8 @@ def check_query_count(spec: RunSpec) -> None:
 
 
 def _why(tuned: Tuned) -> str:
-    reasons = [p.why() for p in tuned.points if p.verdict in ("INVALID", "BEHIND")]
+    # the last probe's reason; an LLM probe's in words (the token limit it broke)
+    reasons = [p.why() if p.tokens else p.reasons[-1] for p in tuned.points if p.reasons]
     why = tuned.note or (reasons[-1] if reasons else "see the probe runs")
     return why + \
         f"; probes kept in {tuned.points[-1].run_dir if tuned.points else '_tune/'}"
