@@ -2,15 +2,27 @@
 the first token ``ttft_s`` after submit, then one token every ``gap_s`` up to ``n_tokens``; all on
 one timer thread, as a real streaming backend would (no thread per request). Output ids are
 ``first_id + k`` (or, with ``outputs=FILE``, the answer that file gives the prompt);
-``fail_at`` (a request number, 1-based) fails that request; ``max_streams=N`` serves N at once.
+``fail_at`` (a request number, 1-based) fails that request.
+
+A loaded server, for tests whose latency limits must bind at a known rate (tune):
+
+* ``gap_per_stream_s``: each stream's time per output token grows with the streams generating
+  when it starts (itself included): ``gap_s + gap_per_stream_s x streams`` (decode steps shared
+  by the batch), so TPOT rises with the offered load;
+* ``max_streams``: at most this many generate at once; the others wait in FIFO order, and the
+  wait is part of their time to first token (prefill queueing), so TTFT grows without bound
+  once requests arrive faster than ``max_streams / stream time``.
+
 Faults TEST06 must catch: ``bad_first=1`` reports a first token other than the output's,
-``eos=ID`` ends every output in ``eos_repeat`` (default 2) tokens ``ID``."""
+``eos=ID`` ends every output in ``eos_repeat`` (default 2) tokens ``ID``.
+"""
 
 from __future__ import annotations
 
+import collections
 import heapq
-import json
 import itertools
+import json
 import threading
 import time
 from pathlib import Path
@@ -26,16 +38,14 @@ class TimedStream:
         extra = dict(options.extra)
         self.ttft_s = float(extra.get("ttft_s", 0.02))
         self.gap_s = float(extra.get("gap_s", 0.002))
+        self.gap_per_stream_s = float(extra.get("gap_per_stream_s", 0.0))
+        self.max_streams = int(extra.get("max_streams", 0))  # 0: no limit
         self.n_tokens = int(extra.get("n_tokens", 8))
         self.first_id = int(extra.get("first_id", 100))
         self.fail_at = int(extra.get("fail_at", 0))
         # outputs=FILE: a JSON list of [prompt ids, output ids]: that prompt's answer
         self.outputs = {tuple(p): list(o) for p, o in json.loads(
             Path(extra["outputs"]).read_text())} if extra.get("outputs") else {}
-        # max_streams=N: a server of N slots; later requests wait for a free one (0: no limit)
-        self.max_streams = int(extra.get("max_streams", 0))
-        self._waiting: list[tuple[Any, Any, Any, Any]] = []
-        self._active = 0
         self.bad_first = bool(int(extra.get("bad_first", 0)))
         self.eos = int(extra["eos"]) if "eos" in extra else None
         self.eos_repeat = int(extra.get("eos_repeat", 2))
@@ -44,6 +54,8 @@ class TimedStream:
         self._seq = itertools.count()
         self._cv = threading.Condition()
         self._closed = False
+        self._streams = 0  # generating now
+        self._waiting: collections.deque[tuple[Any, ...]] = collections.deque()
         self._thread = threading.Thread(target=self._loop, name="timed-stream", daemon=True)
         self._thread.start()
 
@@ -69,41 +81,48 @@ class TimedStream:
             action()
 
     def submit(self, request: Any, on_first: Any, on_done: Any, on_error: Any) -> None:
-        with self._cv:
-            if self.max_streams and self._active >= self.max_streams:
-                self._waiting.append((request, on_first, on_done, on_error))
-                return
-            self._active += 1
-        self._start(request, on_first, on_done, on_error)
-
-    def _finished(self) -> None:
-        with self._cv:
-            self._active -= 1
-            if not self._waiting:
-                return
-            self._active += 1
-            nxt = self._waiting.pop(0)
-        self._start(*nxt)
-
-    def _start(self, request: Any, on_first: Any, on_done: Any, on_error: Any) -> None:
         self.submitted += 1
         now = time.perf_counter()
         if self.fail_at and self.submitted == self.fail_at:
             message = f"scripted failure of request {self.fail_at}"
-            self._at(now + self.ttft_s, lambda: (on_error(message), self._finished()))
+            self._at(now + self.ttft_s, lambda: on_error(message))
             return
-        n = min(self.n_tokens, request.max_new_tokens)
-        ids = [self.first_id + k for k in range(n)]
+        with self._cv:
+            if self.max_streams and self._streams >= self.max_streams:
+                self._waiting.append((request, on_first, on_done))
+                return
+            self._streams += 1
+            streams = self._streams
+        self._start(now, streams, request, on_first, on_done)
+
+    def _answer(self, request: Any) -> list[int]:
         if self.outputs:
             ids = self.outputs[tuple(request.input_ids)][:request.max_new_tokens]
-            n = len(ids)
+        else:
+            ids = [self.first_id + k for k in range(min(self.n_tokens, request.max_new_tokens))]
         if self.eos is not None:
-            ids = ids[:max(0, n - self.eos_repeat)] + [self.eos] * self.eos_repeat
-            n = len(ids)
+            ids = ids[:max(0, len(ids) - self.eos_repeat)] + [self.eos] * self.eos_repeat
+        return ids
+
+    def _start(self, now: float, streams: int, request: Any, on_first: Any,
+               on_done: Any) -> None:
+        ids = self._answer(request)
         first = [ids[0] + 1] if self.bad_first else ids[:1]
+        gap = self.gap_s + self.gap_per_stream_s * streams
+        end = now + self.ttft_s + gap * (len(ids) - 1)
         self._at(now + self.ttft_s, lambda: on_first(first))
-        self._at(now + self.ttft_s + self.gap_s * (n - 1),
-                 lambda: (on_done(ids), self._finished()))
+        self._at(end, lambda: self._finish(end, ids, on_done))
+
+    def _finish(self, now: float, ids: list[int], on_done: Any) -> None:
+        with self._cv:
+            self._streams -= 1
+            queued = self._waiting.popleft() if self._waiting else None
+            if queued is not None:
+                self._streams += 1
+            streams = self._streams
+        on_done(ids)
+        if queued is not None:  # the slot goes to the longest waiting request
+            self._start(now, streams, *queued)
 
     def close(self) -> None:
         with self._cv:

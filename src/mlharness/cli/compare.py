@@ -21,8 +21,9 @@ EXAMPLES = """examples:
 
 A row per group, a column per benchmark x scenario with the scenario's official metric
 (SingleStream/MultiStream: early-stopping latency in ms, lower is better; Server: completed
-queries/s, Offline: samples/s, higher is better) and a Delta row per group against the first, in %
-with "better"/"worse". INVALID results and accuracy misses are marked and never compared ("n/c").
+queries/s, Offline: samples/s, higher is better; the LLMs: tokens/s, completed tokens/s in Server
+and Interactive, with TTFT and TPOT p99 against their limits) and a Delta row per group against
+the first, in % with "better"/"worse". INVALID results and accuracy misses are marked and never compared ("n/c").
 Only finished runs count: crashed or failed runs, audits and tune probes are left out.
 """
 

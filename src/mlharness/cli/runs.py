@@ -18,6 +18,7 @@ EXAMPLES = """examples:
   mlharness runs --benchmark demo --scenario Offline --valid
   mlharness runs --since 2026-11-01 --json         # for scripts
   mlharness runs --all                             # also compliance audits and tune probes
+  mlharness runs -b llama3.1-8b -s Interactive     # an LLM's runs: tok/s, TTFT/TPOT p99 vs limits
   mlharness runs reindex                           # rebuild runs/mlharness.sqlite from the run dirs
 
 The index (runs/mlharness.sqlite) is a cache of the run directories' run.json files: a missing,
@@ -92,8 +93,14 @@ def runs_table(rows: list[dict[str, Any]], title: str) -> Table:
     """One row per run; why a run is not trusted (damaged, crashed, failed) goes in numbered
     notes below."""
     table = Table(title=title, title_justify="left")
-    for col in ("started (UTC)", "scenario", "mode", "batch", "result", "verdict",
-                "run directory"):
+    tokens = any(r.get("ttft_p99_ms") is not None or r.get("tpot_p99_ms") is not None
+                 for r in rows)
+    batches = not tokens or any(r["batch_size"] for r in rows)  # LLM runs have none
+    columns = ["started (UTC)", "scenario", "mode", *(["batch"] if batches else []), "result",
+               "verdict", "run directory"]
+    if tokens:  # the LLM runs: time to first token and per output token, p99 / limit (ms)
+        columns[-2:-2] = ["TTFT, TPOT p99/lim ms"]
+    for col in columns:
         table.add_column(col, no_wrap=col != "run directory", overflow="fold")
     notes: list[str] = []
     for r in rows:
@@ -105,8 +112,9 @@ def runs_table(rows: list[dict[str, Any]], title: str) -> Table:
                       escape(r["scenario"]),
                       _MODE.get(r["mode"], r["mode"]) + ("" if r["kind"] == "run"
                                                          else f" ({r['kind']})"),
-                      str(r["batch_size"] or "-"), escape(_result(r)), verdict,
-                      escape(r["path"]))
+                      *([str(r["batch_size"] or "-")] if batches else []), escape(_result(r)),
+                      *([tokens_text(r)] if tokens else []),
+                      verdict, escape(r["path"]))
     if notes:
         table.caption = "\n".join(escape(f"[{i}] {n}") for i, n in enumerate(notes, 1))
         table.caption_justify = "left"
@@ -121,10 +129,34 @@ def _result(r: dict[str, Any]) -> str:
         return f"{r['accuracy_metric']} {r['accuracy']:.3f}%"
     if r["value"] is None:
         return "-"
-    unit = r["unit"] or ""
+    return value_text(r["value"], r["unit"])
+
+
+def value_text(value: float, unit: str | None) -> str:
+    """A result with its unit, short: ms, samples/s, QPS done (Server), tok/s (an LLM's
+    Offline) or tok/s done (an LLM's Server and Interactive: completed tokens)."""
+    unit = unit or ""
     if "ms" in unit:
-        return f"{r['value']:,.3f} ms"
-    return f"{r['value']:,.1f} {'samples/s' if unit == 'samples/s' else 'QPS done'}"
+        return f"{value:,.3f} ms"
+    done = " done" if unit.startswith("completed") else ""
+    if "tokens" in unit:
+        return f"{value:,.1f} tok/s{done}"
+    return f"{value:,.1f} " + ("QPS done" if done else "samples/s")
+
+
+def tokens_text(r: dict[str, Any]) -> str:
+    """``20.4/500, 5.02/30``: TTFT and TPOT p99 against their limits (ms), or -."""
+    if r.get("ttft_p99_ms") is None and r.get("tpot_p99_ms") is None:
+        return "-"
+    return f"{token_text(r, 'ttft')}, {token_text(r, 'tpot')}"
+
+
+def token_text(r: dict[str, Any], name: str) -> str:
+    """``20.4/500``: a run's token latency p99 against its limit (ms), or -."""
+    p99, limit = r.get(f"{name}_p99_ms"), r.get(f"{name}_limit_ms")
+    if p99 is None:
+        return "-"
+    return f"{p99:,.3g}" + (f"/{limit:,.0f}" if limit is not None else "")
 
 
 def _verdict(r: dict[str, Any]) -> str:

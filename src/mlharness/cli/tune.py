@@ -22,6 +22,8 @@ examples:
   mlharness tune -b resnet50 -m resnet50.onnx -d imagenet -s Offline \\
       --search batch_size=1,8,32 workers=1,2 --sut mybox
   mlharness tune -b demo -s SingleStream --json
+  mlharness tune -b llama3.1-8b -s Server,Interactive --backend openai \\
+      --endpoint http://localhost:8000 --dataset cnn_eval.json --sut mybox
 
 What is measured (short probe runs of the real harness, kept under <output-dir>/_tune/):
   SingleStream/MultiStream  per-query latency -> expected latency for user.conf (x 0.5)
@@ -29,6 +31,11 @@ What is measured (short probe runs of the real harness, kept under <output-dir>/
   Server                    highest VALID target QPS under the benchmark's latency bound
                             (grow x4 until INVALID, then bisect to 5%) -> target (x --margin),
                             then held for --confirm seconds (stepping down x --margin if INVALID)
+  Server, Interactive       (LLMs) the same, VALID meaning TTFT p99 and TPOT p99 within their
+                            limits; each probe >= 460 queries (early stopping on both), and
+                            the limit an INVALID probe broke steers the next rate
+The scenarios of "all": SingleStream, MultiStream, Server, Offline; an LLM benchmark's own
+(Offline, Server, Interactive; llama3.1-8b-edge: SingleStream, Offline).
 With --search, every combination of engine settings is tuned and the best one kept.
 
 exit codes: 0 every scenario got a target, 1 some scenario found no VALID point,
@@ -46,8 +53,8 @@ def register(sub: argparse._SubParsersAction) -> None:
         "tune", help="measure the targets for VALID runs at peak performance",
         description="Find, with short runs of the real harness and LoadGen, the target each "
                     "scenario needs (expected latency, Offline QPS, the highest VALID Server "
-                    "QPS), optionally over a grid of engine settings, and write them to a named "
-                    "SUT configuration that `mlharness run --sut NAME` uses.",
+                    "or Interactive QPS), optionally over a grid of engine settings, and write "
+                    "them to a named SUT configuration that `mlharness run --sut NAME` uses.",
         epilog=EXAMPLES, formatter_class=argparse.RawDescriptionHelpFormatter)
     add_run_arguments(p)
     _tune_help(p)
@@ -81,8 +88,9 @@ def _tune_help(p: argparse.ArgumentParser) -> None:
     """The run flags as tune reads them: --scenario takes a list (default all four), --sut names
     the configuration written, and the run flags tune ignores are not offered at all."""
     p._option_string_actions["--scenario"].help = (
-        "SingleStream, MultiStream, Server, Offline, a comma-separated list of them, or all "
-        "(default all four)")
+        "SingleStream, MultiStream, Server, Offline, Interactive (LLMs), a comma-separated list "
+        "of them, or all (default all four); for an LLM benchmark all is its own scenarios "
+        "(Offline, Server, Interactive; llama3.1-8b-edge: SingleStream, Offline)")
     p._option_string_actions["--sut"].help = (
         "write the targets and engine settings measured to this SUT configuration "
         "(suts/NAME.toml or a path)")
@@ -98,9 +106,11 @@ def _tune_help(p: argparse.ArgumentParser) -> None:
                                        if g._group_actions]
 
 
-def _scenarios(text: str | None) -> list[str]:
+def _scenarios(text: str | None, benchmark: str) -> list[str]:
+    from mlharness.tune.scenario import benchmark_scenarios  # the tune package: loaded on use
+
     if text is None or text.lower() == "all":
-        return list(SCENARIOS)
+        return list(benchmark_scenarios(benchmark))
     by_lower = {s.lower(): s for s in SCENARIOS}
     chosen = [by_lower.get(part.strip().lower()) for part in text.split(",")]
     if None in chosen:
@@ -109,15 +119,49 @@ def _scenarios(text: str | None) -> list[str]:
     return [s for s in chosen if s]
 
 
+def _benchmark(args: argparse.Namespace) -> str:
+    """The benchmark named by -b, else by the --config TOML file (empty if neither names one)."""
+    from mlharness.spec import load_toml
+
+    if args.benchmark or not getattr(args, "config", None):
+        return str(args.benchmark or "")
+    return str(load_toml(args.config).get("benchmark") or "")
+
+
 def point_line(point: Any) -> str:
-    """One probe as a line: scenario, target, what it measured, verdict."""
+    """One probe as a line: scenario, target, what it measured, verdict (and why not VALID: the
+    token limit it broke, in words)."""
     qps = point.scenario in QPS_SCENARIOS
     target = f"target {point.target:,.1f} QPS" if qps else f"hint {point.target:.4g} ms"
-    value = "-" if point.value is None else (
-        f"{point.value:,.1f}/s" if qps else f"{point.value:.4g} ms")
-    p99 = f", p99 {point.p99_ms:.3g} ms" if point.p99_ms is not None else ""
-    why = f" ({point.reasons[0]})" if point.reasons and not point.valid else ""
-    return f"{point.scenario} {target}: {value}{p99} {point.verdict}{why}"
+    value = _value_text(point)
+    if point.ttft_p99_ms is not None and point.tpot_limit_ms is not None and qps \
+            and point.scenario != "Offline":
+        p99 = f", TTFT p99 {_token(point, 'TTFT')}, TPOT p99 {_token(point, 'TPOT')}"
+    else:
+        p99 = f", p99 {point.p99_ms:.3g} ms" if point.p99_ms is not None else ""
+    why = point.why() if point.verdict in ("INVALID", "BEHIND") else ""
+    return f"{point.scenario} {target}: {value}{p99} {point.verdict}" + (f" ({why})" if why
+                                                                        else "")
+
+
+def _value_text(point: Any) -> str:
+    """What a probe measured: samples/s (and a token run's tokens/s), or latency ms."""
+    if point.value is None:
+        return "-"
+    if point.scenario not in QPS_SCENARIOS:
+        return f"{point.value:.4g} ms"
+    tokens = f" ({point.tokens_per_s:,.0f} tok/s)" if point.tokens_per_s is not None else ""
+    return f"{point.value:,.1f}/s{tokens}"
+
+
+def _token(point: Any, name: str) -> str:
+    """``12.3/30 ms``: a token latency's p99 against its limit."""
+    p99, limit = point.token_p99(name), point.token_limit(name)
+    if p99 is None:
+        return "-"
+    if point.scenario not in ("Server", "Interactive"):
+        limit = None  # LoadGen logs its defaults there: no limit applies
+    return f"{p99:,.4g}" + (f"/{limit:,.0f}" if limit is not None else "") + " ms"
 
 
 def tune_command(args: argparse.Namespace) -> int:
@@ -128,7 +172,7 @@ def tune_command(args: argparse.Namespace) -> int:
     from mlharness.hostinfo import describe_system
 
     axes = parse_search(args.search)
-    scenarios = _scenarios(args.scenario)
+    scenarios = _scenarios(args.scenario, _benchmark(args))
     if args.margin is not None and not 0 < args.margin <= 1:
         raise ConfigError(f"--margin must be in (0, 1], got {args.margin}", hint="e.g. 0.8")
     if args.confirm < 0:
@@ -196,10 +240,21 @@ def outcome_lines(chosen: list[Any], sut: str | None, path: Any, benchmark: str)
     for t in chosen:
         if t.target is None:
             kept = f"; {sut} has no target for it" if path else ""
-            lines.append(escape(
-                f"no VALID point found for {t.scenario}{kept}: every probe above was INVALID "
-                "(see why); lower the load (smaller --batch-size, fewer --workers) or check the "
-                "latency bound (--server-latency), then tune again"))
+            if t.note:
+                lines.append(escape(f"no VALID point found for {t.scenario}{kept}: {t.note}"))
+            elif any(p.tokens for p in t.points):
+                lines.append(escape(
+                    f"no VALID point found for {t.scenario}{kept}: every probe above was "
+                    "INVALID (see why: TTFT over its limit means prompts wait for the server, "
+                    "TPOT that too many streams share its decode steps); give the server more "
+                    "capacity or check it is the model the benchmark names, then tune again"))
+            else:
+                lines.append(escape(
+                    f"no VALID point found for {t.scenario}{kept}: every probe above was INVALID "
+                    "(see why); lower the load (smaller --batch-size, fewer --workers) or check "
+                    "the latency bound (--server-latency), then tune again"))
+        elif t.note:
+            lines.append(escape(f"{t.scenario}: {t.note}"))
     return lines
 
 
@@ -214,19 +269,23 @@ def points_table(tried: list[Any]) -> Any:
     from rich.table import Table
 
     table = Table(title="every point tried", title_justify="left")
-    for col in ("scenario", "settings", "target", "measured", "p99 ms", "verdict", "why"):
+    tokens = any(p.tokens for t in tried for p in t.points)
+    columns = ["scenario", "settings", "target", "measured", "p99 ms", "verdict", "why"]
+    if tokens:  # the LLMs: time to first token and per output token, p99 / limit
+        columns[4:5] = ["TTFT ms p99/lim", "TPOT ms p99/lim"]
+    for col in columns:
         table.add_column(col, no_wrap=col != "why")
     for tuned in tried:
         settings = _settings_text(tuned.settings)
         for p in tuned.points:
             qps = p.scenario in QPS_SCENARIOS
+            latency = ([_token(p, "TTFT").removesuffix(" ms"), _token(p, "TPOT").removesuffix(" ms")]
+                       if tokens else ["-" if p.p99_ms is None else f"{p.p99_ms:.3g}"])
             table.add_row(p.scenario, settings,
                           f"{p.target:,.1f} QPS" if qps else f"{p.target:.4g} ms",
-                          "-" if p.value is None else (f"{p.value:,.1f}/s" if qps
-                                                       else f"{p.value:.4g} ms"),
-                          "-" if p.p99_ms is None else f"{p.p99_ms:.3g}",
+                          escape(_value_text(p)), *latency,
                           "[green]VALID[/]" if p.valid else f"[red]{escape(p.verdict)}[/]",
-                          "" if p.valid else escape("; ".join(p.reasons[:1])))
+                          "" if p.valid else escape(p.why()))
     return table
 
 

@@ -42,11 +42,14 @@ METRICS = {
 }
 
 #: the metric of a run with ``use_token_latencies`` (the LLM benchmarks; the checker's
-#: RESULT_FIELD_BENCHMARK_OVERWRITE): output tokens per second, completed ones in Server
+#: RESULT_FIELD_BENCHMARK_OVERWRITE): output tokens per second, completed ones in Server; the
+#: edge SingleStream (llama3.1-8b-edge) the p90 latency, in ms as the checker divides it
 TOKEN_METRICS = {
     "Offline": Metric("result_tokens_per_second", "tokens/s", 1.0, "Tokens/s"),
     "Server": Metric("result_completed_tokens_per_second", "completed tokens/s", 1.0,
                      "Tokens/s"),
+    "SingleStream": Metric("result_90.00_percentile_latency_ns", "latency p90 ms", 1e6,
+                           "Latency (ms)"),
 }
 #: detail-log keys of the token latencies (loadgen/results.cc), ns -> the names run.json keeps
 TOKEN_LATENCIES = {

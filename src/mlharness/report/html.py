@@ -63,7 +63,7 @@ def render(sources: list[Source], by: str | None = None, title: str = "mlharness
         body += ["<h2>Accuracy against target</h2>", accuracy_html(acc)]
     searches = tune_searches(sources)
     if searches:
-        body += ["<h2>Server tune search</h2>", *searches]
+        body += ["<h2>Server tune search</h2>", *searches]  # LLMs: Interactive too
     if perf:
         body.append("<h2>Performance runs</h2>")
         body += [run_card(src, row) for src, row in perf]
@@ -147,6 +147,9 @@ def run_card(src: Source, row: dict[str, Any]) -> str:
     if pct:
         parts.append(f"<table class='percentiles'><thead><tr><th>latency</th><th>ms</th></tr>"
                      f"</thead><tbody>{pct}</tbody></table>")
+    tokens = token_table(result.get("tokens_ms") or {}, row["scenario"])
+    if tokens:
+        parts.append(tokens)
     trace = trace_latencies((src.run_root or src.path) / row["path"])
     if trace:
         marks = {k: v for k, v in lat.items() if k in ("p50.00", "p90.00", "p99.00")}
@@ -162,6 +165,34 @@ def run_card(src: Source, row: dict[str, Any]) -> str:
     parts.append(f"<p class='notes'>reproduce:</p><pre class='command'>{escape(row['command'])}</pre>")
     parts.append("</div>")
     return "".join(parts)
+
+
+def token_table(tokens: dict[str, Any], scenario: str) -> str:
+    """An LLM run's time to first token and per output token (p99, mean) against their limits
+    (Server, Interactive), each p99 marked within or over; "" without token latencies."""
+    limited = scenario in ("Server", "Interactive")
+
+    def ms(value: Any) -> str:
+        return f"{value:,.4g}" if isinstance(value, (int, float)) else "-"
+
+    rows = []
+    for name, key in (("TTFT", "ttft"), ("TPOT", "tpot")):
+        p99 = tokens.get(f"{key}_p99_ms")
+        limit = tokens.get(f"{key}_limit_ms") if limited else None
+        if not isinstance(p99, (int, float)):
+            continue
+        verdict = ""
+        if isinstance(limit, (int, float)):
+            verdict = ("<span class='ok'>within</span>" if p99 <= limit
+                       else "<span class='bad'>over</span>")
+        rows.append(f"<tr><td>{name}</td><td>{ms(p99)}</td>"
+                    f"<td>{ms(tokens.get(f'{key}_mean_ms'))}</td><td>{ms(limit)}</td>"
+                    f"<td>{verdict}</td></tr>")
+    if not rows:
+        return ""
+    return ("<table class='tokens'><thead><tr><th>token latency</th><th>p99 ms</th>"
+            "<th>mean ms</th><th>limit ms</th><th>p99</th></tr></thead>"
+            f"<tbody>{''.join(rows)}</tbody></table>")
 
 
 def _value(row: dict[str, Any]) -> str:
@@ -209,49 +240,78 @@ def accuracy_html(acc: list[tuple[Source, dict[str, Any]]]) -> str:
 
 
 def tune_searches(sources: list[Source]) -> list[str]:
-    """Server probe runs under ``_tune/``, one plot per benchmark: (target QPS, p99, valid)."""
+    """Server (and the LLMs' Interactive) probe runs under ``_tune/``, one plot per benchmark x
+    scenario: (target QPS, p99, valid) against the latency bound; an LLM's probes as the p99 of
+    TTFT or TPOT, whichever is nearer its limit, in % of that limit."""
     from mlharness.store import open_store
 
     out = []
     roots = {s.run_root for s in sources if s.run_root is not None}
     for root in sorted(roots):
-        with open_store(root) as store:
-            probes = store.query(kinds=("probe",), scenario="Server")
-        by_bench: dict[str, list[dict[str, Any]]] = {}
-        for p in probes:
-            if p["state"] == "ok":
-                by_bench.setdefault(p["benchmark"], []).append(p)
-        for bench, rows in sorted(by_bench.items()):
-            series: list[tuple[str, list[tuple[float, float, bool]]]] = []
-            bound = None
-            for session in tune_sessions(rows):
-                points = []
-                for r in session.probes:
-                    data = _run_json(Source(root, "runs", "", run_root=root), r)
-                    result = data.get("result") or {}
-                    eff = result.get("effective") or {}
-                    p99 = (result.get("latencies_ms") or {}).get("p99.00")
-                    qps = (eff.get("effective_target_qps")
-                           or (data.get("spec") or {}).get("target_qps"))
-                    try:  # a probe whose record holds no numbers here is left out of the plot
-                        point = (float(qps), float(p99),  # type: ignore[arg-type]
-                                 bool(r["valid"]))
-                        if eff.get("effective_target_latency_ns"):
-                            bound = float(eff["effective_target_latency_ns"]) / 1e6
-                    except (TypeError, ValueError):
-                        continue
-                    points.append(point)
-                if points:
-                    series.append((f"{session.label} ({len(points)} probes)", points))
-            if series:
-                every = [p for _, pts in series for p in pts]
-                best = max((p for p in every if p[2]), default=None)
-                caption = (f"{len(every)} probes in {len(series)} tune "
-                           f"session{'s' if len(series) > 1 else ''}; " +
-                           (f"best VALID target {best[0]:,.0f} QPS" if best else "none VALID"))
-                out.append(_figure("tune", plots.tune_points(series, bound,
-                                                             f"{bench} Server search"), caption))
+        for scenario in ("Server", "Interactive"):
+            with open_store(root) as store:
+                probes = store.query(kinds=("probe",), scenario=scenario)
+            by_bench: dict[str, list[dict[str, Any]]] = {}
+            for p in probes:
+                if p["state"] == "ok":
+                    by_bench.setdefault(p["benchmark"], []).append(p)
+            for bench, rows in sorted(by_bench.items()):
+                figure = _tune_figure(root, bench, scenario, rows)
+                if figure:
+                    out.append(figure)
     return out
+
+
+def _tune_figure(root: Path, bench: str, scenario: str, rows: list[dict[str, Any]]) -> str:
+    series: list[tuple[str, list[tuple[float, float, bool]]]] = []
+    bound = None
+    tokens = False
+    for session in tune_sessions(rows):
+        points = []
+        for r in session.probes:
+            data = _run_json(Source(root, "runs", "", run_root=root), r)
+            result = data.get("result") or {}
+            eff = result.get("effective") or {}
+            share = _limit_share(result.get("tokens_ms") or {})
+            p99 = share if share is not None else (result.get("latencies_ms") or {}).get("p99.00")
+            qps = (eff.get("effective_target_qps")
+                   or (data.get("spec") or {}).get("target_qps"))
+            try:  # a probe whose record holds no numbers here is left out of the plot
+                point = (float(qps), float(p99),  # type: ignore[arg-type]
+                         bool(r["valid"]))
+                if share is not None:
+                    tokens = True
+                elif eff.get("effective_target_latency_ns"):
+                    bound = float(eff["effective_target_latency_ns"]) / 1e6
+            except (TypeError, ValueError):
+                continue
+            points.append(point)
+        if points:
+            series.append((f"{session.label} ({len(points)} probes)", points))
+    if not series:
+        return ""
+    every = [p for _, pts in series for p in pts]
+    best = max((p for p in every if p[2]), default=None)
+    caption = (f"{len(every)} probes in {len(series)} tune "
+               f"session{'s' if len(series) > 1 else ''}; " +
+               (f"best VALID target {best[0]:,.0f} QPS" if best else "none VALID"))
+    title = f"{bench} {scenario} search"
+    if tokens:
+        caption += "; y: TTFT or TPOT p99, whichever is nearer its limit, in % of that limit"
+        svg = plots.tune_points(series, 100.0, title, ylabel="token p99 (% of its limit)",
+                                bound_label="limit (TTFT, TPOT)")
+    else:
+        svg = plots.tune_points(series, bound, title)
+    return _figure("tune", svg, caption)
+
+
+def _limit_share(tokens: dict[str, Any]) -> float | None:
+    """The larger of TTFT p99 / limit and TPOT p99 / limit, in %; None without both."""
+    shares = [100.0 * tokens[f"{k}_p99_ms"] / tokens[f"{k}_limit_ms"] for k in ("ttft", "tpot")
+              if isinstance(tokens.get(f"{k}_p99_ms"), (int, float))
+              and isinstance(tokens.get(f"{k}_limit_ms"), (int, float))
+              and tokens[f"{k}_limit_ms"] > 0]
+    return max(shares) if shares else None
 
 
 def submission_card(src: Source) -> str:

@@ -78,10 +78,11 @@ _SERIES = ("#1f77b4", "#ff7f0e", "#9467bd", "#8c564b", "#e377c2", "#7f7f7f", "#b
 
 
 def tune_points(series: Sequence[tuple[str, Sequence[tuple[float, float, bool]]]],
-                bound_ms: float | None, title: str) -> str:
+                bound_ms: float | None, title: str, ylabel: str = "p99 latency (ms)",
+                bound_label: str | None = None) -> str:
     """Server search: target QPS against p99 latency, one line per tune session (its points
     joined in QPS order, in the SVG as ``<g id="tune-series-N">``), VALID as dots and INVALID
-    as crosses, and the latency bound."""
+    as crosses, and the latency bound (``bound_label``: its legend, default ``bound N ms``)."""
     from matplotlib.lines import Line2D
 
     plt = _pyplot()
@@ -102,9 +103,9 @@ def tune_points(series: Sequence[tuple[str, Sequence[tuple[float, float, bool]]]
                 Line2D([], [], color="#444444", marker="x", linestyle="", label="INVALID")]
     if bound_ms:
         handles.append(ax.axhline(bound_ms, color=_PALETTE["bound"], linestyle="--",
-                                  linewidth=1.2, label=f"bound {bound_ms:g} ms"))
+                                  linewidth=1.2, label=bound_label or f"bound {bound_ms:g} ms"))
     ax.set_xlabel("target QPS")
-    ax.set_ylabel("p99 latency (ms)")
+    ax.set_ylabel(ylabel)
     ax.set_title(title, fontsize=9)
     ax.legend(handles=handles, fontsize=7, frameon=False)
     return _svg(fig)

@@ -17,7 +17,7 @@ from typing import Any
 
 from mlharness import rules
 from mlharness.errors import ConfigError
-from mlharness.report.table import Entry
+from mlharness.report.table import TOKENS_UNIT, Entry, TokenLatencies
 from mlharness.rules import ROUNDS
 
 #: group-by keys for runs: run row field (or settings.spec key)
@@ -45,7 +45,19 @@ _CSV_COLUMNS = {  # our name -> accepted header spellings
 }
 _SCENARIOS = {"singlestream": "SingleStream", "single stream": "SingleStream",
               "multistream": "MultiStream", "multi stream": "MultiStream",
-              "server": "Server", "offline": "Offline"}
+              "server": "Server", "offline": "Offline", "interactive": "Interactive"}
+
+
+def summary_unit(unit: str | None) -> str:
+    """The checker's unit of a result whose unit mlharness names ``unit`` (run rows, parsed
+    logs): ``Tokens/s`` for an LLM's tokens/s, else "" (the scenario's official unit)."""
+    return TOKENS_UNIT if unit and "tokens" in unit else ""
+
+
+def csv_unit(units: str) -> str:
+    """The unit a results CSV gives a row (its Units column), when it is the LLMs' tokens/s;
+    else "" (the scenario's official unit)."""
+    return TOKENS_UNIT if units.strip().lower().replace(" ", "") == "tokens/s" else ""
 
 
 @dataclass
@@ -123,7 +135,8 @@ def run_entries(rows: list[dict[str, Any]], group_of: Any) -> list[Entry]:
                          value=r["value"], valid=bool(r["valid"]), source=r["path"],
                          accuracy_ok=seen[1] if seen else None, when=r["started"] or "",
                          why="; ".join(r.get("reasons") or []),
-                         settings=r.get("settings"), settings_hash=r.get("settings_hash") or ""))
+                         settings=r.get("settings"), settings_hash=r.get("settings_hash") or "",
+                         unit=summary_unit(r.get("unit")), tokens=TokenLatencies.of(r)))
     return out
 
 
@@ -177,7 +190,9 @@ def submission_entries(path: Path) -> list[Entry]:
                              benchmark=harness_name(scen_dir.parent.name),
                              scenario=scen_dir.name, value=result.value, valid=result.valid,
                              source=str(run_1), accuracy_ok=acc_ok,
-                             why="; ".join(result.reasons)))
+                             why="; ".join(result.reasons), unit=summary_unit(result.unit),
+                             tokens=_limited(TokenLatencies.of(result.tokens_ms),
+                                             scen_dir.name)))
     return out
 
 
@@ -233,5 +248,13 @@ def _csv_entries(path: Path) -> list[Entry]:
             out.append(Entry(group=group, benchmark=harness_name(model),
                              scenario=scenario, value=value,
                              valid=False if errors not in ("", "0", "False") else None,
-                             source=f"{path.name}:{line}"))
+                             source=f"{path.name}:{line}", unit=csv_unit(get("units"))))
     return out
+
+
+def _limited(tokens: TokenLatencies | None, scenario: str) -> TokenLatencies | None:
+    """``tokens`` with limits only where they apply (Server, Interactive: elsewhere LoadGen
+    logs its defaults)."""
+    if tokens is not None and scenario not in ("Server", "Interactive"):
+        tokens.ttft_limit_ms = tokens.tpot_limit_ms = None
+    return tokens

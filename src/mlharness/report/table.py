@@ -4,8 +4,10 @@ scenario's official metric, and Delta rows in % against the first group.
 Metric and units are the submission checker's (``tools/submission/submission_checker/
 constants.py`` RESULT_FIELD_NEW and UNIT_DICT, kept in ``mlharness.loadgen.mllog.METRICS``):
 SingleStream and MultiStream report the early-stopping latency in ms (lower is better), Server
-completed queries/s and Offline samples/s (higher is better). A result that is INVALID, or
-whose accuracy run missed the target, is marked and never compared.
+completed queries/s and Offline samples/s (higher is better). The LLM benchmarks report tokens/s
+(completed tokens/s in Server and Interactive, a scenario of their own; the checker's
+``Tokens/s``), their cells with TTFT and TPOT p99 against the limits. A result that is INVALID,
+or whose accuracy run missed the target, is marked and never compared.
 """
 
 from __future__ import annotations
@@ -13,13 +15,15 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
-from mlharness.loadgen.mllog import METRICS
+from mlharness.loadgen.mllog import METRICS, TOKEN_METRICS
 from mlharness.names import Scenario
 from mlharness.tasks import BENCHMARKS
 
 SCENARIO_ORDER = tuple(Scenario)
 SCENARIO_TITLE = {"SingleStream": "Single Stream", "MultiStream": "Multi Stream",
-                  "Server": "Server", "Offline": "Offline"}
+                  "Server": "Server", "Offline": "Offline", "Interactive": "Interactive"}
+#: the checker's unit of a token run's throughput (its SPECIAL_UNIT_DICT)
+TOKENS_UNIT = TOKEN_METRICS["Offline"].summary_unit
 #: each benchmark's title, in the order columns take (the rules' [tasks], then the demo)
 BENCHMARK_TITLE = {**{name: e.title for name, e in BENCHMARKS.items() if name != "demo"},
                    "demo": BENCHMARKS["demo"].title}
@@ -41,12 +45,48 @@ class Entry:
     #: the run's effective settings and their hash (runs only; None/"" for published results)
     settings: dict[str, Any] | None = field(default=None, repr=False)
     settings_hash: str = ""
+    #: the checker's unit of ``value`` ("": the scenario's official one; "Tokens/s": an LLM's)
+    unit: str = ""
+    tokens: TokenLatencies | None = None  # an LLM run's TTFT/TPOT p99 and limits
+
+
+@dataclass
+class TokenLatencies:
+    """An LLM result's p99 time to first token and per output token, ms, with their limits
+    (None where no limit applies: Offline, SingleStream)."""
+
+    ttft_p99_ms: float | None = None
+    tpot_p99_ms: float | None = None
+    ttft_limit_ms: float | None = None
+    tpot_limit_ms: float | None = None
+
+    @classmethod
+    def of(cls, values: dict[str, Any]) -> TokenLatencies | None:
+        """From a mapping holding some of the fields (an index row, ``tokens_ms``); None when
+        it holds no p99."""
+        found = {k: float(values[k]) for k in ("ttft_p99_ms", "tpot_p99_ms", "ttft_limit_ms",
+                                               "tpot_limit_ms")
+                 if isinstance(values.get(k), (int, float))}
+        if "ttft_p99_ms" not in found and "tpot_p99_ms" not in found:
+            return None
+        return cls(**found)
+
+    def text(self) -> str:
+        """``TTFT p99 20.4/500 ms, TPOT p99 5.02/30 ms`` (p99 / limit)."""
+        parts = []
+        for name, p99, limit in (("TTFT", self.ttft_p99_ms, self.ttft_limit_ms),
+                                 ("TPOT", self.tpot_p99_ms, self.tpot_limit_ms)):
+            if p99 is not None:
+                parts.append(f"{name} p99 {p99:,.4g}" + (f"/{limit:,.0f}" if limit else "")
+                             + " ms")
+        return ", ".join(parts)
 
 
 @dataclass
 class Column:
     benchmark: str
     scenario: str
+    unit_name: str = ""  # "": the scenario's official unit
 
     @property
     def key(self) -> str:
@@ -54,7 +94,7 @@ class Column:
 
     @property
     def unit(self) -> str:
-        return official_unit(self.scenario)
+        return self.unit_name or official_unit(self.scenario)
 
     @property
     def lower_is_better(self) -> bool:
@@ -76,6 +116,8 @@ class Cell:
     why: str = ""
     settings: dict[str, Any] | None = field(default=None, repr=False)
     settings_hash: str = ""
+    unit: str = ""
+    tokens: TokenLatencies | None = None
 
     @property
     def comparable(self) -> bool:
@@ -135,7 +177,10 @@ SAME_SETTINGS = ("Without --by, a run is compared only with the first earlier ru
 
 
 def official_unit(scenario: str) -> str:
-    """The checker's name for the unit of the scenario's metric (its UNIT_DICT)."""
+    """The checker's name for the unit of the scenario's metric (its UNIT_DICT); Interactive,
+    an LLM scenario, is in tokens/s (its SPECIAL_UNIT_DICT)."""
+    if scenario == Scenario.INTERACTIVE:
+        return TOKENS_UNIT
     unit = getattr(METRICS[scenario], "summary_unit", None)
     if unit is None:  # the metric table without checker names: the submission summary has them
         from mlharness.submission.summary import RESULT
@@ -158,8 +203,10 @@ def compare(entries: list[Entry], by: str = "group", groups: list[str] | None = 
             order.append(e.group)
     cols: dict[str, Column] = {}
     for e in entries:
-        if e.scenario in METRICS:
-            cols.setdefault(f"{e.benchmark}/{e.scenario}", Column(e.benchmark, e.scenario))
+        if e.scenario in SCENARIO_ORDER:
+            col = cols.setdefault(f"{e.benchmark}/{e.scenario}", Column(e.benchmark, e.scenario))
+            if e.unit and e.unit != official_unit(e.scenario):
+                col.unit_name = e.unit  # an LLM's tokens/s: the column says so
     columns = sorted(cols.values(), key=lambda c: (
         list(BENCHMARK_TITLE).index(c.benchmark) if c.benchmark in BENCHMARK_TITLE else 99,
         c.benchmark, SCENARIO_ORDER.index(c.scenario)))
@@ -193,7 +240,7 @@ def _cell(entries: list[Entry]) -> Cell:
     ranked = sorted(entries, key=lambda e: (e.valid is not False, e.when))
     pick = ranked[-1]
     return Cell(pick.value, pick.valid, pick.accuracy_ok, pick.source, len(entries), pick.why,
-                pick.settings, pick.settings_hash)
+                pick.settings, pick.settings_hash, pick.unit, pick.tokens)
 
 
 def _same_settings_delta(table: Comparison, earlier: list[str], group: str, col: Column
@@ -245,6 +292,9 @@ def _delta(base: Cell | None, other: Cell | None, col: Column) -> Delta:
     for name, cell in (("baseline", base), ("this", other)):
         if not cell.comparable:
             return Delta(None, None, f"{name} {' and '.join(cell.marks) or 'has no value'}")
+    if (base.unit or col.unit) != (other.unit or col.unit):
+        return Delta(None, None, f"units differ: {base.unit or col.unit} and "
+                                 f"{other.unit or col.unit}")
     if not base.value:
         return Delta(None, None, "baseline is 0")
     pct = (other.value - base.value) / base.value * 100.0  # type: ignore[operator]
@@ -263,9 +313,12 @@ def format_value(value: float | None) -> str:
 
 
 def cell_text(cell: Cell | None) -> str:
+    """The value, its marks, and an LLM result's token latencies: ``1,517.86 (TTFT p99
+    20.4/500 ms, TPOT p99 5.02/30 ms)``."""
     if cell is None:
         return ""
-    return " ".join([format_value(cell.value), *cell.marks]).strip()
+    tokens = f"({cell.tokens.text()})" if cell.tokens is not None else ""
+    return " ".join(p for p in (format_value(cell.value), *cell.marks, tokens) if p).strip()
 
 
 def delta_text(delta: Delta) -> str:

@@ -21,11 +21,12 @@ from typing import Any, Callable, Iterator
 from mlharness.store.record import RunRow, damaged_row, row_from_run_dir
 
 INDEX_NAME = "mlharness.sqlite"
-SCHEMA_VERSION = 4
+SCHEMA_VERSION = 5
 #: index versions rebuilt in place from the run directories (1: kept wrong-typed values and no
 #: rows for damaged run.json files; 2: LoadGen's word as the verdict, not the run's; 3: no start
-#: time of the running process, so a reused pid read as a live run)
-_REBUILT_VERSIONS = (1, 2, 3)
+#: time of the running process, so a reused pid read as a live run; 4: no token latencies of
+#: the LLM runs, TTFT and TPOT p99 and their limits)
+_REBUILT_VERSIONS = (1, 2, 3, 4)
 BUSY_TIMEOUT_S = 60.0
 #: how long a run waits for an index another process holds locked before it goes on without
 #: indexing (the index is a cache: ``mlharness runs reindex`` rebuilds it)

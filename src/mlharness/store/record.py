@@ -33,6 +33,8 @@ _TYPED = (("result", "value", (int, float)), ("result", "valid", (bool,)),
           ("accuracy", "value", (int, float)), ("accuracy", "target", (int, float)),
           ("accuracy", "passed", (bool,)), ("accuracy", "metric", (str,)),
           ("sut", "max_batch", (int,)))
+#: a token run's (the LLMs') latencies the index keeps: run.json ``result.tokens_ms`` keys
+TOKEN_FIELDS = ("ttft_p99_ms", "tpot_p99_ms", "ttft_limit_ms", "tpot_limit_ms")
 
 
 @dataclass
@@ -63,6 +65,12 @@ class RunRow:
     accuracy: float | None = None
     accuracy_target: float | None = None
     accuracy_passed: bool | None = None
+    #: a token run (the LLM benchmarks): p99 time to first token and per output token, ms, and
+    #: the limits it was judged against (Server and Interactive only: None elsewhere)
+    ttft_p99_ms: float | None = None
+    tpot_p99_ms: float | None = None
+    ttft_limit_ms: float | None = None
+    tpot_limit_ms: float | None = None
     started: str | None = None
     finished: str | None = None
     duration_s: float | None = None
@@ -157,10 +165,14 @@ def check_types(data: dict[str, Any]) -> None:
             want = " or ".join(dict.fromkeys("number" if t in (int, float) else t.__name__
                                              for t in types))
             raise ValueError(f"run.json: {section}.{key} is {value!r}, not a {want}")
-    lat = (data.get("result") or {}).get("latencies_ms") or {}
-    for key, value in lat.items():
-        if isinstance(value, bool) or not isinstance(value, (int, float)):
-            raise ValueError(f"run.json: result.latencies_ms.{key} is {value!r}, not a number")
+    for part in ("latencies_ms", "tokens_ms"):
+        values = (data.get("result") or {}).get(part) or {}
+        if not isinstance(values, dict):
+            raise ValueError(f"run.json: result.{part} is a {type(values).__name__}, "
+                             "not an object")
+        for key, value in values.items():
+            if isinstance(value, bool) or not isinstance(value, (int, float)):
+                raise ValueError(f"run.json: result.{part}.{key} is {value!r}, not a number")
 
 
 def damaged_row(run_dir: Path, root: Path, reason: str) -> RunRow:
@@ -204,6 +216,7 @@ def row_from_run_dir(run_dir: Path, root: Path) -> RunRow:
         reasons=_reasons(data),
         accuracy_metric=acc.get("metric"), accuracy=acc.get("value"),
         accuracy_target=acc.get("target"), accuracy_passed=acc.get("passed"),
+        **token_latencies(result, str(spec.get("scenario"))),
         started=data.get("started"), finished=data.get("finished"),
         duration_s=data.get("duration_s"), versions=dict(data.get("versions") or {}),
         model_git_commit=data.get("model_git_commit"), command=reproduce_command(spec),
@@ -211,6 +224,15 @@ def row_from_run_dir(run_dir: Path, root: Path) -> RunRow:
         pid_start=data.get("pid_start") if isinstance(data.get("pid_start"), int) else None,
         boot_id=data.get("boot_id") if isinstance(data.get("boot_id"), str) else None,
     )
+
+
+def token_latencies(result: dict[str, Any], scenario: str) -> dict[str, float | None]:
+    """The TOKEN_FIELDS of a run's result (None for a run without token latencies); limits only
+    where they apply (Server, Interactive: elsewhere LoadGen logs its defaults)."""
+    tokens = result.get("tokens_ms") or {}
+    limited = (Scenario.parse(scenario) or Scenario.OFFLINE).loadgen == Scenario.SERVER
+    return {name: (float(tokens[name]) if name in tokens and (limited or "limit" not in name)
+                   else None) for name in TOKEN_FIELDS}
 
 
 def _reasons(data: dict[str, Any]) -> list[str]:

@@ -121,7 +121,7 @@ def fit_query_set(spec: RunSpec, target: float, measured: float | None = None,
     # length, or --min-duration): the one settings decision, before the task is built
     duration = spec.replace(target_latency=None, target_qps=None).settings("*").min_duration_ms
     budget = max_generated_queries()
-    queries = generated_queries(spec.scenario, duration, target)
+    queries = generated_queries(spec.scenario.loadgen, duration, target)
     if queries <= budget:
         return target
     latency = spec.scenario.latency_metric
@@ -151,6 +151,8 @@ def check_query_count(spec: RunSpec) -> None:
 
 
 def _why(tuned: Tuned) -> str:
-    reasons = [r for p in tuned.points for r in p.reasons]
-    return (reasons[-1] if reasons else "see the probe runs") + \
+    # the last probe's reason; an LLM probe's in words (the token limit it broke)
+    reasons = [p.why() if p.tokens else p.reasons[-1] for p in tuned.points if p.reasons]
+    why = tuned.note or (reasons[-1] if reasons else "see the probe runs")
+    return why + \
         f"; probes kept in {tuned.points[-1].run_dir if tuned.points else '_tune/'}"

@@ -6,10 +6,27 @@ from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from typing import Any
 
-from mlharness.names import Scenario
+from mlharness.names import LOADGEN_SCENARIOS, Scenario
+from mlharness.rules import llm
 from mlharness.spec import RunSpec
 from mlharness.tune import latency, offline, server
 from mlharness.tune.probe import Point, PointSink, ProgressSink, engine_settings
+
+
+#: the order an LLM benchmark's scenarios are tuned in (the required one first)
+LLM_ORDER = (Scenario.SINGLE_STREAM, Scenario.OFFLINE, Scenario.SERVER, Scenario.INTERACTIVE)
+
+
+def benchmark_scenarios(benchmark: str) -> list[Scenario]:
+    """The scenarios ``tune -s all`` measures for ``benchmark``: an LLM benchmark's own (every
+    scenario a system type requires or allows: Offline, Server, Interactive; the edge variant
+    SingleStream, Offline), else the four LoadGen scenarios."""
+    found = llm.load().find(benchmark)
+    if found is None:
+        return list(LOADGEN_SCENARIOS)
+    named = {s for table in (found.required_scenarios, found.optional_scenarios)
+             for scenarios in table.values() for s in scenarios}
+    return [s for s in LLM_ORDER if s in named]
 
 
 def target_field(scenario: str) -> str:
@@ -30,6 +47,8 @@ class Tuned:
     points: list[Point] = field(default_factory=list)
     measured_at: str = field(
         default_factory=lambda: datetime.now(timezone.utc).isoformat(timespec="seconds"))
+    #: what ended or bounded the search, in words (a token limit; Server and Interactive)
+    note: str = ""
 
     @property
     def field(self) -> str:
@@ -58,6 +77,7 @@ def tune_scenario(spec: RunSpec, *, quick: bool = False, margin: float | None = 
     """
     s = spec.scenario
     settings = engine_settings(spec)
+    note = ""
     measured: float | None
     target: float | None
     if Scenario(s).latency_metric:
@@ -81,6 +101,7 @@ def tune_scenario(spec: RunSpec, *, quick: bool = False, margin: float | None = 
         if confirm_ms and not quick:
             search = server.confirm_target(spec, search, confirm_ms, progress, on_point)
         points = search.points
+        note = search.note
         measured = search.best.target if search.best else None
         target = search.target_qps
         method = (f"bracketing search, {len(points)} probes; target = best VALID target QPS "
@@ -89,4 +110,4 @@ def tune_scenario(spec: RunSpec, *, quick: bool = False, margin: float | None = 
             method += f", held VALID for {confirm_ms / 1000:g} s"
             if search.confirmed.target < (measured or 0) * search.margin * 0.99:
                 method += f" after stepping down by x {search.margin}"
-    return Tuned(spec.benchmark, s, target, measured, method, settings, points)
+    return Tuned(spec.benchmark, s, target, measured, method, settings, points, note=note)
