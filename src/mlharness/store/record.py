@@ -14,6 +14,7 @@ from typing import TYPE_CHECKING, Any
 
 from mlharness.names import Scenario
 from mlharness.distribution import Distribution
+from mlharness.spec import RunSpec
 
 if TYPE_CHECKING:
     from mlharness.record import RunRecord
@@ -255,10 +256,13 @@ def _batch_size(data: dict[str, Any]) -> int | None:
 _FLAGS = ("benchmark", "scenario", "mode", "model", "dataset", "vocab", "backend", "max_samples",
           "target_qps", "target_latency", "server_latency", "min_duration", "min_query_count",
           "max_query_count", "performance_sample_count", "batch_size", "workers", "threads",
-          "instances", "threads_per_instance", "precision", "device", "cache_dir")
+          "instances", "threads_per_instance", "precision", "device", "warmup", "round",
+          "cache_dir")
 _PAIRS = ("task_option", "backend_option", "set")  # repeated KEY=VALUE flags
-_DEFAULTS = {"backend": "onnxruntime", "workers": 1, "instances": 1, "precision": "fp32",
-             "device": "cpu"}
+#: each flag's default, as RunSpec declares it: a value equal to it is left out, except what a
+#: person reads first (benchmark, scenario, mode), always written
+_DEFAULTS = {key: RunSpec.model_fields[key].default for key in _FLAGS
+             if key not in ("benchmark", "scenario", "mode")}
 
 
 def _flag(key: str) -> str:
