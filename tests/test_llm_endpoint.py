@@ -72,3 +72,24 @@ def test_no_server_listening_is_one_clear_failure(dataset, tmp_path, capsys):
     assert result.code == 3, (result.out, result.err)
     message = _record(tmp_path)["error"]["message"]
     assert "cannot connect" in message and url in message, message
+
+
+def test_the_reproduce_command_of_an_endpoint_run_is_a_valid_spec():
+    import shlex
+
+    from mlharness.spec import RunSpec
+    from mlharness.store.record import reproduce_command
+
+    spec = RunSpec.from_mapping({"benchmark": "llama3.1-8b", "scenario": "Interactive",
+                                 "backend": "openai", "target_qps": 3.0,
+                                 "distribution": {"endpoints": ["http://h:1", "http://h:2"]},
+                                 "backend_option": {"served_model": "m"}})
+    command = reproduce_command(spec.to_dict())
+    assert "--backend-option endpoints=http://h:1,http://h:2" in command, command
+    from mlharness.cli.main import build_parser
+    from mlharness.cli.run import spec_from_args  # the CLI reads it back
+
+    again = spec_from_args(build_parser().parse_args(shlex.split(command)[1:]))
+    assert again.backend_option["endpoints"] in ("http://h:1,http://h:2",
+                                                 ["http://h:1", "http://h:2"])
+    assert again.scenario == "Interactive" and again.target_qps == 3.0

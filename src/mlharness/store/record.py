@@ -298,6 +298,8 @@ def reproduce_command(spec: dict[str, Any]) -> str:
 
 
 def _num(value: Any) -> str:
+    if isinstance(value, (list, tuple)):  # e.g. the openai backend's endpoints: a,b
+        return ",".join(_num(v) for v in value)
     if isinstance(value, float) and value.is_integer():
         return str(int(value))
     return str(value)
