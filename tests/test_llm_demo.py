@@ -102,7 +102,7 @@ def test_demo_llm_end_to_end_on_a_tiny_llama(tmp_path: Path, capsys) -> None:
     # Offline: its target measured by probes first (none given), then VALID
     assert offline["spec"]["task_option"]["max_new_tokens"] == demo_llm.PERFORMANCE_NEW_TOKENS
     assert "target_qps" in offline["spec"]["measured"]
-    probes = list((runs / "_tune" / "llama3.1-8b").iterdir())
+    probes = sorted((runs / "_tune" / "llama3.1-8b").iterdir())  # by start time
     assert probes and json.loads((probes[0] / "run.json").read_text())["spec"]["target_qps"] \
         == 1.0  # an LLM's first Offline probe starts low (tune/offline.py TOKEN_START_QPS)
     assert offline["result"]["valid"] is True, offline["result"]["reasons"]

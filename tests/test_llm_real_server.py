@@ -1,12 +1,16 @@
 """A real OpenAI-compatible server: ``transformers serve`` (transformers' FastAPI/uvicorn server)
 on a tiny random-weight Llama built here (config, weights and tokenizer made in the test,
-nothing downloaded, HF offline), streamed through ``OpenAIStreamClient``.
+nothing downloaded, HF offline), streamed through ``OpenAIStreamClient`` and, end to end, by
+``mlharness run --backend openai`` (the real LoadGen, an accuracy run whose logged ids are the
+model's greedy answers).
 
 What ``transformers serve`` (4.57) is, as this test found it: ``/v1/chat/completions`` only (no
-``/v1/completions``), text only (no token ids), 422 on any key its schema lacks (so the client is
-told ``token_ids=False``: no ``return_token_ids``), ``device_map="auto"`` always (needs
-``accelerate``), and it imports the ``openai`` package's types at start-up. Text is released by
-transformers' ``TextIteratorStreamer`` a word at a time, so a chunk is not always one token.
+``/v1/completions``), text only (no token ids), no ``data: [DONE]`` at the end, HTTP 422 on any
+key OpenAI's schema lacks (so the client gets ``token_ids=False``, the openai backend
+``extensions=false``: no ``return_token_ids``, ``min_tokens``, ``top_k``), ``device_map="auto"``
+always (needs ``accelerate``), and it imports the ``openai`` package's types at start-up. Text
+is released by transformers' ``TextIteratorStreamer`` a word at a time, so a chunk is not always
+one token; the ids come from tokenizing the text with the model's tokenizer.
 """
 
 from __future__ import annotations
@@ -21,9 +25,11 @@ import time
 import urllib.request
 from pathlib import Path
 
+import numpy as np
 import pytest
 
 import hf_fixtures
+import llm_fixtures
 
 pytest.importorskip("torch")
 pytest.importorskip("transformers")
@@ -128,27 +134,38 @@ def _greedy_in_process(model_dir: Path, prompt: str, max_new_tokens: int) -> tup
     return ids, tok.decode(ids, skip_special_tokens=True)
 
 
+def _words(ids: list[int]) -> list[int]:
+    """The ids that come back from the server's text: special tokens (skipped) left out."""
+    return [i for i in ids if i >= len(hf_fixtures.SPECIALS)]
+
+
 def test_streams_the_greedy_text_of_the_model(server) -> None:
     url, model_dir, log = server
+    transformers = hf_fixtures.import_transformers()
+    tok = transformers.AutoTokenizer.from_pretrained(model_dir)
     client = OpenAIStreamClient(ClientSettings(base_url=url, model=str(model_dir),
                                                token_ids=False, stall_timeout_s=120))
-    firsts: list[float] = []
+    firsts: list[tuple[list[int], float]] = []
+
+    def tokenize(text: str) -> list[int]:
+        return list(tok(text, add_special_tokens=False)["input_ids"])
 
     async def go():
         return await client.complete([{"role": "user", "content": PROMPT}], MAX_TOKENS,
-                                     on_first_token=lambda ids, t: firsts.append(t), chat=True)
+                                     on_first_token=lambda ids, t: firsts.append((ids, t)),
+                                     chat=True, tokenize=tokenize)
 
     result = asyncio.run(go())
     # the first request loads the model; a second one shows the steady streaming
     result2 = asyncio.run(go())
     ids, text = _greedy_in_process(model_dir, PROMPT, MAX_TOKENS)
-    assert ids and text, "the random model generated nothing printable: pick another seed"
+    assert _words(ids) and text, "the random model generated nothing printable: another seed"
     for r in (result, result2):
         assert r.text.strip() == text.strip(), log.read_text()[-2000:]
-        assert r.token_ids == [] and r.n_tokens == 0  # text only: transformers serve sends no ids
+        assert r.token_ids == _words(ids) and r.n_tokens == len(_words(ids))
         assert 0 < r.ttft_s < r.total_s
         assert r.finish_reason in ("stop", "length")
-    assert len(firsts) == 2
+    assert [f[0] for f in firsts] == [_words(ids)[:1]] * 2  # the first word, tokenized
 
 
 def test_streams_chunk_by_chunk(server) -> None:
@@ -178,3 +195,39 @@ def test_the_default_client_is_refused_with_the_servers_words(server) -> None:
     client = OpenAIStreamClient(ClientSettings(base_url=url, model=str(model_dir)))
     with pytest.raises(EndpointError, match=r"HTTP 422.*return_token_ids"):
         asyncio.run(client.complete([{"role": "user", "content": PROMPT}], 4, chat=True))
+
+
+def test_an_accuracy_run_through_the_openai_backend_logs_the_greedy_answers(
+        server, tmp_path) -> None:
+    """``mlharness run -b llama3.1-8b --backend openai`` against the real server: every sample
+    once through LoadGen, and each logged answer is what the model generates greedily here."""
+    from mlharness.cli.main import main
+    from mlharness.llm.accuracy_log import read_entries
+
+    url, model_dir, log = server
+    prompts = hf_fixtures.PROMPTS
+    transformers = hf_fixtures.import_transformers()
+    tok = transformers.AutoTokenizer.from_pretrained(model_dir)
+    data = llm_fixtures.write_cnn_dataset(tmp_path / "cnn_eval.json",
+                                          [(p, p) for p in prompts], lambda t: tok.encode(t))
+    runs = tmp_path / "runs"
+    code = main(["run", "-b", "llama3.1-8b", "-s", "Offline", "--mode", "accuracy",
+                 "--backend", "openai", "--endpoint", url, "--dataset", str(data),
+                 "--backend-option", f"served_model={model_dir}", "--backend-option",
+                 "chat=true", "--backend-option", f"tokenizer={model_dir}", "--backend-option",
+                 "extensions=false", "--backend-option", "concurrency=1", "--task-option",
+                 f"max_new_tokens={MAX_TOKENS}", "--task-option", f"tokenizer={model_dir}",
+                 "--output-dir", str(runs), "--no-progress"])
+    run_dir = next(runs.rglob("run.json")).parent
+    record = json.loads((run_dir / "run.json").read_text())
+    assert record["status"] == "ok", (record.get("error"), log.read_text()[-2000:])
+    assert code in (0, 1)  # 1: a random model's ROUGE misses llama3.1-8b's target, of course
+    assert record["backend"]["extensions"] is False
+    entries = {e.qsl_idx: e for e in read_entries(run_dir / "mlperf_log_accuracy.json")}
+    assert sorted(entries) == list(range(len(prompts)))
+    for i, prompt in enumerate(prompts):
+        expected, _ = _greedy_in_process(model_dir, f"Summarize: {prompt}", MAX_TOKENS)
+        got = np.frombuffer(bytes.fromhex(entries[i].data), dtype=np.int32).tolist()
+        assert got == _words(expected) and got, (i, got, expected)
+        assert entries[i].token_count == len(got)
+    assert record["accuracy"]["metric"] == "ROUGE1"  # scored offline from the logged ids
