@@ -31,6 +31,7 @@ class Script:
     fault: str | None = None  # drop, stall, malformed, 429, 500
     fault_after: int = 2
     token_ids: bool = True  # False: text only, whatever the request asked
+    done: bool = True  # False: no ``data: [DONE]`` after the finishing chunk (transformers serve)
 
 
 @dataclass
@@ -142,7 +143,8 @@ class ScriptedServer:
             seen.token_times.append(time.perf_counter())
         self._chunk(writer, _event(body, chat, None, "length" if n == body.get("max_tokens")
                                    else "stop", s.token_ids))
-        self._chunk(writer, b"data: [DONE]\n\n")
+        if s.done:
+            self._chunk(writer, b"data: [DONE]\n\n")
         writer.write(b"0\r\n\r\n")
         await writer.drain()
 

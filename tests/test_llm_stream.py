@@ -89,6 +89,26 @@ def test_chat_logprob_ids_max_tokens_and_the_api_key(monkeypatch):
     assert "sk-very-secret" not in str(err.value) + repr(client) + repr(vars(client))
 
 
+def test_a_text_only_server_without_done():
+    """``token_ids=False`` (transformers serve): no ``return_token_ids`` asked (that server
+    refuses unknown keys), the text tokenized, and a body that ends after the finishing chunk
+    without ``[DONE]`` is complete; without a finishing chunk it is still a dropped stream."""
+    def tokenize(text: str) -> list[int]:
+        return [int(word[1:]) for word in text.split()]
+
+    script = Script(ttft_s=0.01, gap_s=0.001, n_tokens=3, token_ids=False, done=False)
+    with ScriptedServer(script) as server:
+        r = asyncio.run(_client(server.url, token_ids=False).complete(
+            [{"role": "user", "content": "hi"}], max_tokens=8, chat=True, tokenize=tokenize))
+        assert "return_token_ids" not in server.seen[-1].body
+        assert r.text == " t100 t101 t102" and r.token_ids == [100, 101, 102]
+        assert r.finish_reason == "stop"
+        server.script.fault, server.script.fault_after = "drop", 2
+        with pytest.raises(EndpointError, match="before \\[DONE\\]"):
+            asyncio.run(_client(server.url, token_ids=False).complete(
+                "x", max_tokens=8, tokenize=tokenize))
+
+
 @pytest.mark.parametrize(("fault", "message"), [
     ("drop", "closed the connection after 2 tokens, before \\[DONE\\]"),
     ("stall", "stalled: nothing for 0.5 s"),

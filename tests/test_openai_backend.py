@@ -274,7 +274,7 @@ def test_the_api_key_is_sent_and_never_shown(backends, monkeypatch):
     assert backend.describe() == {
         "name": "openai", "endpoints": [server.url], "served_model": "served-m", "chat": False,
         "concurrency": 256, "failover": False, "api_key_env": "MLH_TEST_OPENAI_KEY",
-        "tokenizer": None}
+        "extensions": True, "tokenizer": None}
 
 
 def test_options_are_checked_at_load():
@@ -302,3 +302,23 @@ def test_options_are_checked_at_load():
         stack.callback(backend.close)
         assert backend.describe()["endpoints"] == ["http://127.0.0.1:1", "http://127.0.0.2:2"]
         assert backend.concurrency == 3
+
+
+def test_without_extensions_only_openai_keys_go_out(backends, tmp_path):
+    """``extensions=false`` (transformers serve refuses keys OpenAI's API lacks with HTTP 422):
+    no return_token_ids, min_tokens or top_k, the text tokenized; a stream without [DONE] that
+    finished is complete. Refused without a tokenizer (the server sends no ids)."""
+    import_transformers()
+    texts = [" ".join(f"t{i}" for i in range(100, 108))]
+    tok_dir = make_tokenizer(tmp_path / "tok", texts)
+    with pytest.raises(ConfigError, match="tokenizer=DIR"):
+        backends("http://127.0.0.1:1", extensions=False)
+    script = Script(ttft_s=0.01, gap_s=0.001, token_ids=False, done=False)
+    with ScriptedServer(script) as server:
+        backend = backends(server.url, extensions=False, tokenizer=str(tok_dir))
+        out = _run(backend, [_request(top_k=1, min_new_tokens=1)])
+    assert out.outcome(0)[0] == "done" and len(out.outcome(0)[1]) == 8
+    body = server.seen[-1].body
+    assert not {"return_token_ids", "min_tokens", "top_k"} & set(body), body
+    assert {"temperature", "top_p", "max_tokens", "stream"} <= set(body)
+    assert backend.describe()["extensions"] is False

@@ -64,6 +64,10 @@ class OpenAIOptions(Options):
     concurrency: int = Field(default=256, ge=1)  # requests in flight, over all endpoints
     failover: bool = False  # a request failed before its first token is sent once elsewhere
     tokenizer: Path | None = None  # for servers that stream text without token ids
+    #: send vLLM's request keys (``return_token_ids``, ``min_tokens``, ``top_k``); false for a
+    #: server that refuses keys OpenAI's API lacks (``transformers serve`` answers 422), which
+    #: then gets only ``temperature`` and ``top_p`` of the sampling, and needs ``tokenizer``
+    extensions: bool = True
     stall_timeout_s: float = Field(default=120.0, gt=0)
     connect_timeout_s: float = Field(default=10.0, gt=0)
 
@@ -155,12 +159,17 @@ class OpenAIBackend:
         sent: a server may be slow to answer before its first request."""
         opts = parse_options(OpenAIOptions, options.extra, "openai backend option",
                              "--backend-option")
+        if not opts.extensions and opts.tokenizer is None:
+            raise ConfigError("without extensions the server is not asked for token ids, so "
+                              "its text must be tokenized here",
+                              "give --backend-option tokenizer=DIR (the model's tokenizer)")
         if not opts.served_model:
             raise ConfigError("the openai backend needs the name the server knows the model by",
                               "give --backend-option served_model=NAME (the server's model id)")
         self._endpoints = [_Endpoint(OpenAIStreamClient(ClientSettings(
             base_url=url, model=opts.served_model, api_key_env=opts.api_key_env or None,
-            connect_timeout_s=opts.connect_timeout_s, stall_timeout_s=opts.stall_timeout_s)))
+            connect_timeout_s=opts.connect_timeout_s, stall_timeout_s=opts.stall_timeout_s,
+            token_ids=opts.extensions)))
             for url in opts.endpoints]
         self._tokenize = _tokenizer(opts.tokenizer) if opts.tokenizer else None
         self.options = opts
@@ -194,7 +203,7 @@ class OpenAIBackend:
         return {"name": self.name, "endpoints": list(opts.endpoints),
                 "served_model": opts.served_model, "chat": opts.chat,
                 "concurrency": opts.concurrency, "failover": opts.failover,
-                "api_key_env": opts.api_key_env,
+                "api_key_env": opts.api_key_env, "extensions": opts.extensions,
                 "tokenizer": str(opts.tokenizer) if opts.tokenizer else None}
 
     def report(self) -> dict[str, Any]:
@@ -255,10 +264,11 @@ class OpenAIBackend:
         except _Unsendable as exc:
             self._finish(call, None, str(exc))
             return
-        body: dict[str, Any] = {"min_tokens": request.min_new_tokens,
-                                "temperature": request.temperature, "top_p": request.top_p}
-        if request.top_k != -1:  # -1: no limit, the server's default (vLLM: -1 or 0)
-            body["top_k"] = request.top_k
+        body: dict[str, Any] = {"temperature": request.temperature, "top_p": request.top_p}
+        if opts.extensions:
+            body["min_tokens"] = request.min_new_tokens
+            if request.top_k != -1:  # -1: no limit, the server's default (vLLM: -1 or 0)
+                body["top_k"] = request.top_k
 
         def first(ids: list[int], _ttft: float) -> None:
             call.first_sent = True

