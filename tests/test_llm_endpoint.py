@@ -28,6 +28,11 @@ def _run(dataset: Path, out: Path, capsys, url: str, *args: str):
                     "--output-dir", out, *args], capsys)
 
 
+def _p99(values: list[float]) -> float:
+    ordered = sorted(values)
+    return ordered[min(len(ordered) - 1, int(0.99 * len(ordered)))]
+
+
 def _record(out: Path) -> dict:
     return json.loads(next(out.rglob("run.json")).read_text())
 
@@ -46,8 +51,16 @@ def test_server_and_interactive_runs_measure_the_servers_token_latencies(
     seen = server.seen[-1]
     assert seen.body["model"] == "tiny" and seen.body["prompt"]  # token ids of the prompt
     assert seen.body["max_tokens"] == 128 and seen.body["temperature"] == 0
-    assert tokens["ttft_p99_ms"] == pytest.approx(TTFT_S * 1e3, rel=0.15), tokens
-    assert tokens["tpot_p99_ms"] == pytest.approx(GAP_S * 1e3, rel=0.15), tokens
+    # LoadGen's p99s within 15% of the injected values; a loaded machine can make the server
+    # itself late (it runs in this process): then within 15% of what it really sent
+    sent_ttft = _p99([s.ttft_s() for s in server.seen]) * 1e3
+    sent_tpot = _p99([s.tpot_s() for s in server.seen]) * 1e3
+    assert TTFT_S * 1e3 * 0.99 <= tokens["ttft_p99_ms"] <= max(TTFT_S * 1e3, sent_ttft) * 1.15, (
+        tokens, sent_ttft)
+    assert GAP_S * 1e3 * 0.85 <= tokens["tpot_p99_ms"] <= max(GAP_S * 1e3, sent_tpot) * 1.15, (
+        tokens, sent_tpot)
+    assert tokens["ttft_mean_ms"] == pytest.approx(TTFT_S * 1e3, rel=0.15), tokens
+    assert tokens["tpot_mean_ms"] == pytest.approx(GAP_S * 1e3, rel=0.15), tokens
     assert record["backend"]["endpoints"] == [server.url]
     assert record["spec"]["backend_option"]["endpoints"] == [server.url]
     assert len(server.seen) >= 460  # every query went to the server (+ the warm-up)

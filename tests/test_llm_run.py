@@ -69,9 +69,13 @@ def test_token_latencies_are_measured_and_judged(fixture, tmp_path, capsys, scen
     limits = llm.load().benchmark("llama3.1-8b").token_limit(scenario)
     assert tokens["ttft_limit_ms"] == limits.ttft_ns / 1e6
     assert tokens["tpot_limit_ms"] == limits.tpot_ns / 1e6
-    # the injected latencies, within 15% (a loaded machine delays timers; never speeds them)
-    assert TTFT_S * 1e3 <= tokens["ttft_p99_ms"] < TTFT_S * 1e3 * 1.15, tokens
-    assert tokens["tpot_p99_ms"] == pytest.approx(GAP_S * 1e3, rel=0.15), tokens
+    # the injected latencies: means within 15%, p99s never below them and within 50% (a loaded
+    # machine delays the backend's own timers; test_llm_endpoint.py holds p99 to 15% of what a
+    # server sent)
+    assert tokens["ttft_mean_ms"] == pytest.approx(TTFT_S * 1e3, rel=0.15), tokens
+    assert tokens["tpot_mean_ms"] == pytest.approx(GAP_S * 1e3, rel=0.15), tokens
+    assert TTFT_S * 1e3 <= tokens["ttft_p99_ms"] < TTFT_S * 1e3 * 1.5, tokens
+    assert GAP_S * 1e3 * 0.85 <= tokens["tpot_p99_ms"] < GAP_S * 1e3 * 1.5, tokens
     assert res["value"] > 0
     # Interactive runs as LoadGen's Server under the model's interactive key
     model = "llama3_1-8b-interactive" if scenario == "Interactive" else "llama3_1-8b"
