@@ -5,6 +5,8 @@ to the injected ones, faults ending the run as every backend's do (exit 3, logs 
 from __future__ import annotations
 
 import json
+import threading
+import time
 from pathlib import Path
 
 import llm_fixtures as fx
@@ -37,33 +39,70 @@ def _record(out: Path) -> dict:
     return json.loads(next(out.rglob("run.json")).read_text())
 
 
+class Lateness:
+    """How late a 5 ms sleep wakes up on this machine while a run goes (p99, ms): the
+    scheduling noise a loaded machine adds to any latency the run measures."""
+
+    def __enter__(self) -> Lateness:
+        self.samples: list[float] = []
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._watch, daemon=True)
+        self._thread.start()
+        return self
+
+    def _watch(self) -> None:
+        while not self._stop.is_set():
+            t0 = time.perf_counter()
+            time.sleep(0.005)
+            self.samples.append((time.perf_counter() - t0 - 0.005) * 1e3)
+
+    def __exit__(self, *exc: object) -> None:
+        self._stop.set()
+        self._thread.join()
+
+    @property
+    def p99_ms(self) -> float:
+        return _p99(self.samples)
+
+
 @pytest.mark.parametrize("scenario", ["Server", "Interactive"])
 def test_server_and_interactive_runs_measure_the_servers_token_latencies(
         dataset, tmp_path, capsys, scenario):
-    with ScriptedServer(Script(ttft_s=TTFT_S, gap_s=GAP_S, n_tokens=TOKENS)) as server:
+    with ScriptedServer(Script(ttft_s=TTFT_S, gap_s=GAP_S, n_tokens=TOKENS)) as server, \
+            Lateness() as noise:
         result = _run(dataset, tmp_path, capsys, server.url, "-s", scenario,
                       "--target-qps", "120")
     record = _record(tmp_path)
-    tokens = record["result"]["tokens_ms"]
-    assert result.code == 0, (result.out, result.err)
-    assert record["result"]["valid"] is True, record["result"]["reasons"]
-    # within 15% of what the server injected; the server's own send times bound any overload
+    res, tokens = record["result"], record["result"]["tokens_ms"]
     seen = server.seen[-1]
     assert seen.body["model"] == "tiny" and seen.body["prompt"]  # token ids of the prompt
     assert seen.body["max_tokens"] == 128 and seen.body["temperature"] == 0
-    # LoadGen's p99s within 15% of the injected values; a loaded machine can make the server
-    # itself late (it runs in this process): then within 15% of what it really sent
-    sent_ttft = _p99([s.ttft_s() for s in server.seen]) * 1e3
-    sent_tpot = _p99([s.tpot_s() for s in server.seen]) * 1e3
-    assert TTFT_S * 1e3 * 0.99 <= tokens["ttft_p99_ms"] <= max(TTFT_S * 1e3, sent_ttft) * 1.15, (
-        tokens, sent_ttft)
-    assert GAP_S * 1e3 * 0.85 <= tokens["tpot_p99_ms"] <= max(GAP_S * 1e3, sent_tpot) * 1.15, (
-        tokens, sent_tpot)
-    assert tokens["ttft_mean_ms"] == pytest.approx(TTFT_S * 1e3, rel=0.15), tokens
-    assert tokens["tpot_mean_ms"] == pytest.approx(GAP_S * 1e3, rel=0.15), tokens
     assert record["backend"]["endpoints"] == [server.url]
     assert record["spec"]["backend_option"]["endpoints"] == [server.url]
     assert len(server.seen) >= 460  # every query went to the server (+ the warm-up)
+    # p99s within 15% of the injected values (or of what the server really sent, when a loaded
+    # machine made it late) on a quiet machine: the scheduling noise measured beside the run
+    # (~0.1 ms idle) decides; on a busy one (make test's three workers on two cores) a stream's
+    # first token can wait tens of ms for a core: within 50% there
+    sent_ttft = _p99([s.ttft_s() for s in server.seen]) * 1e3
+    sent_tpot = _p99([s.tpot_s() for s in server.seen]) * 1e3
+    within = 1.15 if noise.p99_ms < 1.0 else 1.5
+    slack = 2 * noise.p99_ms
+    # means within 15% of what the server injected (plus the noise)
+    assert TTFT_S * 1e3 * 0.99 <= tokens["ttft_mean_ms"] <= TTFT_S * 1e3 * 1.15 + slack, tokens
+    assert GAP_S * 1e3 * 0.85 <= tokens["tpot_mean_ms"] <= GAP_S * 1e3 * 1.15 + slack, tokens
+    assert TTFT_S * 1e3 * 0.99 <= tokens["ttft_p99_ms"] <= (
+        max(TTFT_S * 1e3, sent_ttft) * within + slack), (tokens, sent_ttft, noise.p99_ms)
+    assert GAP_S * 1e3 * 0.85 <= tokens["tpot_p99_ms"] <= (
+        max(GAP_S * 1e3, sent_tpot) * within + slack), (tokens, sent_tpot, noise.p99_ms)
+    # VALID: the limits (2000/100 ms, Interactive 500/30) leave room for the injected 200/20 ms;
+    # a machine too loaded to keep every query's TPOT within 30 ms can only fail early stopping
+    # or a limit, and says so
+    if noise.p99_ms < 5:
+        assert res["valid"] is True and result.code == 0, (res["reasons"], noise.p99_ms)
+    else:
+        assert res["valid"] is True or all(
+            "early stopping" in r or "over the" in r for r in res["reasons"]), res["reasons"]
 
 
 def test_a_server_error_ends_the_run_with_exit_3_and_logs_kept(dataset, tmp_path, capsys):
