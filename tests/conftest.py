@@ -35,13 +35,18 @@ if str(TESTS_DIR) not in sys.path:
 def own_cache(tmp_path_factory: pytest.TempPathFactory) -> Iterator[None]:
     """A cache of the session's own (tokenised features, compiled models), not the user's
     ``~/.cache/mlharness``, for the tests that name no ``--cache-dir``."""
-    before = os.environ.get("MLHARNESS_CACHE")
-    os.environ["MLHARNESS_CACHE"] = str(tmp_path_factory.mktemp("cache"))
+    # torch.compile's inductor cache (default /tmp/torchinductor_<user>) too: two suites at
+    # once on one machine raced in it (a half-written C++ file failed to compile)
+    own = {"MLHARNESS_CACHE": "cache", "TORCHINDUCTOR_CACHE_DIR": "torchinductor"}
+    before = {name: os.environ.get(name) for name in own}
+    for name, folder in own.items():
+        os.environ[name] = str(tmp_path_factory.mktemp(folder))
     yield
-    if before is None:
-        os.environ.pop("MLHARNESS_CACHE", None)
-    else:
-        os.environ["MLHARNESS_CACHE"] = before
+    for name, value in before.items():
+        if value is None:
+            os.environ.pop(name, None)
+        else:
+            os.environ[name] = value
 
 
 @pytest.fixture
