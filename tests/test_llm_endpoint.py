@@ -98,7 +98,7 @@ def test_server_and_interactive_runs_measure_the_servers_token_latencies(
     # VALID: the limits (2000/100 ms, Interactive 500/30) leave room for the injected 200/20 ms;
     # a machine too loaded to keep every query's TPOT within 30 ms can only fail early stopping
     # or a limit, and says so
-    if noise.p99_ms < 5:
+    if noise.p99_ms < 1.0:
         assert res["valid"] is True and result.code == 0, (res["reasons"], noise.p99_ms)
     else:
         assert res["valid"] is True or all(

@@ -118,7 +118,9 @@ def test_test05_verdicts_equal_the_rounds_script(round_runs: dict, name: str, tm
              "invalid": _tampered(good, tmp_path / "invalid.txt", None, invalid=True)}
     ours = {k: check_test05(ref, path, rule, name).passed for k, path in cases.items()}
     assert ours == {k: _official_verdict(name, ref, path) for k, path in cases.items()}
-    assert not ours["slower"] and not ours["invalid"] and ours["inside"]
+    # a score 1% off passes as the audit itself does (a loaded machine can make that audit
+    # INVALID; the verdicts above still equal the round's script)
+    assert not ours["slower"] and not ours["invalid"] and ours["inside"] == ours["good"]
     assert ours["faster"] == (name == "v4.1")  # v3.0's band is two-sided, v4.1's one-sided
     # and through verify(), which lays out TEST05/ as run_verification.py does
     verdict = verify("TEST05", made["perf"], None, made["audits"]["TEST05"], tmp_path / "out")
