@@ -122,3 +122,20 @@ def import_transformers():
             del os.environ["USE_TORCH"]
         else:
             os.environ["USE_TORCH"] = before
+
+
+def summary_case(tmp: Path, n: int) -> dict:
+    """``n`` articles with reference summaries and predictions near them, a tokenizer knowing
+    all their words, its ``encode`` and the ``cnn_eval.json`` written with it (under ``tmp``)."""
+    pairs = articles(n)
+    refs = [h for _, h in pairs]
+    preds = predictions(refs)
+    tokdir = make_tokenizer(tmp / "tok", [a for a, _ in pairs] + refs + preds + ["Summarize :"])
+    tok = import_transformers().AutoTokenizer.from_pretrained(str(tokdir), use_fast=False)
+
+    def encode(text: str) -> list[int]:
+        return tok.encode(text, add_special_tokens=False)
+
+    dataset = write_cnn_dataset(tmp / "cnn_eval.json", pairs, encode)
+    return {"pairs": pairs, "refs": refs, "preds": preds, "tokdir": tokdir, "encode": encode,
+            "dataset": dataset}

@@ -24,16 +24,9 @@ N = 16
 @pytest.fixture(scope="module")
 def case(tmp_path_factory):
     tmp = tmp_path_factory.mktemp("llm")
-    pairs = fx.articles(N)
-    refs = [h for _, h in pairs]
-    preds = fx.predictions(refs)
-    tokdir = fx.make_tokenizer(tmp / "tok", [a for a, _ in pairs] + refs + preds + ["Summarize :"])
-    tok = transformers.AutoTokenizer.from_pretrained(str(tokdir), use_fast=False)
-
-    def encode(text: str) -> list[int]:
-        return tok.encode(text, add_special_tokens=False)
-
-    dataset = fx.write_cnn_dataset(tmp / "cnn_eval.json", pairs, encode)
+    case = fx.summary_case(tmp, N)
+    refs, preds, tokdir, encode, dataset = (case[k] for k in ("refs", "preds", "tokdir",
+                                                              "encode", "dataset"))
     outputs = {i: encode(p) + [fx.EOS] for i, p in enumerate(preds)}
     outputs = dict(reversed(list(outputs.items())))  # LoadGen logs in completion order
     log = fx.token_log(tmp / "mlperf_log_accuracy.json", outputs, dtype="int64", repeat=(5,))

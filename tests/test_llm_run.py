@@ -20,7 +20,6 @@ from mlharness.llm import sentences
 from mlharness.rules import llm
 from mlharness.spec import RunSpec
 
-transformers = fx.import_transformers()
 N = 12
 TTFT_S, GAP_S, TOKENS = 0.2, 0.02, 8
 
@@ -28,16 +27,8 @@ TTFT_S, GAP_S, TOKENS = 0.2, 0.02, 8
 @pytest.fixture(scope="module")
 def fixture(tmp_path_factory):
     tmp = tmp_path_factory.mktemp("llmrun")
-    pairs = fx.articles(N)
-    refs = [h for _, h in pairs]
-    preds = fx.predictions(refs)
-    tokdir = fx.make_tokenizer(tmp / "tok", [a for a, _ in pairs] + refs + preds + ["Summarize :"])
-    tok = transformers.AutoTokenizer.from_pretrained(str(tokdir), use_fast=False)
-
-    def encode(text: str) -> list[int]:
-        return tok.encode(text, add_special_tokens=False)
-
-    dataset = fx.write_cnn_dataset(tmp / "cnn_eval.json", pairs, encode)
+    case = fx.summary_case(tmp, N)
+    dataset, encode, preds, tokdir = case["dataset"], case["encode"], case["preds"], case["tokdir"]
     records = json.loads(dataset.read_text())
     answers = [[r["tok_input"], encode(p) + [fx.EOS]] for r, p in zip(records, preds)]
     outputs = tmp / "outputs.json"

@@ -236,6 +236,11 @@ def _show_llm_verdict(verdict: Any) -> None:
                   else "[green]pass[/]" if check.passed else "[red]fail[/]")
         table.add_row(check.name, result, escape(check.detail))
     console.print(table)
+    _verdict_footer(verdict)
+
+
+def _verdict_footer(verdict: Any) -> None:
+    """The notes, where the audit run and the written files are, and the overall word."""
     for note in verdict.notes:
         console.print(f"[yellow]note:[/] {escape(note)}")
     console.print(escape(f"audit run: {verdict.audit_run}"))
@@ -274,12 +279,7 @@ def show_verdict(verdict: Any) -> None:
     table.add_row("performance", mark(verdict.performance.passed),
                   _perf_detail(verdict.performance))
     console.print(table)
-    for note in verdict.notes:
-        console.print(f"[yellow]note:[/] {escape(note)}")
-    console.print(escape(f"audit run: {verdict.audit_run}"))
-    console.print(escape(f"written:   {verdict.output_dir}/"))
-    overall = "[bold green]TEST PASS[/]" if verdict.passed else "[bold red]TEST FAIL[/]"
-    console.print(f"{verdict.test}: {overall}")
+    _verdict_footer(verdict)
     if delta is not None and delta.passed:
         console.print("[dim]The responses are not bit-exact; TEST01 counts through the accuracy "
                       "delta (accuracy/baseline_accuracy.txt, compliance_accuracy.txt).[/]")
