@@ -3,20 +3,18 @@ tokenizer (tests/llm_fixtures.py), and a scripted streaming backend that answers
 its reference summary, so ROUGE reaches the round's targets and the only things a fixture cannot
 reach are the ones that need the full dataset.
 
-``--backend llm_submission_support:Answering --backend-option answers=FILE`` (``tests/`` on
-PYTHONPATH): TimedStream's timing (first token ``ttft_s`` after submit, then one token every
-``gap_s``), its output the ids FILE maps the prompt's ids to.
+``--backend stream_backends:TimedStream --backend-option outputs=FILE`` (``tests/`` on
+PYTHONPATH): first token ``ttft_s`` after submit, then one token every ``gap_s``, the output the
+ids FILE maps the prompt's ids to.
 """
 
 from __future__ import annotations
 
 import json
-import time
 from pathlib import Path
 from typing import Any
 
 from llm_fixtures import articles, import_transformers, make_tokenizer, write_cnn_dataset
-from stream_backends import TimedStream
 
 BENCHMARK = "llama3.1-8b"
 SAMPLES = 24
@@ -26,24 +24,6 @@ OFFLINE = {"target_qps": 6100.0, "ttft_s": 2.1}
 #: Interactive: 460 queries (early stopping on TTFT/TPOT) at 200/s, far inside the limits
 INTERACTIVE = {"target_qps": 200.0, "ttft_s": 0.01}
 GAP_S = 0.001
-
-
-class Answering(TimedStream):
-    """TimedStream answering with the token ids ``answers`` (a JSON file of ``[prompt ids,
-    output ids]`` pairs) holds for the prompt."""
-
-    name = "answering"
-
-    def load(self, model: Path | None, options: Any) -> None:
-        super().load(model, options)
-        pairs = json.loads(Path(options.extra["answers"]).read_text())
-        self.answers = {tuple(prompt): list(output) for prompt, output in pairs}
-
-    def submit(self, request: Any, on_first: Any, on_done: Any, on_error: Any) -> None:
-        ids = self.answers[tuple(request.input_ids)][:request.max_new_tokens]
-        now = time.perf_counter()
-        self._at(now + self.ttft_s, lambda: on_first(ids[:1]))
-        self._at(now + self.ttft_s + self.gap_s * (len(ids) - 1), lambda: on_done(ids))
 
 
 def make_inputs(root: Path) -> dict[str, Path]:
@@ -68,9 +48,9 @@ def spec_for(inputs: dict[str, Path], runs: Path, scenario: str, mode: str, **kw
     from mlharness.spec import RunSpec
 
     timing = OFFLINE if scenario == "Offline" else INTERACTIVE
-    options = {"ttft_s": timing["ttft_s"], "gap_s": GAP_S, "answers": str(inputs["answers"])}
+    options = {"ttft_s": timing["ttft_s"], "gap_s": GAP_S, "outputs": str(inputs["answers"])}
     return RunSpec(benchmark=BENCHMARK, scenario=scenario, mode=mode,
-                   backend="llm_submission_support:Answering", dataset=inputs["dataset"],
+                   backend="stream_backends:TimedStream", dataset=inputs["dataset"],
                    output_dir=runs, target_qps=timing["target_qps"], backend_option=options,
                    task_option={"tokenizer": str(inputs["tokenizer"])}, valid=False, **kw)
 
