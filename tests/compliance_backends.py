@@ -49,9 +49,9 @@ class DelayBackend(OnnxRuntimeBackend):
 
     def load(self, model: Path | None, options: BackendOptions) -> None:
         super().load(model, options)
-        self.delay_s = float(options.extra.get("delay_ms", 1.0)) / 1000.0
-        self.perturb = bool(int(options.extra.get("perturb", 0)))
-        self.perturb_every = int(options.extra.get("perturb_every", 1))
+        opts = options.extra_as(DelayOptions)
+        self.delay_s = opts.delay_ms / 1000.0
+        self.perturb, self.perturb_every = bool(opts.perturb), opts.perturb_every
         self.seen = 0
 
     def sample_delay(self, inputs: dict[str, np.ndarray]) -> float:
@@ -89,7 +89,7 @@ class CachingBackend(DelayBackend):
 
     def load(self, model: Path | None, options: BackendOptions) -> None:
         super().load(model, options)
-        self.cache_size = int(options.extra.get("cache_size", 8))
+        self.cache_size = options.extra_as(CachingOptions).cache_size
         self.recent: OrderedDict[bytes, None] = OrderedDict()
 
     def sample_delay(self, inputs: dict[str, np.ndarray]) -> float:

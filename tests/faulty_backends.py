@@ -125,7 +125,7 @@ class SlowLoadingBackend(OnnxRuntimeBackend):
     name = "slow-loading"
 
     @staticmethod
-    def load_allowance_s(extra: dict[str, Any], model: Path | None) -> float:
+    def load_allowance_s(options: BackendOptions, model: Path | None) -> float:
         return 30.0
 
     def load(self, model: Path | None, options: BackendOptions) -> None:

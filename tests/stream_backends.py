@@ -28,27 +28,43 @@ import time
 from pathlib import Path
 from typing import Any, Callable
 
+from mlharness.backends.base import BackendOptions
+from mlharness.options import Options
+
+
+class TimedOptions(Options):
+    """``--backend-option`` keys of :class:`TimedStream` (the module docstring says what each
+    does)."""
+
+    ttft_s: float = 0.02
+    gap_s: float = 0.002
+    gap_per_stream_s: float = 0.0
+    max_streams: int = 0  # 0: no limit
+    n_tokens: int = 8
+    first_id: int = 100
+    fail_at: int = 0
+    outputs: Path | None = None  # a JSON list of [prompt ids, output ids]: that prompt's answer
+    bad_first: bool = False
+    eos: int | None = None
+    eos_repeat: int = 2
+
 
 class TimedStream:
     name = "timed"
     generates = True
     concurrency = 1024
+    options_model = TimedOptions
 
-    def load(self, model: Path | None, options: Any) -> None:
-        extra = dict(options.extra)
-        self.ttft_s = float(extra.get("ttft_s", 0.02))
-        self.gap_s = float(extra.get("gap_s", 0.002))
-        self.gap_per_stream_s = float(extra.get("gap_per_stream_s", 0.0))
-        self.max_streams = int(extra.get("max_streams", 0))  # 0: no limit
-        self.n_tokens = int(extra.get("n_tokens", 8))
-        self.first_id = int(extra.get("first_id", 100))
-        self.fail_at = int(extra.get("fail_at", 0))
-        # outputs=FILE: a JSON list of [prompt ids, output ids]: that prompt's answer
+    def load(self, model: Path | None, options: BackendOptions) -> None:
+        opts = options.extra_as(TimedOptions)
+        self.ttft_s, self.gap_s, self.gap_per_stream_s = opts.ttft_s, opts.gap_s, \
+            opts.gap_per_stream_s
+        self.max_streams, self.n_tokens, self.first_id = opts.max_streams, opts.n_tokens, \
+            opts.first_id
+        self.fail_at, self.bad_first = opts.fail_at, opts.bad_first
         self.outputs = {tuple(p): list(o) for p, o in json.loads(
-            Path(extra["outputs"]).read_text())} if extra.get("outputs") else {}
-        self.bad_first = bool(int(extra.get("bad_first", 0)))
-        self.eos = int(extra["eos"]) if "eos" in extra else None
-        self.eos_repeat = int(extra.get("eos_repeat", 2))
+            opts.outputs.read_text())} if opts.outputs else {}
+        self.eos, self.eos_repeat = opts.eos, opts.eos_repeat
         self.submitted = 0
         self._events: list[tuple[float, int, Callable[[], None]]] = []
         self._seq = itertools.count()

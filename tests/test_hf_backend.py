@@ -18,7 +18,8 @@ import hf_fixtures as hx  # noqa: E402
 
 transformers = hx.import_transformers()
 
-from mlharness.backends import BackendOptions, GenerationRequest, create_backend  # noqa: E402
+from mlharness.backends import (BackendOptions, GenerationRequest, backend_options,  # noqa: E402
+                                create_backend)
 from mlharness.backends import is_streaming  # noqa: E402
 from mlharness.errors import ConfigError, ModelError  # noqa: E402
 
@@ -222,5 +223,5 @@ def test_load_refusals(model_dir: Path, tmp_path: Path) -> None:
     with pytest.raises(ConfigError, match="concurrency"):
         backend.load(model_dir, BackendOptions(extra={"concurrency": 0}))
     with pytest.raises(ConfigError, match="unknown hf backend option"):
-        backend.load(model_dir, BackendOptions(extra={"batch": 4}))
+        backend_options(backend, {"batch": 4})
     assert not backend._workers  # nothing started by a refused load

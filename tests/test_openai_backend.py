@@ -280,7 +280,7 @@ def test_the_api_key_is_sent_and_never_shown(backends, monkeypatch):
 def test_options_are_checked_at_load():
     def load(**extra) -> OpenAIBackend:
         backend = OpenAIBackend()
-        backend.load(None, BackendOptions(extra=extra))
+        backend.load(None, BackendOptions(extra=backend_options(backend, extra)))
         return backend
 
     with pytest.raises(ConfigError, match="served") as err:

@@ -11,10 +11,11 @@ import pytest
 
 from mlharness import rules
 from mlharness.loadgen.mllog import LoadGenResult
-from mlharness.backends import backend_options
-from mlharness.backends.onnxruntime import OnnxRuntimeBackend
+from mlharness.backends import BackendOptions, backend_options
+from mlharness.backends.onnxruntime import OnnxRuntimeBackend, OnnxRuntimeOptions
 from mlharness.cli.main import main
 from mlharness.errors import ConfigError
+from mlharness.options import FreeOptions
 from mlharness.loadgen.settings import USER_CONF_KEYS
 from mlharness.record import RUN_FORMAT, RunRecord
 from mlharness.spec import RunSpec, load_toml
@@ -124,7 +125,7 @@ def test_task_options_are_checked_by_the_task(tmp_path: Path) -> None:
 
 
 def test_backend_options_are_checked_by_the_backend() -> None:
-    assert backend_options(OnnxRuntimeBackend, {}) == {"graph_optimization": "all"}
+    assert backend_options(OnnxRuntimeBackend, {}) == OnnxRuntimeOptions()
     with pytest.raises(ConfigError, match="unknown onnxruntime backend option: threads"):
         backend_options(OnnxRuntimeBackend, {"threads": 2})
     with pytest.raises(ConfigError, match="graph_optimization"):
@@ -132,14 +133,32 @@ def test_backend_options_are_checked_by_the_backend() -> None:
 
     class Own:  # a backend of your own without an options model gets the table as given
         name = "own"
-    assert backend_options(Own, {"x": 1}) == {"x": 1}
+    assert backend_options(Own, {"x": 1}).model_dump() == {"x": 1}
+
+
+def test_a_backend_reads_its_options_typed() -> None:
+    """``BackendOptions.extra`` is the backend's own model; a subclass of a built-in backend
+    without one gets the free table, and the built-in code reads the keys it knows, checked."""
+
+    class Mine(OnnxRuntimeBackend):
+        name = "mine"
+
+    extra = backend_options(Mine, {"graph_optimization": "basic", "delay_ms": 3})
+    assert isinstance(extra, FreeOptions) and extra.delay_ms == 3  # type: ignore[attr-defined]
+    options = BackendOptions(extra=extra)
+    assert options.extra_as(OnnxRuntimeOptions) == OnnxRuntimeOptions(graph_optimization="basic")
+    with pytest.raises(ConfigError, match="graph_optimization"):
+        BackendOptions(extra={"graph_optimization": "max"}).extra_as(OnnxRuntimeOptions)
+    typed = backend_options(OnnxRuntimeBackend, {"graph_optimization": "basic"})
+    assert BackendOptions(extra=typed).extra_as(OnnxRuntimeOptions) is typed
 
 
 def test_openvino_and_pytorch_options_are_typed() -> None:
     from mlharness.backends.openvino import OpenVinoBackend
     from mlharness.backends.pytorch import PyTorchBackend
 
-    assert backend_options(OpenVinoBackend, {"performance_hint": "latency", "num_streams": 2}) == {
+    assert backend_options(OpenVinoBackend,
+                           {"performance_hint": "latency", "num_streams": 2}).model_dump() == {
         "performance_hint": "LATENCY", "num_streams": "2", "pin_threads": None,
         "unquantised": None, "snippets": None}
     with pytest.raises(ConfigError, match="unquantised"):

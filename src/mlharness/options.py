@@ -25,6 +25,13 @@ class NoOptions(Options):
     """For tasks and backends that take no options."""
 
 
+class FreeOptions(Options):
+    """The table as given, for a backend that declares no ``options_model``: each key is an
+    attribute (``options.extra.delay_ms``), ``model_dump()`` the whole table."""
+
+    model_config = ConfigDict(extra="allow")
+
+
 class RuleError(ValueError):
     """A rule between settings, with its own hint (raised inside validators)."""
 

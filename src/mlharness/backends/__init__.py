@@ -10,7 +10,7 @@ from mlharness.backends.base import (Backend, BackendOptions, GenerationRequest,
                                     StreamingBackend, check_index_ranges, check_signature,
                                     is_streaming)
 from mlharness.errors import ConfigError, HarnessError
-from mlharness.options import parse_options
+from mlharness.options import FreeOptions, Options, parse_options
 from mlharness.tensors import TensorSpec
 
 __all__ = ["Backend", "BackendOptions", "BACKENDS", "GenerationRequest", "SampleBackend",
@@ -61,17 +61,17 @@ def create_backend(name: str) -> Backend:
     return getattr(module, cls_name)()
 
 
-def backend_options(backend: object, table: dict[str, Any]) -> dict[str, Any]:
-    """``--backend-option`` pairs checked by the ``options_model`` the backend's class declares
-    itself (a subclass that declares none, e.g. a backend of your own built on onnxruntime,
-    receives the table as given), with its defaults filled in; unknown keys or bad values:
-    ConfigError naming them."""
+def backend_options(backend: object, table: dict[str, Any]) -> Options:
+    """``--backend-option`` pairs as the ``options_model`` the backend's class declares itself,
+    checked, defaults filled in; a class that declares none (e.g. a backend of your own built on
+    onnxruntime) receives them as :class:`FreeOptions`. Unknown keys or bad values: ConfigError
+    naming them."""
     cls = backend if isinstance(backend, type) else type(backend)
     model = vars(cls).get("options_model")
     if model is None:
-        return dict(table)
+        return parse_options(FreeOptions, table, "backend option", "--backend-option")
     return parse_options(model, table, f"{getattr(backend, 'name', 'backend')} backend option",
-                         "--backend-option").model_dump()
+                         "--backend-option")
 
 
 def _builtin_class(name: str) -> Any:

@@ -8,34 +8,51 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Callable, Protocol, runtime_checkable
+from typing import Any, Callable, Protocol, TypeVar, runtime_checkable
 
 import numpy as np
 
 from mlharness.names import DEFAULT_PRECISION, Precision
+from mlharness.options import FreeOptions, Options, parse_options
 from mlharness.prompts import GenerationRequest
 from mlharness.tensors import IndexRange, TensorSpec
+
+O = TypeVar("O", bound=Options)
 
 
 @dataclass
 class BackendOptions:
     """Runtime settings a user may give, and what the harness tells every backend about the run.
-    ``extra`` is the user's ``--backend-option`` table only, already checked by the backend's
-    ``options_model`` when it declares one (defaults filled in)."""
+    ``extra`` is the user's ``--backend-option`` table, typed: the backend's ``options_model``
+    (checked, defaults filled in by :func:`mlharness.backends.backend_options`), or
+    :class:`FreeOptions` for a backend that declares none (a plain mapping given here becomes
+    one). A backend reads its keys with :meth:`extra_as`."""
 
     threads: int | None = None  # intra-op threads; None = runtime default
     precision: Precision = DEFAULT_PRECISION  # never changed silently
     device: str = "cpu"
-    extra: dict[str, Any] = field(default_factory=dict)
+    extra: Options = field(default_factory=FreeOptions)
     cache_dir: Path | None = None  # where derived models (e.g. int8) are cached
-    #: the whole run's settings (``RunSpec.to_dict()``), for backends that start runs elsewhere
-    #: (remote nodes, Ray replicas)
-    run_spec: dict[str, Any] | None = None
     scenario: str | None = None  # the LoadGen scenario (e.g. OpenVINO's performance hint)
+    batch_size: int | None = None  # the run's --batch-size (None: the engine's default)
+    instances: int = 1  # the run's --instances (each calls this model from its own thread)
     #: one instance of several (``--instances``): the block of cores it runs on
     cpus: list[int] | None = None
     #: what the task feeds the model (e.g. a backend that builds its model names the input)
     task_inputs: list[TensorSpec] = field(default_factory=list)
+
+    def __post_init__(self) -> None:
+        if not isinstance(self.extra, Options):
+            self.extra = FreeOptions(**dict(self.extra))
+
+    def extra_as(self, model: type[O]) -> O:
+        """The ``--backend-option`` keys as ``model``: ``extra`` itself when the backend declared
+        ``model``, else the keys ``model`` knows, checked by it (a subclass of a built-in backend
+        that declares no model of its own keeps its other keys to itself)."""
+        if isinstance(self.extra, model):
+            return self.extra
+        table = {k: v for k, v in self.extra.model_dump().items() if k in model.model_fields}
+        return parse_options(model, table, "backend option", "--backend-option")
 
 
 @runtime_checkable
@@ -45,7 +62,7 @@ class Backend(Protocol):
     receives the table as given); ``declared_inputs(model)`` — the inputs a model file declares,
     read cheaply before any run (tasks adapt to them, e.g. BERT's sequence length);
     ``framework()`` — the framework name and version for the system description;
-    ``load_allowance_s(extra, model)`` — seconds ``load`` may take beyond the stall timeout
+    ``load_allowance_s(options, model)`` — seconds ``load`` may take beyond the stall timeout
     with these options and this model file (e.g. compiling the model);
     ``index_limits`` — ``{input: rows}`` of the tables the loaded model's integer inputs
     index (checked against the task's :class:`IndexRange`s);

@@ -27,7 +27,7 @@ from transformers.generation.streamers import BaseStreamer
 from mlharness.backends.base import (BackendOptions, GenerationRequest, OnDone, OnError,
                                      OnFirst)
 from mlharness.errors import ConfigError, ModelError, one_line
-from mlharness.options import Options, parse_options
+from mlharness.options import Options
 
 log = logging.getLogger(__name__)
 
@@ -106,7 +106,7 @@ class HfBackend:
         if options.precision not in DTYPES:
             raise ConfigError(f"the hf backend does not run --precision {options.precision}",
                               hint="use --precision fp32 or bf16")
-        extra = parse_options(HfOptions, options.extra, "hf backend option", "--backend-option")
+        extra = options.extra_as(HfOptions)
         dtype = DTYPES[options.precision]
         if extra.dtype is not None and extra.dtype != dtype:
             raise ConfigError(f"dtype={extra.dtype} contradicts --precision "

@@ -92,10 +92,7 @@ class OnnxRuntimeBackend:
             # on its own cores, numbered from 1 as onnxruntime counts them
             so.add_session_config_entry("session.intra_op_thread_affinities",
                                         ";".join(str(c + 1) for c in cpus[1:options.threads]))
-        level = str(options.extra.get("graph_optimization", "all"))
-        if level not in _OPT_LEVELS:
-            raise ConfigError(f"unknown graph optimisation level {level!r}",
-                              hint="use one of: " + ", ".join(_OPT_LEVELS))
+        level = options.extra_as(OnnxRuntimeOptions).graph_optimization
         so.graph_optimization_level = getattr(ort.GraphOptimizationLevel, _OPT_LEVELS[level])
         available = ort.get_available_providers()
         if options.device not in ("cpu", "cuda"):

@@ -40,7 +40,7 @@ from pydantic import Field, field_validator
 from mlharness.backends.base import BackendOptions, GenerationRequest, OnDone, OnError, OnFirst
 from mlharness.backends.openai_stream import ClientSettings, EndpointError, OpenAIStreamClient
 from mlharness.errors import ConfigError, HarnessError, one_line
-from mlharness.options import Options, parse_options
+from mlharness.options import Options
 from mlharness.tensors import TensorSpec
 
 log = logging.getLogger(__name__)
@@ -157,8 +157,7 @@ class OpenAIBackend:
     def load(self, model: Path | None, options: BackendOptions) -> None:
         """Check the options, make one client per endpoint and start the event loop. Nothing is
         sent: a server may be slow to answer before its first request."""
-        opts = parse_options(OpenAIOptions, options.extra, "openai backend option",
-                             "--backend-option")
+        opts = options.extra_as(OpenAIOptions)
         if not opts.extensions and opts.tokenizer is None:
             raise ConfigError("without extensions the server is not asked for token ids, so "
                               "its text must be tokenized here",

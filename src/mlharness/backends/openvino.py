@@ -153,7 +153,7 @@ class OpenVinoBackend:
                               hint="use fp32, bf16 or int8")
         core = ov.Core()
         caps = [str(c) for c in core.get_property("CPU", "OPTIMIZATION_CAPABILITIES")]
-        unquantised = options.extra.get("unquantised")
+        unquantised = options.extra_as(OpenVinoOptions).unquantised
         if unquantised is not None and options.precision != "int8":
             raise ConfigError(f"unquantised={unquantised} is for int8 models, not --precision "
                               f"{options.precision}", hint="add --precision int8 with a "
@@ -190,7 +190,7 @@ class OpenVinoBackend:
         """Add ``SNIPPETS_MODE`` to the config where asked or where snippets crashed; why."""
         from mlharness.hostinfo import cpu_flags
 
-        wanted = options.extra.get("snippets")
+        wanted = options.extra_as(OpenVinoOptions).snippets
         reason = (snippets_off_reason(_dynamic_axis(model), cpu_flags()) if wanted is None
                   else None if wanted else "snippets off: --backend-option snippets=false")
         if reason or wanted is not None:
@@ -199,22 +199,18 @@ class OpenVinoBackend:
 
     @staticmethod
     def _config(options: BackendOptions) -> dict[str, Any]:
-        extra = options.extra
-        hint = str(extra.get("performance_hint")
-                   or SCENARIO_HINTS.get(str(options.scenario), "LATENCY")).upper()
-        if hint not in HINTS:
-            raise ConfigError(f"unknown performance_hint {hint!r}",
-                              hint="use one of: " + ", ".join(HINTS))
-        precision = PRECISION_HINTS[extra.get("unquantised") or options.precision]
+        extra = options.extra_as(OpenVinoOptions)
+        hint = extra.performance_hint or SCENARIO_HINTS.get(str(options.scenario), "LATENCY")
+        precision = PRECISION_HINTS[extra.unquantised or options.precision]
         config: dict[str, Any] = {"PERFORMANCE_HINT": hint, "INFERENCE_PRECISION_HINT": precision}
         if options.threads:
             config["INFERENCE_NUM_THREADS"] = int(options.threads)
-        if extra.get("num_streams") is not None:
-            config["NUM_STREAMS"] = str(extra["num_streams"])
+        if extra.num_streams is not None:
+            config["NUM_STREAMS"] = extra.num_streams
         elif options.cpus:  # one of several instances (--instances): one stream each
             config["NUM_STREAMS"] = "1"
-        if extra.get("pin_threads") is not None:
-            config["ENABLE_CPU_PINNING"] = bool(extra["pin_threads"])
+        if extra.pin_threads is not None:
+            config["ENABLE_CPU_PINNING"] = extra.pin_threads
         return config
 
     @property

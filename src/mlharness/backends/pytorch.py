@@ -93,7 +93,7 @@ def _bert_config(model: Path, options: BackendOptions) -> dict[str, Any]:
     """``bert_config.json`` beside the checkpoint, or the one ``config=PATH`` names."""
     from mlharness.backends.torch_models import read_bert_config
 
-    path = Path(options.extra.get("config") or model.with_name("bert_config.json"))
+    path = options.extra_as(PyTorchOptions).config or model.with_name("bert_config.json")
     if not path.is_file():
         raise ModelError(f"no BERT config at {path}",
                          hint="put bert_config.json beside the checkpoint or pass "
@@ -121,16 +121,11 @@ def _refuse_dynamic_int8(arch: str, options: BackendOptions) -> None:
                           "convolutions in fp32)",
                           hint="mlharness calibrate -b resnet50 --backend pytorch --model "
                                "CHECKPOINT --dataset DATA, then pass the .int8.pt2 it writes")
-    if _compiles(options.extra):
+    if options.extra_as(PyTorchOptions).compiles:
         raise ConfigError("torch.compile does not run dynamically quantised Linear layers",
                           hint="drop --backend-option compile=true/package=true for "
                                "--precision int8, or calibrate: mlharness calibrate "
                                "--backend pytorch")
-
-
-def _compiles(extra: dict[str, Any]) -> bool:
-    """Whether the backend options compile the model at load (torch.compile or a package)."""
-    return bool(extra.get("compile") or extra.get("package"))
 
 
 class PyTorchOptions(Options):
@@ -141,6 +136,11 @@ class PyTorchOptions(Options):
     compile: bool = False  # torch.compile, warmed up at load
     #: compile into an AOTInductor package kept in the cache, loaded from there by later runs
     package: bool = False
+
+    @property
+    def compiles(self) -> bool:
+        """Whether the model is compiled at load (torch.compile or a package)."""
+        return self.compile or self.package
 
 
 #: how much longer than the stall timeout loading may take with torch.compile: compiling
@@ -153,9 +153,10 @@ class PyTorchBackend:
     options_model = PyTorchOptions
 
     @staticmethod
-    def load_allowance_s(extra: dict[str, Any], model: Path | None = None) -> float:
+    def load_allowance_s(options: BackendOptions, model: Path | None = None) -> float:
         """Seconds loading may take beyond the stall timeout: compiling is not a stall."""
-        compiles = _compiles(extra) or (model is not None and is_program(model))
+        compiles = (options.extra_as(PyTorchOptions).compiles
+                    or (model is not None and is_program(model)))
         return COMPILE_ALLOWANCE_S if compiles else 0.0
 
     def __init__(self) -> None:
@@ -195,7 +196,8 @@ class PyTorchBackend:
             return
         refuse_mislabelled(model, options.precision)
         state = _state_dict(model)
-        arch = str(options.extra.get("arch") or ("bert" if any(
+        opts = options.extra_as(PyTorchOptions)
+        arch = str(opts.arch or ("bert" if any(
             k.startswith("bert.") for k in state) else "resnet50" if "fc.weight" in state else ""))
         if arch not in ("bert", "resnet50"):
             raise ModelError(f"cannot tell the architecture of {model} from its keys",
@@ -206,7 +208,7 @@ class PyTorchBackend:
         self.config = _bert_config(model, options) if arch == "bert" else None
         self.arch, self.model, self.options = arch, model, options
         self._index_limits = _embedding_rows(state)
-        if options.extra.get("package"):  # it holds the weights; a build loads the model itself
+        if opts.package:  # it holds the weights; a build loads the model itself
             del state
             self.forward = self._packaged()
             return
@@ -216,7 +218,7 @@ class PyTorchBackend:
             self.net = self._dynamic_int8(self.net)
         if arch == "resnet50":
             self.net = self.net.to(memory_format=torch.channels_last)
-        self.forward = self._compiled() if _compiles(options.extra) else self.net
+        self.forward = self._compiled() if opts.compiles else self.net
 
     def load_shared(self, first: PyTorchBackend, options: BackendOptions) -> None:
         """Another instance of ``first``: its module and compiled graphs, called from this
@@ -235,7 +237,8 @@ class PyTorchBackend:
             raise ConfigError(f"{model} is a calibrated int8 program, but --precision is "
                               f"{options.precision}",
                               hint="pass --precision int8 (the run then records the calibration)")
-        arch = str(options.extra.get("arch") or (self.calibration or {}).get("arch") or "")
+        arch = str(options.extra_as(PyTorchOptions).arch
+                   or (self.calibration or {}).get("arch") or "")
         if arch not in ("bert", "resnet50"):
             raise ModelError(f"cannot tell the architecture of {model}: no calibration record "
                              "beside it", hint="pass --backend-option arch=bert or arch=resnet50")
@@ -287,10 +290,10 @@ class PyTorchBackend:
     def _compiled(self) -> Any:
         """The model compiled now: with ``package=true`` its package, else ``torch.compile``
         for the batch sizes the run issues (BERT: every axis dynamic)."""
-        if self.options.extra.get("package"):
+        if self.options.extra_as(PyTorchOptions).package:
             return self._packaged()
-        self.compiled_batches = batches_to_compile(
-            self.options.scenario, (self.options.run_spec or {}).get("batch_size"))
+        self.compiled_batches = batches_to_compile(self.options.scenario,
+                                                   self.options.batch_size)
         return compile_at_load(self.net, self.arch == "bert", self.compiled_batches, self._warm)
 
     def _packaged(self) -> Any:
@@ -302,7 +305,7 @@ class PyTorchBackend:
         derived = {"arch": self.arch, "precision": self.options.precision,
                    "bert_config": self.config, "inputs": self._inputs[0].name}
         path = package_path(cache_root(self.options.cache_dir), self.model, derived)
-        runners = int((self.options.run_spec or {}).get("instances") or 1)
+        runners = self.options.instances
         self.net = None  # the package holds the weights (a build loads the model afresh)
         self.package = load_or_build(
             path, functools.partial(exported_for_package, self.model, self.options), runners)
@@ -403,6 +406,7 @@ def exported_for_package(model: Path, options: BackendOptions) -> Any:
     if is_program(model):
         return load_exported(model)
     backend = PyTorchBackend()
-    extra = {k: v for k, v in options.extra.items() if k not in ("compile", "package")}
-    backend.load(model, dataclasses.replace(options, extra=extra))
+    plain = options.extra_as(PyTorchOptions).model_copy(update={"compile": False,
+                                                                "package": False})
+    backend.load(model, dataclasses.replace(options, extra=plain))
     return backend._exported()

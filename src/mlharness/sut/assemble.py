@@ -51,9 +51,10 @@ def build_local(spec: Any, phase: Any = None, cpus: list[int] | None = None,
     backend = create_backend(spec.backend)
     model = spec.model or task.default_model
     options = BackendOptions(threads=threads or spec.threads, precision=spec.precision,
-                             device=spec.device, cache_dir=spec.cache_dir, run_spec=spec.to_dict(),
+                             device=spec.device, cache_dir=spec.cache_dir,
                              extra=backend_options(backend, spec.backend_option),
-                             scenario=spec.scenario, cpus=cpus or None,
+                             scenario=spec.scenario, batch_size=spec.batch_size,
+                             instances=spec.instances, cpus=cpus or None,
                              task_inputs=list(task.model_inputs))
     load_shared = getattr(backend, "load_shared", None)  # instances call one model (pytorch)
     shares = load_shared is not None
@@ -62,8 +63,8 @@ def build_local(spec: Any, phase: Any = None, cpus: list[int] | None = None,
     else:
         # a backend that compiles at load (torch.compile) says how much longer it may take;
         # the user sees why the load takes minutes
-        allowance = getattr(backend, "load_allowance_s", lambda extra, model: 0.0)(
-            options.extra, model)
+        allowance = getattr(backend, "load_allowance_s", lambda options, model: 0.0)(
+            options, model)
         if allowance:
             phase(COMPILE_PHASE, allowance)
         # an instance with a model of its own loads it on its own cores, so its weights land
