@@ -66,6 +66,22 @@ def test_every_setting_has_one_flag_and_every_run_flag_is_a_setting() -> None:
     assert dests == {n for n, s in run_settings().items() if s.flag.shared}
 
 
+@pytest.mark.parametrize("command", ["run", "tune", "compliance"])
+def test_the_run_commands_read_each_setting_from_its_one_flag(command: str) -> None:
+    from mlharness.cli.tune import NOT_TUNE_SETTINGS
+
+    sub = build_parser()._subparsers._group_actions[0]  # type: ignore[union-attr]
+    parser = sub.choices[command]
+    wanted = {n for n, s in run_settings().items() if s.flag.shared} | {"round"}
+    wanted |= {"mode"} if command == "run" else set()
+    wanted -= set(NOT_TUNE_SETTINGS) if command == "tune" else set()
+    for name in wanted:
+        setting = run_settings()[name]
+        [action] = [a for a in parser._actions if setting.option in a.option_strings]
+        assert action.dest == name, (command, name, action.dest)
+    assert not {a.dest for a in parser._actions} & {"mode"} - wanted  # tune, compliance: perf
+
+
 def test_the_toml_key_is_the_flag_without_dashes() -> None:
     for name, setting in run_settings().items():
         assert setting.option == RENAMED_FLAGS.get(name, "--" + name.replace("_", "-")), name
