@@ -124,7 +124,7 @@ def register(sub: argparse._SubParsersAction) -> None:
 
 def inherit_reference_settings(args: argparse.Namespace, reference: Path) -> None:
     """Fill run flags the user did not give from the reference run's run.json spec."""
-    from mlharness.cli.run import TABLE_KEYS
+    from mlharness.cli.spec_flags import TABLE_KEYS
     from mlharness.record import RUN_FILE, RunRecord
 
     if not (reference / RUN_FILE).is_file():

@@ -11,7 +11,7 @@ from rich.markup import escape
 
 from mlharness.cli.render import (LiveProgress, console, console_err, power_lines, print_json,
                                   results_table, verdict_text)
-from mlharness.cli.spec_flags import add_flag, add_shared_flags, run_settings
+from mlharness.cli.spec_flags import TABLE_KEYS, add_flag, add_shared_flags, run_settings
 from mlharness.distribution import Distribution
 from mlharness.errors import ConfigError
 from mlharness.flags import WHAT, WHERE
@@ -71,10 +71,6 @@ exit codes: 0 VALID / accuracy target met, 1 INVALID / target missed / LoadGen e
 """
 
 
-#: settings given as repeated KEY=VALUE flags (TOML: a table of the same name)
-TABLE_KEYS = tuple(name for name, s in run_settings().items() if s.shape == "table")
-
-
 def add_run_arguments(p: argparse.ArgumentParser) -> None:
     """The flags that describe one run; shared by run, compliance and tune. Each comes from its
     RunSpec field (``cli/spec_flags.py``); only --config and the old --replica-backend are not
@@ -128,7 +124,7 @@ def _spec_mapping(args: argparse.Namespace) -> dict[str, Any]:
             continue
         if setting.model is Distribution:
             distribution[key] = str(value.resolve()) if isinstance(value, Path) else value
-        elif setting.shape == "table":
+        elif key in TABLE_KEYS:
             table = data.get(key, {})
             if not isinstance(table, dict):
                 raise ConfigError(f"{key} in the TOML must be a table of KEY = VALUE",

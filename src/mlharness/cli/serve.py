@@ -10,7 +10,7 @@ import threading
 import time
 from pathlib import Path
 
-from mlharness.cli.spec_flags import add_flag, run_settings
+from mlharness.cli.spec_flags import TABLE_KEYS, add_flag, run_settings
 from mlharness.errors import ConfigError, HarnessError
 from mlharness.serve import DEFAULT_MAX_BATCH
 from mlharness.protocol.token import TOKEN_ENV, read_token
@@ -106,8 +106,7 @@ def serve_command(args: argparse.Namespace) -> int:
                                "the same token), or listen on 127.0.0.1")
     given = {name: getattr(args, name) for name in NODE_SETTINGS
              if getattr(args, name) is not None}
-    tables = {name for name, s in run_settings().items() if s.shape == "table"}
-    spec = RunSpec(**{name: {k: parse_scalar(v) for k, v in value} if name in tables
+    spec = RunSpec(**{name: {k: parse_scalar(v) for k, v in value} if name in TABLE_KEYS
                       else value for name, value in given.items()})
     name = args.name or f"{socket.gethostname()}:{args.port}"
     state = NodeState(lambda: Node(spec, name), args.workers, token, args.max_batch)

@@ -38,6 +38,10 @@ def run_settings() -> dict[str, Declared]:
     return {d.field: d for d in declared(RunSpec)}
 
 
+#: settings given as repeated KEY=VALUE flags (TOML: a table of the same name)
+TABLE_KEYS = tuple(name for name, s in run_settings().items() if s.shape == "table")
+
+
 def add_shared_flags(p: argparse.ArgumentParser, groups: dict[str, Container]) -> None:
     """The flags of every run setting the run commands share, each in its --help section
     (``groups``: the sections made so far, by title; new ones are added in field order)."""
