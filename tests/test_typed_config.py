@@ -14,7 +14,9 @@ from mlharness.loadgen.mllog import LoadGenResult
 from mlharness.backends import BackendOptions, backend_options
 from mlharness.backends.onnxruntime import OnnxRuntimeBackend, OnnxRuntimeOptions
 from mlharness.cli.main import main
+from mlharness.distribution import Distribution
 from mlharness.errors import ConfigError
+from mlharness.flags import command_words
 from mlharness.options import FreeOptions
 from mlharness.loadgen.settings import USER_CONF_KEYS
 from mlharness.record import RUN_FORMAT, RunRecord
@@ -197,8 +199,8 @@ def test_distribution_is_a_typed_section_and_the_backend_a_runtime() -> None:
     assert (old.distribution.kind, old.distribution.replicas,
             old.distribution.request_timeout) == ("ray", 2, 5.0)
     assert RunSpec.model_validate(old.to_dict()) == old  # a record reads back the same
-    assert old.distribution.flags() == ["--distribute", "ray", "--request-timeout", "5.0",
-                                        "--replicas", "2"]
+    assert command_words(Distribution, old.distribution.model_dump(mode="json")) == [
+        "--distribute", "ray", "--request-timeout", "5", "--replicas", "2"]
 
 
 # ---- effective settings ---------------------------------------------------------------------

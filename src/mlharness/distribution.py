@@ -14,6 +14,7 @@ from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, StrictBool, field_validator, model_validator
 
+from mlharness.flags import WHERE, Flag, declared
 from mlharness.options import RuleError
 
 #: a batch not answered in time counts as a stalled replica: with the runner's 10 s failure
@@ -22,11 +23,6 @@ DEFAULT_REQUEST_TIMEOUT_S = 15.0
 REMOTE_KEYS = ("endpoints", "token_file")
 RAY_KEYS = ("ray_address", "replicas", "max_restarts", "replica_cpus", "replica_gpus")
 POOL_KEYS = ("failover", "request_timeout")
-#: each key's flag, for messages and the reproduce command
-FLAGS = {"endpoints": "--endpoint", "token_file": "--token-file", "failover": "--failover",
-         "request_timeout": "--request-timeout", "ray_address": "--ray-address",
-         "replicas": "--replicas", "max_restarts": "--max-restarts",
-         "replica_cpus": "--replica-cpus", "replica_gpus": "--replica-gpus"}
 #: names the keys had as --backend-option of the old remote/ray backends
 LEGACY_NAMES = {"request_timeout_s": "request_timeout"}
 
@@ -36,16 +32,34 @@ class Distribution(BaseModel):
 
     model_config = ConfigDict(extra="forbid", strict=True, allow_inf_nan=False, frozen=True)
 
-    kind: Literal["local", "remote", "ray"] = "local"
-    endpoints: list[str] = Field(default_factory=list)  # remote: http://HOST:PORT per node
-    token_file: Path | None = None  # remote: else $MLHARNESS_NODE_TOKEN; never recorded itself
-    failover: StrictBool = False  # re-issue a lost replica's batch to the others
-    request_timeout: Annotated[float, Field(gt=0, strict=False)] = DEFAULT_REQUEST_TIMEOUT_S
-    ray_address: str | None = None  # None: a local Ray of the run's own
-    replicas: Annotated[int, Field(ge=1)] = 1
-    max_restarts: Annotated[int, Field(ge=0)] = 0
-    replica_cpus: Annotated[float, Field(gt=0, strict=False)] = 1.0
-    replica_gpus: Annotated[float, Field(ge=0, strict=False)] = 0.0
+    kind: Annotated[Literal["local", "remote", "ray"], Flag(
+        "{default}, remote (serve nodes) or ray (actors); --endpoint implies remote, --replicas "
+        "or --ray-address imply ray (with --backend openai, --endpoint names the LLM servers)",
+        "KIND", WHERE, name="--distribute", closed=True)] = "local"
+    endpoints: Annotated[list[str], Flag(
+        "remote: an `mlharness serve` node, http://HOST:PORT (repeat per node)", "URL", WHERE,
+        name="--endpoint")] = Field(default_factory=list)
+    failover: Annotated[StrictBool, Flag(
+        "remote/ray: re-issue a lost node's samples to the others (recorded in run.json) "
+        "instead of failing the run", group=WHERE)] = False
+    request_timeout: Annotated[float, Field(gt=0, strict=False), Flag(
+        "remote/ray: a batch not answered in S seconds means the node stalled "
+        "(default {default})", "S", WHERE)] = DEFAULT_REQUEST_TIMEOUT_S
+    #: the token itself is never recorded
+    token_file: Annotated[Path | None, Flag(
+        "remote: file holding the nodes' token (default: $MLHARNESS_NODE_TOKEN); the token is "
+        "never written to the run", "PATH", WHERE)] = None
+    ray_address: Annotated[str | None, Flag(
+        "ray: 'auto', HOST:PORT or ray://HOST:PORT (default: a local Ray)", "ADDR", WHERE)] = None
+    replicas: Annotated[int, Field(ge=1), Flag(
+        "ray: actors, each running --backend (default {default})", "N", WHERE)] = 1
+    max_restarts: Annotated[int, Field(ge=0), Flag(
+        "ray: restart a killed actor up to N times (default {default}: fail fast)", "N",
+        WHERE)] = 0
+    replica_cpus: Annotated[float, Field(gt=0, strict=False), Flag(
+        "ray: CPUs each actor takes (default {default})", "N", WHERE)] = 1.0
+    replica_gpus: Annotated[float, Field(ge=0, strict=False), Flag(
+        "ray: GPUs each actor takes (default {default}; 1: a device each)", "N", WHERE)] = 0.0
 
     @model_validator(mode="before")
     @classmethod
@@ -101,18 +115,6 @@ class Distribution(BaseModel):
     def local(self) -> bool:
         return self.kind == "local"
 
-    def flags(self) -> list[str]:
-        """The command-line flags that give this section (for the reproduce command)."""
-        if self.local:
-            return []
-        out: list[str] = ["--distribute", self.kind]
-        for key in (k for k in FLAGS if k in self._given()):
-            value = getattr(self, key)
-            if key == "endpoints":
-                for url in value:
-                    out += [FLAGS[key], url]
-            elif key == "failover":
-                out += [FLAGS[key]] if value else []
-            elif value is not None:
-                out += [FLAGS[key], str(value)]
-        return out
+
+#: each key's flag, for messages (from the declarations above)
+FLAGS = {d.field: d.option for d in declared(Distribution)}

@@ -1,8 +1,12 @@
 """RunSpec: the validated description of one run, built once at the edge (CLI flags / TOML).
 
-One name per setting: a TOML key is its flag without the dashes (``--target-latency`` ->
-``target_latency``, ``--valid`` -> ``valid = true``, ``--set`` -> ``[run.set]``). Units are in the
-help of each flag (latencies and durations in ms, the stall timeout in s).
+One name per setting, declared once on its field with its flag (``Flag``: help, metavar, group;
+type and default are the field's): a TOML key is its flag without the dashes
+(``--target-latency`` -> ``target_latency``, ``--set`` -> ``[run.set]``), except the switches
+named by what they change (``--valid``/``--test`` -> ``valid = true/false``, ``--no-length-sort``
+-> ``length_sort = false``) and the distribution section's ``--distribute`` (``kind``) and
+``--endpoint`` (``endpoints``). Units are in the help of each flag (latencies and durations in
+ms, the stall timeout in s).
 """
 
 from __future__ import annotations
@@ -17,18 +21,20 @@ from pydantic import (BaseModel, ConfigDict, Field, StrictBool, ValidationError,
 from mlharness.errors import ConfigError
 from mlharness.files import read_toml
 from mlharness.options import RuleError, config_error
-from mlharness.distribution import FLAGS as DISTRIBUTION_FLAGS
-from mlharness.distribution import LEGACY_NAMES, Distribution
+from mlharness.distribution import (LEGACY_NAMES, POOL_KEYS, RAY_KEYS, REMOTE_KEYS,
+                                    Distribution)
+from mlharness.flags import HOW, LOADGEN, WHAT, Flag
 from mlharness.loadgen.settings import (MAX_COUNT, MAX_DURATION_MS, EffectiveSettings, TestConfig,
                                         check_user_conf_key, effective_settings)
 from mlharness.rules import llm
+from mlharness.rules.loader import DEFAULT_ROUND
 from mlharness.names import (DEFAULT_MODE, DEFAULT_PRECISION, DEFAULT_SCENARIO, Mode, Precision,
                              Scenario)
 
 AUTO = "auto"  # a target measured by short probe runs before the run (mlharness.tune)
 #: the backends that were distribution, and their --backend-option keys (distribution.py)
 LEGACY_POOL_BACKENDS = ("remote", "ray")
-LEGACY_POOL_OPTIONS = (*DISTRIBUTION_FLAGS, "replica_backend", *LEGACY_NAMES)
+LEGACY_POOL_OPTIONS = (*REMOTE_KEYS, *RAY_KEYS, *POOL_KEYS, "replica_backend", *LEGACY_NAMES)
 #: LoadGen schedules every query of a run up front (``qps x duration`` entries): beyond this a
 #: target exhausts memory inside LoadGen before the first sample is issued
 MAX_TARGET_QPS = 10_000_000.0
@@ -68,58 +74,117 @@ OPENAI_BACKEND = "openai"
 PositiveFloat = Annotated[float, Field(gt=0)]
 Target = PositiveFloat | Literal["auto"]  # a number, or AUTO: measured first
 PositiveInt = Annotated[int, Field(ge=1, strict=True)]
+NonNegativeInt = Annotated[int, Field(ge=0, strict=True)]
 
 
 class RunSpec(BaseModel):
-    """One run. Field names are the TOML keys and (with dashes) the flags."""
+    """One run. Field names are the TOML keys and the flags' dests; each setting's flag is
+    declared on its field (mlharness.flags), the fields without one are set by mlharness."""
 
     model_config = ConfigDict(extra="forbid", strict=True, allow_inf_nan=False,
                               validate_assignment=True)
 
-    benchmark: str
-    scenario: Scenario = DEFAULT_SCENARIO
-    mode: Annotated[Mode, Field(strict=False)] = DEFAULT_MODE
-    backend: str = "onnxruntime"
-    model: Path | None = None
-    dataset: Path | None = None
-    vocab: Path | None = None
-    cache_dir: Path | None = None
-    max_samples: PositiveInt | None = None
-    valid: StrictBool = False  # --valid (full length) vs --test (short, the default)
-    target_qps: Target | None = None
-    target_latency: Target | None = None  # ms, SingleStream/MultiStream
-    server_latency: PositiveFloat | None = None  # ms, Server bound
-    min_duration: Annotated[int, Field(ge=0, strict=True)] | None = None  # ms
-    min_query_count: PositiveInt | None = None
-    max_query_count: PositiveInt | None = None
-    performance_sample_count: PositiveInt | None = None
-    set: dict[str, int | float] = Field(default_factory=dict)  # other user.conf keys
-    batch_size: PositiveInt | None = None
-    workers: PositiveInt = 1
-    threads: PositiveInt | None = None
-    precision: Annotated[Precision, Field(strict=False)] = DEFAULT_PRECISION
-    device: str = "cpu"
-    length_sort: StrictBool = True
-    #: untimed batches per worker before LoadGen starts (performance mode; 0: none)
-    warmup: Annotated[int, Field(ge=0, strict=True)] = 1
-    task_option: dict[str, Any] = Field(default_factory=dict)  # checked by the task's model
-    backend_option: dict[str, Any] = Field(default_factory=dict)  # by the backend's model
-    #: where the samples execute: this process, serve nodes or Ray actors (distribution.py)
-    distribution: Distribution = Field(default_factory=Distribution)
-    output_dir: Path = Path("runs")
-    stall_timeout: PositiveFloat = 60.0  # s
-    trace: StrictBool = False
-    # set by mlharness itself, not flags:
-    audit_config: Path | None = None  # compliance audits
-    label: str | None = None  # run directory name part instead of the mode (e.g. TEST01)
-    # several backend instances, each with its own worker thread and pinned cores
-    instances: PositiveInt = 1
-    threads_per_instance: PositiveInt | None = None
-    purpose: str | None = None  # why the run exists (e.g. a tuning probe); None = a real run
-    round: str | None = None  # --round: the round whose seeds LoadGen uses (None: LoadGen's own)
+    # ---- what to run
+    benchmark: Annotated[str, Flag(
+        "demo, resnet50, retinanet, bert-99, bert-99.9, or an LLM: llama3.1-8b, llama3.1-8b-edge, "
+        "llama2-70b-99.9, deepseek-r1, gpt-oss-120b", "NAME", WHAT, "-b")]
+    scenario: Annotated[Scenario, Flag(
+        "SingleStream, MultiStream, Server or Offline (default {default}); Interactive for the "
+        "LLMs", "NAME", WHAT, "-s")] = DEFAULT_SCENARIO
+    mode: Annotated[Mode, Field(strict=False), Flag(
+        "performance or accuracy (default {default})", closed=True,
+        shared=False)] = DEFAULT_MODE  # `run`'s own: tune and compliance run performance
+    model: Annotated[Path | None, Flag(
+        "model file (the demo ships its own)", "PATH", WHAT, "-m")] = None
+    dataset: Annotated[Path | None, Flag("dataset folder or file", "PATH", WHAT, "-d")] = None
+    vocab: Annotated[Path | None, Flag("vocab.txt (BERT)", "PATH", WHAT)] = None
+    backend: Annotated[str, Flag(
+        "the runtime: {default} (default), openvino, pytorch, noop, or module:Class (remote and "
+        "ray: see --distribute); for the LLMs openai (servers at --endpoint) or hf "
+        "(transformers, --model DIR)", "NAME", WHAT)] = "onnxruntime"
+    cache_dir: Annotated[Path | None, Flag(
+        "where pre-processed data is cached", "DIR", WHAT)] = None
+    max_samples: Annotated[PositiveInt | None, Flag(
+        "use only the first N dataset samples (not valid for submission)", "N", WHAT)] = None
     #: a named SUT configuration (``suts/NAME.toml`` or a path) whose targets and engine
     #: settings the run uses where no flag gives them (mlharness.tune.resolve_targets)
-    sut: str | None = None
+    sut: Annotated[str | None, Flag(
+        "SUT configuration (suts/NAME.toml or a path) with the targets and engine settings "
+        "`mlharness tune` measured; flags override it", "NAME|PATH", WHAT)] = None
+
+    # ---- LoadGen settings
+    valid: Annotated[StrictBool, Flag(
+        "full-length run under the round's rules (600 s, minimum counts)", group=LOADGEN,
+        default_flag="--test", default_help="short run: 2 s minimum, small query counts")] = False
+    target_qps: Annotated[Target | None, Flag(
+        "Server target QPS / Offline expected QPS, or 'auto' (measured by short probe runs "
+        "first; the default of a --test run)", "QPS", LOADGEN)] = None
+    target_latency: Annotated[Target | None, Flag(
+        "SingleStream/MultiStream expected latency in ms (a hint: too high and LoadGen runs out "
+        "of queries), or 'auto' (measured first)", "MS", LOADGEN)] = None
+    server_latency: Annotated[PositiveFloat | None, Flag(
+        "Server latency bound in ms (open division only)", "MS", LOADGEN)] = None
+    min_duration: Annotated[NonNegativeInt | None, Flag(
+        "minimum test duration (--test: 2000, --valid: 600000)", "MS", LOADGEN)] = None
+    min_query_count: Annotated[PositiveInt | None, Flag("", "N", LOADGEN)] = None
+    max_query_count: Annotated[PositiveInt | None, Flag("", "N", LOADGEN)] = None
+    performance_sample_count: Annotated[PositiveInt | None, Flag("", "N", LOADGEN)] = None
+    set: Annotated[dict[str, int | float], Flag(
+        "another user.conf key LoadGen reads (e.g. max_async_queries=1); keys with their own "
+        "flag are refused", "KEY=VALUE", LOADGEN)] = Field(default_factory=dict)
+    #: the round whose seeds LoadGen uses (None: LoadGen's own); `run`, `tune` and `compliance`
+    #: each say what else it means to them
+    round: Annotated[str | None, Flag(
+        "round whose rules a --valid run must meet and whose seeds LoadGen uses (default "
+        f"{DEFAULT_ROUND}: the installed LoadGen's own seeds; v2.1 ... v4.1: docs/rounds.md)",
+        "ROUND", shared=False)] = None
+
+    # ---- how to run it
+    batch_size: Annotated[PositiveInt | None, Flag(
+        "largest batch (Offline default 32; not for SingleStream)", "N", HOW)] = None
+    workers: Annotated[PositiveInt, Flag(
+        "worker threads feeding the backend (default {default}; remote/ray: 2 per node)", "N",
+        HOW)] = 1
+    threads: Annotated[PositiveInt | None, Flag("runtime intra-op threads", "N", HOW)] = None
+    #: several backend instances, each with its own worker thread and pinned cores
+    instances: Annotated[PositiveInt, Flag(
+        "backend instances, each with its own worker and pinned block of cores, kept inside a "
+        "NUMA node where it fits, a thread per physical core first (default {default})", "N",
+        HOW)] = 1
+    threads_per_instance: Annotated[PositiveInt | None, Flag(
+        "threads of each instance (default: the cores / instances)", "M", HOW)] = None
+    precision: Annotated[Precision, Field(strict=False), Flag(
+        "fp32, bf16 or int8 (default {default}), never changed silently", "P",
+        HOW)] = DEFAULT_PRECISION
+    device: Annotated[str, Flag("cpu or cuda (default {default})", "D", HOW)] = "cpu"
+    length_sort: Annotated[StrictBool, Flag(
+        "do not sort Offline samples by length before batching", group=HOW,
+        name="--no-length-sort")] = True
+    #: untimed batches per worker before LoadGen starts (performance mode; 0: none)
+    warmup: Annotated[NonNegativeInt, Flag(
+        "untimed batches per worker before LoadGen starts, so first-call costs (kernel JIT, "
+        "memory pools) stay out of the measurement (performance runs; default {default}, 0: "
+        "none)", "N", HOW)] = 1
+    task_option: Annotated[dict[str, Any], Flag(  # checked by the task's model
+        "benchmark setting, e.g. label_offset=0 or preprocessing=my.toml (unknown keys are "
+        "refused with the valid ones)", "KEY=VALUE", HOW)] = Field(default_factory=dict)
+    backend_option: Annotated[dict[str, Any], Flag(  # checked by the backend's model
+        "backend setting, e.g. graph_optimization=basic", "KEY=VALUE",
+        HOW)] = Field(default_factory=dict)
+    output_dir: Annotated[Path, Flag(
+        "where run directories go (default {default}/)", "DIR", HOW)] = Path("runs")
+    stall_timeout: Annotated[PositiveFloat, Flag(
+        "end the run if nothing completes for this many seconds (default {default})", "S",
+        HOW)] = 60.0
+    trace: Annotated[StrictBool, Flag("write LoadGen's mlperf_log_trace.json", group=HOW)] = False
+
+    # ---- where the samples run: this process, serve nodes or Ray actors (distribution.py)
+    distribution: Distribution = Field(default_factory=Distribution)
+
+    # ---- set by mlharness itself, not flags
+    audit_config: Path | None = None  # compliance audits
+    label: str | None = None  # run directory name part instead of the mode (e.g. TEST01)
+    purpose: str | None = None  # why the run exists (e.g. a tuning probe); None = a real run
     #: the user.conf keys that configuration supplies for this benchmark x scenario (filled in by
     #: resolve_targets; the effective settings record them with the source "sut-config")
     sut_conf: dict[str, int | float] = Field(default_factory=dict)

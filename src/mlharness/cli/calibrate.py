@@ -8,7 +8,7 @@ from pathlib import Path
 
 from rich.markup import escape
 
-from mlharness.cli.run import _key_value
+from mlharness.cli.spec_flags import key_value as _key_value
 
 EXAMPLES = """\
 examples:

@@ -73,6 +73,7 @@ class _AuditFlag(argparse.Action):
 
 def register(sub: argparse._SubParsersAction) -> None:
     from mlharness.cli.run import add_run_arguments
+    from mlharness.cli.spec_flags import add_flag, run_settings
 
     p = sub.add_parser(
         "compliance", conflict_handler="resolve",
@@ -92,10 +93,10 @@ def register(sub: argparse._SubParsersAction) -> None:
     comp.add_argument("--test", dest="compliance_test", nargs="*", action=_AuditFlag,
                       metavar="TEST0X", help="short run, as in `mlharness run` (the default); `--test TEST01` is "
                            "the old spelling of --audit TEST01")
-    comp.add_argument("--round", metavar="ROUND",
-                      help="round whose seeds the audit uses and whose required tests are run "
-                           "when --audit names none (default: the reference run's round, else "
-                           f"{DEFAULT_ROUND}); TEST05 needs a round before v5.0")
+    add_flag(comp, run_settings()["round"],
+             help="round whose seeds the audit uses and whose required tests are run when "
+                  "--audit names none (default: the reference run's round, else "
+                  f"{DEFAULT_ROUND}); TEST05 needs a round before v5.0")
     comp.add_argument("--reference-perf", type=Path, required=True, metavar="RUN_DIR",
                       help="the performance run being audited (run dir or results/.../<scenario>)")
     comp.add_argument("--reference-accuracy", type=Path, metavar="RUN_DIR",
@@ -123,7 +124,7 @@ def register(sub: argparse._SubParsersAction) -> None:
 
 def inherit_reference_settings(args: argparse.Namespace, reference: Path) -> None:
     """Fill run flags the user did not give from the reference run's run.json spec."""
-    from mlharness.cli.run import TABLE_KEYS
+    from mlharness.cli.spec_flags import TABLE_KEYS
     from mlharness.record import RUN_FILE, RunRecord
 
     if not (reference / RUN_FILE).is_file():

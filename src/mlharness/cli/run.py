@@ -11,11 +11,11 @@ from rich.markup import escape
 
 from mlharness.cli.render import (LiveProgress, console, console_err, power_lines, print_json,
                                   results_table, verdict_text)
+from mlharness.cli.spec_flags import TABLE_KEYS, add_flag, add_shared_flags, run_settings
+from mlharness.distribution import Distribution
 from mlharness.errors import ConfigError
-from mlharness.names import Mode
-from mlharness.rules.loader import DEFAULT_ROUND
+from mlharness.flags import WHAT, WHERE
 from mlharness.options import parse_scalar
-from mlharness.distribution import FLAGS as DISTRIBUTION_FLAGS
 from mlharness.spec import LEGACY_POOL_BACKENDS, RunSpec, load_toml
 
 EXAMPLES = """\
@@ -71,135 +71,16 @@ exit codes: 0 VALID / accuracy target met, 1 INVALID / target missed / LoadGen e
 """
 
 
-def _key_value(text: str) -> tuple[str, str]:
-    if "=" not in text:
-        raise argparse.ArgumentTypeError(f"expected KEY=VALUE, got {text!r}")
-    key, value = text.split("=", 1)
-    return key.strip(), value.strip()
-
-
-def _qps(text: str) -> float | str:
-    if text.strip().lower() == "auto":
-        return "auto"
-    try:
-        return float(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected a number or 'auto', got {text!r}") from None
-
-
-#: settings given as repeated KEY=VALUE flags (TOML: a table of the same name)
-TABLE_KEYS = ("set", "task_option", "backend_option")
-
-
 def add_run_arguments(p: argparse.ArgumentParser) -> None:
-    """The flags that describe one run; shared by run, compliance and tune."""
-    what = p.add_argument_group("what to run")
-    what.add_argument("--config", type=Path, metavar="TOML", help="TOML file with run settings")
-    what.add_argument("--benchmark", "-b", metavar="NAME", help="demo, resnet50, retinanet, bert-99, bert-99.9, or an LLM: "
-                           "llama3.1-8b, llama3.1-8b-edge, llama2-70b-99.9, deepseek-r1, "
-                           "gpt-oss-120b")
-    what.add_argument("--scenario", "-s", metavar="NAME",
-                      help="SingleStream, MultiStream, Server or Offline (default Offline); "
-                           "Interactive for the LLMs")
-    what.add_argument("--model", "-m", type=Path, metavar="PATH", help="model file (the demo ships its own)")
-    what.add_argument("--dataset", "-d", type=Path, metavar="PATH", help="dataset folder or file")
-    what.add_argument("--vocab", type=Path, metavar="PATH", help="vocab.txt (BERT)")
-    what.add_argument("--backend", metavar="NAME",
-                      help="the runtime: onnxruntime (default), openvino, pytorch, noop, or "
-                           "module:Class (remote and ray: see --distribute); for the LLMs "
-                           "openai (servers at --endpoint) or hf (transformers, --model DIR)")
-    what.add_argument("--cache-dir", type=Path, metavar="DIR", help="where pre-processed data is cached")
-    what.add_argument("--max-samples", type=int, metavar="N",
-                      help="use only the first N dataset samples (not valid for submission)")
-    what.add_argument("--sut", metavar="NAME|PATH",
-                      help="SUT configuration (suts/NAME.toml or a path) with the targets and "
-                           "engine settings `mlharness tune` measured; flags override it")
-
-    lg = p.add_argument_group("LoadGen settings (written into user.conf)")
-    length = lg.add_mutually_exclusive_group()
-    length.add_argument("--test", dest="valid", action="store_const", const=False,
-                        help="short run: 2 s minimum, small query counts (default)")
-    length.add_argument("--valid", dest="valid", action="store_const", const=True,
-                        help="full-length run under the round's rules (600 s, minimum counts)")
-    lg.add_argument("--target-qps", type=_qps, metavar="QPS",
-                    help="Server target QPS / Offline expected QPS, or 'auto' (measured by "
-                         "short probe runs first; the default of a --test run)")
-    lg.add_argument("--target-latency", type=_qps, metavar="MS",
-                    help="SingleStream/MultiStream expected latency in ms (a hint: too high "
-                         "and LoadGen runs out of queries), or 'auto' (measured first)")
-    lg.add_argument("--server-latency", type=float, metavar="MS",
-                    help="Server latency bound in ms (open division only)")
-    lg.add_argument("--min-duration", type=int, metavar="MS",
-                    help="minimum test duration (--test: 2000, --valid: 600000)")
-    lg.add_argument("--min-query-count", type=int, metavar="N")
-    lg.add_argument("--max-query-count", type=int, metavar="N")
-    lg.add_argument("--performance-sample-count", type=int, metavar="N")
-    lg.add_argument("--set", dest="set", action="append", type=_key_value,
-                    metavar="KEY=VALUE",
-                    help="another user.conf key LoadGen reads (e.g. max_async_queries=1); keys "
-                         "with their own flag are refused")
-
-    how = p.add_argument_group("how to run it")
-    how.add_argument("--batch-size", type=int, metavar="N",
-                     help="largest batch (Offline default 32; not for SingleStream)")
-    how.add_argument("--workers", type=int, metavar="N", help="worker threads feeding the backend (default 1; remote/ray: 2 per node)")
-    how.add_argument("--threads", type=int, metavar="N", help="runtime intra-op threads")
-    how.add_argument("--instances", type=int, metavar="N",
-                     help="backend instances, each with its own worker and pinned block of cores, kept "
-                     "inside a NUMA node where it fits, a thread per physical core first (default 1)")
-    how.add_argument("--threads-per-instance", type=int, metavar="M",
-                     help="threads of each instance (default: the cores / instances)")
-    how.add_argument("--precision", metavar="P", help="fp32 (default), bf16, int8 — never changed silently")
-    how.add_argument("--device", metavar="D", help="cpu (default) or cuda")
-    how.add_argument("--no-length-sort", dest="length_sort", action="store_const", const=False,
-                     help="do not sort Offline samples by length before batching")
-    how.add_argument("--warmup", type=int, metavar="N",
-                     help="untimed batches per worker before LoadGen starts, so first-call costs "
-                          "(kernel JIT, memory pools) stay out of the measurement (performance "
-                          "runs; default 1, 0: none)")
-    how.add_argument("--task-option", dest="task_option", action="append",
-                     type=_key_value, metavar="KEY=VALUE",
-                     help="benchmark setting, e.g. label_offset=0 or preprocessing=my.toml "
-                          "(unknown keys are refused with the valid ones)")
-    how.add_argument("--backend-option", dest="backend_option", action="append",
-                     type=_key_value, metavar="KEY=VALUE",
-                     help="backend setting, e.g. graph_optimization=basic")
-    how.add_argument("--output-dir", type=Path, metavar="DIR", help="where run directories go (default runs/)")
-    how.add_argument("--stall-timeout", type=float, metavar="S",
-                     help="end the run if nothing completes for this many seconds (default 60)")
-    how.add_argument("--trace", action="store_const", const=True,
-                     help="write LoadGen's mlperf_log_trace.json")
-
-    dist = p.add_argument_group(
-        "where the samples run: this process (default), `mlharness serve` nodes or Ray actors "
-        "(docs/distributed.md)")
-    dist.add_argument("--distribute", metavar="KIND", choices=("local", "remote", "ray"),
-                      help="local, remote (serve nodes) or ray (actors); --endpoint implies "
-                           "remote, --replicas or --ray-address imply ray (with --backend "
-                           "openai, --endpoint names the LLM servers)")
-    dist.add_argument("--endpoint", dest="endpoints", action="append", metavar="URL",
-                      help="remote: an `mlharness serve` node, http://HOST:PORT (repeat per node)")
-    dist.add_argument("--failover", action="store_const", const=True,
-                      help="remote/ray: re-issue a lost node's samples to the others "
-                           "(recorded in run.json) instead of failing the run")
-    dist.add_argument("--request-timeout", type=float, metavar="S",
-                      help="remote/ray: a batch not answered in S seconds means the node "
-                           "stalled (default 15)")
-    dist.add_argument("--token-file", type=Path, metavar="PATH",
-                      help="remote: file holding the nodes' token (default: "
-                           "$MLHARNESS_NODE_TOKEN); the token is never written to the run")
-    dist.add_argument("--ray-address", metavar="ADDR",
-                      help="ray: 'auto', HOST:PORT or ray://HOST:PORT (default: a local Ray)")
-    dist.add_argument("--replicas", type=int, metavar="N",
-                      help="ray: actors, each running --backend (default 1)")
-    dist.add_argument("--max-restarts", type=int, metavar="N",
-                      help="ray: restart a killed actor up to N times (default 0: fail fast)")
-    dist.add_argument("--replica-cpus", type=float, metavar="N",
-                      help="ray: CPUs each actor takes (default 1)")
-    dist.add_argument("--replica-gpus", type=float, metavar="N",
-                      help="ray: GPUs each actor takes (default 0; 1: a device each)")
-    dist.add_argument("--replica-backend", metavar="NAME",
-                      help="ray: the same as --backend (kept for earlier command lines)")
+    """The flags that describe one run; shared by run, compliance and tune. Each comes from its
+    RunSpec field (``cli/spec_flags.py``); only --config and the old --replica-backend are not
+    settings."""
+    groups = {WHAT: p.add_argument_group(WHAT)}
+    groups[WHAT].add_argument("--config", type=Path, metavar="TOML",
+                              help="TOML file with run settings")
+    add_shared_flags(p, groups)
+    groups[WHERE].add_argument("--replica-backend", metavar="NAME",
+                               help="ray: the same as --backend (kept for earlier command lines)")
 
 
 def spec_from_args(args: argparse.Namespace, **overrides: Any) -> RunSpec:
@@ -229,44 +110,34 @@ def _from_cache(data: dict[str, Any]) -> dict[str, Any]:
     return data
 
 
-#: the flags of the distribution section, by its keys (argparse dests = the section's keys)
-_DISTRIBUTION_ARGS = tuple(DISTRIBUTION_FLAGS)
-
-
 def _spec_mapping(args: argparse.Namespace) -> dict[str, Any]:
     """The RunSpec fields from the TOML file, then the flags that were given."""
     data: dict[str, Any] = load_toml(args.config) if getattr(args, "config", None) else {}
-    for key in RunSpec.model_fields:
-        value = getattr(args, key, None)
-        if value is None or key in TABLE_KEYS or key == "mode":
-            continue
-        data[key] = value
-    for key in TABLE_KEYS:
-        pairs = getattr(args, key, None)
-        if pairs:
-            table = data.get(key, {})
-            if not isinstance(table, dict):
-                raise ConfigError(f"{key} in the TOML must be a table of KEY = VALUE",
-                                  hint=f"e.g. [run.{key}] with one key per line")
-            data[key] = {**table, **{k: parse_scalar(v) for k, v in pairs}}
     section = data.get("distribution", {})
     if not isinstance(section, dict):
         raise ConfigError("distribution in the TOML must be a table",
                           hint="e.g. [run.distribution] with kind = \"ray\" and replicas = 2")
-    flags = {key: getattr(args, key, None) for key in _DISTRIBUTION_ARGS}
-    flags = {k: str(v.resolve()) if isinstance(v, Path) else v
-             for k, v in flags.items() if v is not None}
-    if getattr(args, "distribute", None):
-        flags["kind"] = args.distribute
-    if flags:
-        data["distribution"] = {**section, **flags}
+    distribution: dict[str, Any] = {}
+    for key, setting in run_settings().items():
+        value = getattr(args, key, None)
+        if value is None:
+            continue
+        if setting.model is Distribution:
+            distribution[key] = str(value.resolve()) if isinstance(value, Path) else value
+        elif key in TABLE_KEYS:
+            table = data.get(key, {})
+            if not isinstance(table, dict):
+                raise ConfigError(f"{key} in the TOML must be a table of KEY = VALUE",
+                                  hint=f"e.g. [run.{key}] with one key per line")
+            data[key] = {**table, **{k: parse_scalar(v) for k, v in value}}
+        else:
+            data[key] = value
+    if distribution:
+        data["distribution"] = {**section, **distribution}
     if getattr(args, "replica_backend", None):  # the earlier spelling of --backend for Ray
         if data.get("backend") in LEGACY_POOL_BACKENDS:  # --backend ray: the kind it meant
             data["distribution"] = {"kind": data["backend"], **data.get("distribution", {})}
         data["backend"] = args.replica_backend
-    mode = getattr(args, "mode", None)
-    if mode:
-        data["mode"] = mode
     return data
 
 
@@ -277,13 +148,10 @@ def register(sub: argparse._SubParsersAction) -> None:
                     "run directory (runs/<benchmark>/<scenario>-<mode>-<time>/).",
         epilog=EXAMPLES, formatter_class=argparse.RawDescriptionHelpFormatter)
     add_run_arguments(p)
-    p.add_argument("--mode", choices=[m.value for m in Mode],
-                   help="performance (default) or accuracy")
+    settings = run_settings()
+    add_flag(p, settings["mode"])
     rules = p.add_argument_group("round rules (checked before --valid runs)")
-    rules.add_argument("--round", metavar="ROUND",
-                       help="round whose rules a --valid run must meet and whose seeds LoadGen "
-                            f"uses (default {DEFAULT_ROUND}: the installed LoadGen's own seeds; "
-                            "v2.1 ... v4.1: docs/rounds.md)")
+    add_flag(rules, settings["round"])
     rules.add_argument("--division", choices=("closed", "open"), default="closed",
                        help="division the run is meant for (default closed)")
     rules.add_argument("--no-preflight", action="store_true",

@@ -10,7 +10,7 @@ import threading
 import time
 from pathlib import Path
 
-from mlharness.cli.run import _key_value
+from mlharness.cli.spec_flags import TABLE_KEYS, add_flag, run_settings
 from mlharness.errors import ConfigError, HarnessError
 from mlharness.serve import DEFAULT_MAX_BATCH
 from mlharness.protocol.token import TOKEN_ENV, read_token
@@ -37,6 +37,11 @@ docs/distributed.md.
 """
 
 
+#: the RunSpec settings a node takes (its flags are RunSpec's, cli/spec_flags.py)
+NODE_SETTINGS = ("benchmark", "model", "dataset", "vocab", "max_samples", "cache_dir", "backend",
+                 "precision", "threads", "device", "task_option", "backend_option")
+
+
 def register(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser(
         "serve", help="run one SUT node for --backend remote (HTTP)",
@@ -44,33 +49,27 @@ def register(sub: argparse._SubParsersAction) -> None:
                     "batches of sample indices from `mlharness run --backend remote` and returns "
                     "the responses in the task's encoding.",
         epilog=EXAMPLES, formatter_class=argparse.RawDescriptionHelpFormatter)
+    settings = run_settings()
     what = p.add_argument_group("what to serve")
-    what.add_argument("--benchmark", "-b", required=True, metavar="NAME",
-                      help="demo, resnet50, retinanet, bert-99, bert-99.9")
-    what.add_argument("--model", "-m", type=Path, metavar="PATH", help="model file")
-    what.add_argument("--dataset", "-d", type=Path, metavar="PATH", help="dataset folder or file")
-    what.add_argument("--vocab", type=Path, metavar="PATH", help="vocab.txt (BERT)")
-    what.add_argument("--max-samples", type=int, metavar="N",
-                      help="only the first N samples (give the run the same value)")
-    what.add_argument("--cache-dir", type=Path, metavar="DIR", help="pre-processed data cache")
+    add_flag(what, settings["benchmark"], required=True,
+             help="demo, resnet50, retinanet, bert-99, bert-99.9")
+    for name in ("model", "dataset", "vocab"):
+        add_flag(what, settings[name])
+    add_flag(what, settings["max_samples"],
+             help="only the first N samples (give the run the same value)")
+    add_flag(what, settings["cache_dir"])
     how = p.add_argument_group("how to run it")
-    how.add_argument("--backend", default="onnxruntime", metavar="NAME",
-                     help="onnxruntime (default), noop, or module:Class")
-    how.add_argument("--precision", default="fp32", metavar="P", help="fp32 (default), bf16, int8")
-    how.add_argument("--threads", type=int, metavar="N", help="runtime intra-op threads")
-    how.add_argument("--device", default="cpu", metavar="D", help="cpu (default) or cuda")
+    add_flag(how, settings["backend"], help="{default} (default), noop, or module:Class")
+    for name in ("precision", "threads", "device"):
+        add_flag(how, settings[name])
     how.add_argument("--workers", type=int, default=1, metavar="N",
                      help="batches run at once on this node, each on a thread (default 1; "
                           "then batches predicted under 5 ms run on the server's event loop)")
     how.add_argument("--max-batch", type=int, default=DEFAULT_MAX_BATCH, metavar="N",
                      help=f"largest batch this node takes; bigger requests get 413 (default "
                           f"{DEFAULT_MAX_BATCH})")
-    how.add_argument("--task-option", dest="task_option", action="append", default=[],
-                     type=_key_value, metavar="KEY=VALUE",
-                     help="benchmark setting, e.g. label_offset=0")
-    how.add_argument("--backend-option", dest="backend_option", action="append", default=[],
-                     type=_key_value, metavar="KEY=VALUE",
-                     help="backend setting, e.g. graph_optimization=basic")
+    for name in ("task_option", "backend_option"):
+        add_flag(how, settings[name])
     net = p.add_argument_group("network")
     net.add_argument("--host", default="127.0.0.1",
                      help="address to listen on (default 127.0.0.1; 0.0.0.0 for other machines)")
@@ -105,12 +104,10 @@ def serve_command(args: argparse.Namespace) -> int:
                           "network use this node",
                           hint=f"set ${TOKEN_ENV} or pass --token-file PATH (and give the run "
                                "the same token), or listen on 127.0.0.1")
-    tables = {flag: {k: parse_scalar(v) for k, v in getattr(args, flag)}
-              for flag in ("task_option", "backend_option")}
-    spec = RunSpec(benchmark=args.benchmark, backend=args.backend, model=args.model,
-                   dataset=args.dataset, vocab=args.vocab, cache_dir=args.cache_dir,
-                   max_samples=args.max_samples, threads=args.threads, precision=args.precision,
-                   device=args.device, **tables)
+    given = {name: getattr(args, name) for name in NODE_SETTINGS
+             if getattr(args, name) is not None}
+    spec = RunSpec(**{name: {k: parse_scalar(v) for k, v in value} if name in TABLE_KEYS
+                      else value for name, value in given.items()})
     name = args.name or f"{socket.gethostname()}:{args.port}"
     state = NodeState(lambda: Node(spec, name), args.workers, token, args.max_batch)
     url = f"http://{args.host}:{args.port}"
@@ -118,7 +115,7 @@ def serve_command(args: argparse.Namespace) -> int:
 
     def listening() -> None:
         console_err.print(f"node listening on {url} — loading {args.benchmark} "
-                          f"({args.backend}); GET /ready answers 200 once loaded", highlight=False)
+                          f"({spec.backend}); GET /ready answers 200 once loaded", highlight=False)
 
     def announce_ready() -> None:
         while state.status == "loading":

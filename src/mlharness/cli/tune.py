@@ -48,6 +48,7 @@ CONFIRM_S = 60.0
 
 def register(sub: argparse._SubParsersAction) -> None:
     from mlharness.cli.run import add_run_arguments
+    from mlharness.cli.spec_flags import add_flag, run_settings
 
     p = sub.add_parser(
         "tune", help="measure the targets for VALID runs at peak performance",
@@ -67,9 +68,9 @@ def register(sub: argparse._SubParsersAction) -> None:
                    help=f"Server: hold the chosen target this long, stepping down by the margin "
                         f"until VALID (default {CONFIRM_S:g}; 0 skips; short probes see a burst "
                         "capacity a 600 s run does not sustain)")
-    t.add_argument("--round", metavar="ROUND", choices=ROUNDS,
-                   help="round whose seeds the probes use (default: the installed LoadGen's, "
-                        f"{DEFAULT_ROUND})")
+    add_flag(t, run_settings()["round"], choices=ROUNDS,
+             help=f"round whose seeds the probes use (default: the installed LoadGen's, "
+                  f"{DEFAULT_ROUND})")
     t.add_argument("--quick", action="store_true",
                    help="coarser, faster search with wider margins, no --confirm")
     out = p.add_argument_group("output")
@@ -78,10 +79,10 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.set_defaults(func=tune_command)
 
 
-#: run flags tune does not take: it measures the targets, and its probes are short --test runs
-#: whose durations and query counts the search sets (tune/server.py, offline.py, latency.py)
-NOT_TUNE_FLAGS = ("--test", "--valid", "--target-qps", "--target-latency", "--min-duration",
-                  "--min-query-count", "--max-query-count")
+#: run settings tune does not take: it measures the targets, and its probes are short --test
+#: runs whose durations and query counts the search sets (tune/server.py, offline.py, latency.py)
+NOT_TUNE_SETTINGS = ("valid", "target_qps", "target_latency", "min_duration", "min_query_count",
+                     "max_query_count")
 
 
 def _tune_help(p: argparse.ArgumentParser) -> None:
@@ -94,8 +95,7 @@ def _tune_help(p: argparse.ArgumentParser) -> None:
     p._option_string_actions["--sut"].help = (
         "write the targets and engine settings measured to this SUT configuration "
         "(suts/NAME.toml or a path)")
-    for flag in NOT_TUNE_FLAGS:
-        action = p._option_string_actions[flag]
+    for action in [a for a in p._actions if a.dest in NOT_TUNE_SETTINGS]:
         for option in action.option_strings:
             del p._option_string_actions[option]
         p._actions.remove(action)

@@ -14,6 +14,7 @@ from typing import TYPE_CHECKING, Any
 
 from mlharness.names import Scenario
 from mlharness.distribution import Distribution
+from mlharness.flags import command_words
 from mlharness.spec import RunSpec
 
 if TYPE_CHECKING:
@@ -251,58 +252,27 @@ def _batch_size(data: dict[str, Any]) -> int | None:
     return value if isinstance(value, int) else None
 
 
-#: RunSpec fields given as `mlharness run` flags (the field name with dashes, cli/run.py), in the
-#: order a person would type them. Records are migrated to the current names when read.
-_FLAGS = ("benchmark", "scenario", "mode", "model", "dataset", "vocab", "backend", "max_samples",
-          "target_qps", "target_latency", "server_latency", "min_duration", "min_query_count",
-          "max_query_count", "performance_sample_count", "batch_size", "workers", "threads",
-          "instances", "threads_per_instance", "precision", "device", "warmup", "round",
-          "cache_dir")
-_PAIRS = ("task_option", "backend_option", "set")  # repeated KEY=VALUE flags
-#: each flag's default, as RunSpec declares it: a value equal to it is left out, except what a
-#: person reads first (benchmark, scenario, mode), always written
-_DEFAULTS = {key: RunSpec.model_fields[key].default for key in _FLAGS
-             if key not in ("benchmark", "scenario", "mode")}
-
-
-def _flag(key: str) -> str:
-    return "--" + key.replace("_", "-")
+#: written even at their default: what a person reads first
+_ALWAYS = ("benchmark", "scenario", "mode")
+#: not repeated: a SUT configuration's targets and engine settings are written out instead (the
+#: file may change, the run won't), and the runs go where the person repeating it says
+_NOT_REPEATED = ("sut", "output_dir")
 
 
 def reproduce_command(spec: dict[str, Any]) -> str:
-    """The ``mlharness run`` command line that repeats a run with the same settings."""
+    """The ``mlharness run`` command line that repeats a run with the same settings, built from
+    each setting's flag as RunSpec declares it (mlharness.flags)."""
     import shlex
 
-    parts = ["mlharness", "run"]
-    # a target a SUT configuration supplied is written out: the file may change, the run won't
-    pinned = {**(spec.get("sut_conf") or {}), **{k: v for k, v in spec.items() if v is not None}}
-    for key in _FLAGS:
-        value = pinned.get(key)
-        if value is None or _DEFAULTS.get(key) == value:
-            continue
-        parts += [_flag(key), _num(value)]
-    parts.append("--valid" if spec.get("valid") else "--test")
-    if spec.get("length_sort") is False:
-        parts.append("--no-length-sort")
-    if spec.get("trace"):
-        parts.append("--trace")
-    parts += Distribution.model_validate(spec.get("distribution") or {}).flags()
-    for key in _PAIRS:
-        options = spec.get(key) or {}
-        for name, value in sorted(options.items()):
-            parts += [_flag(key), f"{name}={_num(value)}"]
+    pinned = {**spec, **{k: v for k, v in (spec.get("sut_conf") or {}).items()
+                         if spec.get(k) is None},
+              "distribution": Distribution.model_validate(spec.get("distribution") or {})
+              .model_dump(mode="json")}
+    parts = ["mlharness", "run", *command_words(RunSpec, pinned, _ALWAYS, _NOT_REPEATED)]
     command = " ".join(shlex.quote(p) for p in parts)
     if spec.get("audit_config"):  # an audit's settings come from its audit.config
         command += f"  # {spec.get('label') or 'audit'} run: repeat it with `mlharness compliance`"
     return command
-
-
-def _num(value: Any) -> str:
-    if isinstance(value, (list, tuple)):  # e.g. the openai backend's endpoints: a,b
-        return ",".join(_num(v) for v in value)
-    if isinstance(value, float) and value.is_integer():
-        return str(int(value))
-    return str(value)
 
 
 def git_commit_of(path: Path | str | None) -> str | None:
