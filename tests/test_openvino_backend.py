@@ -4,11 +4,15 @@ a BERT-shaped model (dynamic sequence length), bf16 where the CPU has it, int8 o
 from __future__ import annotations
 
 import json
+import platform
+import subprocess
+import sys
 from pathlib import Path
 
 import numpy as np
 import pytest
 
+from mlharness.backends.openvino import ONE_ARENA_NOTE
 from mlharness.cli.main import main
 from mlharness.hostinfo import matrix_isa
 from synthetic_squad import make_bert_onnx, make_squad, make_vocab, vocab_size
@@ -162,19 +166,31 @@ def test_int8_without_vnni_is_noted() -> None:
         assert precision_notes(precision, isa) == []
 
 
-def test_snippets_off_only_where_they_crashed(squad: Path) -> None:
-    """Issue 38: a dynamic sequence axis on AVX-512 without AMX turns OpenVINO's snippets off."""
-    from mlharness.backends.openvino import SNIPPETS_OFF_NOTE, _dynamic_axis, snippets_off_reason
+#: in a fresh interpreter: where a thread's malloc lands, with or without one_malloc_arena()
+HEAP_PROBE = """
+import ctypes, sys, threading
+from mlharness.backends.openvino import one_malloc_arena
+libc = ctypes.CDLL(None)
+libc.malloc.restype = libc.sbrk.restype = ctypes.c_void_p
+libc.malloc.argtypes, libc.sbrk.argtypes = [ctypes.c_size_t], [ctypes.c_ssize_t]
+applied = one_malloc_arena() if sys.argv[1] == "one" else None
+got = []
+worker = threading.Thread(target=lambda: got.append(libc.malloc(64 * 1024)))
+worker.start(); worker.join()
+print(applied, got[0] < libc.sbrk(0))
+"""
 
-    zen4 = {"avx2", "avx512f", "avx512_bf16", "avx512_vnni"}
-    assert snippets_off_reason(True, zen4) == SNIPPETS_OFF_NOTE
-    assert snippets_off_reason(False, zen4) is None  # static shapes (vision)
-    assert snippets_off_reason(True, zen4 | {"amx_bf16", "amx_tile"}) is None
-    assert snippets_off_reason(True, {"avx2", "fma"}) is None
-    core = ov.Core()
-    assert _dynamic_axis(core.read_model(str(squad / "bert.onnx")))  # [batch, seq]
-    fixed = make_bert_onnx(squad / "fixed.onnx", vocab_size(squad / "vocab.txt"), fixed_seq=384)
-    assert not _dynamic_axis(core.read_model(str(fixed)))  # [batch, 384]: only the batch
+
+@pytest.mark.skipif(platform.libc_ver()[0] != "glibc", reason="mallopt is glibc's")
+def test_one_malloc_arena_puts_threads_on_the_main_heap() -> None:
+    """Issue 38's workaround: a thread's buffers come from the main heap (below the program
+    break, whose top keeps free room) instead of a thread heap that ends where its buffer does."""
+    def probe(mode: str) -> str:
+        return subprocess.run([sys.executable, "-c", HEAP_PROBE, mode], capture_output=True,
+                              text=True, check=True).stdout.split()
+
+    assert probe("one") == ["True", "True"]
+    assert probe("default") == ["None", "False"]  # the probe sees the difference
 
 
 def test_snippets_option_is_recorded(squad: Path, tmp_path: Path) -> None:
@@ -184,3 +200,5 @@ def test_snippets_option_is_recorded(squad: Path, tmp_path: Path) -> None:
     assert rec["status"] == "ok", rec.get("error")
     assert rec["backend"]["config"]["SNIPPETS_MODE"] == "DISABLE"
     assert rec["backend"]["snippets"] == "snippets off: --backend-option snippets=false"
+    if platform.libc_ver()[0] == "glibc":  # the worker took one arena before its threads
+        assert rec["backend"]["process"] == ONE_ARENA_NOTE

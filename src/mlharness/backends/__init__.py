@@ -113,6 +113,15 @@ def framework_of(name: str) -> str | None:
     return probe() if probe is not None else None
 
 
+def prepare_process(name: str) -> None:
+    """What backend ``name`` needs of its process before any other thread starts (its class's
+    optional ``prepare_process()``); a backend that cannot be imported needs nothing here (its
+    load says why it cannot run)."""
+    hook = getattr(_builtin_class(name), "prepare_process", None)
+    if hook is not None:
+        hook()
+
+
 def check_backend_options(name: str, table: dict[str, Any]) -> None:
     """Check the options of a built-in backend before anything runs (a backend of your own is
     checked in the run's worker, where it is importable)."""

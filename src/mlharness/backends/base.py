@@ -62,6 +62,8 @@ class Backend(Protocol):
     receives the table as given); ``declared_inputs(model)`` — the inputs a model file declares,
     read cheaply before any run (tasks adapt to them, e.g. BERT's sequence length);
     ``framework()`` — the framework name and version for the system description;
+    ``prepare_process()`` — what the backend needs of a run's worker process before any
+    other thread starts (OpenVINO: one malloc arena);
     ``load_allowance_s(options, model)`` — seconds ``load`` may take beyond the stall timeout
     with these options and this model file (e.g. compiling the model);
     ``index_limits`` — ``{input: rows}`` of the tables the loaded model's integer inputs

@@ -13,13 +13,15 @@
 * Models: ONNX read directly, or an OpenVINO IR (``.xml`` with its ``.bin``).
 * Dynamic shapes (BERT's sequence axis) are compiled as such; one batch is split over the
   compiled model's infer requests so all streams work on it.
-* Snippets (OpenVINO's own JIT kernels for fused subgraphs such as attention) are off for a
-  model with a dynamic axis besides the batch on an AVX-512 CPU without AMX
-  (:func:`snippets_off_reason`, issue 38); ``--backend-option snippets=true|false`` decides.
+* A run's worker process allocates from one malloc arena (:func:`one_malloc_arena`, issue 38:
+  OpenVINO's matmul kernels read past the end of a buffer).
+* ``--backend-option snippets=true|false`` sets OpenVINO's snippets (its own JIT kernels for
+  fused subgraphs such as attention); by default OpenVINO decides.
 """
 
 from __future__ import annotations
 
+import ctypes
 import queue
 from pathlib import Path
 from typing import Annotated, Any, Literal, get_args
@@ -49,27 +51,30 @@ def precision_notes(precision: str, int8_isa: str | None) -> list[str]:
     return [NO_VNNI_NOTE] if precision == "int8" and int8_isa == "avx2" else []
 
 
-#: Measured here (issue 38, OpenVINO 2026.4.1, AMD EPYC with AVX512_BF16/VNNI, no AMX, 2 cores):
-#: BERT-large-shaped runs with dynamic sequence length on two streams died by SIGSEGV (2 of 5
-#: runs in the issue, 4 of 12 warm-ups in one process), in a stream thread inside a JIT brgemm
-#: kernel (a load of its B matrix) on the first batch of a new width while the other stream ran
-#: the same width; none did with SNIPPETS_MODE=DISABLE (each layer's attention Subgraph then
-#: runs as MatMul/Softmax; counts and their limits in docs/performance.md). Not seen on the AMX
-#: Xeon and AVX2-only EPYC of docs/performance.md, so the default changes only on such CPUs.
-SNIPPETS_OFF_NOTE = ("snippets off: with a dynamic sequence axis on an AVX-512 CPU without "
-                     "AMX, OpenVINO runs with them died by SIGSEGV (issue 38); "
-                     "--backend-option snippets=true turns them on")
+#: Issue 38, the cause (OpenVINO 2026.4.1, AMD EPYC with AVX-512 and no AMX; a core of a dead
+#: run under gdb): a stream thread's JIT matmul kernel (``vmovups (%r10),%zmm21`` beside
+#: ``vfmadd231ps ...{1to16}``) read 128 bytes past the end of the mapped part of a glibc thread
+#: heap, where the other stream's buffer had ended. A thread heap grows page by page with no
+#: slack beyond its top, so a kernel that reads a little past its buffer dies only when the
+#: buffer happens to end there: rarely, more under load, in any precision, with snippets on or
+#: off. With every thread on the main heap (one arena), whose top always keeps free room, the
+#: read stays in mapped memory. ``mallopt`` is glibc's; M_ARENA_MAX is -8 in its malloc.h.
+M_ARENA_MAX = -8
+ONE_ARENA_NOTE = ("one malloc arena (glibc M_ARENA_MAX=1): OpenVINO's matmul kernels read past "
+                  "the end of a buffer, which killed runs by SIGSEGV when it ended a thread's "
+                  "heap (issue 38)")
 
 
-def snippets_off_reason(dynamic_axis: bool, flags: set[str]) -> str | None:
-    """Why snippets stay off for this model on this CPU (None: OpenVINO's default)."""
-    avx512_without_amx = "avx512f" in flags and not any(f.startswith("amx") for f in flags)
-    return SNIPPETS_OFF_NOTE if dynamic_axis and avx512_without_amx else None
-
-
-def _dynamic_axis(model: Any) -> bool:
-    """Whether an input has a dynamic dimension besides the first (the batch)."""
-    return any(not d.is_static for p in model.inputs for d in list(p.get_partial_shape())[1:])
+def one_malloc_arena() -> bool:
+    """Every thread started from now on allocates from glibc's main heap; False where the C
+    library has no ``mallopt`` (not glibc). Call it before any other thread starts: a thread
+    already running keeps its own arena, and later threads may share it."""
+    try:
+        mallopt = ctypes.CDLL(None).mallopt
+    except (OSError, AttributeError):
+        return False
+    mallopt.argtypes, mallopt.restype = [ctypes.c_int, ctypes.c_int], ctypes.c_int
+    return bool(mallopt(M_ARENA_MAX, 1))
 
 
 #: --precision -> INFERENCE_PRECISION_HINT (int8 models keep fp32 for what is not quantised)
@@ -115,13 +120,20 @@ class OpenVinoOptions(Options):
     pin_threads: bool | None = None  # ENABLE_CPU_PINNING; None: OpenVINO's default
     #: --precision int8: the precision of the operations left unquantised (None: fp32)
     unquantised: Literal["fp32", "bf16"] | None = None
-    #: OpenVINO's snippets (SNIPPETS_MODE); None: off where they crashed (snippets_off_reason)
-    snippets: bool | None = None
+    snippets: bool | None = None  # OpenVINO's SNIPPETS_MODE; None: OpenVINO's default
 
 
 class OpenVinoBackend:
     name = "openvino"
     options_model = OpenVinoOptions
+    #: what :meth:`prepare_process` did to this process (None: nothing)
+    process_note: str | None = None
+
+    @staticmethod
+    def prepare_process() -> None:
+        """Before the process starts any other thread: one malloc arena (:data:`M_ARENA_MAX`)."""
+        if one_malloc_arena():
+            OpenVinoBackend.process_note = ONE_ARENA_NOTE
 
     def __init__(self) -> None:
         self.compiled: Any = None
@@ -170,7 +182,7 @@ class OpenVinoBackend:
         self.config = self._config(options)
         try:
             read = core.read_model(str(model))
-            self.snippets_off = self._snippets(read, options)
+            self.snippets_off = self._snippets(options)
             self.compiled = core.compile_model(read, "CPU", self.config)
         except Exception as exc:  # openvino raises RuntimeError with long multi-line texts
             detail = one_line(exc)
@@ -186,16 +198,12 @@ class OpenVinoBackend:
         self.options = options
         self.capabilities = caps
 
-    def _snippets(self, model: Any, options: BackendOptions) -> str | None:
-        """Add ``SNIPPETS_MODE`` to the config where asked or where snippets crashed; why."""
-        from mlharness.hostinfo import cpu_flags
-
+    def _snippets(self, options: BackendOptions) -> str | None:
+        """Add ``SNIPPETS_MODE`` to the config where ``snippets=`` asks; why they are off."""
         wanted = options.extra_as(OpenVinoOptions).snippets
-        reason = (snippets_off_reason(_dynamic_axis(model), cpu_flags()) if wanted is None
-                  else None if wanted else "snippets off: --backend-option snippets=false")
-        if reason or wanted is not None:
-            self.config["SNIPPETS_MODE"] = "DISABLE" if reason else "ENABLE"
-        return reason
+        if wanted is not None:
+            self.config["SNIPPETS_MODE"] = "ENABLE" if wanted else "DISABLE"
+        return None if wanted is not False else "snippets off: --backend-option snippets=false"
 
     @staticmethod
     def _config(options: BackendOptions) -> dict[str, Any]:
@@ -271,6 +279,8 @@ class OpenVinoBackend:
         notes = precision_notes(self.options.precision, matrix_isa()["int8"])
         if getattr(self, "snippets_off", None):
             out["snippets"] = self.snippets_off
+        if self.process_note:
+            out["process"] = self.process_note
         if notes:
             out["notes"] = notes
         return out

@@ -19,6 +19,7 @@ from typing import Any, Sequence
 from mlharness.children import watch_parent
 from mlharness.errors import HarnessError
 from mlharness.runner.messages import Crash, Done, Failed, Phase, Ready, UserError
+from mlharness.backends import prepare_process
 from mlharness.backends.base import is_streaming
 from mlharness.distributed import build_pool
 from mlharness.sut.assemble import build_instances
@@ -122,6 +123,7 @@ def _run_streaming(spec: Any, task: Any, backend: Any, run_dir: str, channel: An
 def child_main(spec_data: dict[str, Any], run_dir: str, channel: Any, loaded: Any,
                completed: Any, parent_pid: int | None = None) -> None:
     """Entry point of the run's child process (spawned; arguments are picklable)."""
+    prepare_process(str(spec_data.get("backend", "")))  # first: no other thread runs yet
     if parent_pid is not None:
         watch_parent(parent_pid)
     # a runtime that crashes the process (SIGSEGV, SIGABRT) leaves every thread's Python stack
