@@ -2,10 +2,11 @@
 has, warm-up and Offline, repeated with one engine thread (the default: each batch split over both
 streams) and two in turn; every run must end ``ok``.
 
-Issue 38: on an AVX-512 CPU without AMX, OpenVINO 2026.4.1 killed BERT-large runs by SIGSEGV
-(a JIT kernel of a stream thread, on the first batch of a new width) until snippets were turned
-off there (backends/openvino.py). The suite keeps a short form (a small model, two runs per
-precision); the long form, with the BERT-large shape (what was measured: docs/performance.md):
+Issue 38: on an AVX-512 CPU without AMX, OpenVINO 2026.4.1 killed BERT-large runs by SIGSEGV now
+and then: a stream thread's JIT matmul kernel read past the end of a buffer that ended a glibc
+thread heap. The worker now takes one malloc arena (backends/openvino.py, one_malloc_arena). The
+suite keeps a short form (a small model, two runs per precision); the long form, with the
+BERT-large shape (what was measured: docs/performance.md):
 
     OV_STRESS_RUNS=20 OV_STRESS_SHAPE=24,1024,16,4096 \\
         .venv/bin/python -m pytest -q tests/test_openvino_stress.py
