@@ -18,12 +18,8 @@ import signal
 import sys
 from typing import Iterator
 
-from rich.markup import escape
-
 from mlharness import __version__
-from mlharness.cli.render import console_err
 from mlharness.errors import HarnessError, Interrupted
-from mlharness.store.index import on_notice
 
 #: signals that end a command: each raises Interrupted once (later ones are ignored while winding down)
 END_SIGNALS = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
@@ -104,6 +100,11 @@ def main(argv: list[str] | None = None) -> int:
     if not getattr(args, "func", None):
         parser.print_help()
         return 2
+    from rich.markup import escape
+
+    # lazy: every spawned child (a run's worker) re-imports this module via the console script
+    from mlharness.cli.render import console_err
+    from mlharness.store.index import on_notice
 
     on_notice(lambda text: console_err.print(f"[yellow]note:[/] {escape(text)}", highlight=False,
                                              soft_wrap=True))
