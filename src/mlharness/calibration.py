@@ -17,9 +17,21 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from mlharness.backends import BackendOptions, backend_options, check_index_ranges
+from mlharness.backends.onnx_precision import is_quantized, quantize_calibrated
+from mlharness.backends.onnx_shapes import onnx_index_limits
+from mlharness.backends.openvino_int8 import quantize_nncf, require_nncf
+from mlharness.backends.pytorch import PyTorchBackend
+from mlharness.backends.pytorch_int8 import quantize_pt2e, require_pt2e
+from mlharness.backends.quantised import calibration_file, calibration_path
 from mlharness.errors import ConfigError, DatasetError, ModelError
 from mlharness.files import sha256_file, write_text_atomic
 from mlharness.names import Precision
+from mlharness.rules.calibration_lists import official_list
+from mlharness.runner.rundir import now_iso
+from mlharness.spec import RunSpec
+from mlharness.sut.assemble import task_options
+from mlharness.tasks import create_task
 
 
 @dataclass(frozen=True)
@@ -69,8 +81,6 @@ def select(task: Any, benchmark: str, choice: str | None, allow_missing: bool = 
     An own list naming samples the dataset lacks is refused (naming them) unless
     ``allow_missing``; an official list on a partial dataset is used with a note (a subset of
     the official set is the usual test setup)."""
-    from mlharness.rules.calibration_lists import official_list
-
     if choice and Path(choice).is_file():
         entries = [s.strip() for s in Path(choice).read_text().splitlines() if s.strip()]
         kind = "index" if all(e.isdigit() for e in entries) else "file"
@@ -134,17 +144,6 @@ def check_request(req: CalibrationRequest) -> Path:
 def calibrate(req: CalibrationRequest, progress: Any = None) -> dict[str, Any]:
     """Build the int8 model; return the record written beside it. ``progress(done, total,
     label)`` hears the pre-processing, then the quantising (``total`` 0: no count)."""
-    from mlharness.backends import check_index_ranges
-    from mlharness.backends.onnx_precision import quantize_calibrated
-    from mlharness.backends.onnx_shapes import onnx_index_limits
-    from mlharness.backends.openvino_int8 import quantize_nncf, require_nncf
-    from mlharness.backends.pytorch_int8 import require_pt2e
-    from mlharness.backends.quantised import calibration_file
-    from mlharness.spec import RunSpec
-    from mlharness.runner.rundir import now_iso
-    from mlharness.sut.assemble import task_options
-    from mlharness.tasks import create_task
-
     target = check_request(req)
     if req.backend == "openvino":  # refused before the data is read
         require_nncf(req.method)
@@ -199,9 +198,6 @@ def _check_source(model: Path, backend: str) -> None:
 
 
 def _is_int8(model: Path) -> bool:
-    from mlharness.backends.onnx_precision import is_quantized
-    from mlharness.backends.quantised import calibration_path
-
     if calibration_path(model) is not None:
         return True
     try:
@@ -213,8 +209,6 @@ def _is_int8(model: Path) -> bool:
 def _check_target(model: Path, target: Path, backend: str, force: bool) -> None:
     """``target`` is new, or (with ``force``) a model an earlier calibrate wrote: its record
     beside it names it. Never the source model, never a file calibrate did not write."""
-    from mlharness.backends.quantised import calibration_path
-
     if target.resolve() == model.resolve():
         raise ConfigError(f"--output {target} is the model being calibrated",
                           hint="give another --output, or drop it for MODEL.int8" +
@@ -244,10 +238,6 @@ def _check_target(model: Path, target: Path, backend: str, force: bool) -> None:
 def _quantize_checkpoint(model: Path, target: Path, batches: list[dict], method: str,
                          task: Any) -> dict[str, Any]:
     """The checkpoint loaded in fp32 as a pytorch run loads it, then quantised by PT2E."""
-    from mlharness.backends import BackendOptions, backend_options, check_index_ranges
-    from mlharness.backends.pytorch import PyTorchBackend
-    from mlharness.backends.pytorch_int8 import quantize_pt2e
-
     backend = PyTorchBackend()
     backend.load(model, BackendOptions(precision=Precision.FP32,
                                        task_inputs=list(task.model_inputs),

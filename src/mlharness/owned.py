@@ -20,6 +20,7 @@ from fnmatch import fnmatch
 from pathlib import Path
 from typing import Iterable
 
+from mlharness import __version__
 from mlharness.errors import ConfigError
 
 MARKER = ".mlharness-owned"
@@ -30,8 +31,6 @@ def mark(path: Path, kind: str, seal: bool = False) -> None:
     wrote there: none when it is just created; with ``seal``, every file it holds now (call it
     right after mlharness wrote them, also when the command fails half way), so that files
     added later by someone else are never deleted by ``--force``. Written atomically."""
-    from mlharness import __version__
-
     files = sorted(p.relative_to(path).as_posix() for p in _files(path)
                    if p.name != MARKER) if seal else []
     data = {"created_by": "mlharness", "kind": kind, "version": __version__, "files": files}

@@ -8,7 +8,9 @@ from pathlib import Path
 
 from rich.markup import escape
 
+from mlharness.cli.render import LiveProgress, console
 from mlharness.cli.spec_flags import key_value as _key_value
+from mlharness.options import parse_scalar
 
 EXAMPLES = """\
 examples:
@@ -76,10 +78,9 @@ def register(sub: argparse._SubParsersAction) -> None:
 
 
 def calibrate_command(args: argparse.Namespace) -> int:
+    # lazy: calibration and the runner (~70 modules) stay out of `mlharness --help`
     from mlharness.calibration import CalibrationRequest, calibrate, check_request
-    from mlharness.cli.render import LiveProgress, console
     from mlharness.runner.execute import RunProgress
-    from mlharness.options import parse_scalar
 
     req = CalibrationRequest(
         benchmark=args.benchmark, model=args.model, dataset=args.dataset, backend=args.backend,

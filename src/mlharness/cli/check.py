@@ -9,9 +9,12 @@ from typing import Any
 
 from rich.markup import escape
 
+from mlharness.cli.render import console
 from mlharness.errors import ConfigError
 from mlharness.rules import DEFAULT_ROUND, ROUNDS, Problem, load
 from mlharness.submission.check import archive_problems, archives_beside, check_tree
+from mlharness.submission.official import run_official
+from mlharness.submission.pack import extract_safely, unsafe_members
 
 EXAMPLES = """examples:
   mlharness check submission/
@@ -46,8 +49,6 @@ def register(sub: argparse._SubParsersAction) -> None:
 
 
 def print_problems(problems: list[Problem], title: str) -> None:
-    from mlharness.cli.render import console
-
     title = escape(title)  # paths, names and the official checker's text shown literally
     if not problems:
         console.print(f"[green]✓ {title}: no problems[/]")
@@ -67,9 +68,6 @@ def _check_archive(args: argparse.Namespace, rules) -> int:
     temporary directory and its tree checked."""
     import tempfile
 
-    from mlharness.cli.render import console
-    from mlharness.submission.pack import extract_safely, unsafe_members
-
     unsafe_members(args.root)  # an unreadable archive is a usage error (exit 2)
     problems = archive_problems(args.root)
     if not problems:
@@ -85,8 +83,6 @@ def _check_archive(args: argparse.Namespace, rules) -> int:
 
 
 def run(args: argparse.Namespace) -> int:
-    from mlharness.cli.render import console
-
     if not args.root.exists():
         raise ConfigError(f"submission root not found: {args.root}",
                           hint="pass the --output of `mlharness submit` (or its .tar.gz)")
@@ -100,8 +96,6 @@ def run(args: argparse.Namespace) -> int:
     problems += check_tree(args.root, rules)
     official = None
     if args.official:
-        from mlharness.submission.official import run_official
-
         official = run_official(args.root, args.official, rules.checker_version,
                                 args.official_flag, script=rules.checker_script)
     if args.json:

@@ -9,6 +9,7 @@ import json
 from pathlib import Path
 
 from mlharness.errors import ConfigError
+from mlharness.report.build import build_comparison
 from mlharness.report.table import SAME_SETTINGS, Comparison, cell_text, delta_text
 
 EXAMPLES = """examples:
@@ -50,8 +51,6 @@ def register(sub: argparse._SubParsersAction) -> None:
 
 
 def compare_command(args: argparse.Namespace) -> int:
-    from mlharness.report.build import build_comparison
-
     sources = args.sources or [args.runs_dir]
     table, notes = build_comparison(sources, by=args.by, benchmark=args.benchmark,
                                     scenario=args.scenario)

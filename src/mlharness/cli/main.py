@@ -102,6 +102,7 @@ def main(argv: list[str] | None = None) -> int:
         return 2
     from rich.markup import escape
 
+    # lazy: every spawned child (a run's worker) re-imports this module via the console script
     from mlharness.cli.render import console_err
     from mlharness.store.index import on_notice
 

@@ -6,6 +6,7 @@ sees it (``rich.markup.escape``), so ``[red]`` or ``[/]`` in it shows literally.
 from __future__ import annotations
 
 import json
+import sys
 from typing import Any
 
 from rich.console import Console
@@ -14,8 +15,7 @@ from rich.markup import escape
 from rich.progress import BarColumn, Progress, TaskID, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
-import sys
-
+from mlharness.record import verdict_of
 
 
 class _Console(Console):
@@ -112,8 +112,6 @@ def token_cell(result: dict[str, Any], name: str) -> str:
 
 def verdict_text(record_data: dict[str, Any]) -> tuple[str, str]:
     """(verdict, why) for one run.json (decided by ``record.verdict_of``)."""
-    from mlharness.record import verdict_of
-
     return verdict_of(record_data.get("status"), record_data.get("error"),
                       record_data.get("result"), record_data.get("accuracy"))
 

@@ -9,6 +9,8 @@ from rich.markup import escape
 
 from mlharness.cli.render import console
 from mlharness.files import write_text_atomic
+from mlharness.report.output import check_output, write_failed
+from mlharness.report.sources import read_source
 
 EXAMPLES = """examples:
   mlharness report runs/ --output report.html
@@ -43,9 +45,8 @@ def register(sub: argparse._SubParsersAction) -> None:
 
 
 def report_command(args: argparse.Namespace) -> int:
+    # lazy: report.html (html, plots; ~8 ms) stays out of `mlharness --help`
     from mlharness.report.html import render
-    from mlharness.report.output import check_output, write_failed
-    from mlharness.report.sources import read_source
 
     check_output(args.output, args.sources, force=args.force)
     sources = [read_source(p) for p in args.sources]

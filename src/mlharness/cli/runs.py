@@ -12,6 +12,8 @@ from rich.table import Table
 
 from mlharness.cli.render import console, print_json
 from mlharness.errors import ConfigError
+from mlharness.report.names import check_benchmark, check_scenario
+from mlharness.store import Store, open_store
 
 EXAMPLES = """examples:
   mlharness runs                                   # every run under runs/, oldest first
@@ -61,9 +63,6 @@ def _since(text: str) -> str:
 
 
 def runs_command(args: argparse.Namespace) -> int:
-    from mlharness.report.names import check_benchmark, check_scenario
-    from mlharness.store import Store, open_store
-
     root = args.runs_dir
     if args.action == "reindex":
         if not root.is_dir():

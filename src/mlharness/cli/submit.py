@@ -7,7 +7,10 @@ from pathlib import Path
 
 from rich.markup import escape
 
+from mlharness.cli.check import print_problems
+from mlharness.cli.render import console
 from mlharness.rules import DEFAULT_ROUND, ROUNDS
+from mlharness.submission import submit
 
 EXAMPLES = """examples:
   mlharness submit --submitter MyOrg --division open --system my-system --runs runs/ --output submission/
@@ -68,10 +71,6 @@ def _shown(path: Path) -> str:
 
 
 def run(args: argparse.Namespace) -> int:
-    from mlharness.cli.check import print_problems
-    from mlharness.cli.render import console
-    from mlharness.submission import submit
-
     system_json = args.system_json
     default_json = Path("systems") / f"{args.system}.json"
     if system_json is None and args.system_toml is None and default_json.is_file():

@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
+from mlharness.cli.render import console
 from mlharness.errors import ConfigError
 from mlharness.rules import DEFAULT_ROUND, ROUNDS, load
 from mlharness.submission import system as sysdesc
@@ -47,8 +48,6 @@ def register(sub: argparse._SubParsersAction) -> None:
 
 
 def detect(args: argparse.Namespace) -> int:
-    from mlharness.cli.render import console
-
     sysdesc.check_name("system", args.name)  # confined to --output
     if args.output.exists() and not args.output.is_dir():
         raise ConfigError(f"--output {args.output} is not a directory",
@@ -84,8 +83,6 @@ def detect(args: argparse.Namespace) -> int:
 
 
 def template(args: argparse.Namespace) -> int:
-    from mlharness.cli.render import console
-
     if args.output.exists() and not args.force:
         raise ConfigError(f"{args.output} exists", hint="pass --force to replace it")
     write_text_atomic(args.output, sysdesc.TEMPLATE)

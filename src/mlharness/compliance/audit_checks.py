@@ -7,6 +7,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
+from mlharness import rules
 from mlharness.compliance.accuracy_check import VerificationInputError
 from mlharness.compliance.audit_config import (
     LLM_TESTS, TEST01_ACCURACY_LOG_RNG_SEED, TEST04_PER_SCENARIO, TEST06_ENTRIES, TEST07_ENTRIES,
@@ -14,12 +15,13 @@ from mlharness.compliance.audit_config import (
 )
 from mlharness.compliance.layout import DETAIL
 from mlharness.compliance.logs import read_detail
+from mlharness.errors import ConfigError
+from mlharness.record import RUN_FILE, read_record
+from mlharness.tasks import create_task
 
 
 def test05_round(facts: Any) -> str | None:
     """The round whose TEST05 seeds the run used (None: not a TEST05 audit)."""
-    from mlharness import rules
-
     seeds = {k: facts.get(f"effective_{k}") for k in
              ("qsl_rng_seed", "sample_index_rng_seed", "schedule_rng_seed")}
     for name in rules.ROUNDS:
@@ -97,9 +99,6 @@ def run_data(run_dir: Path) -> dict[str, Any]:
 
 def record_of(run_dir: Path) -> Any:
     """The run's RunRecord (VerificationInputError when it has no readable ``run.json``)."""
-    from mlharness.errors import ConfigError
-    from mlharness.record import RUN_FILE, read_record
-
     if not (run_dir / RUN_FILE).is_file():
         raise VerificationInputError(f"no {RUN_FILE} in {run_dir}",
                                      hint="give a run directory made by mlharness "
@@ -113,8 +112,8 @@ def record_of(run_dir: Path) -> Any:
 
 def task_of_run(run_dir: Path) -> Any:
     """The benchmark's Task, rebuilt from the run's ``run.json`` spec."""
+    # lazy: sut.assemble (the backends; ~7 ms) stays out of `mlharness --help`
     from mlharness.sut.assemble import task_options
-    from mlharness.tasks import create_task
 
     spec = record_of(run_dir).spec
     return create_task(spec.benchmark, task_options(spec))

@@ -11,15 +11,19 @@ import tempfile
 from pathlib import Path
 from typing import Any, Callable
 
+from mlharness.compliance.accuracy_check import VerificationInputError
 from mlharness.compliance.audit_config import audit_config
+from mlharness.compliance.verify import verify
 from mlharness.errors import ConfigError, RunFailed
+from mlharness.record import RUN_FILE, read_record
 from mlharness.spec import RunSpec
+from mlharness.tasks import create_task
 
 
 def task_of_spec(spec: RunSpec) -> Any:
     """The spec's benchmark task (its data set read)."""
+    # lazy: sut.assemble (the backends; ~7 ms) stays out of `mlharness --help`
     from mlharness.sut.assemble import task_options
-    from mlharness.tasks import create_task
 
     return create_task(spec.benchmark, task_options(spec))
 
@@ -45,6 +49,7 @@ def run_audit(test: str, base_spec: RunSpec, output_dir: Path,
     compliance set (gpt-oss-120b: ``acc_eval_compliance_gpqa.parquet``) and needs it. Raises
     RunFailed if the run fails to produce logs.
     """
+    # lazy: the runner (multiprocessing, http; ~60 modules) stays out of `mlharness --help`
     from mlharness.runner import execute
 
     if test == "TEST07" and dataset is None:
@@ -73,10 +78,6 @@ def run_audit(test: str, base_spec: RunSpec, output_dir: Path,
 
 def spec_of_run(run_dir: Path, **overrides: Any) -> RunSpec:
     """The RunSpec a finished run was made with (from its ``run.json``), as an audit's base."""
-    from mlharness.compliance.accuracy_check import VerificationInputError
-    from mlharness.errors import ConfigError
-    from mlharness.record import RUN_FILE, read_record
-
     if not (Path(run_dir) / RUN_FILE).is_file():
         raise VerificationInputError(f"no {RUN_FILE} in {run_dir}",
                                      hint="give a run directory made by mlharness run")
@@ -97,8 +98,6 @@ def run_compliance(test: str, reference_perf_run_dir: Path,
     a submission needs per benchmark x scenario x test. Audit runs go under
     ``<runs_dir or the reference's output dir>/compliance/<test>/``; returns the Verdict.
     ``dataset``: TEST07's compliance set; ``eos_token_id``: TEST06's (default: the tokenizer's)."""
-    from mlharness.compliance.verify import verify
-
     base = spec_of_run(reference_perf_run_dir)
     root = Path(runs_dir) if runs_dir is not None else base.output_dir
     record = run_audit(test, base, root / "compliance" / test, progress, dataset=dataset)

@@ -14,6 +14,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from mlharness import rules
 from mlharness.compliance.accuracy_check import (
     AccuracyCheck, VerificationInputError, compare_accuracy_logs, official_dtype,
 )
@@ -31,6 +32,8 @@ from mlharness.compliance.logs import read_detail
 from mlharness.compliance.performance_check import (
     PerformanceCheck, check_detail_logs, check_summary_logs,
 )
+from mlharness.compliance.test05 import check_test05
+from mlharness.errors import HarnessError
 
 
 @dataclass
@@ -82,8 +85,6 @@ def _check_accuracy_mode(reference_accuracy: Path) -> None:
 
 def response_dtype_of(run_dir: Path) -> str:
     """The benchmark's response element type, from the run's ``run.json`` (or its task)."""
-    from mlharness.errors import HarnessError
-
     data = run_data(run_dir)
     dtype = (data.get("task") or {}).get("response_dtype")
     if dtype:
@@ -98,8 +99,6 @@ def response_dtype_of(run_dir: Path) -> str:
 
 def _score_fallback(verdict: Verdict, audit_logs: Path) -> None:
     """TEST01 Part III: score both sides when the responses are not bit-exact."""
-    from mlharness.errors import HarnessError
-
     try:
         task = task_of_run(verdict.audit_run)
         benchmark = run_data(verdict.audit_run)["benchmark"]
@@ -160,9 +159,6 @@ def verify(test: str, reference_perf_run_dir: Path | None,
         performance = check_detail_logs(ref_logs / DETAIL, audit_logs / DETAIL)
         texts["verify_accuracy.txt"] = accuracy.render()
     elif test == "TEST05":
-        from mlharness import rules
-        from mlharness.compliance.test05 import check_test05
-
         round_name = test05_round(read_detail(audit_logs / DETAIL))
         assert round_name is not None  # _check_audit_applied
         rule = rules.load(round_name).test05

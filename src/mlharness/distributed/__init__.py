@@ -9,6 +9,7 @@ from typing import Any, Callable
 
 from mlharness.backends import check_signature
 from mlharness.distributed.pool import PoolBackend
+from mlharness.distributed.ray_replicas import RayBackend
 from mlharness.distributed.remote import RemoteBackend
 from mlharness.spec import RunSpec
 from mlharness.sut.assemble import task_options
@@ -28,8 +29,6 @@ def build_pool(spec: RunSpec, phase: Phase | None = None) -> tuple[Task, PoolBac
         say("connecting to the nodes")
         pool = RemoteBackend()
     else:
-        from mlharness.distributed.ray_replicas import RayBackend  # Ray is an optional extra
-
         say("starting the Ray replicas")
         pool = RayBackend()
     model = spec.model or task.default_model

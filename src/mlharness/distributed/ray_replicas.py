@@ -21,10 +21,10 @@ import tempfile
 from pathlib import Path
 from typing import Any
 
-
 from mlharness.distributed.pool import PoolBackend, ReplicaDown, ReplicaPool
 from mlharness.distribution import Distribution
 from mlharness.errors import ConfigError
+from mlharness.serve.node import Node
 from mlharness.spec import RunSpec
 
 READY_TIMEOUT_S = 300.0  # actors load their model; a cluster without room never gets there
@@ -35,9 +35,6 @@ class MlharnessReplica:
     """What runs inside each Ray actor (wrapped by ``ray.remote`` in :func:`_actor_class`)."""
 
     def __init__(self, spec_data: dict[str, Any], name: str) -> None:
-        from mlharness.serve.node import Node
-        from mlharness.spec import RunSpec
-
         self.node = Node(RunSpec.model_validate(spec_data), name)
         self.node.prepare()
 

@@ -21,6 +21,7 @@ from typing import Any
 from pydantic import BaseModel, ValidationError
 
 from mlharness.errors import ConfigError, DatasetError
+from mlharness.rules import llm
 
 
 class LlmSample(BaseModel):
@@ -136,8 +137,6 @@ FORMATS: dict[str, tuple[Any, dict[str, tuple[str, ...]]]] = {
 
 def read(benchmark: str, path: Path) -> LlmDataset:
     """The samples of ``benchmark``'s reference dataset file at ``path``."""
-    from mlharness.rules import llm
-
     bench = llm.load().find(benchmark)
     if bench is None:
         raise ConfigError(f"{benchmark!r} is not an LLM benchmark",

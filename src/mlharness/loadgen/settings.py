@@ -25,6 +25,7 @@ import math
 from dataclasses import asdict, dataclass, field
 from typing import Any, Mapping
 
+from mlharness import hostinfo
 from mlharness.errors import ConfigError
 from mlharness.loadgen.installed import embedded_conf
 from mlharness.names import (LOADGEN_SCENARIOS, MULTISTREAM_SAMPLES_PER_QUERY, QPS_SCENARIOS,
@@ -99,9 +100,7 @@ MEMORY_SHARE = 0.75
 def max_generated_queries() -> int:
     """How many queries LoadGen may build up front here: MEMORY_SHARE of the available memory's
     worth, at least MIN_QUERY_BUDGET."""
-    from mlharness.hostinfo import available_memory_bytes
-
-    available = available_memory_bytes() or 0
+    available = hostinfo.available_memory_bytes() or 0
     return max(MIN_QUERY_BUDGET, int(available * MEMORY_SHARE / BYTES_PER_QUERY))
 
 

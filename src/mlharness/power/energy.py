@@ -19,6 +19,7 @@ from pathlib import Path
 from typing import Any
 
 from mlharness.errors import ConfigError, HarnessError
+from mlharness.power.metric import power_metric, window_from_detail
 
 POWERCAP = Path("/sys/class/powercap")
 ENV_ROOT = "MLHARNESS_POWERCAP_ROOT"  # another powercap tree (tests use a fake one)
@@ -155,8 +156,6 @@ class EnergyMeter:
 
     def summary(self, detail: Path, scenario: str | None = None) -> dict[str, Any]:
         """The estimate over LoadGen's power window in ``detail`` (mlperf_log_detail.txt)."""
-        from mlharness.power.metric import power_metric, window_from_detail
-
         window = window_from_detail(detail)
         t0 = window.begin.replace(tzinfo=timezone.utc).timestamp()
         t1 = window.end.replace(tzinfo=timezone.utc).timestamp()

@@ -21,7 +21,7 @@ from pathlib import Path
 from typing import Any
 
 from mlharness.errors import HarnessError
-from mlharness.loadgen.mllog import parse_detail_log
+from mlharness.loadgen.mllog import METRICS, parse_detail_log
 
 TIME_FORMAT = "%m-%d-%Y %H:%M:%S.%f"
 #: POWER_UNIT_DICT (submission_checker/constants.py)
@@ -70,7 +70,6 @@ def window_from_detail(detail: Path) -> PowerWindow:
         raise HarnessError(f"{detail} has no power_begin/power_end",
                            hint="the LoadGen run did not finish its performance test")
     scenario = str(values.get("effective_scenario") or values.get("requested_scenario") or "")
-    from mlharness.loadgen.mllog import METRICS
 
     key = METRICS.get(scenario, ("result_samples_per_second",))[0]
     perf = values.get(key)

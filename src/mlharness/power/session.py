@@ -35,9 +35,15 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable
 
-from mlharness.errors import ConfigError, HarnessError
+from mlharness.errors import ConfigError, HarnessError, RunFailed
 from mlharness.files import write_json_atomic
+from mlharness.loadgen.mllog import parse_run_logs
+from mlharness.power.metric import average_in_window, metric_from_logs, read_spl, window_from_detail
 from mlharness.power.official import PowerDev, clean_env, find_power_dev
+from mlharness.record import RunRecord, read_record
+from mlharness.runner.execute import RunOutcome
+from mlharness.runner.journal import Journal
+from mlharness.runner.rundir import new_run_dir
 
 DEFAULT_PORT = 4950  # ptd_client_server/lib/common.py DEFAULT_PORT
 SIMULATOR_NAME = "mlharness-ptd-simulator"
@@ -195,8 +201,6 @@ def _follow(proc: subprocess.Popen, log: Path, silence_s: float,
 def classify(outcome: ClientOutcome, server: str, silence_s: float) -> HarnessError:
     """The one-line error for a client that did not finish."""
     if outcome.stalled:
-        from mlharness.errors import RunFailed
-
         return RunFailed(f"no progress from the power client for {silence_s:.0f} s: the power "
                          "server or PTDaemon stalled", hint="see power_client.txt in the run "
                          "directory and the server's console on the director")
@@ -252,8 +256,6 @@ def testing_run_dir(run_dir: Path) -> Path | None:
 
 def power_section(run_dir: Path, scenario: str, opts: PowerOptions) -> dict[str, Any]:
     """run.json's ``power``: the metric from run_1, the ranging average, the analyzer."""
-    from mlharness.power.metric import average_in_window, metric_from_logs, read_spl, window_from_detail
-
     metric = metric_from_logs(run_dir / "run_1", scenario)
     section: dict[str, Any] = {"kind": "mlperf-power", **opts.to_dict(), **metric.to_dict()}
     try:
@@ -276,10 +278,6 @@ def run_power(spec: Any, opts: PowerOptions, progress: Progress | None = None) -
     """Run ``spec`` (a performance RunSpec) under the official power client; return its
     RunRecord. Raises HarnessError (exit 2: set-up, exit 3: the measurement failed) with the
     run directory and its logs kept."""
-    from mlharness.record import RunRecord
-    from mlharness.runner.journal import Journal
-    from mlharness.runner.rundir import new_run_dir
-
     say = progress or (lambda text: None)
     dev = prepare(opts)
     if spec.mode != "performance":
@@ -309,11 +307,6 @@ def run_power(spec: Any, opts: PowerOptions, progress: Progress | None = None) -
 def _measure(spec: Any, opts: PowerOptions, dev: PowerDev, journal: Any, plan: Path,
              say: Progress) -> Any:
     """The power session of ``run_power`` once its record is open."""
-    from mlharness.errors import RunFailed
-    from mlharness.loadgen.mllog import parse_run_logs
-    from mlharness.record import read_record
-    from mlharness.runner.execute import RunOutcome
-
     run_dir, record = journal.run_dir, journal.record
     silence = spec.stall_timeout + SILENCE_MARGIN_S + opts.settle_s
     label = _label(opts.label or f"{spec.benchmark}-{spec.scenario}")

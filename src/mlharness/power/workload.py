@@ -15,6 +15,10 @@ import time
 from pathlib import Path
 from typing import Any
 
+from mlharness.errors import HarnessError
+from mlharness.runner import execute
+from mlharness.spec import RunSpec
+
 HEARTBEAT_S = 5.0
 
 
@@ -25,10 +29,6 @@ def phase_label(loadgen_dir: Path, benchmark: str) -> str:
 
 
 def main(argv: list[str] | None = None) -> int:
-    from mlharness.errors import HarnessError
-    from mlharness.runner import execute
-    from mlharness.spec import RunSpec
-
     args = sys.argv[1:] if argv is None else argv
     plan: dict[str, Any] = json.loads(Path(args[0]).read_text())
     loadgen_dir = Path(plan["loadgen_dir"])

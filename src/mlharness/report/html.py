@@ -11,13 +11,15 @@ from pathlib import Path
 from typing import Any
 
 from mlharness import __version__
+from mlharness.loadgen.mllog import parse_run_logs
 from mlharness.report import plots
 from mlharness.report.build import build_comparison
 from mlharness.report.output import MARKER
 from mlharness.report.latency import percentile_rows, trace_latencies
 from mlharness.report.sessions import tune_sessions
 from mlharness.report.sources import Source
-from mlharness.report.table import SAME_SETTINGS, Comparison, cell_text, delta_text
+from mlharness.report.table import SAME_SETTINGS, Comparison, cell_text, delta_text, format_value
+from mlharness.store import load_run_json, open_store
 
 CSS = """
 body{font:14px/1.45 system-ui,-apple-system,"Segoe UI",sans-serif;margin:0;color:#1d232a;background:#f6f7f9}
@@ -120,8 +122,6 @@ def _figure(kind: str, svg: str, caption: str) -> str:
 
 
 def _run_json(src: Source, row: dict[str, Any]) -> dict[str, Any]:
-    from mlharness.store import load_run_json
-
     try:
         return load_run_json((src.run_root or src.path) / row["path"])
     except ValueError:
@@ -243,8 +243,6 @@ def tune_searches(sources: list[Source]) -> list[str]:
     """Server (and the LLMs' Interactive) probe runs under ``_tune/``, one plot per benchmark x
     scenario: (target QPS, p99, valid) against the latency bound; an LLM's probes as the p99 of
     TTFT or TPOT, whichever is nearer its limit, in % of that limit."""
-    from mlharness.store import open_store
-
     out = []
     roots = {s.run_root for s in sources if s.run_root is not None}
     for root in sorted(roots):
@@ -317,8 +315,6 @@ def _limit_share(tokens: dict[str, Any]) -> float | None:
 def submission_card(src: Source) -> str:
     """A submission tree: per performance/run_1 its verdict and LoadGen percentiles, and the
     system description from ``systems/<system>.json``."""
-    from mlharness.loadgen.mllog import parse_run_logs
-
     parts = [f"<h2>Submission {escape(str(src.path))}</h2>"]
     systems_seen: set[Path] = set()
     for e in src.entries:
@@ -352,8 +348,6 @@ def submission_card(src: Source) -> str:
 
 
 def cell_text_value(value: float | None) -> str:
-    from mlharness.report.table import format_value
-
     return format_value(value) or "-"
 
 

@@ -8,6 +8,7 @@ from typing import Iterable
 
 from mlharness.errors import ConfigError
 from mlharness.names import Scenario
+from mlharness.tasks import BENCHMARKS
 
 
 def check_benchmark(name: str | None, seen: Iterable[str]) -> None:
@@ -15,7 +16,6 @@ def check_benchmark(name: str | None, seen: Iterable[str]) -> None:
     benchmarks of the runs or tables at hand), with the closest known name."""
     if not name:
         return
-    from mlharness.tasks import BENCHMARKS
 
     known = sorted({*BENCHMARKS, *(s for s in seen if s and s != "?")})
     if name in known:

@@ -17,8 +17,10 @@ from typing import Any
 
 from mlharness import rules
 from mlharness.errors import ConfigError
+from mlharness.loadgen.mllog import parse_run_logs
 from mlharness.report.table import TOKENS_UNIT, Entry, TokenLatencies
 from mlharness.rules import ROUNDS
+from mlharness.store import INDEX_NAME, open_store, runs_root_of
 
 #: group-by keys for runs: run row field (or settings.spec key)
 RUN_KEYS = ("system", "round", "backend", "precision", "batch_size")
@@ -86,7 +88,6 @@ def read_source(path: Path) -> Source:
         return Source(path, "submission", path.name or str(path),
                       entries=submission_entries(path))
     root, under = _runs_root(path)
-    from mlharness.store import open_store
 
     with open_store(root) as store:
         rows = store.query(kinds=("run",), under=under)
@@ -100,8 +101,6 @@ def read_source(path: Path) -> Source:
 def _runs_root(path: Path) -> tuple[Path, str | None]:
     """The runs folder holding ``path`` (the nearest parent with an index, else ``path`` itself,
     or the run's grandparent for a single run directory) and ``path`` relative to it."""
-    from mlharness.store import INDEX_NAME, runs_root_of
-
     path = path.resolve()
     for parent in (path, *path.parents):
         if (parent / INDEX_NAME).is_file():
@@ -162,9 +161,6 @@ def _submission_results(path: Path) -> list[Path]:
 
 def submission_entries(path: Path) -> list[Entry]:
     """One entry per ``results/<system>/<benchmark>/<scenario>/performance/run_1``."""
-    from mlharness import rules
-    from mlharness.loadgen.mllog import parse_run_logs
-
     out = []
     for system_dir in _submission_results(path):
         submitter = system_dir.parent.parent.name

@@ -17,6 +17,7 @@ from typing import Any
 
 from mlharness.loadgen.mllog import METRICS, TOKEN_METRICS
 from mlharness.names import Scenario
+from mlharness.submission.summary import RESULT
 from mlharness.tasks import BENCHMARKS
 
 SCENARIO_ORDER = tuple(Scenario)
@@ -183,7 +184,6 @@ def official_unit(scenario: str) -> str:
         return TOKENS_UNIT
     unit = getattr(METRICS[scenario], "summary_unit", None)
     if unit is None:  # the metric table without checker names: the submission summary has them
-        from mlharness.submission.summary import RESULT
 
         unit = RESULT[scenario][2]
     return unit

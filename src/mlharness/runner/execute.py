@@ -21,6 +21,7 @@ from pathlib import Path
 from typing import Any, Callable
 
 from mlharness.artefacts.for_run import used_by
+from mlharness.backends import check_backend_options
 from mlharness.children import start_resource_tracker
 from mlharness.errors import HarnessError, RunFailed
 from mlharness.loadgen.mllog import LoadGenResult, parse_run_logs, read_accuracy_log
@@ -179,8 +180,6 @@ def execute(spec: RunSpec, progress: ProgressSink | None = None) -> RunOutcome:
 
 def _execute(spec: RunSpec, progress: ProgressSink | None,
              started_runs: list[Journal]) -> RunOutcome:
-    from mlharness.backends import check_backend_options
-
     emit = progress or (lambda p: None)
     check_backend_options(spec.backend, spec.backend_option)
     task = create_task(spec.benchmark, task_options(spec))

@@ -16,12 +16,16 @@ import traceback
 from pathlib import Path
 from typing import Any, Sequence
 
+from mlharness import rules
+from mlharness.backends import SampleBackend, prepare_process
+from mlharness.backends.base import fixed_batch, is_streaming
 from mlharness.children import watch_parent
-from mlharness.errors import HarnessError
-from mlharness.runner.messages import Crash, Done, Failed, Phase, Ready, UserError
-from mlharness.backends import prepare_process
-from mlharness.backends.base import is_streaming
 from mlharness.distributed import build_pool
+from mlharness.errors import HarnessError
+from mlharness.runner.inflight import InFlight
+from mlharness.runner.messages import Crash, Done, Failed, Phase, Ready, UserError
+from mlharness.spec import RunSpec
+from mlharness.sut import Engine, StreamEngine, policy_for
 from mlharness.sut.assemble import build_instances
 
 
@@ -58,8 +62,6 @@ def warm_up(holder: Any, engine: Any, batches: int, phase: Any) -> float:
 def round_seeds(spec: Any, run_dir: Path) -> dict[str, int]:
     """The seeds ``spec.round`` sets from code; a TEST05 audit (its audit.config says
     ``*.*.test05 = 1``) gets the round's TEST05 seeds."""
-    from mlharness import rules
-
     audit = run_dir / "audit.config"
     text = audit.read_text() if spec.audit_config is not None and audit.is_file() else ""
     test05 = re.search(r"^\*\.\*\.test05\s*=\s*1\s*$", text, re.MULTILINE) is not None
@@ -70,8 +72,8 @@ def _run_streaming(spec: Any, task: Any, backend: Any, run_dir: str, channel: An
                    loaded: Any, completed: Any, phase: Any) -> None:
     """The LLM path: LoadGen's samples become generation requests to a streaming backend; the
     first token and the whole answer go to LoadGen as they arrive (sut/stream.py)."""
+    # lazy: the parent imports this module and never mlperf_loadgen (only the child runs it)
     from mlharness.loadgen.session import SampleLibrary, complete_tokens, first_token, run_test
-    from mlharness.sut import StreamEngine
 
     settings = spec.settings(task.loadgen_model_for(spec.scenario))
     warmup = spec.warmup if spec.mode == "performance" else 0
@@ -129,12 +131,8 @@ def child_main(spec_data: dict[str, Any], run_dir: str, channel: Any, loaded: An
     # a runtime that crashes the process (SIGSEGV, SIGABRT) leaves every thread's Python stack
     crash_log = open(Path(run_dir) / CRASH_FILE, "w")  # noqa: SIM115 - open until exit
     faulthandler.enable(crash_log, all_threads=True)
-    from mlharness.backends import SampleBackend
-    from mlharness.backends.base import fixed_batch
+    # lazy: the parent imports this module and never mlperf_loadgen (only the child runs it)
     from mlharness.loadgen.session import SampleLibrary, complete, run_test
-    from mlharness.runner.inflight import InFlight
-    from mlharness.spec import RunSpec
-    from mlharness.sut import Engine, policy_for
 
     def phase(name: str, allowance_s: float = 0.0) -> None:
         """A new phase began; ``allowance_s``: time it may take beyond the stall timeout."""

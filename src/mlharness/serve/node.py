@@ -9,6 +9,7 @@ import time
 from typing import Any
 
 from mlharness.spec import RunSpec
+from mlharness.sut.assemble import build_local
 
 
 class Node:
@@ -20,8 +21,6 @@ class Node:
     """
 
     def __init__(self, spec: RunSpec, name: str | None = None) -> None:
-        from mlharness.sut.assemble import build_local
-
         self.spec = spec
         self.name = name or socket.gethostname()
         self.task, self.backend = build_local(spec)

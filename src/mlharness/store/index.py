@@ -18,6 +18,7 @@ from dataclasses import fields
 from pathlib import Path
 from typing import Any, Callable, Iterator
 
+from mlharness.record import process_alive
 from mlharness.store.record import RunRow, damaged_row, row_from_run_dir
 
 INDEX_NAME = "mlharness.sqlite"
@@ -324,8 +325,6 @@ def open_store(root: Path, sync: bool = True) -> Store:
 def run_state(row: dict[str, Any]) -> str:
     """``status`` for finished runs; an unfinished one is ``running`` only while the process
     named in its run.json is alive on this host, else ``crashed``."""
-    from mlharness.record import process_alive
-
     if row["status"] != "running":
         return row["status"]  # ok, failed, error, interrupted, damaged
     alive = process_alive(row.get("pid"), row.get("host"), row.get("pid_start"),

@@ -8,6 +8,8 @@ import json
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from mlharness.compliance import run_audit
+from mlharness.compliance.audit_config import TESTS
 from mlharness.errors import ConfigError
 from mlharness.files import read_text_file
 from mlharness.rules import DEFAULT_ROUND, Rules, load
@@ -67,9 +69,6 @@ def system_description(system: str, system_json: Path | None, system_toml: Path 
 def run_missing_audits(inventory: Inventory, rules: Rules, runs: Path) -> list[Path]:
     """Run each compliance audit a closed result lacks, with the settings of its performance run
     (audits take the reference run's length); returns the new audit run directories."""
-    from mlharness.compliance import run_audit
-    from mlharness.compliance.audit_config import TESTS
-
     made = []
     for benchmark, scenario in inventory.keys():
         bench = round_benchmark(rules, benchmark)

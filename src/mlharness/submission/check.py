@@ -17,6 +17,7 @@ import json
 from pathlib import Path
 from typing import Any
 
+from mlharness.errors import ConfigError
 from mlharness.loadgen.mllog import MLLOG_PREFIX, DetailLog, parse_detail_log
 from mlharness.names import Scenario
 from mlharness.rules.llm import LlmBenchmark, round_benchmark
@@ -24,6 +25,7 @@ from mlharness.rules.loader import DEFAULT_ROUND
 from mlharness.rules.model import BenchmarkRules, Rules
 from mlharness.rules.problems import Problem
 from mlharness.submission import system as system_desc
+from mlharness.submission.pack import unsafe_members
 
 EARLY_STOPPING = ("SingleStream", "MultiStream", "Server")
 TEST_RUN_FIX = ("re-run it full length: `mlharness run --benchmark {b} --scenario {s} "
@@ -396,9 +398,6 @@ def archives_beside(root: Path) -> list[Path]:
 def archive_problems(archive: Path) -> list[Problem]:
     """A problem for every member of ``archive`` that could escape or alias on extraction,
     or one for an archive that cannot be read."""
-    from mlharness.errors import ConfigError
-    from mlharness.submission.pack import unsafe_members
-
     try:
         bad = unsafe_members(archive)
     except ConfigError as exc:

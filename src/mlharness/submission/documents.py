@@ -7,6 +7,7 @@ from pathlib import Path
 from typing import Any
 
 from mlharness import __version__
+from mlharness.loadgen.installed import embedded_conf
 from mlharness.names import Precision
 from mlharness.store.record import reproduce_command
 from mlharness.submission.runs import Run
@@ -42,8 +43,6 @@ def mlperf_conf(rules: Any, loadgen_model: str) -> str:
     """The older layout's ``measurements/.../mlperf.conf``: the lines in effect for
     ``loadgen_model`` — the mlperf.conf compiled into the installed LoadGen, with the seeds
     ``--round`` set from code (``rules.seeds``)."""
-    from mlharness.loadgen.installed import embedded_conf
-
     lines = [f"# mlperf.conf in effect for {loadgen_model} under --round {rules.round}, written by "
              f"mlharness {__version__}:",
              "# the installed LoadGen's compiled-in mlperf.conf, its seeds replaced by the round's",

@@ -27,6 +27,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from mlharness.compliance import verify
 from mlharness.errors import ConfigError
 from mlharness.rules.llm import round_benchmark
 from mlharness.rules.loader import DEFAULT_ROUND
@@ -113,8 +114,6 @@ def _copy_verification(v: Verification, dst: Path) -> None:
 def _verify(test: str, perf: Run, acc: Run, audit: Run, scen_dir: Path) -> bool:
     """Verify the audit against exactly the runs laid out, on the untruncated accuracy log,
     writing ``scen_dir/<test>/`` as the official run_verification.py does."""
-    from mlharness.compliance import verify
-
     verdict = verify(test, perf.path, acc.path if test == "TEST01" else None, audit.path,
                      scen_dir, overwrite=True)
     acc_dir = scen_dir / test / "accuracy"
@@ -176,6 +175,7 @@ def lay_out(
             meas_dir = out.base / "measurements" / system / bench.name / scenario
             comp_dir = out.base / "compliance" / system / bench.name / scenario
         if (perf.record.power or {}).get("metric") is not None:
+            # lazy: power.session (it imports the runner; ~60 modules) stays out of `mlharness --help`
             from mlharness.power.session import SESSION_FILES
 
             missing = [f"{d}/{n}" for d, names in SESSION_FILES.items()

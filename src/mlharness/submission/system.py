@@ -13,6 +13,7 @@ from pathlib import Path
 from typing import Any
 
 from mlharness import hostinfo
+from mlharness.backends import framework_of
 from mlharness.errors import ConfigError
 from mlharness.files import read_toml
 from mlharness.rules.model import Rules
@@ -58,8 +59,6 @@ def check_name(kind: str, value: str) -> str:
 
 def detect(backend: str = "onnxruntime") -> dict[str, str]:
     """Everything this machine tells us, as strings; the framework is ``backend``'s."""
-    from mlharness.backends import framework_of
-
     cpu = hostinfo.cpu_info()
     storage, storage_type = hostinfo.storage()
     return {

@@ -16,6 +16,7 @@ from typing import Callable, Sequence, cast
 
 from mlharness.backends.base import Backend, SampleBackend
 from mlharness.sut.batching import BatchPolicy
+from mlharness.sut.placement import pin_current_thread
 from mlharness.tasks.base import Task
 
 Complete = Callable[[Sequence[int], Sequence[bytes]], None]
@@ -193,8 +194,6 @@ class Engine:
     def _pin(self, n: int) -> None:
         """Pin the calling thread to worker ``n``'s block of cores (if instances are placed)."""
         if self.cpus:
-            from mlharness.sut.placement import pin_current_thread
-
             pin_current_thread(self.cpus[n % len(self.cpus)])
 
     def _run_batch(self, ids: list[int], indices: list[int],

@@ -18,9 +18,12 @@ from pydantic import Field
 from mlharness.errors import DatasetError, ModelError
 from mlharness.files import read_text_file
 from mlharness.options import Options
+from mlharness.rules import facts as round_facts
 from mlharness.tasks.base import AccuracyResult, TaskOptions, TensorSpec
-from mlharness.tasks.vision.cache import SampleCache
+from mlharness.tasks.imagenet_preprocessing import RESNET50
+from mlharness.tasks.vision.cache import SampleCache, default_root
 from mlharness.tasks.vision.image_set import ImageSetTask, Preprocess, confined
+from mlharness.tasks.vision.preprocessing import ImagePreprocessor, resolve
 
 
 
@@ -158,12 +161,6 @@ def create_resnet50(name: str, options: TaskOptions) -> ImageClassificationTask:
 
     ``--task-option`` keys: :class:`ResNet50Options`.
     """
-    from mlharness.tasks.imagenet_preprocessing import RESNET50
-    from mlharness.tasks.vision.cache import default_root
-    from mlharness.tasks.vision.preprocessing import ImagePreprocessor, resolve
-
-    from mlharness.rules import facts as round_facts
-
     opts = options.parsed(ResNet50Options)
     facts = round_facts(name)  # accuracy target and performance sample count: rules/*.toml
     assert facts is not None, f"no round describes {name}"

@@ -19,8 +19,9 @@ from typing import Annotated, Any, Sequence
 import numpy as np
 from pydantic import Field
 
-from mlharness.errors import DatasetError, ModelError
+from mlharness.errors import ConfigError, DatasetError, ModelError
 from mlharness.options import Options
+from mlharness.rules import facts as round_facts
 from mlharness.tasks.base import AccuracyResult, TaskOptions, TensorSpec
 from mlharness.tasks.vision.cache import SampleCache, default_root
 from mlharness.tasks.vision.coco_map import coco_map
@@ -155,8 +156,6 @@ def create_retinanet(name: str, options: TaskOptions) -> ObjectDetectionTask:
 
     ``--task-option`` keys: :class:`RetinaNetOptions`.
     """
-    from mlharness.rules import facts as round_facts
-
     opts = options.parsed(RetinaNetOptions)
     facts = round_facts(name)  # accuracy target and performance sample count: rules/*.toml
     assert facts is not None, f"no round describes {name}"
@@ -171,8 +170,6 @@ def create_retinanet(name: str, options: TaskOptions) -> ObjectDetectionTask:
     try:
         outputs = DetectionOutputs(**table)
     except TypeError as exc:
-        from mlharness.errors import ConfigError
-
         raise ConfigError(f"bad detection outputs table: {exc}",
                           hint="keys: boxes, scores, labels, input_height, input_width, "
                                "score_threshold, label_offset") from exc

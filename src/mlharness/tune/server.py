@@ -33,6 +33,7 @@ from dataclasses import dataclass, field
 from mlharness.loadgen.settings import TEST_MIN_TOKEN_SERVER_QUERIES
 from mlharness.names import Scenario
 from mlharness.spec import RunSpec
+from mlharness.tune.latency import rough_latency
 from mlharness.tune.probe import (Point, PointSink, ProgressSink, probe, short_of_queries,
                                   token_run)
 
@@ -309,8 +310,6 @@ def _load_independent(at: dict[float, Point], invalid: list[float], growth: floa
 def _start_from_latency(spec: RunSpec, progress: ProgressSink | None, note: PointSink,
                         points: list[Point]) -> float:
     """Half the rate one worker sustains one query at a time (a rough SingleStream probe)."""
-    from mlharness.tune.latency import rough_latency
-
     point = rough_latency(spec, progress)
     points.append(point)
     note(point)
