@@ -55,7 +55,7 @@ class Round:
     wall_s: float
     ttft_s: list[float]
     errors: int
-    client_cpu_s: float
+    client_cpu_s: tuple[float, float]  # user, system
     server_cpu_s: float
     lag_s: list[float]  # the client loop's timer lateness, sampled every 10 ms
 
@@ -68,8 +68,9 @@ class Round:
         lag50, lag99 = percentile(self.lag_s, 50), percentile(self.lag_s, 99)
         return (f"{self.side:8}{self.tokens_per_s:>8,.0f} tok/s  TTFT p50 {p50 * 1e3:6.1f} "
                 f"p99 {p99 * 1e3:6.1f} ms  loop lag p50 {lag50 * 1e3:5.1f} p99 "
-                f"{lag99 * 1e3:5.1f} ms  client CPU {self.client_cpu_s / self.wall_s:4.0%} "
-                f"{self.client_cpu_s / self.tokens * 1e6:4.1f} us/token  server CPU "
+                f"{lag99 * 1e3:5.1f} ms  client CPU {sum(self.client_cpu_s) / self.wall_s:4.0%}, "
+                f"us/token user {self.client_cpu_s[0] / self.tokens * 1e6:4.1f} sys "
+                f"{self.client_cpu_s[1] / self.tokens * 1e6:4.1f}  server CPU "
                 f"{self.server_cpu_s / self.wall_s:4.0%}  wall {self.wall_s:.2f} s"
                 + (f"   ERRORS {self.errors}" if self.errors else ""))
 
@@ -111,6 +112,12 @@ async def probe_lag(lags: list[float], stop: asyncio.Event, every_s: float = 0.0
         due = loop.time() + every_s
         await asyncio.sleep(every_s)
         lags.append(loop.time() - due)
+
+
+def client_cpu(since: tuple[float, float] = (0.0, 0.0)) -> tuple[float, float]:
+    """User and system CPU seconds of this process (every thread), less ``since``."""
+    now = os.times()
+    return now.user - since[0], now.system - since[1]
 
 
 # -- (a) the bare client ---------------------------------------------------------------------
@@ -169,11 +176,11 @@ def bare_round(port: int, streams: int, requests: int, tokens: int, server_pid: 
         stop.set()
         await probe
 
-    cpu0, server0 = time.process_time(), cpu_s(server_pid)
+    cpu0, server0 = client_cpu(), cpu_s(server_pid)
     start = time.perf_counter()
     asyncio.run(main())
     return Round("bare", sum(counts), time.perf_counter() - start, ttft, len(errors),
-                 time.process_time() - cpu0, cpu_s(server_pid) - server0, lags)
+                 client_cpu(cpu0), cpu_s(server_pid) - server0, lags)
 
 
 # -- (b) the harness: OpenAIBackend.submit from a driver thread ------------------------------
@@ -210,7 +217,7 @@ def harness_round(backend: OpenAIBackend, streams: int, requests: int, tokens: i
     assert loop is not None
     stop = asyncio.Event()
     probe = asyncio.run_coroutine_threadsafe(probe_lag(lags, stop), loop)
-    cpu0, server0 = time.process_time(), cpu_s(server_pid)
+    cpu0, server0 = client_cpu(), cpu_s(server_pid)
     start = time.perf_counter()
     for i in range(min(streams, requests)):
         submit(i)
@@ -220,7 +227,7 @@ def harness_round(backend: OpenAIBackend, streams: int, requests: int, tokens: i
     for _ in range(min(streams, requests)):
         ended.get()
     wall = time.perf_counter() - start
-    cpu, server = time.process_time() - cpu0, cpu_s(server_pid) - server0
+    cpu, server = client_cpu(cpu0), cpu_s(server_pid) - server0
     loop.call_soon_threadsafe(stop.set)
     probe.result(10)
     if errors:

@@ -69,9 +69,9 @@ class SseResponse(asyncio.Protocol):
     # -- the transport's calls ------------------------------------------------------------------
 
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
-        assert isinstance(transport, asyncio.Transport)
-        self.transport = transport
-        self.guard.what = "waiting for the response"
+        self.transport = transport  # type: ignore[assignment]  # a stream's: close, write
+        if self._state == _HEAD and not self._raw:
+            self.guard.what = "waiting for the response"
 
     def data_received(self, data: bytes) -> None:
         self.guard.touch()

@@ -179,10 +179,12 @@ class OpenAIStreamClient:
         loop = asyncio.get_running_loop()
         try:  # a timeout, not wait_for: no task of its own, three loop turns fewer to the send
             async with asyncio.timeout(self.settings.connect_timeout_s):
-                await loop.create_connection(lambda: response, self._host, self._port)
+                transport, _ = await loop.create_connection(lambda: response, self._host,
+                                                            self._port)
         except (OSError, TimeoutError) as exc:
             raise EndpointError(f"cannot connect to {where} ({type(exc).__name__}: {exc})",
                                 "is the LLM server up and listening there?") from exc
+        response.transport = transport  # uvloop calls connection_made only after this returns
 
     def _send(self, response: SseResponse, path: str, body: dict[str, Any]) -> None:
         payload = json.dumps(body).encode()
