@@ -5,21 +5,29 @@ process of its own on a free port: fixed TTFT, a fixed gap between tokens, a fix
 tokens) with the same number of streams in flight and the same requests, in alternating rounds
 (bare, harness, bare, ...), so both see the same machine.
 
-* bare: the least a client can do, in this file: open a connection, POST, read the SSE lines,
-  count the token ids, note the first one's time; a semaphore keeps ``--streams`` in flight.
-* harness: ``OpenAIBackend.submit`` called from a driver thread (as the SUT will), with
-  ``concurrency = --streams``; its callbacks note the first token and the end.
+* bare: the least a client can do, in this file: open a connection, POST, read the SSE lines
+  (``StreamReader.readline``), count the token ids, note the first one's time; on asyncio's
+  own loop (``--bare-uvloop``: on uvloop's, as the backend runs where uvloop is installed).
+* harness: ``OpenAIBackend.submit`` called from a driver thread (as LoadGen's), with
+  ``concurrency = --streams``; its callbacks (on the backend's loop) note the first token and
+  the end.
 
-TTFT is measured from the moment of submit (a request waiting for a free stream waits in it).
-Both results are medians over the rounds (tokens/s and TTFT p99 of each round).
-Prints each round (tokens/s, TTFT p50/p99, CPU of this process and of the server process: a
-server near 100 % of a core is the bottleneck, not the client), then
+Both are closed loops at saturation: ``--streams`` requests in flight from start to end, the
+next one sent as soon as one ends (bare: ``--streams`` workers; harness: the driver submits one
+per ``on_done``), so no request waits in the client for a free stream and TTFT, measured from the
+moment of submit, is the server's TTFT plus what the client adds (its loop's backlog, the hop to
+the loop thread, the connection). ADDED TTFT p99 is the harness's TTFT p99 less the bare
+client's; tokens/s and TTFT p99 are each side's median over the rounds.
+Prints each round: tokens/s, TTFT p50/p99, the client loop's lag (a 10 ms timer's lateness;
+uvloop's clock counts whole milliseconds), this process's CPU (share of a core, user and system
+microseconds a token) and the server process's (a server near 100 % of a core is the
+bottleneck, not the client); then
 
     RATIO harness/bare tokens/s = X.XX
     ADDED TTFT p99 ms = X.XX
 
     .venv/bin/python benchmarks/llm_client.py [--streams 1000] [--requests 3000] [--rounds 3]
-        [--ttft-ms 50] [--gap-ms 5] [--tokens 32] [--quick]
+        [--ttft-ms 50] [--gap-ms 5] [--tokens 32] [--bare-uvloop] [--quick]
 """
 
 from __future__ import annotations
@@ -35,6 +43,7 @@ import sys
 import time
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Callable
 
 HERE = Path(__file__).resolve().parent
 ROOT = HERE.parent
@@ -120,6 +129,12 @@ def client_cpu(since: tuple[float, float] = (0.0, 0.0)) -> tuple[float, float]:
     return now.user - since[0], now.system - since[1]
 
 
+def new_uvloop() -> Callable[[], asyncio.AbstractEventLoop]:
+    import uvloop
+
+    return uvloop.new_event_loop
+
+
 # -- (a) the bare client ---------------------------------------------------------------------
 
 
@@ -147,7 +162,8 @@ async def bare_one(port: int, body: bytes) -> tuple[float | None, int]:
     return first, n
 
 
-def bare_round(port: int, streams: int, requests: int, tokens: int, server_pid: int) -> Round:
+def bare_round(port: int, streams: int, requests: int, tokens: int, server_pid: int,
+               uvloop: bool = False) -> Round:
     """``streams`` workers, each sending its next request when the last one ends."""
     body = json.dumps({"model": MODEL, "prompt": PROMPT, "max_tokens": tokens, "stream": True,
                        "return_token_ids": True, "temperature": 0.0}).encode()
@@ -178,7 +194,8 @@ def bare_round(port: int, streams: int, requests: int, tokens: int, server_pid: 
 
     cpu0, server0 = client_cpu(), cpu_s(server_pid)
     start = time.perf_counter()
-    asyncio.run(main())
+    with asyncio.Runner(loop_factory=new_uvloop() if uvloop else None) as runner:
+        runner.run(main())
     return Round("bare", sum(counts), time.perf_counter() - start, ttft, len(errors),
                  client_cpu(cpu0), cpu_s(server_pid) - server0, lags)
 
@@ -244,6 +261,8 @@ def main() -> None:
     parser.add_argument("--ttft-ms", type=float, default=50.0, help="the server's TTFT")
     parser.add_argument("--gap-ms", type=float, default=5.0, help="the server's token gap")
     parser.add_argument("--tokens", type=int, default=32, help="tokens per answer")
+    parser.add_argument("--bare-uvloop", action="store_true",
+                        help="run the bare client on uvloop's loop (as the backend's)")
     parser.add_argument("--quick", action="store_true",
                         help="200 streams, 400 requests, 1 round (a smoke test)")
     parser.add_argument("--serve", action="store_true", help=argparse.SUPPRESS)
@@ -278,7 +297,7 @@ def main() -> None:
                 for side in ("bare", "harness"):
                     if side == "bare":
                         r = bare_round(port, args.streams, args.requests, args.tokens,
-                                       server.pid)
+                                       server.pid, args.bare_uvloop)
                     else:
                         r = harness_round(backend, args.streams, args.requests, args.tokens,
                                           server.pid)
@@ -301,6 +320,9 @@ def main() -> None:
     print(f"median of {args.rounds} rounds: tokens/s bare {tps['bare']:,.0f}, harness "
           f"{tps['harness']:,.0f}; TTFT p99 bare {p99['bare'] * 1e3:.1f} ms, harness "
           f"{p99['harness'] * 1e3:.1f} ms")
+    print(f"load average at the end {os.getloadavg()[0]:.2f}; bare client on "
+          f"{'uvloop' if args.bare_uvloop else 'asyncio'}'s loop, the backend on "
+          f"{type(backend._loop).__module__.split('.')[0]}'s")
     print(f"RATIO harness/bare tokens/s = {tps['harness'] / tps['bare']:.2f}")
     print(f"ADDED TTFT p99 ms = {(p99['harness'] - p99['bare']) * 1e3:.2f}")
 
