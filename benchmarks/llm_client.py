@@ -5,21 +5,29 @@ process of its own on a free port: fixed TTFT, a fixed gap between tokens, a fix
 tokens) with the same number of streams in flight and the same requests, in alternating rounds
 (bare, harness, bare, ...), so both see the same machine.
 
-* bare: the least a client can do, in this file: open a connection, POST, read the SSE lines,
-  count the token ids, note the first one's time; a semaphore keeps ``--streams`` in flight.
-* harness: ``OpenAIBackend.submit`` called from a driver thread (as the SUT will), with
-  ``concurrency = --streams``; its callbacks note the first token and the end.
+* bare: the least a client can do, in this file: open a connection, POST, read the SSE lines
+  (``StreamReader.readline``), count the token ids, note the first one's time; on asyncio's
+  own loop (``--bare-uvloop``: on uvloop's, as the backend runs where uvloop is installed).
+* harness: ``OpenAIBackend.submit`` called from a driver thread (as LoadGen's), with
+  ``concurrency = --streams``; its callbacks (on the backend's loop) note the first token and
+  the end.
 
-TTFT is measured from the moment of submit (a request waiting for a free stream waits in it).
-Both results are medians over the rounds (tokens/s and TTFT p99 of each round).
-Prints each round (tokens/s, TTFT p50/p99, CPU of this process and of the server process: a
-server near 100 % of a core is the bottleneck, not the client), then
+Both are closed loops at saturation: ``--streams`` requests in flight from start to end, the
+next one sent as soon as one ends (bare: ``--streams`` workers; harness: the driver submits one
+per ``on_done``), so no request waits in the client for a free stream and TTFT, measured from the
+moment of submit, is the server's TTFT plus what the client adds (its loop's backlog, the hop to
+the loop thread, the connection). ADDED TTFT p99 is the harness's TTFT p99 less the bare
+client's; tokens/s and TTFT p99 are each side's median over the rounds.
+Prints each round: tokens/s, TTFT p50/p99, the client loop's lag (a 10 ms timer's lateness;
+uvloop's clock counts whole milliseconds), this process's CPU (share of a core, user and system
+microseconds a token) and the server process's (a server near 100 % of a core is the
+bottleneck, not the client); then
 
     RATIO harness/bare tokens/s = X.XX
     ADDED TTFT p99 ms = X.XX
 
     .venv/bin/python benchmarks/llm_client.py [--streams 1000] [--requests 3000] [--rounds 3]
-        [--ttft-ms 50] [--gap-ms 5] [--tokens 32] [--quick]
+        [--ttft-ms 50] [--gap-ms 5] [--tokens 32] [--bare-uvloop] [--quick]
 """
 
 from __future__ import annotations
@@ -28,13 +36,14 @@ import argparse
 import asyncio
 import json
 import os
+import queue
 import statistics
 import subprocess
 import sys
-import threading
 import time
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Callable
 
 HERE = Path(__file__).resolve().parent
 ROOT = HERE.parent
@@ -55,8 +64,9 @@ class Round:
     wall_s: float
     ttft_s: list[float]
     errors: int
-    client_cpu_s: float
+    client_cpu_s: tuple[float, float]  # user, system
     server_cpu_s: float
+    lag_s: list[float]  # the client loop's timer lateness, sampled every 10 ms
 
     @property
     def tokens_per_s(self) -> float:
@@ -64,9 +74,13 @@ class Round:
 
     def line(self) -> str:
         p50, p99 = percentile(self.ttft_s, 50), percentile(self.ttft_s, 99)
-        return (f"{self.side:8}{self.tokens_per_s:>12,.0f} tok/s   TTFT p50 {p50 * 1e3:8.1f} ms  "
-                f"p99 {p99 * 1e3:8.1f} ms   client CPU {self.client_cpu_s / self.wall_s:5.0%}  "
-                f"server CPU {self.server_cpu_s / self.wall_s:5.0%}   wall {self.wall_s:.2f} s"
+        lag50, lag99 = percentile(self.lag_s, 50), percentile(self.lag_s, 99)
+        return (f"{self.side:8}{self.tokens_per_s:>8,.0f} tok/s  TTFT p50 {p50 * 1e3:6.1f} "
+                f"p99 {p99 * 1e3:6.1f} ms  loop lag p50 {lag50 * 1e3:5.1f} p99 "
+                f"{lag99 * 1e3:5.1f} ms  client CPU {sum(self.client_cpu_s) / self.wall_s:4.0%}, "
+                f"us/token user {self.client_cpu_s[0] / self.tokens * 1e6:4.1f} sys "
+                f"{self.client_cpu_s[1] / self.tokens * 1e6:4.1f}  server CPU "
+                f"{self.server_cpu_s / self.wall_s:4.0%}  wall {self.wall_s:.2f} s"
                 + (f"   ERRORS {self.errors}" if self.errors else ""))
 
 
@@ -100,101 +114,143 @@ def cpu_s(pid: int) -> float:
     return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
+async def probe_lag(lags: list[float], stop: asyncio.Event, every_s: float = 0.01) -> None:
+    """How late the loop runs a timer (its lag: what a token waits behind the loop's backlog)."""
+    loop = asyncio.get_running_loop()
+    while not stop.is_set():
+        due = loop.time() + every_s
+        await asyncio.sleep(every_s)
+        lags.append(loop.time() - due)
+
+
+def client_cpu(since: tuple[float, float] = (0.0, 0.0)) -> tuple[float, float]:
+    """User and system CPU seconds of this process (every thread), less ``since``."""
+    now = os.times()
+    return now.user - since[0], now.system - since[1]
+
+
+def new_uvloop() -> Callable[[], asyncio.AbstractEventLoop]:
+    import uvloop
+
+    return uvloop.new_event_loop
+
+
 # -- (a) the bare client ---------------------------------------------------------------------
 
 
-async def bare_one(port: int, body: bytes, gate: asyncio.Semaphore, submitted: float,
-                   out: dict[str, list[float]]) -> None:
-    async with gate:
-        reader, writer = await asyncio.open_connection("127.0.0.1", port)
-        writer.write(f"POST /v1/completions HTTP/1.1\r\nHost: 127.0.0.1:{port}\r\n"
-                     f"Content-Type: application/json\r\nContent-Length: {len(body)}\r\n"
-                     "Connection: close\r\n\r\n".encode() + body)
-        await writer.drain()
-        while (await reader.readline()) not in (b"\r\n", b""):  # status line and headers
-            pass
-        n, first = 0, None
-        while line := await reader.readline():  # chunk sizes, SSE lines, blank lines
-            if not line.startswith(b"data: "):
-                continue
-            data = line[6:].strip()
-            if data == b"[DONE]":
-                break
-            ids = json.loads(data)["choices"][0].get("token_ids") or []
-            if ids and first is None:
-                first = time.perf_counter()
-            n += len(ids)
-        writer.close()
-        end = time.perf_counter()
-    out["ttft"].append((first or end) - submitted)
-    out["tokens"].append(n)
-    out["end"].append(end)
+async def bare_one(port: int, body: bytes) -> tuple[float | None, int]:
+    """One request: the time of its first token and its token count."""
+    reader, writer = await asyncio.open_connection("127.0.0.1", port)
+    writer.write(f"POST /v1/completions HTTP/1.1\r\nHost: 127.0.0.1:{port}\r\n"
+                 f"Content-Type: application/json\r\nContent-Length: {len(body)}\r\n"
+                 "Connection: close\r\n\r\n".encode() + body)
+    await writer.drain()
+    while (await reader.readline()) not in (b"\r\n", b""):  # status line and headers
+        pass
+    n, first = 0, None
+    while line := await reader.readline():  # chunk sizes, SSE lines, blank lines
+        if not line.startswith(b"data: "):
+            continue
+        data = line[6:].strip()
+        if data == b"[DONE]":
+            break
+        ids = json.loads(data)["choices"][0].get("token_ids") or []
+        if ids and first is None:
+            first = time.perf_counter()
+        n += len(ids)
+    writer.close()
+    return first, n
 
 
-def bare_round(port: int, streams: int, requests: int, tokens: int, server_pid: int) -> Round:
+def bare_round(port: int, streams: int, requests: int, tokens: int, server_pid: int,
+               uvloop: bool = False) -> Round:
+    """``streams`` workers, each sending its next request when the last one ends."""
     body = json.dumps({"model": MODEL, "prompt": PROMPT, "max_tokens": tokens, "stream": True,
                        "return_token_ids": True, "temperature": 0.0}).encode()
-    out: dict[str, list[float]] = {"ttft": [], "tokens": [], "end": []}
+    ttft: list[float] = []
+    counts: list[int] = []
+    errors: list[BaseException] = []
+    lags: list[float] = []
+    left = [requests]
 
-    async def main() -> float:
-        gate = asyncio.Semaphore(streams)
-        start = time.perf_counter()
-        tasks = [asyncio.ensure_future(bare_one(port, body, gate, time.perf_counter(), out))
-                 for _ in range(requests)]
-        results = await asyncio.gather(*tasks, return_exceptions=True)
-        errors[0] = sum(isinstance(r, BaseException) for r in results)
-        return start
+    async def worker() -> None:
+        while left[0] > 0:
+            left[0] -= 1
+            submitted = time.perf_counter()
+            try:
+                first, n = await bare_one(port, body)
+            except (OSError, ValueError) as exc:
+                errors.append(exc)
+                continue
+            ttft.append((first or time.perf_counter()) - submitted)
+            counts.append(n)
 
-    errors = [0]
-    cpu0, server0 = time.process_time(), cpu_s(server_pid)
-    start = asyncio.run(main())
-    return Round("bare", int(sum(out["tokens"])), max(out["end"]) - start, out["ttft"],
-                 errors[0], time.process_time() - cpu0, cpu_s(server_pid) - server0)
+    async def main() -> None:
+        stop = asyncio.Event()
+        probe = asyncio.ensure_future(probe_lag(lags, stop))
+        await asyncio.gather(*(worker() for _ in range(streams)))
+        stop.set()
+        await probe
+
+    cpu0, server0 = client_cpu(), cpu_s(server_pid)
+    start = time.perf_counter()
+    with asyncio.Runner(loop_factory=new_uvloop() if uvloop else None) as runner:
+        runner.run(main())
+    return Round("bare", sum(counts), time.perf_counter() - start, ttft, len(errors),
+                 client_cpu(cpu0), cpu_s(server_pid) - server0, lags)
 
 
 # -- (b) the harness: OpenAIBackend.submit from a driver thread ------------------------------
 
 
-def harness_round(backend: OpenAIBackend, requests: int, tokens: int, server_pid: int) -> Round:
+def harness_round(backend: OpenAIBackend, streams: int, requests: int, tokens: int,
+                  server_pid: int) -> Round:
+    """A driver thread (as LoadGen's) submits ``streams`` requests, then one more each time one
+    ends; the backend's callbacks (on its loop thread) note the first token and the end."""
     submitted = [0.0] * requests
     first = [0.0] * requests
-    ends: list[float] = []
     counts: list[int] = []
     errors: list[str] = []
-    lock = threading.Lock()
-    finished = threading.Event()
+    ended: queue.SimpleQueue[None] = queue.SimpleQueue()
+    lags: list[float] = []
     request = GenerationRequest(input_ids=tuple(PROMPT), text=None, max_new_tokens=tokens)
 
-    def end(n: int | None, why: str | None) -> None:
-        t = time.perf_counter()
-        with lock:
-            ends.append(t)
-            if why is not None:
-                errors.append(why)
-            else:
-                counts.append(n or 0)
-            if len(ends) == requests:
-                finished.set()
+    def submit(i: int) -> None:
+        def on_first(ids: list[int]) -> None:
+            first[i] = time.perf_counter()
 
-    def submit_all() -> None:
-        for i in range(requests):
-            def on_first(ids: list[int], i: int = i) -> None:
-                first[i] = time.perf_counter()
+        def on_done(ids: list[int]) -> None:
+            counts.append(len(ids))
+            ended.put(None)
 
-            submitted[i] = time.perf_counter()
-            backend.submit(request, on_first, lambda ids: end(len(ids), None),
-                           lambda why: end(None, why))
+        def on_error(why: str) -> None:
+            errors.append(why)
+            ended.put(None)
 
-    cpu0, server0 = time.process_time(), cpu_s(server_pid)
-    driver = threading.Thread(target=submit_all, name="driver")
-    driver.start()
-    finished.wait()
-    driver.join()
+        submitted[i] = time.perf_counter()
+        backend.submit(request, on_first, on_done, on_error)
+
+    loop = backend._loop  # the backend's own loop: its lag is what its tokens wait
+    assert loop is not None
+    stop = asyncio.Event()
+    probe = asyncio.run_coroutine_threadsafe(probe_lag(lags, stop), loop)
+    cpu0, server0 = client_cpu(), cpu_s(server_pid)
+    start = time.perf_counter()
+    for i in range(min(streams, requests)):
+        submit(i)
+    for i in range(min(streams, requests), requests):
+        ended.get()
+        submit(i)
+    for _ in range(min(streams, requests)):
+        ended.get()
+    wall = time.perf_counter() - start
+    cpu, server = client_cpu(cpu0), cpu_s(server_pid) - server0
+    loop.call_soon_threadsafe(stop.set)
+    probe.result(10)
     if errors:
         print(f"  harness error (1 of {len(errors)}): {errors[0]}")
     ttft = [f - s for f, s in zip(first, submitted) if f]
-    return Round("harness", sum(counts), max(ends) - submitted[0], ttft, len(errors),
-                 time.process_time() - cpu0, cpu_s(server_pid) - server0)
+    return Round("harness", sum(counts), wall, ttft, len(errors), cpu, server, lags)
 
 
 def main() -> None:
@@ -205,6 +261,8 @@ def main() -> None:
     parser.add_argument("--ttft-ms", type=float, default=50.0, help="the server's TTFT")
     parser.add_argument("--gap-ms", type=float, default=5.0, help="the server's token gap")
     parser.add_argument("--tokens", type=int, default=32, help="tokens per answer")
+    parser.add_argument("--bare-uvloop", action="store_true",
+                        help="run the bare client on uvloop's loop (as the backend's)")
     parser.add_argument("--quick", action="store_true",
                         help="200 streams, 400 requests, 1 round (a smoke test)")
     parser.add_argument("--serve", action="store_true", help=argparse.SUPPRESS)
@@ -239,9 +297,10 @@ def main() -> None:
                 for side in ("bare", "harness"):
                     if side == "bare":
                         r = bare_round(port, args.streams, args.requests, args.tokens,
-                                       server.pid)
+                                       server.pid, args.bare_uvloop)
                     else:
-                        r = harness_round(backend, args.requests, args.tokens, server.pid)
+                        r = harness_round(backend, args.streams, args.requests, args.tokens,
+                                          server.pid)
                     rounds.append(r)
                     print(r.line(), flush=True)
         finally:
@@ -261,6 +320,9 @@ def main() -> None:
     print(f"median of {args.rounds} rounds: tokens/s bare {tps['bare']:,.0f}, harness "
           f"{tps['harness']:,.0f}; TTFT p99 bare {p99['bare'] * 1e3:.1f} ms, harness "
           f"{p99['harness'] * 1e3:.1f} ms")
+    print(f"load average at the end {os.getloadavg()[0]:.2f}; bare client on "
+          f"{'uvloop' if args.bare_uvloop else 'asyncio'}'s loop, the backend on "
+          f"{type(backend._loop).__module__.split('.')[0]}'s")
     print(f"RATIO harness/bare tokens/s = {tps['harness'] / tps['bare']:.2f}")
     print(f"ADDED TTFT p99 ms = {(p99['harness'] - p99['bare']) * 1e3:.2f}")
 

@@ -4,7 +4,7 @@ llama.cpp's server, ``transformers serve``), streamed token by token (the Stream
 
 One asyncio event loop on one daemon thread runs every request as a coroutine of
 :class:`~mlharness.backends.openai_stream.OpenAIStreamClient` (no thread per request);
-``submit`` hands the request to it with ``asyncio.run_coroutine_threadsafe`` and returns. A
+``submit`` hands the request to it with ``call_soon_threadsafe`` and returns. A
 semaphore keeps at most ``concurrency`` requests on the wire in total; the rest wait, in order.
 Each request goes to the endpoint with the fewest outstanding requests (on a tie, the one sent
 the fewest so far, so requests sent one at a time take turns), as the remote pool of
@@ -105,13 +105,14 @@ class _Endpoint:
 class _Call:
     """One submitted request and its callbacks."""
 
-    __slots__ = ("request", "on_first", "on_done", "on_error", "first_sent")
+    __slots__ = ("request", "on_first", "on_done", "on_error", "first_sent", "task")
 
     def __init__(self, request: GenerationRequest, on_first: OnFirst, on_done: OnDone,
                  on_error: OnError) -> None:
         self.request = request
         self.on_first, self.on_done, self.on_error = on_first, on_done, on_error
         self.first_sent = False
+        self.task: asyncio.Task[None] | None = None  # held here: the loop keeps weak references
 
 
 def _safely(callback: Callable[[Any], None], value: Any) -> None:
@@ -144,7 +145,7 @@ class OpenAIBackend:
         self._thread: threading.Thread | None = None
         self._semaphore: asyncio.Semaphore | None = None
         self._lock = threading.Lock()
-        self._live: dict[_Call, Any] = {}  # unfinished calls -> their concurrent future
+        self._live: set[_Call] = set()  # unfinished calls
         self._closed = False
         self.failovers = 0
 
@@ -176,7 +177,7 @@ class OpenAIBackend:
         self._start_loop()
 
     def _start_loop(self) -> None:
-        loop = asyncio.new_event_loop()
+        loop = _new_loop()
         ready = threading.Event()
 
         def run() -> None:
@@ -222,15 +223,24 @@ class OpenAIBackend:
             running = not self._closed and self._loop is not None
             if running:
                 assert self._loop is not None
-                self._live[call] = asyncio.run_coroutine_threadsafe(self._run(call), self._loop)
+                self._live.add(call)
+                self._loop.call_soon_threadsafe(self._start, call)
         if not running:
             on_error(CLOSED)
+
+    def _start(self, call: _Call) -> None:
+        """On the loop: the call's task (no concurrent future to chain, as
+        ``run_coroutine_threadsafe`` makes, for a result nobody waits for)."""
+        assert self._loop is not None
+        call.task = self._loop.create_task(self._run(call))
 
     def _finish(self, call: _Call, ids: list[int] | None, error: str | None) -> None:
         """``on_done(ids)`` or ``on_error(error)``, once per call whoever calls this."""
         with self._lock:
-            if self._live.pop(call, None) is None:
+            if call not in self._live:
                 return
+            self._live.remove(call)
+        call.task = None  # the task holds the call: no cycle left for the collector
         if error is not None:
             _safely(call.on_error, error)
         else:
@@ -336,6 +346,16 @@ class OpenAIBackend:
             left = list(self._live)
         for call in left:
             self._finish(call, None, CLOSED)
+
+
+def _new_loop() -> asyncio.AbstractEventLoop:
+    """uvloop's event loop where it is installed (libuv reads the sockets and calls the stream's
+    ``data_received`` from C: about half asyncio's CPU a token), else asyncio's own."""
+    try:
+        import uvloop
+    except ImportError:
+        return asyncio.new_event_loop()
+    return uvloop.new_event_loop()
 
 
 class _Unsendable(Exception):

@@ -1,0 +1,290 @@
+"""One streamed HTTP/1.1 response of an OpenAI-compatible server, read as an asyncio protocol:
+status and headers, the body's framing (chunked, sized, or up to close), the ``data:`` lines of
+its Server-Sent Events, and from each event's first choice the token ids, text and finish reason.
+
+All of it happens in ``data_received``, with bytes operations, as the bytes arrive: no coroutine
+wakes per token (a ``StreamReader`` costs a task step per read, nested async generators a frame
+each). The request's coroutine waits on ``done`` alone; the first token goes to ``on_first`` at
+once, from the read that brought it. The stream ends at ``data: [DONE]``, or at the end of the
+body after an event with a ``finish_reason`` (``transformers serve`` sends no ``[DONE]``).
+Each failure is an :class:`EndpointError` naming the endpoint, set on ``done``.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import time
+from typing import Any, Callable, Protocol
+
+from mlharness.errors import RunFailed
+
+_HEAD, _BODY, _ERROR_BODY = 0, 1, 2
+_ERROR_TEXT_MAX = 4096  # bytes of a refusal's body kept for its message
+_decode = json.JSONDecoder().raw_decode  # json.loads without its per-call checks (a third)
+
+
+class EndpointError(RunFailed):
+    """The LLM server failed a request (refused, HTTP error, stalled, dropped, malformed)."""
+
+
+class Touched(Protocol):
+    """What the stream tells its stall guard: that bytes came, and what it now waits for."""
+
+    what: str
+
+    def touch(self) -> None: ...
+
+
+#: the first token's ids (or text, when the server streams no ids) and the time it came
+OnFirst = Callable[[list[int], str, float], None]
+
+
+class SseResponse(asyncio.Protocol):
+    """Reads one response; ``done`` resolves at its end (or fails), ``ids``, ``text`` and
+    ``finish`` hold what it streamed, ``first_at`` when its first token came."""
+
+    def __init__(self, where: str, chat: bool, guard: Touched, on_first: OnFirst,
+                 api_key_env: str | None = None) -> None:
+        self.where, self.chat, self.guard = where, chat, guard
+        self._key_env = api_key_env
+        self.done: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+        self.transport: asyncio.Transport | None = None
+        self.ids: list[int] = []
+        self.text: list[str] = []
+        self.finish: str | None = None
+        self.first_at: float | None = None
+        self._on_first = on_first
+        self._state = _HEAD
+        self._status = 0
+        self._hint = ""
+        self._chunked = False
+        self._left: int | None = None  # body bytes still to come (Content-Length)
+        self._chunk_left = 0  # payload bytes of the current chunk still to come
+        self._raw = b""  # bytes not parsed yet: the head, a chunk header
+        self._line = b""  # the start of an SSE line
+        self._finished = False  # the last event had a finish_reason
+        self._error_text = b""
+
+    # -- the transport's calls ------------------------------------------------------------------
+
+    def connection_made(self, transport: asyncio.BaseTransport) -> None:
+        self.transport = transport  # type: ignore[assignment]  # a stream's: close, write
+        if self._state == _HEAD and not self._raw:
+            self.guard.what = "waiting for the response"
+
+    def data_received(self, data: bytes) -> None:
+        self.guard.touch()
+        if self.done.done():
+            return
+        try:
+            if self._state == _HEAD:
+                data = self._head(data)
+                if self._state == _HEAD or self.done.done():
+                    return
+            if self._chunked:
+                self._dechunk(data)
+            elif self._left is None:
+                self._payload(data)
+            else:
+                data = data[:self._left]
+                self._left -= len(data)
+                self._payload(data)
+                if self._left == 0:
+                    self._end_of_body()
+        except Exception as exc:  # noqa: BLE001 - answered on ``done``, the request's own error
+            self._fail(exc)
+
+    def connection_lost(self, exc: Exception | None) -> None:
+        if self.done.done():
+            return
+        if self._state == _HEAD:
+            self._fail(self._head_lost(exc))
+        elif exc is not None and self._state == _BODY:
+            self._fail(EndpointError(f"{self.where} broke the stream while streaming ({exc})",
+                                     "see the server's log"))
+        else:
+            self._end_of_body()
+
+    # -- parsing ----------------------------------------------------------------------------
+
+    def _head(self, data: bytes) -> bytes:
+        """Status and headers; returns the body's bytes that came with them."""
+        raw = self._raw + data if self._raw else data
+        end = raw.find(b"\r\n\r\n")
+        if end < 0:
+            self._raw = raw
+            self.guard.what = "reading headers"
+            return b""
+        self._raw = b""
+        lines = raw[:end].decode("latin-1").split("\r\n")
+        self._status = self._status_line(raw)
+        for line in lines[1:]:
+            name, _, value = line.partition(":")
+            name, value = name.strip().lower(), value.strip()
+            if name == "transfer-encoding" and "chunked" in value.lower():
+                self._chunked = True
+            elif name == "content-length" and value.isdigit():
+                self._left = int(value)
+        self.guard.what = "streaming"
+        self._state = _BODY if self._status == 200 else _ERROR_BODY
+        if self._left == 0:
+            self._end_of_body()
+        return raw[end + 4:]
+
+    def _head_lost(self, exc: Exception | None) -> EndpointError:
+        try:
+            if self._raw:
+                self._status_line(self._raw)
+        except EndpointError as bad:
+            return bad
+        return EndpointError(f"{self.where} closed the connection while {self.guard.what}"
+                             + (f" ({exc})" if exc else ""), "see the server's log")
+
+    def _status_line(self, raw: bytes) -> int:
+        line = raw.split(b"\n", 1)[0].decode("latin-1").strip()
+        parts = line.split(" ", 2)
+        if len(parts) < 2 or not parts[1].isdigit():
+            raise EndpointError(f"{self.where} sent no HTTP response ({line[:80]!r})",
+                                "is this an OpenAI-compatible server?")
+        return int(parts[1])
+
+    def _dechunk(self, data: bytes) -> None:
+        raw = self._raw + data if self._raw else data
+        pos, size = 0, len(raw)
+        while True:
+            if self._chunk_left:
+                piece = raw[pos:pos + self._chunk_left]
+                pos += len(piece)
+                self._chunk_left -= len(piece)
+                self._payload(piece)
+                if self._chunk_left or self.done.done():
+                    break
+            end = raw.find(b"\n", pos)
+            if end < 0:
+                break
+            line = raw[pos:end].strip()  # a chunk's size, or the CRLF after its payload
+            pos = end + 1
+            if not line:
+                continue
+            try:
+                self._chunk_left = int(line.split(b";", 1)[0], 16)
+            except ValueError:
+                raise EndpointError(f"{self.where} sent a malformed chunk header "
+                                    f"{line[:40]!r}", "see the server's log") from None
+            if self._chunk_left == 0:
+                self._end_of_body()
+                return
+        self._raw = raw[pos:] if pos < size else b""
+
+    def _payload(self, data: bytes) -> None:
+        if self._state == _ERROR_BODY:
+            self._error_text += data
+            if len(self._error_text) > _ERROR_TEXT_MAX:
+                self._end_of_body()
+            return
+        buf = self._line + data if self._line else data
+        start = 0
+        while (end := buf.find(b"\n", start)) >= 0:
+            if buf.startswith(b"data:", start):
+                self._event(buf[start + 5:end].strip())
+                if self.done.done():
+                    return
+            start = end + 1
+        self._line = buf[start:]
+
+    def _event(self, data: bytes) -> None:
+        if data == b"[DONE]":
+            self._complete()
+            return
+        try:
+            text = data.decode()
+        except UnicodeDecodeError:
+            text = data.decode("utf-8", "replace")
+        try:
+            event, end = _decode(text)
+            if end != len(text):
+                raise ValueError("more after the object")
+        except ValueError:
+            raise EndpointError(f"{self.where} sent a malformed stream event after "
+                                f"{len(self.ids)} tokens: {_shown(data)!r}",
+                                "is this an OpenAI-compatible server?") from None
+        if type(event) is not dict:
+            raise EndpointError(f"{self.where} sent a stream event that is not an object: "
+                                f"{_shown(data)!r}", "is this an OpenAI server?")
+        if "error" in event:
+            raise EndpointError(f"{self.where} reported an error mid-stream: "
+                                f"{str(event['error'])[:200]}", "see the server's log")
+        choices = event.get("choices")
+        if not choices:
+            self._finished = False
+            return
+        choice = choices[0] if type(choices[0]) is dict else {}
+        finish = choice.get("finish_reason")
+        self._finished = bool(finish) if len(choices) == 1 else any(
+            type(c) is dict and c.get("finish_reason") for c in choices)
+        if finish:
+            self.finish = finish
+        ids, said = tokens_of(choice, self.chat)
+        if ids or said:
+            if self.first_at is None:
+                self.first_at = time.perf_counter()
+                self._on_first(ids, said, self.first_at)
+            self.ids += ids
+            if said:
+                self.text.append(said)
+
+    def _end_of_body(self) -> None:
+        if self._state == _ERROR_BODY:
+            self._fail(self._refusal())
+        elif self._finished:
+            self._complete()
+        else:
+            self._fail(EndpointError(f"{self.where} closed the connection after "
+                                     f"{len(self.ids)} tokens, before [DONE]",
+                                     "the server dropped the request; see its log"))
+
+    def _refusal(self) -> EndpointError:
+        text = self._error_text.decode("utf-8", "replace").strip()
+        hint = {429: "the server is rate limiting: lower the concurrency or the target QPS",
+                401: f"set the API key in ${self._key_env}",
+                404: "check the URL and that the server offers this endpoint and model"
+                }.get(self._status, "see the server's log")
+        return EndpointError(f"{self.where} answered HTTP {self._status}: {text[:200]}", hint)
+
+    # -- the end ------------------------------------------------------------------------------
+
+    def _complete(self) -> None:
+        if not self.done.done():
+            self.done.set_result(None)
+        self._close()
+
+    def _fail(self, exc: BaseException) -> None:
+        if not self.done.done():
+            self.done.set_exception(exc)
+        self._close()
+
+    def _close(self) -> None:
+        if self.transport is not None:
+            self.transport.close()
+
+
+def tokens_of(choice: dict[str, Any], chat: bool) -> tuple[list[int], str]:
+    """The token ids and text of one streamed choice: ``token_ids`` (vLLM's
+    ``return_token_ids``), else ``token_id:N`` logprob tokens; text from ``text`` or, in chat,
+    ``delta.content``."""
+    if chat:
+        text = (choice.get("delta") or {}).get("content") or ""
+    else:
+        text = choice.get("text") or ""
+    ids = choice.get("token_ids")
+    if ids is None:
+        logprobs = choice.get("logprobs") or {}
+        tokens = logprobs.get("tokens") or [c.get("token", "") for c in
+                                            logprobs.get("content") or []]
+        return [int(t.split(":", 1)[1]) for t in tokens if str(t).startswith("token_id:")], text
+    return list(map(int, ids)), text
+
+
+def _shown(data: bytes) -> str:
+    return data[:80].decode("utf-8", "replace")
