@@ -211,7 +211,8 @@ def test_loading_several_instances_is_not_a_stall(waited_out: dict[str, Future])
 
 def test_loadgen_building_its_queries_is_not_a_stall(tmp_path: Path, capsys) -> None:
     """LoadGen builds every query before issuing the first (2 x 3 s / 0.001 ms = 6 M queries,
-    about 8 s here): longer than a 4 s stall timeout, yet progress, not a stall."""
+    5 to 8 s here beside other work): longer than a 4 s stall timeout, yet progress, not a
+    stall. Its own stall timeout: the waited-out cases' 6 s could outlast the build."""
     result = run_cli(["run", "-b", "demo", "-s", "SingleStream", "--target-latency", "0.001",
                       "--min-duration", "3000", "--stall-timeout", "4", "--no-progress",
                       "--output-dir", str(tmp_path / "runs")], capsys)
