@@ -18,6 +18,7 @@ from typing import Any, Callable
 import pytest
 
 from catalogue_support import Outcome, alive, children, cli_subprocess, run_cli, snapshot
+from distributed_support import wait_until
 
 #: the stall timeout of the cases that wait for it (or for a load longer than it): long enough
 #: that the phases before the hang never reach it while eight runs start side by side
@@ -124,19 +125,25 @@ def _execute(root: Path, backend: str, **spec: Any) -> tuple[Any, list]:
 
 @pytest.fixture(scope="module")
 def waited_out(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Future]:
-    """The runs that wait out the stall timeout or a slow load, started together (each in a
-    folder of its own, the CLI ones as processes of their own) and awaited before any other test
-    of the module runs, so nothing else shares the machine with them: case id -> its Future."""
+    """The runs that wait out the stall timeout or a slow load, side by side (each in a folder
+    of its own, the CLI ones as processes of their own) and awaited before any other test of the
+    module runs: case id -> its Future. Each starts once the one before wrote its run.json (its
+    worker starting), so at most two start at once and their phases before the wait stay well
+    inside the stall timeout however busy the machine is."""
     root = tmp_path_factory.mktemp("waited")
     jobs: dict[str, Callable[[], Any]] = {
-        case[0]: (lambda case=case: _cli_in_subprocess(root / case[0], _fault_argv(case)))
-        for case in HANGS}
-    jobs["slow-load"] = lambda: _execute(root / "slow-load", "faulty_backends:SlowLoadingBackend")
-    jobs["slow-instances"] = lambda: _execute(
-        root / "slow-instances", "faulty_backends:SlowInstanceBackend", instances=3,
-        threads_per_instance=1)
+        "slow-load": lambda: _execute(root / "slow-load", "faulty_backends:SlowLoadingBackend"),
+        "slow-instances": lambda: _execute(
+            root / "slow-instances", "faulty_backends:SlowInstanceBackend", instances=3,
+            threads_per_instance=1),
+        **{case[0]: (lambda case=case: _cli_in_subprocess(root / case[0], _fault_argv(case)))
+           for case in HANGS}}
+    futures: dict[str, Future] = {}
     with ThreadPoolExecutor(len(jobs)) as pool:
-        futures = {name: pool.submit(job) for name, job in jobs.items()}
+        for name, job in jobs.items():
+            futures[name] = future = pool.submit(job)
+            wait_until(lambda f=future, folder=root / name: f.done() or any(
+                folder.rglob("run.json")), 120, f"{name} to start its worker")
     return futures  # leaving the with block waited for every run
 
 
@@ -225,15 +232,6 @@ def test_loadgen_building_its_queries_is_not_a_stall(tmp_path: Path, capsys) -> 
 SIGNALS = [("SIGTERM", signal.SIGTERM), ("SIGHUP", signal.SIGHUP), ("SIGINT", signal.SIGINT)]
 
 
-def _wait_for(predicate, timeout: float, what: str) -> None:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if predicate():
-            return
-        time.sleep(0.1)
-    raise AssertionError(f"timed out waiting for {what}")
-
-
 def _start_long_run(root: Path, *argv: str):
     root.mkdir()
     (root / "keep.txt").write_text("untouched")
@@ -256,10 +254,11 @@ def test_signals_end_the_worker_record_interrupted_and_exit_128_plus_n(tmp_path:
     scoring = _start_long_run(scoring_root, "-b", "faulty_tasks:slow_score", "--mode",
                               "accuracy", "--max-samples", "20")
     try:
-        for name, (sig, proc) in cases.items():
-            _wait_for(lambda: _logging(tmp_path / name), 120, f"{name} run to start LoadGen")
-        _wait_for(lambda: _logging(killed_root), 120, "SIGKILL run to start LoadGen")
-        _wait_for(lambda: (scoring_root / "scoring.started").exists(), 120, "scoring to start")
+        for name in cases:
+            wait_until(lambda folder=tmp_path / name: _logging(folder), 120,
+                       f"{name} run to start LoadGen")
+        wait_until(lambda: _logging(killed_root), 120, "SIGKILL run to start LoadGen")
+        wait_until(lambda: (scoring_root / "scoring.started").exists(), 120, "scoring to start")
         scoring.send_signal(signal.SIGTERM)
         out, err = scoring.communicate(timeout=60)
         assert scoring.returncode == 143 and "Traceback" not in out + err, err
@@ -269,7 +268,7 @@ def test_signals_end_the_worker_record_interrupted_and_exit_128_plus_n(tmp_path:
         workers = {name: children(proc.pid) for name, (_, proc) in cases.items()}
         orphans = children(killed.pid)
         assert all(workers.values()) and orphans
-        for name, (sig, proc) in cases.items():
+        for sig, proc in cases.values():
             proc.send_signal(sig)
         killed.kill()
         for name, (sig, proc) in cases.items():
@@ -284,10 +283,10 @@ def test_signals_end_the_worker_record_interrupted_and_exit_128_plus_n(tmp_path:
             assert (run_dir / "mlperf_log_detail.txt").is_file()  # logs kept
             assert (tmp_path / name / "keep.txt").read_text() == "untouched"
             for pid in workers[name]:
-                _wait_for(lambda: not alive(pid), 10, f"{name} worker {pid} to end")
+                wait_until(lambda pid=pid: not alive(pid), 10, f"{name} worker {pid} to end")
         killed.communicate(timeout=30)
         for pid in orphans:  # the worker notices its parent is gone
-            _wait_for(lambda: not alive(pid), 5, f"orphaned worker {pid} to end")
+            wait_until(lambda pid=pid: not alive(pid), 5, f"orphaned worker {pid} to end")
         # the killed run's record is never trusted
         from mlharness.record import read_record, untrusted_reason
 
