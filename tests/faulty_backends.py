@@ -120,7 +120,7 @@ class SlowNoopBackend:
 
 
 class SlowLoadingBackend(OnnxRuntimeBackend):
-    """Takes 6 s to load, as a model compiled at load does, and says so (load_allowance_s)."""
+    """Takes 8 s to load, as a model compiled at load does, and says so (load_allowance_s)."""
 
     name = "slow-loading"
 
@@ -129,7 +129,7 @@ class SlowLoadingBackend(OnnxRuntimeBackend):
         return 30.0
 
     def load(self, model: Path | None, options: BackendOptions) -> None:
-        time.sleep(6)
+        time.sleep(8)
         super().load(model, options)
 
 

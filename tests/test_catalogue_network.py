@@ -12,12 +12,13 @@ import subprocess
 import threading
 import time
 from pathlib import Path
+from typing import Iterator
 
 import numpy as np
 import pytest
 
-from distributed_support import (MLHARNESS, FakeNode, NodeProcess, http, only_run_dir,
-                                 start_nodes, start_run)
+from catalogue_support import assert_clean_error, run_cli
+from distributed_support import MLHARNESS, FakeNode, NodeProcess, http, only_run_dir, start_run
 from mlharness.cli.main import main
 from mlharness.store.record import reproduce_command
 
@@ -34,22 +35,52 @@ def indices(*values: int) -> bytes:
     return np.array(values, "<i8").tobytes()
 
 
+#: every node the module's tests use (name -> serve flags, environment), started side by side
+#: by ``nodes``: the shared ones and those a test has to itself (a backend or flag of its own, or
+#: signalled to stop)
+NODES: dict[str, tuple[tuple[str, ...], dict[str, str]]] = {
+    "demo": ((), {}),
+    "token": ((), {"MLHARNESS_NODE_TOKEN": TOKEN}),
+    "slow-per-sample": (("--backend", "distributed_support:SlowPerSampleBackend"),
+                        {**SUPPORT_PATH, "NODE_SAMPLE_S": "0.001"}),
+    "max-batch-4": (("--max-batch", "4"), {}),
+    **{f"drained-by-{sig.name}": ((), {}) for sig in (signal.SIGINT, signal.SIGTERM)},
+}
+
+
 @pytest.fixture(scope="module")
-def demo_node(tmp_path_factory: pytest.TempPathFactory):
-    nodes = start_nodes(tmp_path_factory.mktemp("node"), 1, "demo")
-    yield nodes[0]
-    nodes[0].stop()
+def nodes(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, NodeProcess]]:
+    log_dir = tmp_path_factory.mktemp("nodes")
+    started = {name: NodeProcess(log_dir, "demo", *args, env=env)
+               for name, (args, env) in NODES.items()}
+    started["token"].headers = {"Authorization": f"Bearer {TOKEN}"}
+    try:
+        for node in started.values():
+            node.wait_ready()
+        yield started
+    finally:
+        for node in started.values():  # all drain at once
+            if node.proc.poll() is None:
+                node.proc.terminate()
+        for node in started.values():
+            node.stop()
+
+
+@pytest.fixture
+def demo_node(nodes: dict[str, NodeProcess]) -> NodeProcess:
+    """The node runs and requests share (each run and request keeps its samples apart)."""
+    return nodes["demo"]
 
 
 # ---- 1. work off the event loop, bounded bodies --------------------------------------------------
 
-def test_health_answers_while_a_large_batch_runs_after_many_short_ones(tmp_path: Path) -> None:
-    node = start_nodes(tmp_path, 1, "demo", "--backend", "distributed_support:SlowPerSampleBackend",
-                       env={**SUPPORT_PATH, "NODE_SAMPLE_S": "0.001"})[0]
+def test_health_answers_while_a_large_batch_runs_after_many_short_ones(
+        nodes: dict[str, NodeProcess]) -> None:
+    node = nodes["slow-per-sample"]
     try:
         for _ in range(40):  # 1 ms batches: short enough to run on the event loop
             assert http("POST", node.url + "/predict", indices(1))[0] == 200
-        big = indices(*([2] * 4000))  # 4 s of work: must go to a thread
+        big = indices(*([2] * 2000))  # 2 s of work: must go to a thread
         answer: list[int] = []
         worker = threading.Thread(target=lambda: answer.append(
             http("POST", node.url + "/predict", big, timeout=60)[0]))
@@ -78,8 +109,8 @@ def test_an_oversized_body_gets_413_and_the_node_keeps_its_memory(demo_node: Nod
     assert http("POST", demo_node.url + "/predict", indices(3, 4))[0] == 200
 
 
-def test_max_batch_is_configurable(tmp_path: Path) -> None:
-    node = start_nodes(tmp_path, 1, "demo", "--max-batch", "4")[0]
+def test_max_batch_is_configurable(nodes: dict[str, NodeProcess]) -> None:
+    node = nodes["max-batch-4"]
     try:
         assert http("POST", node.url + "/predict", indices(1, 2, 3, 4))[0] == 200
         code, text = http("POST", node.url + "/predict", indices(1, 2, 3, 4, 5))
@@ -146,16 +177,10 @@ def test_two_server_runs_through_one_shared_node_both_finish(demo_node: NodeProc
 
 # ---- 3. the token --------------------------------------------------------------------------------
 
-@pytest.fixture(scope="module")
-def token_node(tmp_path_factory: pytest.TempPathFactory):
-    node = NodeProcess(tmp_path_factory.mktemp("tnode"), "demo",
-                       env={"MLHARNESS_NODE_TOKEN": TOKEN})
-    node.headers = {"Authorization": f"Bearer {TOKEN}"}
-    try:
-        node.wait_ready()
-        yield node
-    finally:
-        node.stop()
+@pytest.fixture
+def token_node(nodes: dict[str, NodeProcess]) -> NodeProcess:
+    """The node started with $MLHARNESS_NODE_TOKEN (its ``headers`` carry the token)."""
+    return nodes["token"]
 
 
 def test_every_route_but_health_needs_the_token(token_node: NodeProcess) -> None:
@@ -215,21 +240,20 @@ def test_a_run_without_the_right_token_is_refused_naming_the_node(
 
 @pytest.mark.parametrize("text,said", [("", "is empty"), ("two words", "spaces"),
                                        ("\n\n", "is empty")])
-def test_a_token_file_that_cannot_be_a_token_is_refused(tmp_path: Path, text: str,
-                                                        said: str) -> None:
+def test_a_token_file_that_cannot_be_a_token_is_refused(tmp_path: Path, text: str, said: str,
+                                                        capsys: pytest.CaptureFixture) -> None:
     token_file = tmp_path / "node.token"
     token_file.write_text(text)
-    out = subprocess.run([MLHARNESS, "serve", "-b", "demo", "--port", "1", "--token-file",
-                          str(token_file)], capture_output=True, text=True, timeout=60)
-    assert out.returncode == 2 and said in out.stderr and "Traceback" not in out.stderr
+    refused = run_cli(["serve", "-b", "demo", "--port", "1", "--token-file", token_file], capsys)
+    assert_clean_error(refused, 2, said)
 
 
-def test_serve_refuses_to_listen_beyond_loopback_without_a_token(tmp_path: Path) -> None:
-    env = {k: v for k, v in os.environ.items() if k != "MLHARNESS_NODE_TOKEN"}
-    out = subprocess.run([MLHARNESS, "serve", "-b", "demo", "--host", "0.0.0.0", "--port", "1"],
-                         capture_output=True, text=True, timeout=60, env=env)
-    assert out.returncode == 2 and "without a token" in out.stderr
-    assert "MLHARNESS_NODE_TOKEN" in out.stderr
+def test_serve_refuses_to_listen_beyond_loopback_without_a_token(
+        monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture) -> None:
+    monkeypatch.delenv("MLHARNESS_NODE_TOKEN", raising=False)
+    refused = run_cli(["serve", "-b", "demo", "--host", "0.0.0.0", "--port", "1"], capsys)
+    assert_clean_error(refused, 2, "without a token")
+    assert "MLHARNESS_NODE_TOKEN" in refused.err
 
 
 # ---- 4. stalls, node errors, reproduce, signals, busy ports -------------------------------------
@@ -256,8 +280,8 @@ def _run_through(fake: FakeNode, tmp_path: Path, *flags: str) -> tuple[int, floa
 def test_a_trickling_node_ends_the_run_within_the_promise_naming_it(demo_node: NodeProcess,
                                                                    tmp_path: Path) -> None:
     info = json.loads(http("GET", demo_node.url + "/ready")[1])
-    fake = FakeNode(info, "trickle", trickle_s=2.0)  # each read within the 3 s timeout
-    code, took, data = _run_through(fake, tmp_path, "--request-timeout", "3")
+    fake = FakeNode(info, "trickle", trickle_s=1.0)  # each read within the 2 s timeout
+    code, took, data = _run_through(fake, tmp_path, "--request-timeout", "2")
     assert code == 3 and took < ENDS_WITHIN_S  # from the node's first (trickled) batch
     message = data["error"]["message"]
     assert fake.url in message and "stalled" in message
@@ -290,9 +314,10 @@ def test_the_recorded_reproduce_command_of_a_remote_run_runs(demo_node: NodeProc
     assert data["spec"]["backend_option"] == spec["backend_option"]
 
 
-@pytest.mark.parametrize("sig", [signal.SIGINT, signal.SIGTERM])
-def test_ctrl_c_and_sigterm_drain_the_node_and_exit_0(tmp_path: Path, sig: int) -> None:
-    node = start_nodes(tmp_path, 1, "demo")[0]
+@pytest.mark.parametrize("sig", [signal.SIGINT, signal.SIGTERM], ids=lambda sig: sig.name)
+def test_ctrl_c_and_sigterm_drain_the_node_and_exit_0(nodes: dict[str, NodeProcess],
+                                                      sig: signal.Signals) -> None:
+    node = nodes[f"drained-by-{sig.name}"]
     node.proc.send_signal(sig)
     assert node.proc.wait(60) == 0
     assert "drained and stopped" in node.log.read_text()
@@ -327,6 +352,18 @@ def test_distribution_flags_that_do_not_apply_are_refused(flags: list[str], says
     err = capsys.readouterr().err
     assert code == 2 and says in err and "unknown" not in err, err
     assert not runs_dir.exists() or not any(runs_dir.rglob("run.json"))
+
+
+def test_the_default_request_timeout_is_the_documented_15_s(capsys: pytest.CaptureFixture) -> None:
+    """The stall cases above give a short --request-timeout; without one a batch has 15 s
+    (docs/distributed.md, `run --help`), read from the parsed spec instead of waited for."""
+    from mlharness.cli.main import build_parser
+    from mlharness.cli.run import given_spec
+
+    args = build_parser().parse_args(["run", "-b", "demo", "--endpoint", "http://127.0.0.1:9"])
+    assert given_spec(args)[0].distribution.request_timeout == 15.0
+    shown = run_cli(["run", "--help"], capsys)
+    assert "means the node stalled (default 15)" in " ".join(shown.out.split())
 
 
 @pytest.mark.parametrize("flags,kind,backend", [

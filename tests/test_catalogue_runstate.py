@@ -21,19 +21,11 @@ import pytest
 
 from catalogue_support import (alive, assert_clean_error, children, cli_subprocess, run_cli,
                                snapshot)
+from distributed_support import wait_until
 from mlharness import record as record_module
 from mlharness.record import read_record, running_state, untrusted_reason
 
 SLOW = "faulty_backends:SlowNoopBackend"
-
-
-def _wait_for(predicate, timeout: float, what: str) -> None:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if predicate():
-            return
-        time.sleep(0.1)
-    raise AssertionError(f"timed out waiting for {what}")
 
 
 def _run_dirs(runs: Path) -> list[Path]:
@@ -206,7 +198,7 @@ def test_sighup_to_the_process_group_ends_like_sighup_to_the_parent(tmp_path: Pa
                            "--min-duration", "60000", "--output-dir", "runs", "--no-progress"],
                           cwd=root, start_new_session=True)
     try:
-        _wait_for(lambda: any((root / "runs").rglob("mlperf_log_detail.txt")), 120,
+        wait_until(lambda: any((root / "runs").rglob("mlperf_log_detail.txt")), 120,
                   "the run to start LoadGen")
         workers = children(proc.pid)
         assert workers
@@ -226,6 +218,6 @@ def test_sighup_to_the_process_group_ends_like_sighup_to_the_parent(tmp_path: Pa
     assert (rec["status"], rec["error"]["message"]) == ("interrupted", "interrupted by SIGHUP")
     assert (run_dir / "mlperf_log_detail.txt").is_file()
     for pid in workers:
-        _wait_for(lambda: not alive(pid), 10, f"worker {pid} to end")
+        wait_until(lambda pid=pid: not alive(pid), 10, f"worker {pid} to end")
     assert snapshot(root, skip=("runs",)) == {k: v for k, v in before.items()
                                               if not k.startswith("runs")}
