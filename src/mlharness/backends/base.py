@@ -12,6 +12,7 @@ from typing import Any, Callable, Protocol, TypeVar, runtime_checkable
 
 import numpy as np
 
+from mlharness.errors import ModelError
 from mlharness.names import DEFAULT_PRECISION, Precision
 from mlharness.options import FreeOptions, Options, parse_options
 from mlharness.prompts import GenerationRequest
@@ -157,8 +158,6 @@ def check_signature(expected: list[TensorSpec], actual: list[TensorSpec] | None,
                     batch_size: int | None = None) -> None:
     """Raise ModelError when the model's inputs differ from what the task feeds it, or when an
     explicit ``batch_size`` exceeds the batch the model was exported with."""
-    from mlharness.errors import ModelError
-
     if actual is None:
         return
     have = {t.name: t for t in actual}
@@ -194,8 +193,6 @@ def check_index_ranges(ranges: dict[str, IndexRange], limits: dict[str, int],
                        model: str) -> None:
     """Raise ModelError when the task feeds an input values past the rows of the table the
     model indexes with it (a vocab larger than the model's embeddings)."""
-    from mlharness.errors import ModelError
-
     for name, fed in ranges.items():
         rows = limits.get(name)
         if rows is not None and fed.values > rows:

@@ -8,6 +8,10 @@ from typing import Any, Literal
 import numpy as np
 
 from mlharness.backends.base import BackendOptions
+from mlharness.backends.onnx_precision import prepared_model
+from mlharness.backends.onnx_shapes import onnx_declared_inputs, onnx_index_limits
+from mlharness.backends.openvino_int8 import is_ir
+from mlharness.backends.quantised import calibration_record
 from mlharness.errors import ConfigError, ModelError, one_line
 from mlharness.options import Options
 from mlharness.tensors import TensorSpec
@@ -51,8 +55,6 @@ class OnnxRuntimeBackend:
     @staticmethod
     def declared_inputs(model: Path) -> list[TensorSpec] | None:
         """The inputs the ONNX file declares, read without loading its weights."""
-        from mlharness.backends.onnx_shapes import onnx_declared_inputs
-
         return onnx_declared_inputs(model) if Path(model).suffix == ".onnx" else None
 
     @staticmethod
@@ -72,13 +74,9 @@ class OnnxRuntimeBackend:
         model = Path(model)
         if not model.is_file():
             raise ModelError(f"model file not found: {model}", hint="check the --model path")
-        from mlharness.backends.openvino_int8 import is_ir
-
         if is_ir(model):
             raise ModelError(f"{model} is an OpenVINO IR, which onnxruntime cannot read",
                              hint="run it with --backend openvino, or pass the ONNX model")
-        from mlharness.backends.onnx_precision import prepared_model
-
         # fp32 runs the file as given; int8 quantises it (cached); bf16 is refused on CPU
         self.source_model = model
         model = prepared_model(model, options.precision, options.cache_dir)
@@ -117,8 +115,6 @@ class OnnxRuntimeBackend:
     @property
     def index_limits(self) -> dict[str, int]:
         """The tables the model's integer inputs index, read from the file (weights skipped)."""
-        from mlharness.backends.onnx_shapes import onnx_index_limits
-
         return onnx_index_limits(self.model) if self.model and self.model.suffix == ".onnx" \
             else {}
 
@@ -139,8 +135,6 @@ class OnnxRuntimeBackend:
 
     def describe(self) -> dict[str, Any]:
         import onnxruntime as ort
-
-        from mlharness.backends.quantised import calibration_record
 
         return {
             "name": self.name,

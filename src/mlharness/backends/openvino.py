@@ -30,7 +30,10 @@ import numpy as np
 from pydantic import BeforeValidator
 
 from mlharness.backends.base import BackendOptions
+from mlharness.backends.openvino_int8 import require_int8
+from mlharness.backends.quantised import calibration_record, refuse_mislabelled
 from mlharness.errors import ConfigError, ModelError, one_line
+from mlharness.hostinfo import matrix_isa
 from mlharness.options import Options
 from mlharness.tensors import TensorSpec
 
@@ -149,9 +152,6 @@ class OpenVinoBackend:
     def load(self, model: Path | None, options: BackendOptions) -> None:
         import openvino as ov
 
-        from mlharness.backends.openvino_int8 import require_int8
-        from mlharness.backends.quantised import calibration_record, refuse_mislabelled
-
         if model is None:
             raise ModelError("no model given", hint="pass --model path/to/model.onnx")
         model = Path(model)
@@ -262,8 +262,6 @@ class OpenVinoBackend:
 
     def describe(self) -> dict[str, Any]:
         import openvino as ov
-
-        from mlharness.hostinfo import matrix_isa
 
         out: dict[str, Any] = {"name": self.name, "openvino": ov.get_version(),
                                "threads": self.options.threads,

@@ -51,6 +51,7 @@ from mlharness.backends.torch_compile import (batches_to_compile, compile_at_loa
                                               require_compiler)
 from mlharness.backends.torch_package import Package, load_or_build, package_path
 from mlharness.errors import ConfigError, ModelError, one_line
+from mlharness.files import cache_root
 from mlharness.options import Options
 from mlharness.tensors import TensorSpec
 
@@ -91,6 +92,7 @@ def _state_dict(path: Path) -> dict[str, Any]:
 
 def _bert_config(model: Path, options: BackendOptions) -> dict[str, Any]:
     """``bert_config.json`` beside the checkpoint, or the one ``config=PATH`` names."""
+    # lazy: torch_models imports torch, which this module loads only with a model
     from mlharness.backends.torch_models import read_bert_config
 
     path = options.extra_as(PyTorchOptions).config or model.with_name("bert_config.json")
@@ -269,6 +271,7 @@ class PyTorchBackend:
 
     def _module(self, state: dict[str, Any]) -> Any:
         """The architecture's module holding the checkpoint's weights."""
+        # lazy: torch_models imports torch, which this module loads only with a model
         from mlharness.backends.torch_models import BertForQA, resnet_from_state
 
         net = (BertForQA(self.config or {}) if self.arch == "bert"
@@ -298,8 +301,6 @@ class PyTorchBackend:
 
     def _packaged(self) -> Any:
         """The model's package from the cache, built and kept there first if it is not."""
-        from mlharness.files import cache_root
-
         require_compiler()
         assert self.model is not None
         derived = {"arch": self.arch, "precision": self.options.precision,
@@ -316,6 +317,7 @@ class PyTorchBackend:
         module under autocast."""
         import torch
 
+        # lazy: torch_models imports torch, which this module loads only with a model
         from mlharness.backends.torch_models import Bf16Autocast
 
         names = BERT_INPUTS if self.arch == "bert" else (self._inputs[0].name,)
@@ -350,6 +352,7 @@ class PyTorchBackend:
 
     def _autocast(self) -> Any:
         if self.options.precision == "bf16":
+            # lazy: torch_models imports torch, which this module loads only with a model
             from mlharness.backends.torch_models import bf16_autocast
 
             return bf16_autocast()

@@ -24,8 +24,9 @@ from typing import Any, Iterator
 
 import numpy as np
 
-from mlharness.backends.quantised import MIN_QUANTISED_OUTPUTS, quiet_loggers
+from mlharness.backends.quantised import MIN_QUANTISED_OUTPUTS, quantised_file, quiet_loggers
 from mlharness.errors import ConfigError, ModelError, one_line
+from mlharness.hostinfo import matrix_isa
 
 #: bump when the recipe changes
 RECIPE = "torchao-pt2e-x86inductor-v1-minmax-fp32head"
@@ -123,9 +124,6 @@ def quantize_pt2e(net: Any, arch: str, names: list[str], target: Path,
     """Int8 program of the fp32 module ``net`` (inputs ``names``) into ``target`` (``.pt2``),
     activation ranges from ``batches``; returns what was done (for the calibration record)."""
     import torch
-
-    from mlharness.backends.quantised import quantised_file
-    from mlharness.hostinfo import matrix_isa
 
     require_pt2e(method)
     torchao = import_torchao()

@@ -32,6 +32,7 @@ from mlharness.backends.torch_package_runner import PackageRunner, libraries
 from mlharness.children import ChildDied, call_in_child
 from mlharness.errors import ConfigError, ModelError, one_line
 from mlharness.files import sha256_file
+from mlharness.hostinfo import cpu_flags, package_versions
 
 #: bump when what goes into a package changes
 PACKAGE_VERSION = 1
@@ -72,8 +73,6 @@ class Package:
 def package_path(root: Path, model: Path, derived: dict[str, Any]) -> Path:
     """Where the package of ``model`` (with what the backend ``derived`` from it) lives."""
     import torch
-
-    from mlharness.hostinfo import cpu_flags, package_versions
 
     # inductor picks its vector instructions from the CPU's flags unless these settings cap
     # them (asking inductor itself costs 3-4 s a load: its import, and a test compile)

@@ -10,9 +10,14 @@ from typing import Any
 
 from rich.markup import escape
 
-from mlharness.cli.render import LiveProgress, console, print_json
+from mlharness.cli.render import LiveProgress, console, console_err, print_json
+from mlharness.cli.run import add_run_arguments, given_spec, resolved_spec
+from mlharness.cli.spec_flags import TABLE_KEYS, add_flag, run_settings
+from mlharness.compliance import required_tests, run_audit, verify
 from mlharness.compliance.audit_config import LLM_TESTS, TESTS
 from mlharness.errors import ConfigError
+from mlharness.record import RUN_FILE, RunRecord
+from mlharness.rules import loadgen_seeds
 from mlharness.rules.loader import DEFAULT_ROUND
 
 EXAMPLES = """\
@@ -72,9 +77,6 @@ class _AuditFlag(argparse.Action):
 
 
 def register(sub: argparse._SubParsersAction) -> None:
-    from mlharness.cli.run import add_run_arguments
-    from mlharness.cli.spec_flags import add_flag, run_settings
-
     p = sub.add_parser(
         "compliance", conflict_handler="resolve",
         help="run and verify a compliance audit (TEST01, TEST04, TEST06, TEST07, TEST09; "
@@ -124,9 +126,6 @@ def register(sub: argparse._SubParsersAction) -> None:
 
 def inherit_reference_settings(args: argparse.Namespace, reference: Path) -> None:
     """Fill run flags the user did not give from the reference run's run.json spec."""
-    from mlharness.cli.spec_flags import TABLE_KEYS
-    from mlharness.record import RUN_FILE, RunRecord
-
     if not (reference / RUN_FILE).is_file():
         return
     spec = RunRecord.load(reference).spec.model_dump()
@@ -141,8 +140,6 @@ def inherit_reference_settings(args: argparse.Namespace, reference: Path) -> Non
 
 
 def _tests_to_run(args: argparse.Namespace, benchmark: str) -> list[str]:
-    from mlharness.compliance import required_tests
-
     if args.compliance_test:
         return list(args.compliance_test)
     round_name = args.round or DEFAULT_ROUND
@@ -154,10 +151,6 @@ def _tests_to_run(args: argparse.Namespace, benchmark: str) -> list[str]:
 
 
 def compliance_command(args: argparse.Namespace) -> int:
-    from mlharness.cli.run import given_spec, resolved_spec
-    from mlharness.cli.render import console_err
-    from mlharness.compliance import run_audit, verify
-
     if getattr(args, "deprecated_test", False):
         console_err.print("note: `--test TEST0X` is the old spelling of `--audit TEST0X` (in both "
                           "run and compliance, --test means a short run)", style="yellow")
@@ -176,8 +169,6 @@ def compliance_command(args: argparse.Namespace) -> int:
                              progress=not args.no_progress)
     tests = _tests_to_run(args, spec.benchmark if spec else "")
     if "TEST05" in tests and spec is not None:
-        from mlharness.rules import loadgen_seeds
-
         loadgen_seeds(spec.round, test05=True)  # refused before any run: a round that had TEST05
     if "TEST01" in tests and args.reference_accuracy is None:
         raise ConfigError("TEST01 compares against the accuracy run",

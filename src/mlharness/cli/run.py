@@ -9,6 +9,7 @@ from typing import Any
 
 from rich.markup import escape
 
+from mlharness import rules
 from mlharness.cli.render import (LiveProgress, console, console_err, power_lines, print_json,
                                   results_table, verdict_text)
 from mlharness.cli.spec_flags import TABLE_KEYS, add_flag, add_shared_flags, run_settings
@@ -17,6 +18,7 @@ from mlharness.errors import ConfigError
 from mlharness.flags import WHAT, WHERE
 from mlharness.options import parse_scalar
 from mlharness.spec import LEGACY_POOL_BACKENDS, RunSpec, load_toml
+from mlharness.tasks import BENCHMARKS
 
 EXAMPLES = """\
 examples:
@@ -102,6 +104,7 @@ def given_spec(args: argparse.Namespace, **overrides: Any) -> tuple[RunSpec, set
 def _from_cache(data: dict[str, Any]) -> dict[str, Any]:
     """The benchmark's official model/dataset/vocab from the cache (`mlharness get`) where the
     command gives no path, or gives a catalogue name (``-d imagenet``)."""
+    # lazy: artefacts (http, ssl; ~30 modules) stays out of `mlharness --help`
     from mlharness.artefacts.for_run import fill_from_cache
 
     data, notes = fill_from_cache(data)
@@ -150,11 +153,11 @@ def register(sub: argparse._SubParsersAction) -> None:
     add_run_arguments(p)
     settings = run_settings()
     add_flag(p, settings["mode"])
-    rules = p.add_argument_group("round rules (checked before --valid runs)")
-    add_flag(rules, settings["round"])
-    rules.add_argument("--division", choices=("closed", "open"), default="closed",
+    round_rules = p.add_argument_group("round rules (checked before --valid runs)")
+    add_flag(round_rules, settings["round"])
+    round_rules.add_argument("--division", choices=("closed", "open"), default="closed",
                        help="division the run is meant for (default closed)")
-    rules.add_argument("--no-preflight", action="store_true",
+    round_rules.add_argument("--no-preflight", action="store_true",
                        help="run a --valid test even if it cannot count for the round")
     add_power_arguments(p)
     out = p.add_argument_group("output")
@@ -189,6 +192,7 @@ def power_options(args: argparse.Namespace) -> Any:
             raise ConfigError("--power-server given without --power",
                               hint="add --power to measure power")
         return None
+    # lazy: power.session (the runner; ~60 modules) stays out of `mlharness --help`
     from mlharness.power.session import PowerOptions
 
     if not args.power_server:
@@ -200,24 +204,24 @@ def power_options(args: argparse.Namespace) -> Any:
 
 
 def run_command(args: argparse.Namespace) -> int:
+    # lazy: the runner and tune (~65 modules) stay out of `mlharness --help`
     from mlharness.runner import execute
-
-    from mlharness import rules
+    from mlharness.tune.resolve import without_auto
 
     if args.round is not None:
         rules.load(args.round)  # an unknown round is refused for every benchmark, the demo too
     power = power_options(args)
     if power is not None:
+        # lazy: power.session (the runner; ~60 modules) stays out of `mlharness --help`
         from mlharness.power.session import prepare
 
         prepare(power)  # refuse early (no official client, bad address) before any probe run
     meter = None
     if getattr(args, "energy", None):  # refuse early (no counters) before any probe run
+        # lazy: power.energy and its metric (~4 ms) stay out of `mlharness --help`
         from mlharness.power.energy import EnergyMeter
 
         meter = EnergyMeter.open(args.energy)
-    from mlharness.tune.resolve import without_auto
-
     given, explicit = given_spec(args)
     check = given.valid and not args.no_preflight
     if check:  # before any measuring: refuse what cannot count anyway
@@ -229,6 +233,7 @@ def run_command(args: argparse.Namespace) -> int:
         if meter:
             meter.start()
         if power is not None:
+            # lazy: power.session (the runner; ~60 modules) stays out of `mlharness --help`
             from mlharness.power.session import run_power
 
             say = (lambda text: None) if args.json else (
@@ -255,6 +260,7 @@ def resolved_spec(spec: RunSpec, explicit: set[str] | None = None, quiet: bool =
     """``spec`` with its target resolved (mlharness.tune.resolve_targets): a line on what is
     measured and one with the result. The probes' own verdicts (a search crosses the edge on
     purpose) are for `mlharness tune`, which tables them; here they stay in _tune/."""
+    # lazy: tune (probes, the runner; ~65 modules) stays out of `mlharness --help`
     from mlharness.tune import resolve_targets
 
     def notify(text: str) -> None:
@@ -267,9 +273,6 @@ def resolved_spec(spec: RunSpec, explicit: set[str] | None = None, quiet: bool =
 
 def refuse_if_not_countable(spec: RunSpec, round_name: str | None, division: str) -> None:
     """Before a long --valid run of a round benchmark: refuse, with reasons, if it cannot count."""
-    from mlharness import rules
-    from mlharness.tasks import BENCHMARKS
-
     if spec.benchmark not in BENCHMARKS or spec.benchmark == "demo":
         return  # not an MLPerf benchmark: nothing to count for
     problems = rules.preflight(spec, rules.load(round_name) if round_name else None, division)

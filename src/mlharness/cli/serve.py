@@ -10,10 +10,13 @@ import threading
 import time
 from pathlib import Path
 
+from mlharness.cli.render import console_err
 from mlharness.cli.spec_flags import TABLE_KEYS, add_flag, run_settings
 from mlharness.errors import ConfigError, HarnessError
-from mlharness.serve import DEFAULT_MAX_BATCH
+from mlharness.options import parse_scalar
 from mlharness.protocol.token import TOKEN_ENV, read_token
+from mlharness.serve import DEFAULT_MAX_BATCH
+from mlharness.spec import RunSpec
 
 EXAMPLES = """\
 examples:
@@ -82,11 +85,9 @@ def register(sub: argparse._SubParsersAction) -> None:
 
 
 def serve_command(args: argparse.Namespace) -> int:
-    from mlharness.cli.render import console_err
-    from mlharness.options import parse_scalar
+    # lazy: serve.app (fastapi) and serve.node (sut.assemble) stay out of `mlharness --help`
     from mlharness.serve.app import NodeState, serve
     from mlharness.serve.node import Node
-    from mlharness.spec import RunSpec
 
     if args.backend in ("remote", "ray"):
         raise ConfigError(f"a node cannot use --backend {args.backend}",

@@ -10,9 +10,13 @@ from typing import Any
 from rich.markup import escape
 
 from mlharness.cli.render import LiveProgress, console, console_err, print_json
+from mlharness.cli.run import add_run_arguments, spec_from_args
+from mlharness.cli.spec_flags import add_flag, run_settings
 from mlharness.errors import ConfigError
+from mlharness.hostinfo import describe_system
 from mlharness.names import QPS_SCENARIOS, Scenario
 from mlharness.rules.loader import DEFAULT_ROUND, ROUNDS
+from mlharness.spec import RunSpec, load_toml
 
 EXAMPLES = """\
 examples:
@@ -47,9 +51,6 @@ CONFIRM_S = 60.0
 
 
 def register(sub: argparse._SubParsersAction) -> None:
-    from mlharness.cli.run import add_run_arguments
-    from mlharness.cli.spec_flags import add_flag, run_settings
-
     p = sub.add_parser(
         "tune", help="measure the targets for VALID runs at peak performance",
         description="Find, with short runs of the real harness and LoadGen, the target each "
@@ -107,7 +108,8 @@ def _tune_help(p: argparse.ArgumentParser) -> None:
 
 
 def _scenarios(text: str | None, benchmark: str) -> list[str]:
-    from mlharness.tune.scenario import benchmark_scenarios  # the tune package: loaded on use
+    # lazy: tune (probes, the runner; ~65 modules) stays out of `mlharness --help`
+    from mlharness.tune.scenario import benchmark_scenarios
 
     if text is None or text.lower() == "all":
         return list(benchmark_scenarios(benchmark))
@@ -121,8 +123,6 @@ def _scenarios(text: str | None, benchmark: str) -> list[str]:
 
 def _benchmark(args: argparse.Namespace) -> str:
     """The benchmark named by -b, else by the --config TOML file (empty if neither names one)."""
-    from mlharness.spec import load_toml
-
     if args.benchmark or not getattr(args, "config", None):
         return str(args.benchmark or "")
     return str(load_toml(args.config).get("benchmark") or "")
@@ -165,11 +165,10 @@ def _token(point: Any, name: str) -> str:
 
 
 def tune_command(args: argparse.Namespace) -> int:
-    from mlharness.cli.run import spec_from_args
+    # lazy: tune (probes, the runner; ~65 modules) stays out of `mlharness --help`
     from mlharness.tune import SutEntry, save_sut, tune_scenario
     from mlharness.tune.grid import best_of, grid_specs, parse_search
     from mlharness.tune.sutconfig import open_or_new
-    from mlharness.hostinfo import describe_system
 
     axes = parse_search(args.search)
     scenarios = _scenarios(args.scenario, _benchmark(args))
@@ -309,8 +308,6 @@ def chosen_table(chosen: list[Any]) -> Any:
 def _settings_text(settings: dict[str, Any]) -> str:
     """Engine settings that differ from RunSpec's defaults (the SUT file keeps them all),
     escaped for the tables."""
-    from mlharness.spec import RunSpec
-
     defaults = {name: f.default for name, f in RunSpec.model_fields.items()}
     return escape(" ".join(f"{k}={v}" for k, v in settings.items()
                            if defaults.get(k) != v) or "defaults")

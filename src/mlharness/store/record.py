@@ -8,17 +8,19 @@ from __future__ import annotations
 
 import hashlib
 import json
+import subprocess
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
-from mlharness.names import Scenario
+import mlharness
 from mlharness.distribution import Distribution
+from mlharness.errors import ConfigError
 from mlharness.flags import command_words
+from mlharness.names import Scenario
+from mlharness.record import RunRecord, probe_reason, read_record
+from mlharness.rules import round_for_seeds
 from mlharness.spec import RunSpec
-
-if TYPE_CHECKING:
-    from mlharness.record import RunRecord
 
 #: spec fields that say where or how a run is kept, not what was measured
 _NOT_SETTINGS = ("output_dir", "label", "stall_timeout", "cache_dir",
@@ -96,9 +98,6 @@ class RunRow:
 def _read(run_dir: Path) -> RunRecord:
     """The typed record of ``run_dir`` through the runner's one reader (ValueError if missing,
     unreadable or not ours)."""
-    from mlharness.errors import ConfigError
-    from mlharness.record import read_record
-
     try:
         return read_record(Path(run_dir))
     except ConfigError as exc:
@@ -136,14 +135,10 @@ def run_round(data: dict[str, Any]) -> str | None:
         seeds = {k: int(eff[f"effective_{k}"]) for k in keys}
     except (KeyError, TypeError, ValueError):
         return None
-    from mlharness.rules import round_for_seeds
-
     return round_for_seeds(seeds)
 
 
 def kind_of(rel: Path, record: RunRecord) -> str:
-    from mlharness.record import probe_reason
-
     if probe_reason(rel, record):
         return "probe"
     if record.spec.audit_config or str(record.spec.label or "").startswith("TEST"):
@@ -278,10 +273,6 @@ def reproduce_command(spec: dict[str, Any]) -> str:
 def git_commit_of(path: Path | str | None) -> str | None:
     """The git commit of the repository holding ``path`` (the model, else this package's own
     source), or None when it is not in a git work tree."""
-    import subprocess
-
-    import mlharness
-
     start = Path(path) if path else Path(mlharness.__file__)
     folder = start if start.is_dir() else start.parent
     try:
