@@ -10,6 +10,7 @@ import threading
 import time
 from pathlib import Path
 
+from mlharness.backends import prepare_process
 from mlharness.cli.render import console_err
 from mlharness.cli.spec_flags import TABLE_KEYS, add_flag, run_settings
 from mlharness.errors import ConfigError, HarnessError
@@ -109,6 +110,7 @@ def serve_command(args: argparse.Namespace) -> int:
              if getattr(args, name) is not None}
     spec = RunSpec(**{name: {k: parse_scalar(v) for k, v in value} if name in TABLE_KEYS
                       else value for name, value in given.items()})
+    prepare_process(spec.backend)  # before the node's threads start (OpenVINO: one malloc arena)
     name = args.name or f"{socket.gethostname()}:{args.port}"
     state = NodeState(lambda: Node(spec, name), args.workers, token, args.max_batch)
     url = f"http://{args.host}:{args.port}"
