@@ -16,6 +16,7 @@ appears in no message, ``repr`` or log.
 from __future__ import annotations
 
 import asyncio
+import inspect
 import json
 import os
 import time
@@ -152,7 +153,7 @@ class OpenAIStreamClient:
                 ids = tokenize(text)
             if on_first_token is not None:
                 value = on_first_token(ids, at - start)
-                if value is not None and hasattr(value, "__await__"):
+                if inspect.isawaitable(value):
                     pending.append(asyncio.ensure_future(value))
 
         response = SseResponse(where, chat, guard, first, self.settings.api_key_env)
@@ -240,5 +241,5 @@ def _no_ids(where: str) -> EndpointError:
 
 
 async def _maybe_await(value: Awaitable[None] | None) -> None:
-    if value is not None and hasattr(value, "__await__"):
+    if inspect.isawaitable(value):
         await value

@@ -24,7 +24,7 @@ from __future__ import annotations
 import ctypes
 import queue
 from pathlib import Path
-from typing import Annotated, Any, Literal, get_args
+from typing import Annotated, Any, Literal
 
 import numpy as np
 from pydantic import BeforeValidator
@@ -41,7 +41,6 @@ from mlharness.tensors import TensorSpec
 SCENARIO_HINTS = {"Offline": "THROUGHPUT", "Server": "THROUGHPUT",
                   "SingleStream": "LATENCY", "MultiStream": "LATENCY"}
 Hint = Literal["THROUGHPUT", "LATENCY", "CUMULATIVE_THROUGHPUT"]
-HINTS = get_args(Hint)
 #: measured on an AVX2-only AMD EPYC (docs/performance.md): OpenVINO runs int8 FullyConnected
 #: layers there with oneDNN's jit_gemm_I8, no faster than fp32 (BERT 0.589 vs 0.584 samples/s)
 NO_VNNI_NOTE = ("this CPU has no VNNI: OpenVINO's int8 fully-connected layers (all of BERT's "
@@ -79,6 +78,8 @@ def one_malloc_arena() -> bool:
     mallopt.argtypes, mallopt.restype = [ctypes.c_int, ctypes.c_int], ctypes.c_int
     return bool(mallopt(M_ARENA_MAX, 1))
 
+
+SNIPPETS_OFF = "snippets off: --backend-option snippets=false"  # recorded in run.json
 
 #: --precision -> INFERENCE_PRECISION_HINT (int8 models keep fp32 for what is not quantised)
 PRECISION_HINTS = {"fp32": "f32", "bf16": "bf16", "int8": "f32"}
@@ -147,7 +148,6 @@ class OpenVinoBackend:
         self._outputs: list[str] = []
         #: the tables the model's integer inputs index (an optional extra of the Backend protocol)
         self.index_limits: dict[str, int] = {}
-        self.snippets_off: str | None = None  # why SNIPPETS_MODE=DISABLE, when it is
 
     def load(self, model: Path | None, options: BackendOptions) -> None:
         import openvino as ov
@@ -182,7 +182,6 @@ class OpenVinoBackend:
         self.config = self._config(options)
         try:
             read = core.read_model(str(model))
-            self.snippets_off = self._snippets(options)
             self.compiled = core.compile_model(read, "CPU", self.config)
         except Exception as exc:  # openvino raises RuntimeError with long multi-line texts
             detail = one_line(exc)
@@ -198,13 +197,6 @@ class OpenVinoBackend:
         self.options = options
         self.capabilities = caps
 
-    def _snippets(self, options: BackendOptions) -> str | None:
-        """Add ``SNIPPETS_MODE`` to the config where ``snippets=`` asks; why they are off."""
-        wanted = options.extra_as(OpenVinoOptions).snippets
-        if wanted is not None:
-            self.config["SNIPPETS_MODE"] = "ENABLE" if wanted else "DISABLE"
-        return None if wanted is not False else "snippets off: --backend-option snippets=false"
-
     @staticmethod
     def _config(options: BackendOptions) -> dict[str, Any]:
         extra = options.extra_as(OpenVinoOptions)
@@ -219,6 +211,8 @@ class OpenVinoBackend:
             config["NUM_STREAMS"] = "1"
         if extra.pin_threads is not None:
             config["ENABLE_CPU_PINNING"] = extra.pin_threads
+        if extra.snippets is not None:
+            config["SNIPPETS_MODE"] = "ENABLE" if extra.snippets else "DISABLE"
         return config
 
     @property
@@ -275,8 +269,8 @@ class OpenVinoBackend:
                                 "INFERENCE_PRECISION_HINT", "OPTIMAL_NUMBER_OF_INFER_REQUESTS")}
             out["cpu_capabilities"] = self.capabilities
         notes = precision_notes(self.options.precision, matrix_isa()["int8"])
-        if getattr(self, "snippets_off", None):
-            out["snippets"] = self.snippets_off
+        if self.options.extra_as(OpenVinoOptions).snippets is False:
+            out["snippets"] = SNIPPETS_OFF
         if self.process_note:
             out["process"] = self.process_note
         if notes:
