@@ -145,6 +145,21 @@ def test_server_batches_what_is_queued() -> None:
     assert len(backend.batches) < 9 and max(len(b) for b in backend.batches) <= 4
 
 
+def test_stop_finishes_what_was_queued_before_it_on_any_number_of_workers() -> None:
+    """A query cut into batches goes back to the queue behind the stop signals; every worker
+    count still answers every sample once and ends its threads."""
+    for workers in (1, 2, 3):
+        backend, rec = DoublingBackend(), Recorder()
+        engine = Engine(CountingTask(), backend, policy_for("Offline", 7), rec, workers=workers)
+        engine.start()
+        engine.issue(list(range(100)), list(range(100)))
+        engine.issue([100, 101], [1, 2])
+        engine.stop()
+        assert sorted(rec.got) == list(range(102)), workers
+        assert max(len(b) for b in backend.batches) == 7
+        assert not any(t.is_alive() for t in engine._threads)
+
+
 def test_failure_answers_everything_and_reports_once() -> None:
     backend, rec = DoublingBackend(fail_at=2, delay=0.01), Recorder()
     failures: list[str] = []

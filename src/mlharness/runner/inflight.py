@@ -43,9 +43,9 @@ class InFlight:
             self._map = mmap.mmap(fd, SLOT * SLOTS)
         finally:
             os.close(fd)
-        self._slots: dict[int, int] = {}
-        self._last: dict[int, tuple] = {}
+        self._claimed = 0  # slots handed out, under _lock
         self._lock = threading.Lock()
+        self._mine = threading.local()  # this thread's slot offset and last shapes
 
     def wrap(self, backend: Any) -> None:
         """Replace ``backend.predict`` (an instance attribute) with one that records itself."""
@@ -65,17 +65,19 @@ class InFlight:
             pass
 
     def _enter(self, inputs: dict[str, Any]) -> int | None:
-        me = threading.get_ident()
-        slot = self._slots.get(me)
-        if slot is None:
+        mine = self._mine
+        try:
+            offset = mine.offset
+        except AttributeError:  # this thread's first batch: claim a slot
             with self._lock:
-                if len(self._slots) >= SLOTS:
-                    return None
-                slot = self._slots[me] = len(self._slots)
-        offset = slot * SLOT
-        key = tuple((k, np.shape(v)) for k, v in inputs.items())
-        if self._last.get(me) != key:  # a new shape: its text (a batch of the same, no write)
-            self._last[me] = key
+                offset = self._claimed * SLOT if self._claimed < SLOTS else None
+                self._claimed += 1
+            mine.offset, mine.key = offset, None
+        if offset is None:
+            return None
+        key = (tuple(inputs), tuple(map(np.shape, inputs.values())))
+        if mine.key != key:  # a new shape: its text (a batch of the same, no write)
+            mine.key = key
             text = shapes_text(inputs).encode()[:SLOT - 2]
             self._map[offset + 1:offset + SLOT] = text + b"\0" * (SLOT - 1 - len(text))
         self._map[offset] = BUSY

@@ -8,10 +8,10 @@ an empty response so LoadGen never waits forever, and calls ``on_failure`` once.
 
 from __future__ import annotations
 
+import queue
 import threading
 import time
 import traceback
-from collections import deque
 from typing import Callable, Sequence, cast
 
 from mlharness.backends.base import Backend, SampleBackend
@@ -63,10 +63,11 @@ class Engine:
         self.policy = policy
         self._complete = complete
         self._on_failure = on_failure
-        self._queue: deque[_Pending] = deque()
+        # queries wait in a C-level queue: handing one to a sleeping worker costs half the CPU
+        # of a Condition's wait/notify in Python (benchmarks/overhead.py, Server)
+        self._inbox: queue.SimpleQueue[_Pending | None] = queue.SimpleQueue()
         self._sort = policy.sort_by_length and type(task).sample_length is not Task.sample_length
-        self._cond = threading.Condition()
-        self._stopping = False
+        self._fail_lock = threading.Lock()
         self._threads: list[threading.Thread] = []
         self.n_workers = 0 if policy.inline else max(1, workers, len(self.instances))
         self.failure: str | None = None
@@ -134,9 +135,9 @@ class Engine:
         return time.monotonic() - t0
 
     def stop(self) -> None:
-        with self._cond:
-            self._stopping = True
-            self._cond.notify_all()
+        """Let the workers finish what is queued, then end them."""
+        for _ in self._threads:
+            self._inbox.put(None)  # one each, behind the queued work
         for t in self._threads:
             t.join(timeout=10)
 
@@ -151,44 +152,57 @@ class Engine:
             order = sorted(range(len(ids)), key=lambda k: length(indices[k]), reverse=True)
             ids = [ids[k] for k in order]
             indices = [indices[k] for k in order]
-        # one entry per query; workers cut batches off its front, so a huge Offline query
-        # starts running at once instead of being split up front
-        with self._cond:
-            self._queue.append(_Pending(ids, indices))
-            self._cond.notify(min(len(ids), self.n_workers))
+        # one entry per query; a worker cuts a batch off its front and queues the rest again
+        # for the next worker, so a huge Offline query starts running at once on every worker
+        self._inbox.put(_Pending(ids, indices))
 
     def flush(self) -> None:
         """LoadGen's flush callback: nothing is held back, so nothing to do."""
 
     # ---- work ------------------------------------------------------------------------------
-    def _take(self) -> tuple[list[int], list[int]]:
-        """Cut up to max_batch samples off the queue (caller holds the lock)."""
-        room = self.policy.max_batch
-        ids: list[int] = []
-        indices: list[int] = []
-        queue = self._queue
-        while queue and room:
-            head = queue[0]
+    def _take(self, head: _Pending) -> tuple[list[int], list[int]]:
+        """A batch of up to max_batch samples: from ``head``, then from whatever else is queued
+        (Server batches what has piled up). A query cut short goes back to the queue."""
+        inbox = self._inbox
+        ids, indices = head.take(self.policy.max_batch)
+        room = self.policy.max_batch - len(ids)
+        while room and head.empty and not inbox.empty():
+            try:
+                after = inbox.get_nowait()
+            except queue.Empty:  # another worker took it
+                break
+            if after is None:  # stopping: leave the signal for a worker
+                inbox.put(None)
+                break
+            head = after
             part_ids, part_indices = head.take(room)
             ids += part_ids
             indices += part_indices
             room -= len(part_ids)
-            if head.empty:
-                queue.popleft()
+        if not head.empty:
+            inbox.put(head)
         return ids, indices
 
     def _worker(self, n: int = 0) -> None:
         backend = self.instances[n % len(self.instances)]
         self._pin(n)
+        inbox = self._inbox
+        draining = False  # after its stop signal: what was queued behind it, then end
         while True:
-            with self._cond:
-                while not self._queue and not self._stopping:
-                    self._cond.wait()
-                if self._stopping and not self._queue:
+            if not draining:
+                head = inbox.get()
+            else:
+                try:
+                    head = inbox.get_nowait()
+                except queue.Empty:
                     return
-                ids, indices = self._take()
-                if self._queue:
-                    self._cond.notify()  # more left: wake another worker
+            if head is None:
+                if draining:  # another worker's signal: that worker drains what follows it
+                    inbox.put(None)
+                    return
+                draining = True
+                continue
+            ids, indices = self._take(head)
             self._run_batch(ids, indices, backend)
 
     def _pin(self, n: int) -> None:
@@ -226,15 +240,26 @@ class Engine:
             self.completed += len(ids)
 
     def _fail(self, exc: BaseException) -> None:
-        with self._cond:
+        with self._fail_lock:
             if self.failure is not None:
                 return
             last = traceback.extract_tb(exc.__traceback__)[-1:] if exc.__traceback__ else []
             where = f" (at {last[0].filename}:{last[0].lineno})" if last else ""
             self.failure = f"{type(exc).__name__}: {exc}{where}"
             self.failure_traceback = "".join(traceback.format_exception(exc))
-            pending = [i for p in self._queue for i in p.ids[p.start:]]
-            self._queue.clear()
+        pending: list[int] = []
+        stops = 0
+        while True:  # what is queued now is answered here; what comes later, by _run_batch
+            try:
+                head = self._inbox.get_nowait()
+            except queue.Empty:
+                break
+            if head is None:
+                stops += 1
+            else:
+                pending += head.ids[head.start:]
+        for _ in range(stops):
+            self._inbox.put(None)
         if pending:
             self._answer_empty(pending)
         if self._on_failure:
