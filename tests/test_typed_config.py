@@ -16,9 +16,9 @@ from mlharness.backends.onnxruntime import OnnxRuntimeBackend, OnnxRuntimeOption
 from mlharness.cli.main import main
 from mlharness.distribution import Distribution
 from mlharness.errors import ConfigError
-from mlharness.flags import command_words
+from mlharness.flags import command_words, user_conf_owners
 from mlharness.options import FreeOptions
-from mlharness.loadgen.settings import USER_CONF_KEYS
+from mlharness.loadgen.settings import USER_CONF_KEYS, user_conf_entries
 from mlharness.record import RUN_FORMAT, RunRecord
 from mlharness.spec import RunSpec, load_toml
 from mlharness.tasks import TaskOptions, create_task
@@ -77,6 +77,24 @@ def test_toml_keys_are_the_flag_names(tmp_path: Path) -> None:
 
 
 # ---- --set ------------------------------------------------------------------------------------
+
+def test_the_user_conf_keys_flags_write_are_declared_once_on_their_flags() -> None:
+    """``Flag(user_conf=...)`` is the one list of keys a flag owns: `--set` refuses each with
+    its flags named, and they are the keys the flags write into user.conf."""
+    owners = user_conf_owners(RunSpec)
+    for key, flags in owners.items():
+        with pytest.raises(ConfigError, match="own flag") as info:
+            RunSpec(benchmark="demo", set={key: 1})
+        assert flags in info.value.hint
+    assert owners["target_latency"] == "--target-latency or --server-latency"
+    server = RunSpec(benchmark="demo", scenario="Server", target_qps=5.0, server_latency=50.0,
+                     min_duration=1000, min_query_count=10, max_query_count=20,
+                     performance_sample_count=8)
+    single = RunSpec(benchmark="demo", scenario="SingleStream", target_latency=3.0)
+    written = {*user_conf_entries(server.test_config("demo")),
+               *user_conf_entries(single.test_config("demo"))}
+    assert written == set(owners) - {"mode"}  # the mode is LoadGen's TestSettings.mode
+
 
 def test_set_refuses_flag_keys_unknown_keys_and_text() -> None:
     with pytest.raises(ConfigError, match="own flag") as info:

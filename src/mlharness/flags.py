@@ -46,6 +46,7 @@ class Flag:
     default_help: str = ""
     closed: bool = False  # only the type's values (an Enum's or a Literal's) are offered
     shared: bool = True  # False: only the commands that own it declare it (`run`'s --mode)
+    user_conf: str | None = None  # the user.conf key it writes (`--set` of that key is refused)
 
     def option(self, field: str) -> str:
         return self.name or "--" + field.replace("_", "-")
@@ -92,6 +93,16 @@ def declared(model: type[BaseModel]) -> Iterator[Declared]:
             yield from declared(section)
         elif (flag := flag_of(info)) is not None:
             yield Declared(model, name, flag, info)
+
+
+def user_conf_owners(model: type[BaseModel]) -> dict[str, str]:
+    """The user.conf keys that flags of ``model`` write, each with its flags
+    (``{"target_latency": "--target-latency or --server-latency"}``)."""
+    owners: dict[str, list[str]] = {}
+    for d in declared(model):
+        if d.flag.user_conf:
+            owners.setdefault(d.flag.user_conf, []).append(d.option)
+    return {key: " or ".join(options) for key, options in owners.items()}
 
 
 def plain_types(annotation: Any) -> list[Any]:

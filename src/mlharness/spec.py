@@ -23,7 +23,7 @@ from mlharness.files import read_toml
 from mlharness.options import RuleError, config_error
 from mlharness.distribution import (LEGACY_NAMES, POOL_KEYS, RAY_KEYS, REMOTE_KEYS,
                                     Distribution)
-from mlharness.flags import HOW, LOADGEN, WHAT, Flag
+from mlharness.flags import HOW, LOADGEN, WHAT, Flag, user_conf_owners
 from mlharness.loadgen.settings import (MAX_COUNT, MAX_DURATION_MS, EffectiveSettings, TestConfig,
                                         check_user_conf_key, effective_settings)
 from mlharness.rules import llm
@@ -93,7 +93,7 @@ class RunSpec(BaseModel):
         "LLMs", "NAME", WHAT, "-s")] = DEFAULT_SCENARIO
     mode: Annotated[Mode, Field(strict=False), Flag(
         "performance or accuracy (default {default})", closed=True,
-        shared=False)] = DEFAULT_MODE  # `run`'s own: tune and compliance run performance
+        shared=False, user_conf="mode")] = DEFAULT_MODE  # `run`'s own: tune and compliance run performance
     model: Annotated[Path | None, Flag(
         "model file (the demo ships its own)", "PATH", WHAT, "-m")] = None
     dataset: Annotated[Path | None, Flag("dataset folder or file", "PATH", WHAT, "-d")] = None
@@ -118,17 +118,23 @@ class RunSpec(BaseModel):
         default_flag="--test", default_help="short run: 2 s minimum, small query counts")] = False
     target_qps: Annotated[Target | None, Flag(
         "Server target QPS / Offline expected QPS, or 'auto' (measured by short probe runs "
-        "first; the default of a --test run)", "QPS", LOADGEN)] = None
+        "first; the default of a --test run)", "QPS", LOADGEN, user_conf="target_qps")] = None
     target_latency: Annotated[Target | None, Flag(
         "SingleStream/MultiStream expected latency in ms (a hint: too high and LoadGen runs out "
-        "of queries), or 'auto' (measured first)", "MS", LOADGEN)] = None
+        "of queries), or 'auto' (measured first)", "MS", LOADGEN,
+        user_conf="target_latency")] = None
     server_latency: Annotated[PositiveFloat | None, Flag(
-        "Server latency bound in ms (open division only)", "MS", LOADGEN)] = None
+        "Server latency bound in ms (open division only)", "MS", LOADGEN,
+        user_conf="target_latency")] = None
     min_duration: Annotated[NonNegativeInt | None, Flag(
-        "minimum test duration (--test: 2000, --valid: 600000)", "MS", LOADGEN)] = None
-    min_query_count: Annotated[PositiveInt | None, Flag("", "N", LOADGEN)] = None
-    max_query_count: Annotated[PositiveInt | None, Flag("", "N", LOADGEN)] = None
-    performance_sample_count: Annotated[PositiveInt | None, Flag("", "N", LOADGEN)] = None
+        "minimum test duration (--test: 2000, --valid: 600000)", "MS", LOADGEN,
+        user_conf="min_duration")] = None
+    min_query_count: Annotated[PositiveInt | None, Flag(
+        "", "N", LOADGEN, user_conf="min_query_count")] = None
+    max_query_count: Annotated[PositiveInt | None, Flag(
+        "", "N", LOADGEN, user_conf="max_query_count")] = None
+    performance_sample_count: Annotated[PositiveInt | None, Flag(
+        "", "N", LOADGEN, user_conf="performance_sample_count_override")] = None
     set: Annotated[dict[str, int | float], Flag(
         "another user.conf key LoadGen reads (e.g. max_async_queries=1); keys with their own "
         "flag are refused", "KEY=VALUE", LOADGEN)] = Field(default_factory=dict)
@@ -222,7 +228,8 @@ class RunSpec(BaseModel):
     def _set(cls, value: Any) -> Any:
         if not isinstance(value, dict):
             raise ValueError("expected a table of user.conf KEY = number")
-        return {str(k): check_user_conf_key(str(k), v) for k, v in value.items()}
+        owners = user_conf_owners(cls)
+        return {str(k): check_user_conf_key(str(k), v, owners) for k, v in value.items()}
 
     @field_validator("label")
     @classmethod

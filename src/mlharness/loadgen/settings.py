@@ -55,17 +55,6 @@ USER_CONF_KEYS = frozenset({
     "print_timestamps", "accuracy_log_rng_seed", "accuracy_log_sampling_target",
 })
 
-#: user.conf keys that a run flag owns (``--set`` of these is refused: one name per setting)
-FLAG_KEYS = {
-    "mode": "--mode",
-    "target_qps": "--target-qps",
-    "target_latency": "--target-latency (SingleStream/MultiStream) or --server-latency (Server)",
-    "min_duration": "--min-duration",
-    "min_query_count": "--min-query-count",
-    "max_query_count": "--max-query-count",
-    "performance_sample_count_override": "--performance-sample-count",
-}
-
 #: LoadGen's built-in defaults (``loadgen/test_settings.h``), in user.conf units (ms, QPS)
 _LOADGEN_DEFAULTS: dict[str, dict[str, float]] = {
     "*": {"min_duration": 10000, "max_duration": 0, "min_query_count": 100,
@@ -128,14 +117,15 @@ def generated_queries(scenario: str, min_duration_ms: float, target: float) -> i
     return 1
 
 
-def check_user_conf_key(key: str, value: Any) -> float | int:
-    """A ``--set KEY=VALUE`` pair as LoadGen would read it, or ConfigError."""
-    if key in FLAG_KEYS:
+def check_user_conf_key(key: str, value: Any, owners: Mapping[str, str]) -> float | int:
+    """A ``--set KEY=VALUE`` pair as LoadGen would read it, or ConfigError. ``owners``: the keys
+    that have a flag of their own (``flags.user_conf_owners``), refused with that flag."""
+    if key in owners:
         raise ConfigError(f"--set {key}: this setting has its own flag",
-                          hint=f"use {FLAG_KEYS[key]} instead")
+                          hint=f"use {owners[key]} instead")
     if key not in USER_CONF_KEYS:
         raise ConfigError(f"--set {key}: LoadGen does not read this key from user.conf",
-                          hint="known keys: " + ", ".join(sorted(USER_CONF_KEYS - set(FLAG_KEYS))))
+                          hint="known keys: " + ", ".join(sorted(USER_CONF_KEYS - set(owners))))
     if isinstance(value, str):
         for cast in (int, float):
             try:
@@ -214,7 +204,8 @@ def _flag_entries(cfg: TestConfig) -> dict[str, Any]:
         entries["performance_sample_count_override"] = cfg.performance_sample_count
     clash = sorted(set(entries) & set(cfg.extra))
     if clash:
-        raise ConfigError(f"--set {clash[0]} repeats a flag", hint=f"use {FLAG_KEYS[clash[0]]}")
+        raise ConfigError(f"--set {clash[0]} repeats a setting of its own",
+                          hint=f"give {clash[0]} once, by its own setting")
     return {**entries, **cfg.extra}
 
 
