@@ -76,6 +76,20 @@ def test_demo_accuracy_through_two_actors(head: RayHead, runs_dir: Path) -> None
     assert not head.processes(ACTOR_TITLE) or wait_actors_gone(head)
 
 
+def test_openvino_actors_start_with_one_malloc_arena(head: RayHead, runs_dir: Path) -> None:
+    """Issue 38: an actor running OpenVINO gets MALLOC_ARENA_MAX=1 from its start (Ray's
+    runtime environment), as a run's worker takes one arena before its threads."""
+    pytest.importorskip("openvino", reason="the openvino extra is not installed")
+    code = main(["run", "-b", "demo", "--mode", "accuracy", "--no-progress", "--output-dir",
+                 str(runs_dir), *ray_flags(head, replicas=1), "--replica-backend", "openvino"])
+    run = only_run_dir(runs_dir, "demo")
+    assert code == 0 and (run / "accuracy.txt").read_text().strip() == ACCURACY_DEMO
+    actor = json.loads((run / "run.json").read_text())["backend"]["actors"][0]["backend"]
+    assert actor["name"] == "openvino"
+    assert actor["process"].endswith("MALLOC_ARENA_MAX=1 from its start")
+    assert wait_actors_gone(head)
+
+
 def wait_actors_gone(head: RayHead) -> bool:
     """The run kills its actors at the end (bounded wait)."""
     wait_until(lambda: not head.processes(ACTOR_TITLE), 30, "actors gone")

@@ -122,6 +122,12 @@ def prepare_process(name: str) -> None:
         hook()
 
 
+def process_env(name: str) -> dict[str, str]:
+    """The environment a process started to run backend ``name`` needs from its start (its
+    class's optional ``process_env``; Ray actors get it as their runtime environment)."""
+    return dict(getattr(_builtin_class(name), "process_env", {}))
+
+
 def check_backend_options(name: str, table: dict[str, Any]) -> None:
     """Check the options of a built-in backend before anything runs (a backend of your own is
     checked in the run's worker, where it is importable)."""

@@ -64,7 +64,8 @@ class Backend(Protocol):
     read cheaply before any run (tasks adapt to them, e.g. BERT's sequence length);
     ``framework()`` — the framework name and version for the system description;
     ``prepare_process()`` — what the backend needs of a run's worker process before any
-    other thread starts (OpenVINO: one malloc arena);
+    other thread starts (OpenVINO: one malloc arena); ``process_env`` — the environment a
+    process started to run it needs (Ray actors, whose threads start before they know it);
     ``load_allowance_s(options, model)`` — seconds ``load`` may take beyond the stall timeout
     with these options and this model file (e.g. compiling the model);
     ``index_limits`` — ``{input: rows}`` of the tables the loaded model's integer inputs

@@ -22,6 +22,7 @@
 from __future__ import annotations
 
 import ctypes
+import os
 import queue
 from pathlib import Path
 from typing import Annotated, Any, Literal
@@ -132,11 +133,17 @@ class OpenVinoBackend:
     options_model = OpenVinoOptions
     #: what :meth:`prepare_process` did to this process (None: nothing)
     process_note: str | None = None
+    #: the environment of a process started to run this backend (Ray actors, whose threads run
+    #: before they know their backend): glibc reads it at the start, before any thread
+    process_env = {"MALLOC_ARENA_MAX": "1"}
 
     @staticmethod
     def prepare_process() -> None:
-        """Before the process starts any other thread: one malloc arena (:data:`M_ARENA_MAX`)."""
-        if one_malloc_arena():
+        """Before the process starts any other thread: one malloc arena (:data:`M_ARENA_MAX`).
+        A process started with :attr:`process_env` has had it from its start."""
+        if os.environ.get("MALLOC_ARENA_MAX") == "1":
+            OpenVinoBackend.process_note = ONE_ARENA_NOTE + "; MALLOC_ARENA_MAX=1 from its start"
+        elif one_malloc_arena():
             OpenVinoBackend.process_note = ONE_ARENA_NOTE
 
     def __init__(self) -> None:

@@ -21,6 +21,7 @@ import tempfile
 from pathlib import Path
 from typing import Any
 
+from mlharness.backends import prepare_process, process_env
 from mlharness.distributed.pool import PoolBackend, ReplicaDown, ReplicaPool
 from mlharness.distribution import Distribution
 from mlharness.errors import ConfigError
@@ -35,7 +36,9 @@ class MlharnessReplica:
     """What runs inside each Ray actor (wrapped by ``ray.remote`` in :func:`_actor_class`)."""
 
     def __init__(self, spec_data: dict[str, Any], name: str) -> None:
-        self.node = Node(RunSpec.model_validate(spec_data), name)
+        spec = RunSpec.model_validate(spec_data)
+        prepare_process(spec.backend)  # late (Ray's threads run), but notes the runtime env
+        self.node = Node(spec, name)
         self.node.prepare()
 
     def info(self) -> dict[str, Any]:
@@ -204,8 +207,10 @@ class RayBackend(PoolBackend):
                                   f"{replicas * each:g} {kind}s; the Ray cluster has {have:g}",
                                   hint=f"use fewer --replicas, a smaller --replica-{kind.lower()}s, "
                                        "or add Ray nodes")
+        env = process_env(str(spec_data["backend"]))  # OpenVINO: MALLOC_ARENA_MAX=1
         actor_cls = _actor_class(ray).options(num_cpus=cpus, num_gpus=gpus,
-                                              max_restarts=restarts, max_task_retries=restarts)
+                                              max_restarts=restarts, max_task_retries=restarts,
+                                              **({"runtime_env": {"env_vars": env}} if env else {}))
         self.pool = None
         self.replicas = [RayReplica(ray, actor_cls.remote(spec_data, f"replica-{k}"),
                                     f"replica-{k}", opts.request_timeout)
