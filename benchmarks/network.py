@@ -169,7 +169,7 @@ def scaling(root: Path, name: str, common: dict, node_args: list[str], qps: floa
         try:
             for node in nodes:
                 node.wait_ready()
-            watch = CpuWatch(lambda: [n.proc.pid for n in nodes])
+            watch = CpuWatch(lambda nodes=nodes: [n.proc.pid for n in nodes])
             result, wall, cpu = run(RunSpec(
                 **spec_kw, backend="remote",
                 backend_option={"endpoints": [n.url for n in nodes]}))

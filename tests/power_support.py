@@ -20,7 +20,7 @@ import pytest
 REPO = Path(__file__).resolve().parents[1]
 OFFICIAL = REPO / ".." / "shared" / "official"  # the pinned referee (../shared/official/README.md)
 POWER_DEV = Path(os.environ.get("MLPERF_POWER_DEV") or OFFICIAL / "power-dev").resolve()
-from referee import INFERENCE, require as require_referee  # noqa: E402  (one MLPERF_INFERENCE_DIR lookup)
+from referee import INFERENCE, require as require_referee  # noqa: E402, F401  (re-exported: one MLPERF_INFERENCE_DIR lookup)
 #: the server.conf docs/power.md ships for the simulator; every simulated server starts from it
 SIMULATOR_CONF = REPO / "docs" / "power-simulator.server.conf"
 HAS_POWER_DEV = (POWER_DEV / "ptd_client_server" / "lib" / "client.py").is_file()

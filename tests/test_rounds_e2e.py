@@ -48,7 +48,7 @@ def round_runs(inputs: dict[str, Path], tmp_path_factory: pytest.TempPathFactory
     for name in ROUNDS:
         runs = tmp_path_factory.mktemp(name.replace(".", "_")) / "runs"
 
-        def spec(**kw) -> RunSpec:
+        def spec(runs: Path = runs, name: str = name, **kw) -> RunSpec:
             return RunSpec(benchmark="resnet50", scenario="Offline", model=inputs["model"],
                            dataset=inputs["dataset"], cache_dir=inputs["cache"], output_dir=runs,
                            valid=False, round=name, **kw)

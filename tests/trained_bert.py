@@ -52,7 +52,7 @@ def _paragraph(rng: random.Random) -> tuple[str, dict[str, str]]:
              "place": rng.choice(PLACES), "small": str(rng.randint(2, 99))}
     sentences = [[rng.choice(FILLER) for _ in range(rng.randint(5, 12))]
                  for _ in range(rng.randint(3, 5))]
-    for kind, text in facts.items():  # each fact inside a sentence, never last (no punctuation)
+    for text in facts.values():  # each fact inside a sentence, never last (no punctuation)
         words = sentences[rng.randrange(len(sentences))]
         words.insert(rng.randrange(len(words)), text)
     text = " ".join((lambda s: s[0].upper() + s[1:])(" ".join(w)) + "." for w in sentences)

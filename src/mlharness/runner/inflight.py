@@ -23,6 +23,14 @@ SLOTS = 64  # engine and warm-up threads (a slot each)
 BUSY, IDLE = ord(">"), ord(" ")
 
 
+def _shape(value: Any) -> tuple[int, ...]:
+    """An array's shape; ``np.shape`` (slower) for anything else."""
+    try:
+        return value.shape
+    except AttributeError:
+        return np.shape(value)
+
+
 def shapes_text(inputs: dict[str, Any]) -> str:
     """``input_ids, input_mask, segment_ids [4, 384]``: the inputs grouped by shape."""
     groups: dict[tuple[int, ...], list[str]] = {}
@@ -75,7 +83,7 @@ class InFlight:
             mine.offset, mine.key = offset, None
         if offset is None:
             return None
-        key = (tuple(inputs), tuple(map(np.shape, inputs.values())))
+        key = tuple([(name, _shape(value)) for name, value in inputs.items()])
         if mine.key != key:  # a new shape: its text (a batch of the same, no write)
             mine.key = key
             text = shapes_text(inputs).encode()[:SLOT - 2]

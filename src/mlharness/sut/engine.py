@@ -28,14 +28,15 @@ class _Pending:
     __slots__ = ("ids", "indices", "start")
 
     def __init__(self, ids: Sequence[int], indices: Sequence[int]) -> None:
-        self.ids = ids
-        self.indices = indices
+        self.ids = ids if type(ids) is list else list(ids)
+        self.indices = indices if type(indices) is list else list(indices)
         self.start = 0
 
     def take(self, n: int) -> tuple[list[int], list[int]]:
+        """The next ``n`` samples (new lists: the caller may extend them)."""
         a, b = self.start, self.start + n
         self.start = min(b, len(self.ids))
-        return list(self.ids[a:b]), list(self.indices[a:b])
+        return self.ids[a:b], self.indices[a:b]
 
     @property
     def empty(self) -> bool:
