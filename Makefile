@@ -45,6 +45,8 @@ demo: $(BASE_STAMP)
 TEST_WORKERS ?= 3
 
 test: export PYTHONPYCACHEPREFIX := $(CURDIR)/$(VENV)/pycache
+# it installs every extra: a test that finds one missing fails instead of skipping (conftest.py)
+test: export MLHARNESS_REQUIRE_EXTRAS := 1
 test:
 	@# the two environments are independent: built side by side
 	$(MAKE) --no-print-directory -j2 $(STAMP) $(REFEREE_STAMP)

@@ -14,16 +14,18 @@ TESTS_DIR = Path(__file__).resolve().parent
 
 def _required_import(modname: str, minversion: str | None = None, reason: str | None = None,
                      **kwargs):
-    """``pytest.importorskip`` under CI=true: every extra is installed there (``make test``),
-    so a missing one fails instead of hiding a module's tests behind a green skip."""
+    """``pytest.importorskip`` under ``make test`` (which installs every extra and sets
+    MLHARNESS_REQUIRE_EXTRAS=1) or CI=true: a missing extra fails instead of hiding a module's
+    tests behind a green skip."""
     try:
         return _importorskip(modname, minversion, reason, **kwargs)
     except pytest.skip.Exception as exc:
-        pytest.fail(f"CI=true: {modname} is missing ({exc}); `make test` installs every extra",
+        pytest.fail(f"{modname} is missing ({exc}); `make test` installs every extra",
                     pytrace=False)
 
 
-if os.environ.get("CI", "").lower() == "true":
+if (os.environ.get("CI", "").lower() == "true"
+        or os.environ.get("MLHARNESS_REQUIRE_EXTRAS") == "1"):
     _importorskip = pytest.importorskip
     pytest.importorskip = _required_import
 # test-only backends/tasks live in tests/ and must import in the run's child process too

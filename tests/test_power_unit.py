@@ -15,7 +15,7 @@ from mlharness.errors import ConfigError, HarnessError
 from mlharness.power.metric import metric_from_logs
 from mlharness.power.official import ENV_VAR, find_power_dev, parse_check_output
 from mlharness.power.session import ClientOutcome, PowerOptions, classify, known_failure
-from power_support import HAS_POWER_DEV, POWER_DEV, SIMULATOR_CONF
+from power_support import POWER_DEV, SIMULATOR_CONF, need_power_dev
 
 DETAIL = """\
 :::MLLOG {{"key": "effective_scenario", "value": "{scenario}", "metadata": {{}}}}
@@ -86,8 +86,7 @@ def test_the_shipped_simulator_server_conf_is_read_by_the_official_server(monkey
     """docs/power-simulator.server.conf, as docs/power.md tells to use it, through the
     official server's own reader (lib/server.py ServerConfig, which exits on an unknown or
     unparsable option)."""
-    if not HAS_POWER_DEV:
-        pytest.skip(f"the official power-dev is not at {POWER_DEV}")
+    need_power_dev()
     monkeypatch.syspath_prepend(str(POWER_DEV))
     from ptd_client_server.lib.server import ServerConfig
 
