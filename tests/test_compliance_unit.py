@@ -217,11 +217,12 @@ def test_required_tests_equal_the_checker_lists(version: str) -> None:
 
 
 def test_accuracy_delta_rule() -> None:
-    from mlharness.compliance.accuracy_delta import AccuracyDelta, allowed_delta_percent
+    from mlharness.compliance.accuracy_delta import AccuracyDelta
+    from mlharness.rules.model import accuracy_delta_percent
 
-    assert allowed_delta_percent("bert-99") == 1.0
-    assert allowed_delta_percent("bert-99.9") == 0.1
-    assert allowed_delta_percent("resnet50") == 1.0
+    assert accuracy_delta_percent("bert-99") == 1.0
+    assert accuracy_delta_percent("bert-99.9") == 0.1
+    assert accuracy_delta_percent("resnet50") == 1.0
     # |1 - baseline / compliance| * 100, as the submission checker computes it
     assert AccuracyDelta("acc", 76.0, 76.5, 1.0, 100).passed
     assert not AccuracyDelta("acc", 76.0, 75.0, 1.0, 100).passed  # 1.33%

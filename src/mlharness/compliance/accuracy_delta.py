@@ -15,6 +15,7 @@ from pathlib import Path
 from typing import Any
 
 from mlharness.compliance.accuracy_check import load_accuracy_entries
+from mlharness.rules.model import accuracy_delta_percent
 
 
 @dataclass
@@ -43,11 +44,6 @@ class AccuracyDelta:
                 "allowed_percent": self.allowed_percent, "samples": self.samples}
 
 
-def allowed_delta_percent(benchmark: str) -> float:
-    """1% for 99%-accuracy benchmarks, 0.1% for ``99.9`` ones (``Config.get_delta_perc``)."""
-    return 0.1 if "99.9" in benchmark else 1.0
-
-
 def _pairs(entries: list[dict[str, Any]]) -> list[tuple[int, bytes]]:
     return [(int(e["qsl_idx"]), bytes.fromhex(e["data"])) for e in entries]
 
@@ -65,4 +61,4 @@ def accuracy_delta(task: Any, benchmark: str, reference_log: Path, test_log: Pat
     (accuracy_dir / "baseline_accuracy.txt").write_text(baseline.text + "\n")
     (accuracy_dir / "compliance_accuracy.txt").write_text(compliance.text + "\n")
     return AccuracyDelta(baseline.metric, baseline.value, compliance.value,
-                         allowed_delta_percent(benchmark), len(sampled))
+                         accuracy_delta_percent(benchmark), len(sampled))
