@@ -254,8 +254,8 @@ def _supervise(spec: RunSpec, settings: EffectiveSettings, task: Task, run_dir: 
     loaded = ctx.Value("q", 0, lock=False)
     completed = ctx.Value("q", 0, lock=False)
     proc = ctx.Process(target=child_main, name="mlharness-run",
-                       args=(spec.to_dict(), str(run_dir), channel, loaded, completed,
-                             os.getpid()))
+                       args=(spec.to_dict(), settings, str(run_dir), channel, loaded,
+                             completed, os.getpid()))
     proc.start()
     watch = _Watch()
     run_t0: float | None = None

@@ -22,6 +22,7 @@ from mlharness.backends.base import fixed_batch, is_streaming
 from mlharness.children import watch_parent
 from mlharness.distributed import build_pool
 from mlharness.errors import HarnessError
+from mlharness.loadgen.settings import EffectiveSettings
 from mlharness.runner.inflight import InFlight
 from mlharness.runner.messages import Crash, Done, Failed, Phase, Ready, UserError
 from mlharness.spec import RunSpec
@@ -68,14 +69,13 @@ def round_seeds(spec: Any, run_dir: Path) -> dict[str, int]:
     return rules.loadgen_seeds(spec.round, test05)
 
 
-def _run_streaming(spec: Any, task: Any, backend: Any, run_dir: str, channel: Any,
-                   loaded: Any, completed: Any, phase: Any) -> None:
+def _run_streaming(spec: Any, settings: EffectiveSettings, task: Any, backend: Any, run_dir: str,
+                   channel: Any, loaded: Any, completed: Any, phase: Any) -> None:
     """The LLM path: LoadGen's samples become generation requests to a streaming backend; the
     first token and the whole answer go to LoadGen as they arrive (sut/stream.py)."""
     # lazy: the parent imports this module and never mlperf_loadgen (only the child runs it)
     from mlharness.loadgen.session import SampleLibrary, complete_tokens, first_token, run_test
 
-    settings = spec.settings(task.loadgen_model_for(spec.scenario))
     warmup = spec.warmup if spec.mode == "performance" else 0
     channel.put(Ready(task.describe(), backend.describe(), task.total_count(),
                       task.performance_count(),
@@ -122,9 +122,10 @@ def _run_streaming(spec: Any, task: Any, backend: Any, run_dir: str, channel: An
         backend.close()
 
 
-def child_main(spec_data: dict[str, Any], run_dir: str, channel: Any, loaded: Any,
-               completed: Any, parent_pid: int | None = None) -> None:
-    """Entry point of the run's child process (spawned; arguments are picklable)."""
+def child_main(spec_data: dict[str, Any], settings: EffectiveSettings, run_dir: str,
+               channel: Any, loaded: Any, completed: Any, parent_pid: int | None = None) -> None:
+    """Entry point of the run's child process (spawned; arguments are picklable).
+    ``settings``: the effective LoadGen settings the parent decided and wrote into user.conf."""
     prepare_process(str(spec_data.get("backend", "")))  # first: no other thread runs yet
     if parent_pid is not None:
         watch_parent(parent_pid)
@@ -147,9 +148,9 @@ def child_main(spec_data: dict[str, Any], run_dir: str, channel: Any, loaded: An
             instances, placement = [pool], None
         backend = instances[0]
         if is_streaming(backend):
-            _run_streaming(spec, task, backend, run_dir, channel, loaded, completed, phase)
+            _run_streaming(spec, settings, task, backend, run_dir, channel, loaded,
+                           completed, phase)
             return
-        settings = spec.settings(task.loadgen_model_for(spec.scenario))
         # a model exported with a fixed batch (e.g. the official RetinaNet ONNX: 1) caps the
         # default batch size; a larger explicit --batch-size was refused by check_signature
         policy = policy_for(spec.scenario, spec.batch_size or fixed_batch(backend.inputs),
