@@ -168,7 +168,6 @@ def _verdict(r: dict[str, Any]) -> str:
         return "[yellow]running[/]"
     if state != "ok":
         return f"[red]{state.upper()}[/]"
-    if r["mode"] == "accuracy":
-        passed = r["accuracy_passed"]
-        return {True: "[green]PASS[/]", False: "[red]FAIL[/]", None: "DONE"}[passed]
-    return "[green]VALID[/]" if r["valid"] else "[red]INVALID[/]"
+    verdict = r["verdict"] or "-"  # the record's own (RunRecord.verdict), kept by the index
+    colour = {"VALID": "green", "PASS": "green", "INVALID": "red", "FAIL": "red"}.get(verdict)
+    return f"[{colour}]{verdict}[/]" if colour else verdict

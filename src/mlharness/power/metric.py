@@ -22,13 +22,14 @@ from typing import Any
 
 from mlharness.errors import HarnessError
 from mlharness.loadgen.mllog import METRICS, parse_detail_log
+from mlharness.names import MULTISTREAM_SAMPLES_PER_QUERY
 
 TIME_FORMAT = "%m-%d-%Y %H:%M:%S.%f"
 #: POWER_UNIT_DICT (submission_checker/constants.py)
 UNITS = {"Offline": "Watts", "Server": "Watts", "SingleStream": "millijoules",
          "MultiStream": "millijoules"}
 #: samples per query in the efficiency figure (power_check.py)
-SAMPLES_PER_QUERY = {"SingleStream": 1, "MultiStream": 8}
+SAMPLES_PER_QUERY = {"SingleStream": 1, "MultiStream": MULTISTREAM_SAMPLES_PER_QUERY}
 
 
 @dataclass
@@ -128,7 +129,7 @@ def power_metric(avg_watts: float, samples: int, window: PowerWindow,
                  scenario: str | None = None) -> PowerMetric:
     """The metric for ``scenario`` (default: the log's) from an average power over the window."""
     scenario = scenario or window.scenario
-    if scenario in ("Offline", "Server"):
+    if UNITS.get(scenario) == "Watts":  # the throughput scenarios
         eff = window.performance / avg_watts if window.performance else None
         return PowerMetric(avg_watts, UNITS[scenario], avg_watts, samples, window.seconds, eff)
     if scenario not in SAMPLES_PER_QUERY:

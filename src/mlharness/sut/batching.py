@@ -10,7 +10,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-DEFAULT_MAX_BATCH = {"SingleStream": 1, "MultiStream": 8, "Server": 8, "Offline": 32}
+#: the default largest batch of the queued scenarios (MultiStream: a query, SingleStream: 1)
+DEFAULT_MAX_BATCH = {"Server": 8, "Offline": 32}
 
 
 @dataclass(frozen=True)
