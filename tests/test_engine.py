@@ -261,6 +261,7 @@ class IndexReplica:
 def test_warm_up_through_replicas_runs_each_shape_on_each_and_unloads_its_samples() -> None:
     from mlharness.distributed.pool import PoolBackend, ReplicaPool
     from mlharness.runner.worker import warm_up
+    from mlharness.sut.samples import sample_home
 
     class IndexPool(PoolBackend):  # as the remote and ray backends, without their replicas
         sut_name = None
@@ -270,7 +271,9 @@ def test_warm_up_through_replicas_runs_each_shape_on_each_and_unloads_its_sample
     backend._start(ReplicaPool(replicas, failover=False, kind="node"), {})
     engine = Engine(ShapedTask(), backend, policy_for("Offline", 2), Recorder(), workers=4)
     phases: list[str] = []
-    took = warm_up(backend, engine, 2, phases.append)
+    home = sample_home(ShapedTask(), backend)
+    assert not home.local and home.sut_name is None
+    took = warm_up(home, engine, 2, phases.append)
     assert took >= 0.0 and engine.warmup_shapes == 3
     for r in replicas:  # each shape twice on every replica, then nothing left loaded
         assert r.batches == [[i, i] for i in (30, 20, 10) for _ in range(2)]

@@ -17,7 +17,7 @@ from pathlib import Path
 from typing import Any, Sequence
 
 from mlharness import rules
-from mlharness.backends import SampleBackend, prepare_process
+from mlharness.backends import prepare_process
 from mlharness.backends.base import fixed_batch, is_streaming
 from mlharness.children import watch_parent
 from mlharness.distributed import build_pool
@@ -27,6 +27,7 @@ from mlharness.runner.inflight import InFlight
 from mlharness.runner.messages import Crash, Done, Failed, Phase, Ready, UserError
 from mlharness.spec import RunSpec
 from mlharness.sut import Engine, StreamEngine, policy_for
+from mlharness.sut.samples import SampleHome, sample_home
 from mlharness.sut.assemble import build_instances
 
 
@@ -36,28 +37,25 @@ def _counter_thread(engine: Any, completed: Any, stop: threading.Event) -> None:
     completed.value = engine.completed
 
 
-#: samples per load request to nodes / replicas
-LOAD_CHUNK = 64
 LOADGEN_PHASE = "running the LoadGen test"  # the phase while LoadGen runs (parent: stall clock)
 WARMUP_PHASE = "warming up the backend"  # untimed batches before LoadGen starts
 #: where a crashing worker's Python stacks go (faulthandler); removed when it stays empty
 CRASH_FILE = "worker_crash.txt"
 
 
-def warm_up(holder: Any, engine: Any, batches: int, phase: Any) -> float:
+def warm_up(home: SampleHome, engine: Any, batches: int, phase: Any) -> float:
     """``batches`` untimed batches per worker of each warm-up shape, from the first sample; the
-    samples they name are loaded for them alone by ``holder`` (the task, or the backend that
-    holds the samples); the seconds they took."""
+    samples they name are loaded for them alone where the samples live; the seconds they took."""
     if not batches:
         return 0.0
     phase("loading samples for the warm-up")
     needed = sorted({i for batch in engine.warmup_plan(0) for i in batch})
-    holder.load_samples(needed)
+    home.load(needed)
     try:
         phase(WARMUP_PHASE)
         return engine.warm_up(batches, 0)
     finally:
-        holder.unload_samples(needed)
+        home.unload(needed)
 
 
 def round_seeds(spec: Any, run_dir: Path) -> dict[str, int]:
@@ -155,12 +153,11 @@ def child_main(spec_data: dict[str, Any], settings: EffectiveSettings, run_dir: 
         # default batch size; a larger explicit --batch-size was refused by check_signature
         policy = policy_for(spec.scenario, spec.batch_size or fixed_batch(backend.inputs),
                             spec.length_sort, settings.samples_per_query)
-        # a backend that holds the samples itself (remote nodes, Ray replicas) loads them and
-        # runs indices; it also suggests how many batches to keep in flight
-        holds = isinstance(backend, SampleBackend)
-        workers = spec.workers if spec.workers > 1 or not holds else backend.concurrency
-        workers = max(workers, len(instances))
-        report = backend.report if holds else (lambda: None)
+        # here, or on nodes / replicas that load and run the samples and suggest how many
+        # batches to keep in flight
+        home = sample_home(task, backend)
+        workers = max(spec.workers if spec.workers > 1 else home.concurrency, len(instances))
+        report = home.report
         # accuracy runs are not timed: no warm-up
         warmup = spec.warmup if spec.mode == "performance" else 0
         channel.put(Ready(task.describe(), backend.describe(), task.total_count(),
@@ -173,7 +170,7 @@ def child_main(spec_data: dict[str, Any], settings: EffectiveSettings, run_dir: 
         def on_failure(message: str) -> None:
             channel.put(Failed(message, getattr(engine, "failure_traceback", ""), report()))
 
-        if not holds:  # a death by signal names the shapes in flight (runner/inflight.py)
+        if home.local:  # a death by signal names the shapes in flight (runner/inflight.py)
             recorder = InFlight(Path(run_dir))
             for instance in instances:
                 recorder.wrap(instance)
@@ -182,24 +179,20 @@ def child_main(spec_data: dict[str, Any], settings: EffectiveSettings, run_dir: 
                         cpus=placement.cpus if placement else ())
 
         def load(indices: Sequence[int]) -> None:
-            if holds:  # nodes / replicas: in chunks, each chunk progress for the stall clock
-                for k in range(0, len(indices), LOAD_CHUNK):
-                    part = list(indices[k:k + LOAD_CHUNK])
-                    backend.load_samples(part)
-                    loaded.value += len(part)
-                return
-            for i in indices:  # one at a time: each sample is progress for the stall clock
-                task.load_samples([i])
-                loaded.value += 1
+            chunk = home.load_chunk  # each call is progress for the stall clock
+            for k in range(0, len(indices), chunk):
+                part = list(indices[k:k + chunk])
+                home.load(part)
+                loaded.value += len(part)
 
         try:
-            warmup_s = warm_up(backend if holds else task, engine, warmup, phase)
+            warmup_s = warm_up(home, engine, warmup, phase)
         except Exception as exc:  # noqa: BLE001 - the backend's failure, told as one
             channel.put(Failed(f"the backend failed while warming up: "
                                f"{type(exc).__name__}: {exc}", traceback.format_exc()))
             return
         qsl = SampleLibrary(task.total_count(), task.performance_count(), load,
-                            backend.unload_samples if holds else task.unload_samples)
+                            lambda indices: home.unload(list(indices)))
         stop = threading.Event()
         counter = threading.Thread(target=_counter_thread, args=(engine, completed, stop),
                                    daemon=True)
@@ -209,14 +202,13 @@ def child_main(spec_data: dict[str, Any], settings: EffectiveSettings, run_dir: 
         try:
             run_test(settings, Path(run_dir) / "user.conf", Path(run_dir), qsl, engine.issue,
                      engine.flush, audit=spec.audit_config is not None,
-                     sut_name=backend.sut_name if holds else None,
+                     sut_name=home.sut_name,
                      seeds=round_seeds(spec, Path(run_dir)))
         finally:
             engine.stop()
             stop.set()
             counter.join()
-            if holds:
-                backend.close()
+            home.close()
         channel.put(Done(engine.completed, engine.batches, round(warmup_s, 3),
                          engine.warmup_shapes, engine.failure, report()))
     except HarnessError as exc:
