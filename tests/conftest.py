@@ -14,23 +14,23 @@ TESTS_DIR = Path(__file__).resolve().parent
 
 def _required_import(modname: str, minversion: str | None = None, reason: str | None = None,
                      **kwargs):
-    """``pytest.importorskip`` under ``make test`` (which installs every extra and sets
-    MLHARNESS_REQUIRE_EXTRAS=1) or CI=true: a missing extra fails instead of hiding a module's
-    tests behind a green skip."""
+    """``pytest.importorskip`` where every extra must be installed (tests/extras.py)."""
     try:
         return _importorskip(modname, minversion, reason, **kwargs)
     except pytest.skip.Exception as exc:
-        pytest.fail(f"{modname} is missing ({exc}); `make test` installs every extra",
-                    pytrace=False)
+        missing_extra(modname, str(exc))
+        raise
 
 
-if (os.environ.get("CI", "").lower() == "true"
-        or os.environ.get("MLHARNESS_REQUIRE_EXTRAS") == "1"):
-    _importorskip = pytest.importorskip
-    pytest.importorskip = _required_import
 # test-only backends/tasks live in tests/ and must import in the run's child process too
 if str(TESTS_DIR) not in sys.path:
     sys.path.insert(0, str(TESTS_DIR))
+
+from extras import extras_required, missing_extra  # noqa: E402 - from TESTS_DIR
+
+if extras_required():
+    _importorskip = pytest.importorskip
+    pytest.importorskip = _required_import
 
 
 @pytest.fixture(scope="session", autouse=True)

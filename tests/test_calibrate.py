@@ -8,6 +8,7 @@ from pathlib import Path
 
 import pytest
 
+from extras import has_extra
 from mlharness.cli.main import main
 from mlharness.rules.calibration_lists import DATA, official_list
 from mlharness.submission.documents import weight_transformations
@@ -66,14 +67,7 @@ def test_resnet50_calibrated_int8_runs_and_is_recorded(imagenet: Path, tmp_path:
     assert code == 2  # a calibrated int8 model is never run as "fp32"
     _, ref = run(tmp_path / "ref", "-b", "resnet50", "--model", str(model), *data,
                  "--mode", "accuracy")
-    backends = ["onnxruntime"]
-    try:
-        import openvino  # noqa: F401
-
-        backends.append("openvino")
-    except ImportError:
-        pass
-    for backend in backends:
+    for backend in ["onnxruntime", *(["openvino"] if has_extra("openvino") else [])]:
         _, rec = run(tmp_path / backend, *common, "--precision", "int8", "--backend", backend)
         assert rec["status"] == "ok", rec.get("error")
         assert rec["backend"]["precision"] == "int8"

@@ -8,6 +8,7 @@ from pathlib import Path
 
 from rich.markup import escape
 
+from mlharness.backends import prepare_process
 from mlharness.cli.render import LiveProgress, console
 from mlharness.cli.spec_flags import key_value as _key_value
 from mlharness.options import parse_scalar
@@ -89,6 +90,7 @@ def calibrate_command(args: argparse.Namespace) -> int:
         task_option={k: parse_scalar(v) for k, v in args.task_option}, force=args.force,
         allow_missing=args.allow_missing)
     check_request(req)  # refusals before the line saying it starts
+    prepare_process(args.backend)  # before the progress bar's thread (OpenVINO: one arena)
     console.print(escape(f"calibrating {args.model} for {args.benchmark} ({args.backend}) …"))
     with LiveProgress(enabled=not args.no_progress and sys.stderr.isatty()) as bar:
         record = calibrate(req, lambda done, total, label: bar(
