@@ -185,5 +185,5 @@ def test_a_locked_index_never_holds_up_a_run(tmp_path: Path, capsys, monkeypatch
     store_index._not_indexed.clear()
     assert run_cli(["runs", "reindex", "--runs-dir", "runs"], capsys).code == 0
     with store_index.open_store(tmp_path / "runs") as store:
-        assert [r["path"] for r in store.query()] == [runs[0].relative_to(tmp_path / "runs")
+        assert [r.path for r in store.query()] == [runs[0].relative_to(tmp_path / "runs")
                                                       .as_posix()]

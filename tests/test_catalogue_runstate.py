@@ -101,7 +101,7 @@ def test_a_crashed_runs_pid_reused_by_another_process_reads_as_crashed(tmp_path:
         rec = read_record(run_dir)
         with open_store(tmp_path / "runs") as store:
             store.record(run_dir)  # the index reads the changed run.json
-            rows = [r for r in store.query() if r["status"] == "running"]
+            rows = [r for r in store.query() if r.status == "running"]
         return running_state(rec), untrusted_reason(run_dir, rec) or "", run_state(rows[0])
 
     as_running(pid=me, pid_start=start + 1)  # the pid was reused by another process

@@ -8,6 +8,7 @@ import multiprocessing as mp
 import os
 import shutil
 import signal
+import socket
 import sqlite3
 import subprocess
 import sys
@@ -16,7 +17,7 @@ from pathlib import Path
 
 import pytest
 
-from mlharness.store import INDEX_NAME, RunRow, Store, find_run_dirs, open_store, record_run
+from mlharness.store import INDEX_NAME, IndexedRun, RunRow, Store, find_run_dirs, open_store, record_run
 from store_support import demo_runs, mlharness
 
 
@@ -25,9 +26,9 @@ def runs(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return demo_runs(tmp_path_factory)
 
 
-def _rows(root: Path, **kw) -> dict[str, dict]:  # type: ignore[no-untyped-def]
+def _rows(root: Path, **kw) -> dict[str, IndexedRun]:  # type: ignore[no-untyped-def]
     with open_store(root) as store:
-        return {r["path"]: r for r in store.query(kinds=None, **kw)}
+        return {r.path: r for r in store.query(kinds=None, **kw)}
 
 
 def test_every_run_is_recorded_when_it_ends(runs: Path) -> None:
@@ -42,35 +43,35 @@ def test_every_run_is_recorded_when_it_ends(runs: Path) -> None:
 
 def test_row_holds_what_run_json_holds(runs: Path) -> None:
     rows = _rows(runs)
-    offline8 = next(r for r in rows.values() if r["mode"] == "performance"
-                    and r["scenario"] == "Offline" and r["batch_size"] == 8)
-    data = json.loads((runs / offline8["path"] / "run.json").read_text())
-    assert offline8["kind"] == "run" and offline8["state"] == "ok"
-    assert offline8["value"] == data["result"]["value"] and offline8["metric"] == data["result"]["metric"]
-    assert offline8["valid"] is data["result"]["valid"] is True
-    assert offline8["backend"] == "onnxruntime" and offline8["precision"] == "fp32"
-    assert offline8["system"] == data["system"]["hostname"]
-    assert offline8["versions"]["mlcommons-loadgen"] == "6.0.17"
-    assert offline8["started"] == data["started"] and offline8["finished"] == data["finished"]
-    assert offline8["round"] == "v6.1"  # from the LoadGen seeds in the detail log
+    offline8 = next(r for r in rows.values() if r.mode == "performance"
+                    and r.scenario == "Offline" and r.batch_size == 8)
+    data = json.loads((runs / offline8.path / "run.json").read_text())
+    assert offline8.kind == "run" and offline8.state == "ok"
+    assert offline8.value == data["result"]["value"] and offline8.metric == data["result"]["metric"]
+    assert offline8.valid is data["result"]["valid"] is True
+    assert offline8.backend == "onnxruntime" and offline8.precision == "fp32"
+    assert offline8.system == data["system"]["hostname"]
+    assert offline8.versions["mlcommons-loadgen"] == "6.0.17"
+    assert offline8.started == data["started"] and offline8.finished == data["finished"]
+    assert offline8.round == "v6.1"  # from the LoadGen seeds in the detail log
     repo = Path(__file__).resolve().parent.parent
     if (repo / ".git").exists():  # the demo model ships in this checkout: its commit is kept
         head = subprocess.run(["git", "-C", str(repo), "rev-parse", "HEAD"], capture_output=True,
                               text=True).stdout.strip()
-        assert data["model_git_commit"] == offline8["model_git_commit"] == head
-    assert offline8["settings"]["spec"]["batch_size"] == 8 and len(offline8["settings_hash"]) == 16
-    assert "--batch-size 8" in offline8["command"] and offline8["command"].startswith("mlharness run")
-    acc = next(r for r in rows.values() if r["mode"] == "accuracy")
-    assert acc["accuracy_metric"] and acc["accuracy"] > 50 and acc["accuracy_passed"] is True
-    acc_data = json.loads((runs / acc["path"] / "run.json").read_text())["accuracy"]
-    assert acc["accuracy_target"] == acc_data["target"] and acc["accuracy"] == acc_data["value"]
-    probes = [r for r in rows.values() if r["kind"] == "probe"]
-    assert len([p for p in probes if p["scenario"] == "Server"]) >= 2
-    assert all(p["path"].startswith("_tune/") for p in probes)
+        assert data["model_git_commit"] == offline8.model_git_commit == head
+    assert offline8.settings["spec"]["batch_size"] == 8 and len(offline8.settings_hash) == 16
+    assert "--batch-size 8" in offline8.command and offline8.command.startswith("mlharness run")
+    acc = next(r for r in rows.values() if r.mode == "accuracy")
+    assert acc.accuracy_metric and acc.accuracy > 50 and acc.accuracy_passed is True
+    acc_data = json.loads((runs / acc.path / "run.json").read_text())["accuracy"]
+    assert acc.accuracy_target == acc_data["target"] and acc.accuracy == acc_data["value"]
+    probes = [r for r in rows.values() if r.kind == "probe"]
+    assert len([p for p in probes if p.scenario == "Server"]) >= 2
+    assert all(p.path.startswith("_tune/") for p in probes)
     # same settings -> same hash; another batch size -> another hash
-    offline32 = next(r for r in rows.values() if r["mode"] == "performance"
-                     and r["scenario"] == "Offline" and r["batch_size"] == 32)
-    assert offline32["settings_hash"] != offline8["settings_hash"]
+    offline32 = next(r for r in rows.values() if r.mode == "performance"
+                     and r.scenario == "Offline" and r.batch_size == 32)
+    assert offline32.settings_hash != offline8.settings_hash
 
 
 def test_reindex_rebuilds_a_deleted_index_with_nothing_missing(runs: Path, tmp_path: Path) -> None:
@@ -85,7 +86,7 @@ def test_reindex_rebuilds_a_deleted_index_with_nothing_missing(runs: Path, tmp_p
     assert len(before) == count
     after = _rows(copy)
     fields = RunRow.__dataclass_fields__  # what run.json holds; not the bookkeeping columns
-    strip = lambda rows: {p: {k: v for k, v in r.items() if k in fields}  # noqa: E731
+    strip = lambda rows: {p: {k: getattr(r, k) for k in fields}  # noqa: E731
                           for p, r in rows.items()}
     assert strip(after) == strip(before)
 
@@ -117,6 +118,35 @@ def test_runs_filters_and_json(runs: Path) -> None:
     assert future == []
     table = mlharness("runs", "--runs-dir", str(runs), "--benchmark", "demo").stdout
     assert "SingleStream" in table and "VALID" in table and "5 run(s)" in table
+
+
+def test_query_returns_typed_rows_with_their_live_state(runs: Path, tmp_path: Path) -> None:
+    from mlharness.record import process_start
+
+    root = tmp_path / "runs"
+    src = next(d for d in find_run_dirs(runs) if d.name.startswith("Offline-performance"))
+    owners = {"finished": None,  # as the run left it
+              "crashed": {"pid": os.getpid(), "host": "another-host"},
+              "running": {"pid": os.getpid(), "host": socket.gethostname(),
+                          "pid_start": process_start(os.getpid()), "boot_id": None}}
+    for name, owner in owners.items():
+        dst = root / "demo" / f"{src.name}-{name}"
+        shutil.copytree(src, dst, ignore=shutil.ignore_patterns("mlperf_log_trace.json"))
+        if owner is not None:
+            data = json.loads((dst / "run.json").read_text())
+            data.update(status="running", error=None, **owner)
+            (dst / "run.json").write_text(json.dumps(data))
+    rows = {r.path.rsplit("-", 1)[1]: r for r in _rows(root).values()}
+    assert all(isinstance(r, IndexedRun) for r in rows.values())
+    done = rows["finished"]
+    assert (done.status, done.state, done.reasons) == ("ok", "ok", [])
+    assert done.valid is True and isinstance(done.versions, dict) and done.versions
+    assert isinstance(done.settings["spec"], dict) and isinstance(done.run_json_size, int)
+    crashed, running = rows["crashed"], rows["running"]
+    assert (crashed.status, crashed.state) == ("running", "crashed")
+    assert crashed.reasons == ["left at 'running' by a process that died (crash or SIGKILL): "
+                               "never finished"]
+    assert (running.status, running.state, running.reasons) == ("running", "running", [])
 
 
 def _record_many(root: str, dirs: list[str], barrier) -> None:  # type: ignore[no-untyped-def]
@@ -164,32 +194,32 @@ def test_a_killed_run_is_marked_crashed_never_trusted(tmp_path: Path) -> None:
             time.sleep(0.2)
         time.sleep(1.0)
         rows = _rows(root)
-        assert [r["state"] for r in rows.values()] == ["running"]  # its process is alive
+        assert [r.state for r in rows.values()] == ["running"]  # its process is alive
     finally:
         os.killpg(proc.pid, signal.SIGKILL)  # the whole run: parent and LoadGen child
         proc.wait(30)
     rows = list(_rows(root).values())
-    assert rows[0]["status"] == "running" and rows[0]["state"] == "crashed"
+    assert rows[0].status == "running" and rows[0].state == "crashed"
     assert _rows(root, valid=True) == {}
     table = mlharness("runs", "--runs-dir", str(root)).stdout
     assert "CRASHED" in table
     # after a reindex it is still not trusted
     mlharness("runs", "reindex", "--runs-dir", str(root))
-    assert [r["state"] for r in _rows(root).values()] == ["crashed"]
+    assert [r.state for r in _rows(root).values()] == ["crashed"]
 
 
 def test_reproduce_command_repeats_the_same_settings(runs: Path, tmp_path: Path) -> None:
     import shlex
 
-    row = next(r for r in _rows(runs).values() if r["kind"] == "run"
-               and r["mode"] == "performance" and r["batch_size"] == 8)
-    argv = shlex.split(row["command"])
+    row = next(r for r in _rows(runs).values() if r.kind == "run"
+               and r.mode == "performance" and r.batch_size == 8)
+    argv = shlex.split(row.command)
     assert argv[:2] == ["mlharness", "run"]
     proc = mlharness(*argv[1:], "--output-dir", str(tmp_path / "again"), "--no-progress")
     assert proc.returncode == 0, proc.stdout + proc.stderr
     again = list(_rows(tmp_path / "again").values())
-    assert len(again) == 1 and again[0]["settings_hash"] == row["settings_hash"]
-    assert again[0]["command"] == row["command"]
+    assert len(again) == 1 and again[0].settings_hash == row.settings_hash
+    assert again[0].command == row.command
 
 
 def test_reproduce_command_keeps_the_instances() -> None:

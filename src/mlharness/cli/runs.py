@@ -3,9 +3,9 @@
 from __future__ import annotations
 
 import argparse
+from dataclasses import asdict
 from datetime import date, datetime, timezone
 from pathlib import Path
-from typing import Any
 
 from rich.markup import escape
 from rich.table import Table
@@ -13,7 +13,7 @@ from rich.table import Table
 from mlharness.cli.render import console, print_json
 from mlharness.errors import ConfigError
 from mlharness.report.names import check_benchmark, check_scenario
-from mlharness.store import Store, open_store
+from mlharness.store import IndexedRun, Store, open_store
 
 EXAMPLES = """examples:
   mlharness runs                                   # every run under runs/, oldest first
@@ -82,19 +82,18 @@ def runs_command(args: argparse.Namespace) -> int:
                            valid=args.valid or None, since=args.since,
                            kinds=None if args.all else ("run",))
     if args.json:
-        print_json(rows)
+        print_json([asdict(r) for r in rows])
         return 0
     console.print(runs_table(rows, f"{len(rows)} run(s) in {escape(str(root))}"))
     return 0
 
 
-def runs_table(rows: list[dict[str, Any]], title: str) -> Table:
+def runs_table(rows: list[IndexedRun], title: str) -> Table:
     """One row per run; why a run is not trusted (damaged, crashed, failed) goes in numbered
     notes below."""
     table = Table(title=title, title_justify="left")
-    tokens = any(r.get("ttft_p99_ms") is not None or r.get("tpot_p99_ms") is not None
-                 for r in rows)
-    batches = not tokens or any(r["batch_size"] for r in rows)  # LLM runs have none
+    tokens = any(r.ttft_p99_ms is not None or r.tpot_p99_ms is not None for r in rows)
+    batches = not tokens or any(r.batch_size for r in rows)  # LLM runs have none
     columns = ["started (UTC)", "scenario", "mode", *(["batch"] if batches else []), "result",
                "verdict", "run directory"]
     if tokens:  # the LLM runs: time to first token and per output token, p99 / limit (ms)
@@ -104,16 +103,15 @@ def runs_table(rows: list[dict[str, Any]], title: str) -> Table:
     notes: list[str] = []
     for r in rows:
         verdict = _verdict(r)
-        if r["state"] not in ("ok", "running") and r.get("reasons"):
-            notes.append(f"{r['path']}: not trusted: {'; '.join(r['reasons'])}")
+        if r.state not in ("ok", "running") and r.reasons:
+            notes.append(f"{r.path}: not trusted: {'; '.join(r.reasons)}")
             verdict += f" [{len(notes)}]"
-        table.add_row(escape((r["started"] or "")[5:16].replace("T", " ")),
-                      escape(r["scenario"]),
-                      _MODE.get(r["mode"], r["mode"]) + ("" if r["kind"] == "run"
-                                                         else f" ({r['kind']})"),
-                      *([str(r["batch_size"] or "-")] if batches else []), escape(_result(r)),
+        table.add_row(escape((r.started or "")[5:16].replace("T", " ")),
+                      escape(r.scenario),
+                      _MODE.get(r.mode, r.mode) + ("" if r.kind == "run" else f" ({r.kind})"),
+                      *([str(r.batch_size or "-")] if batches else []), escape(_result(r)),
                       *([tokens_text(r)] if tokens else []),
-                      verdict, escape(r["path"]))
+                      verdict, escape(r.path))
     if notes:
         table.caption = "\n".join(escape(f"[{i}] {n}") for i, n in enumerate(notes, 1))
         table.caption_justify = "left"
@@ -123,12 +121,12 @@ def runs_table(rows: list[dict[str, Any]], title: str) -> Table:
 _MODE = {"performance": "perf", "accuracy": "acc"}
 
 
-def _result(r: dict[str, Any]) -> str:
-    if r["mode"] == "accuracy" and r["accuracy"] is not None:
-        return f"{r['accuracy_metric']} {r['accuracy']:.3f}%"
-    if r["value"] is None:
+def _result(r: IndexedRun) -> str:
+    if r.mode == "accuracy" and r.accuracy is not None:
+        return f"{r.accuracy_metric} {r.accuracy:.3f}%"
+    if r.value is None:
         return "-"
-    return value_text(r["value"], r["unit"])
+    return value_text(r.value, r.unit)
 
 
 def value_text(value: float, unit: str | None) -> str:
@@ -143,23 +141,24 @@ def value_text(value: float, unit: str | None) -> str:
     return f"{value:,.1f} " + ("QPS done" if done else "samples/s")
 
 
-def tokens_text(r: dict[str, Any]) -> str:
+def tokens_text(r: IndexedRun) -> str:
     """``20.4/500, 5.02/30``: TTFT and TPOT p99 against their limits (ms), or -."""
-    if r.get("ttft_p99_ms") is None and r.get("tpot_p99_ms") is None:
+    if r.ttft_p99_ms is None and r.tpot_p99_ms is None:
         return "-"
     return f"{token_text(r, 'ttft')}, {token_text(r, 'tpot')}"
 
 
-def token_text(r: dict[str, Any], name: str) -> str:
+def token_text(r: IndexedRun, name: str) -> str:
     """``20.4/500``: a run's token latency p99 against its limit (ms), or -."""
-    p99, limit = r.get(f"{name}_p99_ms"), r.get(f"{name}_limit_ms")
+    tokens = r.tokens_ms
+    p99, limit = tokens[f"{name}_p99_ms"], tokens[f"{name}_limit_ms"]
     if p99 is None:
         return "-"
     return f"{p99:,.3g}" + (f"/{limit:,.0f}" if limit is not None else "")
 
 
-def _verdict(r: dict[str, Any]) -> str:
-    state = r["state"]
+def _verdict(r: IndexedRun) -> str:
+    state = r.state
     if state == "damaged":
         return "[red]DAMAGED[/]"
     if state == "crashed":
@@ -168,6 +167,6 @@ def _verdict(r: dict[str, Any]) -> str:
         return "[yellow]running[/]"
     if state != "ok":
         return f"[red]{state.upper()}[/]"
-    verdict = r["verdict"] or "-"  # the record's own (RunRecord.verdict), kept by the index
+    verdict = r.verdict or "-"  # the record's own (RunRecord.verdict), kept by the index
     colour = {"VALID": "green", "PASS": "green", "INVALID": "red", "FAIL": "red"}.get(verdict)
     return f"[{colour}]{verdict}[/]" if colour else verdict

@@ -2,13 +2,13 @@
 
 from __future__ import annotations
 
-from typing import Any, Callable
-
 from pathlib import Path
+from typing import Callable
 
 from mlharness.report.names import check_benchmark, check_scenario
 from mlharness.report.sources import Source, read_source, run_entries, run_key
 from mlharness.report.table import Comparison, Entry, compare
+from mlharness.store import IndexedRun
 
 
 def entries_of(sources: list[Source], by: str | None) -> list[Entry]:
@@ -18,11 +18,11 @@ def entries_of(sources: list[Source], by: str | None) -> list[Entry]:
     per_run = by is None and len(sources) == 1 and sources[0].kind == "runs"
     for src in sources:
         if src.runs:
-            group: Callable[[dict[str, Any]], str]
+            group: Callable[[IndexedRun], str]
             if by:
                 group = lambda r: run_key(r, by)  # noqa: E731
             elif per_run:
-                group = lambda r: r["path"]  # noqa: E731
+                group = lambda r: r.path  # noqa: E731
             else:
                 group = _always(src.label)
             out += run_entries(src.runs, group)
@@ -37,7 +37,7 @@ def build_comparison(paths: list[Path], by: str | None = None, benchmark: str | 
     sources = sources if sources is not None else [read_source(p) for p in paths]
     every = entries_of(sources, by)
     check_benchmark(benchmark, [e.benchmark for e in every] +
-                    [r["benchmark"] for src in sources for r in src.runs])
+                    [r.benchmark for src in sources for r in src.runs])
     entries = [e for e in every
                if (not benchmark or e.benchmark == benchmark)
                and (not scenario or e.scenario.lower() == scenario.lower())]
@@ -65,13 +65,13 @@ def left_out_notes(sources: list[Source], benchmark: str | None = None,
     out = []
     for src in sources:
         for r in src.runs:
-            if r["state"] == "ok" or r["mode"] == "accuracy":
+            if r.state == "ok" or r.mode == "accuracy":
                 continue
-            if (benchmark and r["benchmark"] != benchmark) or (
-                    scenario and r["scenario"].lower() != scenario.lower()):
+            if (benchmark and r.benchmark != benchmark) or (
+                    scenario and r.scenario.lower() != scenario.lower()):
                 continue
-            why = "; ".join(r.get("reasons") or [])
-            out.append(f"left out {r['path']}: {r['state'].upper()}" + (f" ({why})" if why else ""))
+            why = "; ".join(r.reasons)
+            out.append(f"left out {r.path}: {r.state.upper()}" + (f" ({why})" if why else ""))
     return out
 
 
@@ -84,6 +84,6 @@ def _natural(label: str) -> tuple:
         return (1, 0.0, value)
 
 
-def _always(label: str) -> Callable[[dict[str, Any]], str]:
+def _always(label: str) -> Callable[[IndexedRun], str]:
     """The group of every run of a source: its label."""
     return lambda _run: label

@@ -19,7 +19,7 @@ from mlharness.report.latency import percentile_rows, trace_latencies
 from mlharness.report.sessions import tune_sessions
 from mlharness.report.sources import Source
 from mlharness.report.table import SAME_SETTINGS, Comparison, cell_text, delta_text, format_value
-from mlharness.store import load_run_json, open_store
+from mlharness.store import IndexedRun, load_run_json, open_store
 
 CSS = """
 body{font:14px/1.45 system-ui,-apple-system,"Segoe UI",sans-serif;margin:0;color:#1d232a;background:#f6f7f9}
@@ -53,8 +53,8 @@ def render(sources: list[Source], by: str | None = None, title: str = "mlharness
     """The whole page as one string."""
     table, notes = build_comparison([], by=by, sources=sources)
     runs = [(src, r) for src in sources for r in src.runs]
-    perf = [(s, r) for s, r in runs if r["mode"] == "performance" and r["state"] == "ok"]
-    acc = [(s, r) for s, r in runs if r["mode"] == "accuracy" and r["state"] == "ok"]
+    perf = [(s, r) for s, r in runs if r.mode == "performance" and r.state == "ok"]
+    acc = [(s, r) for s, r in runs if r.mode == "accuracy" and r.state == "ok"]
     body = [
         f"<h1>{escape(title)}</h1>",
         f"<p class='sub'>generated {datetime.now(timezone.utc):%Y-%m-%d %H:%M} UTC by mlharness "
@@ -70,11 +70,11 @@ def render(sources: list[Source], by: str | None = None, title: str = "mlharness
         body.append("<h2>Performance runs</h2>")
         body += [run_card(src, row) for src, row in perf]
     body += [submission_card(src) for src in sources if src.kind == "submission"]
-    unfinished = [r for _, r in runs if r["state"] != "ok"]
+    unfinished = [r for _, r in runs if r.state != "ok"]
     if unfinished:
         body += ["<h2>Runs not used</h2>", "<ul class='notes'>"] + [
-            f"<li>{escape(r['path'])}: {escape(r['state'].upper())}"
-            f"{' — ' + escape('; '.join(r.get('reasons') or [])) if r.get('reasons') else ''}"
+            f"<li>{escape(r.path)}: {escape(r.state.upper())}"
+            f"{' — ' + escape('; '.join(r.reasons)) if r.reasons else ''}"
             "</li>" for r in unfinished] + ["</ul>"]
     return (f"<!DOCTYPE html>\n{MARKER}\n<html lang='en'><head><meta charset='utf-8'>"
             "<meta name='viewport' content='width=device-width, initial-scale=1'>"
@@ -121,36 +121,36 @@ def _figure(kind: str, svg: str, caption: str) -> str:
             f"<figcaption>{escape(caption)}</figcaption></figure>")
 
 
-def _run_json(src: Source, row: dict[str, Any]) -> dict[str, Any]:
+def _run_json(src: Source, row: IndexedRun) -> dict[str, Any]:
     try:
-        return load_run_json((src.run_root or src.path) / row["path"])
+        return load_run_json((src.run_root or src.path) / row.path)
     except ValueError:
         return {}
 
 
-def run_card(src: Source, row: dict[str, Any]) -> str:
+def run_card(src: Source, row: IndexedRun) -> str:
     data = _run_json(src, row)
     result = data.get("result") or {}
-    verdict = "VALID" if row["valid"] else "INVALID"
-    cls = "ok" if row["valid"] else "bad"
+    verdict = "VALID" if row.valid else "INVALID"
+    cls = "ok" if row.valid else "bad"
     lat = result.get("latencies_ms") or {}
     pct = "".join(f"<tr><td>{escape(k)}</td><td>{v:,.4g}</td></tr>" for k, v in percentile_rows(lat))
-    parts = [f"<div class='card run' id='{escape(row['path'])}'>",
-             f"<h3>{escape(row['benchmark'])} {escape(row['scenario'])} — "
+    parts = [f"<div class='card run' id='{escape(row.path)}'>",
+             f"<h3>{escape(row.benchmark)} {escape(row.scenario)} — "
              f"<span class='{cls}'>{verdict}</span> — {escape(_value(row))}</h3>",
-             f"<p class='notes'>{escape(row['path'])} · started {escape(row['started'] or '')} · "
-             f"batch {escape(str(row['batch_size'] or '-'))} · {escape(row['backend'] or '')} "
-             f"{escape(row['precision'] or '')} · settings {escape(row['settings_hash'])}</p>"]
-    if row.get("reasons"):
-        parts.append(f"<p class='bad'>{escape('; '.join(row['reasons']))}</p>")
+             f"<p class='notes'>{escape(row.path)} · started {escape(row.started or '')} · "
+             f"batch {escape(str(row.batch_size or '-'))} · {escape(row.backend or '')} "
+             f"{escape(row.precision or '')} · settings {escape(row.settings_hash)}</p>"]
+    if row.reasons:
+        parts.append(f"<p class='bad'>{escape('; '.join(row.reasons))}</p>")
     parts.append("<div class='grid'>")
     if pct:
         parts.append(f"<table class='percentiles'><thead><tr><th>latency</th><th>ms</th></tr>"
                      f"</thead><tbody>{pct}</tbody></table>")
-    tokens = token_table(result.get("tokens_ms") or {}, row["scenario"])
+    tokens = token_table(result.get("tokens_ms") or {}, row.scenario)
     if tokens:
         parts.append(tokens)
-    trace = trace_latencies((src.run_root or src.path) / row["path"])
+    trace = trace_latencies((src.run_root or src.path) / row.path)
     if trace:
         marks = {k: v for k, v in lat.items() if k in ("p50.00", "p90.00", "p99.00")}
         parts.append(_figure("histogram", plots.latency_histogram(trace.latency_ms, marks),
@@ -162,7 +162,7 @@ def run_card(src: Source, row: dict[str, Any]) -> str:
                      "histogram and latency over time)</p>")
     parts.append("</div>")
     parts.append(system_html(data))
-    parts.append(f"<p class='notes'>reproduce:</p><pre class='command'>{escape(row['command'])}</pre>")
+    parts.append(f"<p class='notes'>reproduce:</p><pre class='command'>{escape(row.command)}</pre>")
     parts.append("</div>")
     return "".join(parts)
 
@@ -195,11 +195,11 @@ def token_table(tokens: dict[str, Any], scenario: str) -> str:
             f"<tbody>{''.join(rows)}</tbody></table>")
 
 
-def _value(row: dict[str, Any]) -> str:
-    if row["value"] is None:
+def _value(row: IndexedRun) -> str:
+    if row.value is None:
         return "no result"
-    unit = row["unit"] or ""
-    return f"{row['value']:,.4g} ms ({unit})" if "ms" in unit else f"{row['value']:,.1f} {unit}"
+    unit = row.unit or ""
+    return f"{row.value:,.4g} ms ({unit})" if "ms" in unit else f"{row.value:,.1f} {unit}"
 
 
 def system_html(data: dict[str, Any]) -> str:
@@ -221,18 +221,18 @@ def _short(value: Any) -> str:
     return value if isinstance(value, str) else json.dumps(value, default=str)
 
 
-def accuracy_html(acc: list[tuple[Source, dict[str, Any]]]) -> str:
+def accuracy_html(acc: list[tuple[Source, IndexedRun]]) -> str:
     rows, items = [], []
     for _src, r in acc:
-        passed = r["accuracy_passed"]
+        passed = r.accuracy_passed
         verdict = {True: "<span class='ok'>PASS</span>", False: "<span class='bad'>FAIL</span>",
                    None: "no target"}[passed]
-        target = f"{r['accuracy_target']:.3f}" if r["accuracy_target"] is not None else "-"
-        value = r["accuracy"] if r["accuracy"] is not None else 0.0
-        rows.append(f"<tr><td>{escape(r['path'])}</td><td>{escape(r['benchmark'])}</td>"
-                    f"<td>{escape(str(r['accuracy_metric']))}</td><td>{value:.3f}</td>"
+        target = f"{r.accuracy_target:.3f}" if r.accuracy_target is not None else "-"
+        value = r.accuracy if r.accuracy is not None else 0.0
+        rows.append(f"<tr><td>{escape(r.path)}</td><td>{escape(r.benchmark)}</td>"
+                    f"<td>{escape(str(r.accuracy_metric))}</td><td>{value:.3f}</td>"
                     f"<td>{target}</td><td>{verdict}</td></tr>")
-        items.append((r["path"].split("/")[-1], value, r["accuracy_target"]))
+        items.append((r.path.split("/")[-1], value, r.accuracy_target))
     table = ("<div class='table-scroll'><table id='accuracy'><thead><tr><th>run</th>"
              "<th>benchmark</th><th>metric</th><th>value %</th><th>target %</th><th>verdict</th>"
              "</tr></thead><tbody>" + "".join(rows) + "</tbody></table></div>")
@@ -249,10 +249,10 @@ def tune_searches(sources: list[Source]) -> list[str]:
         for scenario in ("Server", "Interactive"):
             with open_store(root) as store:
                 probes = store.query(kinds=("probe",), scenario=scenario)
-            by_bench: dict[str, list[dict[str, Any]]] = {}
+            by_bench: dict[str, list[IndexedRun]] = {}
             for p in probes:
-                if p["state"] == "ok":
-                    by_bench.setdefault(p["benchmark"], []).append(p)
+                if p.state == "ok":
+                    by_bench.setdefault(p.benchmark, []).append(p)
             for bench, rows in sorted(by_bench.items()):
                 figure = _tune_figure(root, bench, scenario, rows)
                 if figure:
@@ -260,7 +260,7 @@ def tune_searches(sources: list[Source]) -> list[str]:
     return out
 
 
-def _tune_figure(root: Path, bench: str, scenario: str, rows: list[dict[str, Any]]) -> str:
+def _tune_figure(root: Path, bench: str, scenario: str, rows: list[IndexedRun]) -> str:
     series: list[tuple[str, list[tuple[float, float, bool]]]] = []
     bound = None
     tokens = False
@@ -276,7 +276,7 @@ def _tune_figure(root: Path, bench: str, scenario: str, rows: list[dict[str, Any
                    or (data.get("spec") or {}).get("target_qps"))
             try:  # a probe whose record holds no numbers here is left out of the plot
                 point = (float(qps), float(p99),  # type: ignore[arg-type]
-                         bool(r["valid"]))
+                         bool(r.valid))
                 if share is not None:
                     tokens = True
                 elif eff.get("effective_target_latency_ns"):

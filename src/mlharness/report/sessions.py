@@ -17,7 +17,8 @@ from __future__ import annotations
 import json
 from dataclasses import dataclass, field
 from datetime import datetime
-from typing import Any
+
+from mlharness.store import IndexedRun
 
 GAP_S = 60.0
 #: spec fields a search varies from probe to probe (tune/server.py and the engine grid of
@@ -30,7 +31,7 @@ VARIED = ("target_qps", "target_latency", "min_query_count", "max_query_count", 
 @dataclass
 class Session:
     label: str
-    probes: list[dict[str, Any]] = field(default_factory=list)
+    probes: list[IndexedRun] = field(default_factory=list)
 
 
 def _time(text: str | None) -> float | None:
@@ -40,24 +41,24 @@ def _time(text: str | None) -> float | None:
         return None
 
 
-def _key(row: dict[str, Any]) -> str:
-    spec = ((row.get("settings") or {}).get("spec") or {})
+def _key(row: IndexedRun) -> str:
+    spec = row.settings.get("spec") or {}
     fixed = {k: v for k, v in spec.items() if k not in VARIED}
-    return json.dumps([row.get("system"), fixed], sort_keys=True, default=str)
+    return json.dumps([row.system, fixed], sort_keys=True, default=str)
 
 
-def tune_sessions(probes: list[dict[str, Any]]) -> list[Session]:
+def tune_sessions(probes: list[IndexedRun]) -> list[Session]:
     """The probes (index rows) grouped into sessions, in the order the sessions started."""
-    ordered = sorted(probes, key=lambda r: (r.get("started") or "", r.get("path") or ""))
+    ordered = sorted(probes, key=lambda r: (r.started or "", r.path))
     open_: dict[str, tuple[Session, float | None]] = {}  # key -> (session, latest finish)
     out: list[Session] = []
     for row in ordered:
         key = _key(row)
-        start, end = _time(row.get("started")), _time(row.get("finished"))
+        start, end = _time(row.started), _time(row.finished)
         current = open_.get(key)
         if current is None or (start is not None and current[1] is not None
                                and start - current[1] > GAP_S):
-            session = Session(f"session {(row.get('started') or '?')[:16].replace('T', ' ')}")
+            session = Session(f"session {(row.started or '?')[:16].replace('T', ' ')}")
             out.append(session)
             current = (session, None)
         session, latest = current

@@ -11,16 +11,16 @@ Accuracy, …, version, …, Units. The results-site export spells some columns 
 from __future__ import annotations
 
 import csv
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, fields
 from pathlib import Path
-from typing import Any
+from typing import Callable
 
 from mlharness import rules
 from mlharness.errors import ConfigError
 from mlharness.loadgen.mllog import parse_run_logs
 from mlharness.report.table import TOKENS_UNIT, Entry, TokenLatencies
 from mlharness.rules import ROUNDS
-from mlharness.store import INDEX_NAME, open_store, runs_root_of
+from mlharness.store import INDEX_NAME, IndexedRun, open_store, runs_root_of
 
 #: group-by keys for runs: run row field (or settings.spec key)
 RUN_KEYS = ("system", "round", "backend", "precision", "batch_size")
@@ -69,7 +69,7 @@ class Source:
     path: Path
     kind: str  # run | runs | submission | csv
     label: str
-    runs: list[dict[str, Any]] = field(default_factory=list)  # index rows (run, runs)
+    runs: list[IndexedRun] = field(default_factory=list)  # index rows (run, runs)
     entries: list[Entry] = field(default_factory=list)  # submission, csv
     run_root: Path | None = None
 
@@ -114,37 +114,41 @@ def _runs_root(path: Path) -> tuple[Path, str | None]:
     return path, None
 
 
-def run_entries(rows: list[dict[str, Any]], group_of: Any) -> list[Entry]:
+def run_entries(rows: list[IndexedRun], group_of: Callable[[IndexedRun], str]) -> list[Entry]:
     """Performance results of finished runs, each with the accuracy verdict of the latest
     accuracy run in the same group (same scenario if there is one, else same benchmark)."""
     acc: dict[tuple, tuple[str, bool | None]] = {}
     for r in rows:
-        if r["state"] == "ok" and r["mode"] == "accuracy":
+        if r.state == "ok" and r.mode == "accuracy":
             g = group_of(r)
-            for key in ((g, r["benchmark"], r["scenario"]), (g, r["benchmark"], None)):
-                if key not in acc or acc[key][0] <= (r["started"] or ""):
-                    acc[key] = (r["started"] or "", r["accuracy_passed"])
+            for key in ((g, r.benchmark, r.scenario), (g, r.benchmark, None)):
+                if key not in acc or acc[key][0] <= (r.started or ""):
+                    acc[key] = (r.started or "", r.accuracy_passed)
     out = []
     for r in rows:
-        if r["state"] != "ok" or r["mode"] != "performance" or r["value"] is None:
+        if r.state != "ok" or r.mode != "performance" or r.value is None:
             continue
         g = group_of(r)
-        seen = acc.get((g, r["benchmark"], r["scenario"])) or acc.get((g, r["benchmark"], None))
-        out.append(Entry(group=g, benchmark=r["benchmark"], scenario=r["scenario"],
-                         value=r["value"], valid=bool(r["valid"]), source=r["path"],
-                         accuracy_ok=seen[1] if seen else None, when=r["started"] or "",
-                         why="; ".join(r.get("reasons") or []),
-                         settings=r.get("settings"), settings_hash=r.get("settings_hash") or "",
-                         unit=summary_unit(r.get("unit")), tokens=TokenLatencies.of(r)))
+        seen = acc.get((g, r.benchmark, r.scenario)) or acc.get((g, r.benchmark, None))
+        out.append(Entry(group=g, benchmark=r.benchmark, scenario=r.scenario,
+                         value=r.value, valid=bool(r.valid), source=r.path,
+                         accuracy_ok=seen[1] if seen else None, when=r.started or "",
+                         why="; ".join(r.reasons), settings=r.settings,
+                         settings_hash=r.settings_hash, unit=summary_unit(r.unit),
+                         tokens=TokenLatencies.of(r.tokens_ms)))
     return out
 
 
-def run_key(row: dict[str, Any], by: str) -> str:
+#: the run row fields ``--by`` can name directly (any other name is a ``settings.spec`` key)
+_ROW_KEYS = frozenset(f.name for f in fields(IndexedRun)) - {"settings"}
+
+
+def run_key(row: IndexedRun, by: str) -> str:
     """The group label of a run row for ``--by``."""
-    if by in row and by not in ("settings",):
-        value = row[by]
+    if by in _ROW_KEYS:
+        value = getattr(row, by)
     else:
-        value = ((row.get("settings") or {}).get("spec") or {}).get(by)
+        value = (row.settings.get("spec") or {}).get(by)
     if value is None:
         value = "default" if by == "batch_size" else "unknown"
     return f"{by}={value}"

@@ -63,8 +63,8 @@ class TokenLatencies:
 
     @classmethod
     def of(cls, values: dict[str, Any]) -> TokenLatencies | None:
-        """From a mapping holding some of the fields (an index row, ``tokens_ms``); None when
-        it holds no p99."""
+        """From a mapping holding some of the fields (run.json's ``tokens_ms``, an index row's
+        ``tokens_ms``); None when it holds no p99."""
         found = {k: float(values[k]) for k in ("ttft_p99_ms", "tpot_p99_ms", "ttft_limit_ms",
                                                "tpot_limit_ms")
                  if isinstance(values.get(k), (int, float))}

@@ -14,7 +14,7 @@ import json
 import os
 import sqlite3
 import time
-from dataclasses import fields
+from dataclasses import dataclass, fields
 from pathlib import Path
 from typing import Any, Callable, Iterator
 
@@ -44,6 +44,23 @@ CREATE TABLE IF NOT EXISTS runs (
 CREATE INDEX IF NOT EXISTS runs_by_bench ON runs (benchmark, scenario, mode);
 CREATE INDEX IF NOT EXISTS runs_by_started ON runs (started);
 """
+
+
+@dataclass(kw_only=True)
+class IndexedRun(RunRow):
+    """A row read back from the index: the RunRow, the size and mtime of the run.json it was
+    read from and when, and the run's live ``state``: its ``status`` once finished (ok, failed,
+    error, interrupted, damaged), else ``running`` while its process lives and ``crashed``
+    after (see :func:`run_state`)."""
+
+    run_json_mtime_ns: int
+    run_json_size: int
+    indexed_at: float
+    state: str
+
+
+#: the columns a query reads: every IndexedRun field but the live state
+_READ_COLUMNS = tuple(f.name for f in fields(IndexedRun) if f.name != "state")
 
 
 class IndexError_(Exception):
@@ -226,8 +243,8 @@ class Store:
     def query(self, benchmark: str | None = None, scenario: str | None = None,
               mode: str | None = None, valid: bool | None = None, since: str | None = None,
               kinds: tuple[str, ...] | None = ("run",), under: str | None = None,
-              ) -> list[dict[str, Any]]:
-        """Rows as dicts (RunRow fields plus ``state``), oldest first."""
+              ) -> list[IndexedRun]:
+        """The matching runs, oldest first, each with its live ``state``."""
         where, args = [], []
         for col, value in (("benchmark", benchmark), ("mode", mode)):
             if value:
@@ -249,7 +266,8 @@ class Store:
             where.append("(path = ? OR path LIKE ? ESCAPE '\\')")
             esc = under.replace("\\", "\\\\").replace("%", "\\%").replace("_", "\\_")
             args += [under, esc.rstrip("/") + "/%"]
-        sql = "SELECT * FROM runs" + (" WHERE " + " AND ".join(where) if where else "")
+        sql = f"SELECT {', '.join(_READ_COLUMNS)} FROM runs"
+        sql += " WHERE " + " AND ".join(where) if where else ""
         rows = self.conn.execute(sql + " ORDER BY started, path", args).fetchall()
         return [_from_sql(r) for r in rows]
 
@@ -322,13 +340,12 @@ def open_store(root: Path, sync: bool = True) -> Store:
     return store
 
 
-def run_state(row: dict[str, Any]) -> str:
+def run_state(row: RunRow) -> str:
     """``status`` for finished runs; an unfinished one is ``running`` only while the process
     named in its run.json is alive on this host, else ``crashed``."""
-    if row["status"] != "running":
-        return row["status"]  # ok, failed, error, interrupted, damaged
-    alive = process_alive(row.get("pid"), row.get("host"), row.get("pid_start"),
-                          row.get("boot_id"))
+    if row.status != "running":
+        return row.status  # ok, failed, error, interrupted, damaged
+    alive = process_alive(row.pid, row.host, row.pid_start, row.boot_id)
     return "running" if alive else "crashed"
 
 
@@ -382,15 +399,16 @@ def _to_sql(row: RunRow) -> dict[str, Any]:
     return out
 
 
-def _from_sql(row: sqlite3.Row) -> dict[str, Any]:
-    out = dict(row)
+def _from_sql(row: sqlite3.Row) -> IndexedRun:
+    values = dict(row)
     for col in _JSON_COLUMNS:
-        out[col] = json.loads(out[col]) if out.get(col) else ([] if col == "reasons" else {})
+        values[col] = json.loads(values[col]) if values[col] else ([] if col == "reasons" else {})
     for col in _BOOL_COLUMNS:
-        if out.get(col) is not None:
-            out[col] = bool(out[col])
-    out["state"] = run_state(out)
-    if out["state"] == "crashed" and not out["reasons"]:
-        out["reasons"] = ["left at 'running' by a process that died (crash or SIGKILL): "
-                          "never finished"]
-    return out
+        if values[col] is not None:
+            values[col] = bool(values[col])
+    run = IndexedRun(**values, state=values["status"])  # a finished run's state: its status
+    run.state = run_state(run)
+    if run.state == "crashed" and not run.reasons:
+        run.reasons = ["left at 'running' by a process that died (crash or SIGKILL): "
+                       "never finished"]
+    return run

@@ -90,6 +90,11 @@ class RunRow:
         return asdict(self)
 
     @property
+    def tokens_ms(self) -> dict[str, float | None]:
+        """The token latencies by the names run.json's ``result.tokens_ms`` gives them."""
+        return {name: getattr(self, name) for name in TOKEN_FIELDS}
+
+    @property
     def trusted(self) -> bool:
         """Only a run that finished cleanly counts as a result."""
         return self.status == "ok"
