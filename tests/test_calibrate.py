@@ -208,6 +208,28 @@ def test_pytorch_calibration_is_a_pt2e_program(imagenet: Path, tmp_path: Path,
     assert "official calibration list" in weight_transformations("int8", rec["backend"])
 
 
+def test_a_backend_without_a_quantiser_is_refused_naming_those_with_one(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Which backends calibrate is what their classes declare (``quantiser``), read through the
+    registry: a backend that declares none is refused before anything is read, and the hint
+    names the registered backends that do, in registry order."""
+    from mlharness.backends import BACKENDS, quantising_backends
+    from mlharness.calibration import CalibrationRequest, check_request
+    from mlharness.errors import ConfigError
+
+    model = tmp_path / "m.onnx"
+    model.write_bytes(b"")
+    assert quantising_backends() == ["onnxruntime", "openvino", "pytorch"]
+    monkeypatch.setitem(BACKENDS, "openvino-again", BACKENDS["openvino"])
+    for backend in ("noop", "openai", "mine.module:Backend"):
+        with pytest.raises(ConfigError, match=f"calibration for backend {backend!r} is not "
+                           "built") as exc:
+            check_request(CalibrationRequest("demo", model, tmp_path, backend=backend))
+        assert exc.value.hint == ("use --backend onnxruntime or openvino or pytorch or "
+                                  "openvino-again")
+    assert not list(tmp_path.glob("*.int8.*"))
+
+
 def test_progress_shows_each_step_once() -> None:
     from mlharness.cli.render import LiveProgress
     from mlharness.runner.execute import RunProgress

@@ -94,24 +94,28 @@ def test_what_run_takes_from_the_cache_and_when_it_refuses(tmp_path: Path) -> No
     """The shipped catalogue's defaults, against an empty cache and a partly filled one."""
     from mlharness.artefacts import ArtefactError
     from mlharness.artefacts.for_run import fill_from_cache
+    from mlharness.backends import model_framework_of
+
+    def fill(data: dict) -> tuple[dict, list[str]]:  # as `run` does
+        return fill_from_cache(data, model_framework_of(data.get("backend", "onnxruntime")))
 
     cache = tmp_path / "cache"
     bert = {"benchmark": "bert-99", "backend": "pytorch", "cache_dir": cache}
     with pytest.raises(ArtefactError, match="bert-99 needs bert-pytorch, bert-config, "
                        "squad-dev, bert-vocab, not in the cache") as exc:
-        fill_from_cache(bert)
+        fill(bert)
     assert exc.value.hint == "mlharness get bert-pytorch bert-config squad-dev bert-vocab"
     with pytest.raises(ArtefactError) as exc:
-        fill_from_cache({"benchmark": "retinanet", "cache_dir": cache, "model": "retinanet-onnx"})
+        fill({"benchmark": "retinanet", "cache_dir": cache, "model": "retinanet-onnx"})
     assert exc.value.hint == "mlharness get retinanet-onnx openimages-mlperf"
     # a file of the command's own: nothing refused, nothing filled from an empty cache
     squad = tmp_path / "dev.json"
     squad.write_text("{}")
-    assert fill_from_cache({**bert, "dataset": squad}) == ({**bert, "dataset": squad}, [])
+    assert fill({**bert, "dataset": squad}) == ({**bert, "dataset": squad}, [])
     # backends without a model format of the catalogue, and the demo: untouched
     for data in ({"benchmark": "resnet50", "backend": "noop", "cache_dir": cache},
                  {"benchmark": "demo", "cache_dir": cache}):
-        assert fill_from_cache(data) == (data, [])
+        assert fill(data) == (data, [])
     # a cached vocabulary fills in beside the command's own files
     vocab = cache / "artefacts/datasets/squad/vocab.txt"
     vocab.parent.mkdir(parents=True)
@@ -120,6 +124,6 @@ def test_what_run_takes_from_the_cache_and_when_it_refuses(tmp_path: Path) -> No
     from mlharness.artefacts.cache import write_stamp
 
     write_stamp(vocab, load_catalogue().get("bert-vocab"), "0" * 32, source="test")
-    data, notes = fill_from_cache({**bert, "dataset": squad})
+    data, notes = fill({**bert, "dataset": squad})
     assert data["vocab"] == vocab and notes == [
         f"vocab: bert-vocab from the cache (md5 {'0' * 32}) {vocab}"]

@@ -1,12 +1,11 @@
 """``mlharness calibrate``: a calibrated int8 model from a benchmark's official calibration list.
 
 The list (rules data, ``rules/calibration_lists.py``) picks the samples; the task pre-processes
-them exactly as a run feeds them; the runtime's quantiser measures activation ranges on them and
-writes the int8 model (onnxruntime: a QDQ ONNX model, ``<model>.int8.onnx``; openvino: an NNCF
-int8 IR, ``<model>.int8.xml``; pytorch: a PT2E-quantised torch.export program of the official
-checkpoint, ``<model>.int8.pt2``), and ``<output file name>.calibration.json`` beside it records
-what was done. A run with ``--precision int8`` on that model copies the record into ``run.json``.
-It refuses a model that is already int8, an output it did not write (``force`` replaces only
+them exactly as a run feeds them; the ``--backend``'s quantiser (the ``quantiser`` its class
+declares, :class:`mlharness.backends.quantised.Quantiser`) measures activation ranges on them and
+writes the int8 model, ``<model>.int8`` with the quantiser's suffix (e.g. ``.onnx``), and
+``<output file name>.calibration.json`` beside it records what was done. A run with
+``--precision int8`` on that model copies the record into ``run.json``. It refuses a model that is already int8, an output it did not write (``force`` replaces only
 one it did), and samples an own list names that the dataset lacks (unless ``allow_missing``).
 """
 
@@ -17,39 +16,15 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from mlharness.backends import BackendOptions, backend_options, check_index_ranges
-from mlharness.backends.onnx_precision import is_quantized, quantize_calibrated
-from mlharness.backends.onnx_shapes import onnx_index_limits
-from mlharness.backends.openvino_int8 import quantize_nncf, require_nncf
-from mlharness.backends.pytorch import PyTorchBackend
-from mlharness.backends.pytorch_int8 import quantize_pt2e, require_pt2e
-from mlharness.backends.quantised import calibration_file, calibration_path
-from mlharness.errors import ConfigError, DatasetError, ModelError
+from mlharness.backends import check_index_ranges, quantiser_of, quantising_backends
+from mlharness.backends.quantised import Quantiser, calibration_file, calibration_path
+from mlharness.errors import ConfigError, DatasetError
 from mlharness.files import sha256_file, write_text_atomic
-from mlharness.names import Precision
 from mlharness.rules.calibration_lists import official_list
 from mlharness.runner.rundir import now_iso
 from mlharness.spec import RunSpec
 from mlharness.sut.assemble import task_options
 from mlharness.tasks import create_task
-
-
-@dataclass(frozen=True)
-class Quantiser:
-    """What ``--backend`` calibrates for: the file its quantiser writes, and what the record
-    says about running it."""
-
-    suffix: str
-    runs_on: str
-
-
-QUANTISERS = {
-    "onnxruntime": Quantiser(".onnx", "onnxruntime runs the QDQ model with int8 kernels "
-                                      "(OpenVINO reads it too)"),
-    "openvino": Quantiser(".xml", "OpenVINO runs the NNCF-quantised IR with its int8 kernels"),
-    "pytorch": Quantiser(".pt2", "PyTorch runs the PT2E-quantised program compiled by inductor "
-                                 "(oneDNN int8 kernels)"),
-}
 
 
 @dataclass
@@ -120,24 +95,31 @@ def select(task: Any, benchmark: str, choice: str | None, allow_missing: bool = 
     return indices, about
 
 
+def quantiser(backend: str) -> Quantiser:
+    """Backend ``backend``'s quantiser; ConfigError naming the backends that have one."""
+    found = quantiser_of(backend)
+    if found is None:
+        raise ConfigError(f"calibration for backend {backend!r} is not built",
+                          hint="use --backend " + " or ".join(quantising_backends()))
+    return found
+
+
 def output_path(model: Path, output: Path | None, backend: str = "onnxruntime") -> Path:
-    return output or model.with_name(model.stem + ".int8" + QUANTISERS[backend].suffix)
+    return output or quantiser(backend).default_output(model)
 
 
 def check_request(req: CalibrationRequest) -> Path:
     """The int8 model's path, once the request is one calibrate may do (ConfigError or
-    ModelError otherwise): a backend with a quantiser, an fp32 source, a new output or one an
-    earlier calibrate wrote (``force``). Cheap: no data is read."""
-    if req.backend not in QUANTISERS:
-        raise ConfigError(f"calibration for backend {req.backend!r} is not built",
-                          hint="use --backend " + " or ".join(QUANTISERS))
-    _check_source(req.model, req.backend)
-    target = output_path(req.model, req.output, req.backend)
-    suffix = QUANTISERS[req.backend].suffix
+    ModelError otherwise): a backend with a quantiser, a source model it starts from, a new
+    output or one an earlier calibrate wrote (``force``). Cheap: no data is read."""
+    quantising = quantiser(req.backend)
+    quantising.check_source(req.model)
+    target = req.output or quantising.default_output(req.model)
+    suffix = quantising.suffix
     if target.suffix != suffix:
         raise ConfigError(f"the {req.backend} int8 model is written as a {suffix} file, not "
                           f"{target.name}", hint=f"pass --output MODEL.int8{suffix}, or drop it")
-    _check_target(req.model, target, req.backend, req.force)
+    _check_target(req.model, target, quantising, req.force)
     return target
 
 
@@ -145,16 +127,16 @@ def calibrate(req: CalibrationRequest, progress: Any = None) -> dict[str, Any]:
     """Build the int8 model; return the record written beside it. ``progress(done, total,
     label)`` hears the pre-processing, then the quantising (``total`` 0: no count)."""
     target = check_request(req)
-    if req.backend == "openvino":  # refused before the data is read
-        require_nncf(req.method)
-    elif req.backend == "pytorch":
-        require_pt2e(req.method)
+    quantising = quantiser(req.backend)
+    if quantising.check_method is not None:  # refused before the data is read
+        quantising.check_method(req.method)
     spec = RunSpec(benchmark=req.benchmark, model=req.model, dataset=req.dataset,
                    vocab=req.vocab, cache_dir=req.cache_dir, backend=req.backend,
                    task_option=dict(req.task_option or {}))  # read by the task (input names)
     task = create_task(req.benchmark, task_options(spec))
-    if req.backend != "pytorch":  # the checkpoint's tables are known once it is loaded
-        check_index_ranges(task.index_ranges(), onnx_index_limits(req.model), str(req.model))
+    if quantising.index_limits is not None:  # else known once the quantiser loads the model
+        check_index_ranges(task.index_ranges(), quantising.index_limits(req.model),
+                           str(req.model))
     task.prepare(progress)
     indices, about = select(task, req.benchmark, req.calibration_list, req.allow_missing)
     task.load_samples(indices)
@@ -163,16 +145,11 @@ def calibrate(req: CalibrationRequest, progress: Any = None) -> dict[str, Any]:
     target.parent.mkdir(parents=True, exist_ok=True)
     if progress is not None:  # no count to show: the quantiser reports nothing while it works
         progress(0, 0, f"quantising on {len(indices)} samples ({req.backend})")
-    if req.backend == "openvino":
-        done = quantize_nncf(req.model, target, batches, req.method, task.transformer)
-    elif req.backend == "pytorch":
-        done = _quantize_checkpoint(req.model, target, batches, req.method, task)
-    else:
-        done = quantize_calibrated(req.model, target, batches, req.method)
+    done = quantising.quantise(req.model, target, batches, req.method, task)
     record = {
         "format": RECORD_FORMAT,
         "created": now_iso(),
-        "benchmark": req.benchmark, "backend": req.backend, "runs_on": QUANTISERS[req.backend].runs_on,
+        "benchmark": req.benchmark, "backend": req.backend, "runs_on": quantising.runs_on,
         "precision": "int8", "source_model": str(req.model.resolve()),
         "source_sha256": sha256_file(req.model), "model": str(target.resolve()),
         "dataset": str(req.dataset), "samples": about, "qsl_indices": indices, **done,
@@ -181,40 +158,14 @@ def calibrate(req: CalibrationRequest, progress: Any = None) -> dict[str, Any]:
     return record
 
 
-def _check_source(model: Path, backend: str) -> None:
-    """The fp32 model the quantiser starts from: ONNX, or for pytorch the official checkpoint;
-    never a model that is already int8 (``m.int8.int8.onnx`` means nothing)."""
-    if backend == "pytorch":
-        if not model.is_file() or model.suffix in (".onnx", QUANTISERS["pytorch"].suffix):
-            raise ModelError(f"calibration for pytorch needs the fp32 checkpoint, got {model}",
-                             hint="pass --model model.pytorch (BERT, with bert_config.json "
-                                  "beside it) or resnet50.pth")
-    elif not model.is_file() or model.suffix != ".onnx":
-        raise ModelError(f"calibration needs an fp32 ONNX model, got {model}",
-                         hint="pass --model path/to/model.onnx")
-    elif _is_int8(model):
-        raise ModelError(f"{model} is already int8 (a quantised model): calibrate starts from "
-                         "the fp32 model", hint="pass the fp32 model it was made from")
-
-
-def _is_int8(model: Path) -> bool:
-    if calibration_path(model) is not None:
-        return True
-    try:
-        return is_quantized(model)
-    except Exception:  # noqa: BLE001 - not a readable ONNX file: the quantiser says so later
-        return False
-
-
-def _check_target(model: Path, target: Path, backend: str, force: bool) -> None:
+def _check_target(model: Path, target: Path, quantising: Quantiser, force: bool) -> None:
     """``target`` is new, or (with ``force``) a model an earlier calibrate wrote: its record
     beside it names it. Never the source model, never a file calibrate did not write."""
     if target.resolve() == model.resolve():
         raise ConfigError(f"--output {target} is the model being calibrated",
                           hint="give another --output, or drop it for MODEL.int8" +
-                               QUANTISERS[backend].suffix)
-    parts = [target, *([target.with_suffix(".bin")] if backend == "openvino" else [])]
-    existing = [p for p in parts if p.exists() or p.is_symlink()]
+                               quantising.suffix)
+    existing = [p for p in quantising.parts(target) if p.exists() or p.is_symlink()]
     if not existing:
         return
     if not force:
@@ -233,15 +184,3 @@ def _check_target(model: Path, target: Path, backend: str, force: bool) -> None:
     if not owned:
         raise ConfigError(f"--force replaces only a model calibrate wrote; {target} has no "
                           "calibration record naming it", hint="give another --output")
-
-
-def _quantize_checkpoint(model: Path, target: Path, batches: list[dict], method: str,
-                         task: Any) -> dict[str, Any]:
-    """The checkpoint loaded in fp32 as a pytorch run loads it, then quantised by PT2E."""
-    backend = PyTorchBackend()
-    backend.load(model, BackendOptions(precision=Precision.FP32,
-                                       task_inputs=list(task.model_inputs),
-                                       extra=backend_options(PyTorchBackend, {})))
-    check_index_ranges(task.index_ranges(), backend.index_limits, str(model))
-    names = [spec.name for spec in backend.inputs]
-    return quantize_pt2e(backend.net, backend.arch, names, target, batches, method)

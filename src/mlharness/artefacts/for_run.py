@@ -12,21 +12,20 @@ from mlharness.artefacts.digest import algorithm
 from mlharness.artefacts.errors import ArtefactError
 from mlharness.errors import HarnessError
 
-#: the model format each backend reads (other backends: no model from the cache)
-FRAMEWORK = {"onnxruntime": "onnx", "openvino": "onnx", "pytorch": "pytorch"}
 ROLES = ("model", "dataset", "vocab")
 
 
-def fill_from_cache(data: dict[str, Any],
+def fill_from_cache(data: dict[str, Any], framework: str | None,
                     catalogue: Catalogue | None = None) -> tuple[dict[str, Any], list[str]]:
     """``data`` (a RunSpec mapping) with its missing model/dataset/vocab — or those given as a
-    catalogue name — taken from the cache; and a line per artefact taken. When the command
+    catalogue name — taken from the cache; and a line per artefact taken. ``framework`` is the
+    catalogue framework of the models the run's backend reads (``backends.model_framework_of``;
+    None: nothing from the cache). When the command
     names no file of its own (nothing, or only catalogue names), a needed artefact that is not
     cached is an ArtefactError whose hint is the exact ``mlharness get`` command; with a file
     of its own, the cache only fills in what it holds (the task names what is still missing)."""
     catalogue = catalogue or load_catalogue()
     defaults = catalogue.defaults.get(str(data.get("benchmark")))
-    framework = FRAMEWORK.get(str(data.get("backend", "onnxruntime")))
     if defaults is None or framework is None:
         return data, []
     wanted = {"model": defaults.model.get(framework), "dataset": defaults.dataset,

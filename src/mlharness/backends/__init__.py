@@ -9,6 +9,7 @@ from typing import Any
 from mlharness.backends.base import (Backend, BackendOptions, GenerationRequest, SampleBackend,
                                     StreamingBackend, check_index_ranges, check_signature,
                                     is_streaming)
+from mlharness.backends.quantised import Quantiser
 from mlharness.errors import ConfigError, HarnessError
 from mlharness.options import FreeOptions, Options, parse_options
 from mlharness.tensors import TensorSpec
@@ -16,7 +17,7 @@ from mlharness.tensors import TensorSpec
 __all__ = ["Backend", "BackendOptions", "BACKENDS", "GenerationRequest", "SampleBackend",
            "StreamingBackend", "backend_options", "is_streaming",
            "create_backend", "check_index_ranges", "check_signature", "declared_inputs",
-           "framework_of"]
+           "framework_of", "model_framework_of", "quantiser_of", "quantising_backends"]
 
 #: name -> ("module:Class", pip extra that provides it)
 BACKENDS: dict[str, tuple[str, str]] = {
@@ -111,6 +112,25 @@ def framework_of(name: str) -> str | None:
     cls = _builtin_class(name)
     probe = getattr(cls, "framework", None)
     return probe() if probe is not None else None
+
+
+def model_framework_of(name: str) -> str | None:
+    """The catalogue ``framework`` of the model files backend ``name`` reads (its class's
+    optional ``model_framework``), so ``run`` can take its model from the cache; None: no
+    model from the cache."""
+    return getattr(_builtin_class(name), "model_framework", None)
+
+
+def quantiser_of(name: str) -> Quantiser | None:
+    """How ``mlharness calibrate`` makes backend ``name``'s int8 model (its class's optional
+    ``quantiser``); None: it calibrates for no such backend."""
+    return getattr(_builtin_class(name), "quantiser", None)
+
+
+def quantising_backends() -> list[str]:
+    """The built-in backends with a quantiser, in registry order (imports each backend's
+    module: a refusal's hint, not a fast path)."""
+    return [name for name in BACKENDS if quantiser_of(name) is not None]
 
 
 def prepare_process(name: str) -> None:

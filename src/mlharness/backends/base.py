@@ -72,7 +72,10 @@ class Backend(Protocol):
     index (checked against the task's :class:`IndexRange`s);
     ``load_shared(first, options)`` — load as another instance (``--instances``) of the loaded
     backend ``first``, calling its model from this instance's own threads instead of loading
-    (and compiling) a copy."""
+    (and compiling) a copy; ``model_framework`` — the catalogue framework of the model files it
+    reads (``run`` takes the benchmark's model of that framework from the cache);
+    ``quantiser`` — a :class:`mlharness.backends.quantised.Quantiser`, how ``mlharness
+    calibrate`` makes its int8 model."""
 
     name: str
 

@@ -18,9 +18,10 @@ from __future__ import annotations
 import hashlib
 from pathlib import Path
 
-from mlharness.backends.quantised import (MIN_QUANTISED_OUTPUTS, calibration_file,
-                                         quantised_file, refuse_mislabelled)
-from mlharness.errors import ConfigError
+from mlharness.backends.quantised import (MIN_QUANTISED_OUTPUTS, CalibrationTask,
+                                         calibration_file, calibration_path, quantised_file,
+                                         refuse_mislabelled)
+from mlharness.errors import ConfigError, ModelError
 from mlharness.files import cache_root, sha256_file
 
 #: bump when the quantisation recipe changes
@@ -101,14 +102,37 @@ def small_output_nodes(model: Path, limit: int = MIN_QUANTISED_OUTPUTS) -> list[
 
 #: the calibrated recipe (``mlharness calibrate``); recorded beside the model it writes
 STATIC_RECIPE = "onnxruntime-quantize_static-qdq-v1"
+#: the ops the calibrated recipe quantises
+STATIC_OP_TYPES = ("Conv", "MatMul", "Gemm")
 
 
-def quantize_calibrated(model: Path, target: Path, batches: list[dict], method: str = "minmax",
-                        op_types: tuple[str, ...] = ("Conv", "MatMul", "Gemm")) -> dict:
+def require_fp32_onnx(model: Path) -> None:
+    """ModelError unless ``model`` is an fp32 ONNX file, what the ONNX quantisers start from
+    (never a model that is already int8: ``m.int8.int8.onnx`` means nothing)."""
+    if not model.is_file() or model.suffix != ".onnx":
+        raise ModelError(f"calibration needs an fp32 ONNX model, got {model}",
+                         hint="pass --model path/to/model.onnx")
+    if _is_int8(model):
+        raise ModelError(f"{model} is already int8 (a quantised model): calibrate starts from "
+                         "the fp32 model", hint="pass the fp32 model it was made from")
+
+
+def _is_int8(model: Path) -> bool:
+    if calibration_path(model) is not None:
+        return True
+    try:
+        return is_quantized(model)
+    except Exception:  # noqa: BLE001 - not a readable ONNX file: the quantiser says so later
+        return False
+
+
+def quantize_calibrated(model: Path, target: Path, batches: list[dict], method: str,
+                        task: CalibrationTask) -> dict:
     """Static int8 (QDQ: int8 weights per channel, uint8 activations with ranges measured on
     ``batches``) of ``model`` into ``target``; the heads with fewer than
-    ``MIN_QUANTISED_OUTPUTS`` output columns stay fp32. onnxruntime runs the QDQ file with int8 kernels, and OpenVINO reads the
-    same file as int8. Returns what was done (for the calibration record)."""
+    ``MIN_QUANTISED_OUTPUTS`` output columns stay fp32. onnxruntime runs the QDQ file with int8
+    kernels, and OpenVINO reads the same file as int8. ``task`` is not read: the recipe is the
+    same for every model. Returns what was done (for the calibration record)."""
     import onnxruntime as ort
     from onnxruntime.quantization import (CalibrationDataReader, CalibrationMethod, QuantFormat,
                                           QuantType, quantize_static)
@@ -130,10 +154,10 @@ def quantize_calibrated(model: Path, target: Path, batches: list[dict], method: 
     with quantised_file(model, target, "calibrated int8 quantisation",
                          "check the model runs in fp32 first") as tmp:
         quantize_static(str(model), tmp, Reader(), quant_format=QuantFormat.QDQ,
-                        op_types_to_quantize=list(op_types), per_channel=True,
+                        op_types_to_quantize=list(STATIC_OP_TYPES), per_channel=True,
                         activation_type=QuantType.QUInt8, weight_type=QuantType.QInt8,
                         nodes_to_exclude=excluded, calibrate_method=methods[method],
                         extra_options={"MatMulConstBOnly": True})
     return {"recipe": STATIC_RECIPE, "runtime": f"onnxruntime {ort.__version__}",
             "model_format": "QDQ", "weights": "int8 per channel", "activations": "uint8 per tensor",
-            "method": method, "op_types": list(op_types), "kept_fp32": excluded}
+            "method": method, "op_types": list(STATIC_OP_TYPES), "kept_fp32": excluded}

@@ -8,10 +8,11 @@ from typing import Any, Literal
 import numpy as np
 
 from mlharness.backends.base import BackendOptions
-from mlharness.backends.onnx_precision import prepared_model
+from mlharness.backends.onnx_precision import (prepared_model, quantize_calibrated,
+                                              require_fp32_onnx)
 from mlharness.backends.onnx_shapes import onnx_declared_inputs, onnx_index_limits
 from mlharness.backends.openvino_int8 import is_ir
-from mlharness.backends.quantised import calibration_record
+from mlharness.backends.quantised import Quantiser, calibration_record
 from mlharness.errors import ConfigError, ModelError, one_line
 from mlharness.options import Options
 from mlharness.tensors import TensorSpec
@@ -45,6 +46,13 @@ class OnnxRuntimeOptions(Options):
 class OnnxRuntimeBackend:
     name = "onnxruntime"
     options_model = OnnxRuntimeOptions
+    #: the catalogue's model files it reads
+    model_framework = "onnx"
+    #: ``mlharness calibrate --backend onnxruntime``: a static QDQ model
+    quantiser = Quantiser(
+        ".onnx", "onnxruntime runs the QDQ model with int8 kernels (OpenVINO reads it too)",
+        check_source=require_fp32_onnx, quantise=quantize_calibrated,
+        index_limits=onnx_index_limits)
 
     def __init__(self) -> None:
         self.session: Any = None

@@ -31,8 +31,10 @@ import numpy as np
 from pydantic import BeforeValidator
 
 from mlharness.backends.base import BackendOptions
-from mlharness.backends.openvino_int8 import require_int8
-from mlharness.backends.quantised import calibration_record, refuse_mislabelled
+from mlharness.backends.onnx_precision import require_fp32_onnx
+from mlharness.backends.onnx_shapes import onnx_index_limits
+from mlharness.backends.openvino_int8 import IR_SUFFIX, quantize_nncf, require_int8, require_nncf
+from mlharness.backends.quantised import Quantiser, calibration_record, refuse_mislabelled
 from mlharness.errors import ConfigError, ModelError, one_line
 from mlharness.hostinfo import matrix_isa
 from mlharness.options import Options
@@ -131,6 +133,13 @@ class OpenVinoOptions(Options):
 class OpenVinoBackend:
     name = "openvino"
     options_model = OpenVinoOptions
+    #: the catalogue's model files it reads (it also reads an IR, which no artefact is)
+    model_framework = "onnx"
+    #: ``mlharness calibrate --backend openvino``: NNCF's int8 IR of the ONNX model
+    quantiser = Quantiser(
+        IR_SUFFIX, "OpenVINO runs the NNCF-quantised IR with its int8 kernels",
+        check_source=require_fp32_onnx, quantise=quantize_nncf, check_method=require_nncf,
+        index_limits=onnx_index_limits, beside=(".bin",))
     #: what :meth:`prepare_process` did to this process (None: nothing)
     process_note: str | None = None
     #: the environment of a process started to run this backend (Ray actors, whose threads run

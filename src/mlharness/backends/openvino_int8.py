@@ -13,7 +13,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from mlharness.backends.onnx_precision import is_quantized, small_output_nodes
-from mlharness.backends.quantised import quantised_file
+from mlharness.backends.quantised import CalibrationTask, quantised_file
 from mlharness.errors import ConfigError
 
 #: bump when the recipe changes
@@ -60,15 +60,17 @@ def require_nncf(method: str):  # type: ignore[no-untyped-def]
     return nncf
 
 
-def quantize_nncf(model: Path, target: Path, batches: list[dict], method: str = "minmax",
-                  transformer: bool = False) -> dict:
+def quantize_nncf(model: Path, target: Path, batches: list[dict], method: str,
+                  task: CalibrationTask) -> dict:
     """Int8 IR of ``model`` into ``target`` (``.xml``; the ``.bin`` beside it), activation ranges
-    from ``batches``; returns what was done (for the calibration record)."""
+    from ``batches`` (NNCF's transformer recipe for a ``task`` that feeds one); returns what was
+    done (for the calibration record)."""
     import logging
 
     import openvino as ov
 
     nncf = require_nncf(method)
+    transformer = task.transformer
     logging.getLogger("nncf").setLevel(logging.WARNING)
     excluded = small_output_nodes(model)
     network = ov.Core().read_model(str(model))

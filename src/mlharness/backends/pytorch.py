@@ -43,15 +43,18 @@ from typing import Any, Literal
 
 import numpy as np
 
-from mlharness.backends.base import BackendOptions
-from mlharness.backends.pytorch_int8 import export_dims, is_program, load_exported, load_program
-from mlharness.backends.quantised import (MIN_QUANTISED_OUTPUTS, calibration_record,
-                                         refuse_mislabelled)
+from mlharness.backends.base import BackendOptions, check_index_ranges
+from mlharness.backends.pytorch_int8 import (PROGRAM_SUFFIX, export_dims, is_program,
+                                            load_exported, load_program, quantize_pt2e,
+                                            require_pt2e)
+from mlharness.backends.quantised import (MIN_QUANTISED_OUTPUTS, CalibrationTask, Quantiser,
+                                         calibration_record, refuse_mislabelled)
 from mlharness.backends.torch_compile import (batches_to_compile, compile_at_load, padded_to_two,
                                               require_compiler)
 from mlharness.backends.torch_package import Package, load_or_build, package_path
 from mlharness.errors import ConfigError, ModelError, one_line
 from mlharness.files import cache_root
+from mlharness.names import Precision
 from mlharness.options import Options
 from mlharness.tensors import TensorSpec
 
@@ -150,9 +153,39 @@ class PyTorchOptions(Options):
 COMPILE_ALLOWANCE_S = 600.0
 
 
+def require_checkpoint(model: Path) -> None:
+    """ModelError unless ``model`` is a file PT2E may start from: the fp32 checkpoint, not an
+    ONNX model nor an int8 program."""
+    if not model.is_file() or model.suffix in (".onnx", PROGRAM_SUFFIX):
+        raise ModelError(f"calibration for pytorch needs the fp32 checkpoint, got {model}",
+                         hint="pass --model model.pytorch (BERT, with bert_config.json "
+                              "beside it) or resnet50.pth")
+
+
+def quantize_checkpoint(model: Path, target: Path, batches: list[dict[str, np.ndarray]],
+                        method: str, task: CalibrationTask) -> dict[str, Any]:
+    """The checkpoint loaded in fp32 as a pytorch run loads it (its tables checked against what
+    ``task`` feeds), then quantised by PT2E into the program ``target``."""
+    backend = PyTorchBackend()
+    backend.load(model, BackendOptions(precision=Precision.FP32,
+                                       task_inputs=list(task.model_inputs),
+                                       extra=PyTorchOptions()))
+    check_index_ranges(task.index_ranges(), backend.index_limits, str(model))
+    names = [spec.name for spec in backend.inputs]
+    return quantize_pt2e(backend.net, backend.arch, names, target, batches, method)
+
+
 class PyTorchBackend:
     name = "pytorch"
     options_model = PyTorchOptions
+    #: the catalogue's model files it reads
+    model_framework = "pytorch"
+    #: ``mlharness calibrate --backend pytorch``: a PT2E int8 program of the checkpoint (its
+    #: tables are known once it is loaded: ``quantize_checkpoint`` checks them)
+    quantiser = Quantiser(
+        PROGRAM_SUFFIX, "PyTorch runs the PT2E-quantised program compiled by inductor "
+                        "(oneDNN int8 kernels)",
+        check_source=require_checkpoint, quantise=quantize_checkpoint, check_method=require_pt2e)
 
     @staticmethod
     def load_allowance_s(options: BackendOptions, model: Path | None = None) -> float:

@@ -1,7 +1,8 @@
 """What every runtime's reduced-precision path shares: which layers stay fp32, the calibration
-record beside a calibrated model, the refusal to run such a model as anything but int8, and the
+record beside a calibrated model, the refusal to run such a model as anything but int8, the
 temporary file a quantiser writes before it is moved onto its target (its failure one
-ModelError, its advice quiet)."""
+ModelError, its advice quiet), and :class:`Quantiser`, how ``mlharness calibrate`` makes a
+backend's int8 model (the optional ``quantiser`` of the backend's class)."""
 
 from __future__ import annotations
 
@@ -10,14 +11,66 @@ import json
 import logging
 import os
 import tempfile
+from dataclasses import dataclass
 from pathlib import Path
-from typing import Iterator
+from typing import Any, Callable, Iterator, Protocol
+
+import numpy as np
 
 from mlharness.errors import ConfigError, ModelError
+from mlharness.tensors import IndexRange, TensorSpec
 
 #: layers (Linear, MatMul/Gemm by a weight) with fewer outputs than this stay fp32 under int8 on
 #: every runtime: BERT's 2-logit QA head costs nothing in fp32 and sits right on the logits
 MIN_QUANTISED_OUTPUTS = 16
+
+
+class CalibrationTask(Protocol):
+    """What a quantiser reads of the benchmark's task (a backend never imports one)."""
+
+    #: an attention model (quantisers keep its softmax/layer-norm paths in higher precision)
+    transformer: bool
+
+    @property
+    def model_inputs(self) -> list[TensorSpec]: ...
+
+    def index_ranges(self) -> dict[str, IndexRange]: ...
+
+
+#: writes the int8 model: ``(source model, target, calibration batches, method, task)`` -> what
+#: was done (for the calibration record)
+Quantise = Callable[[Path, Path, list[dict[str, np.ndarray]], str, CalibrationTask],
+                    dict[str, Any]]
+
+
+@dataclass(frozen=True)
+class Quantiser:
+    """How ``mlharness calibrate --backend NAME`` makes that backend's int8 model: the optional
+    ``quantiser`` class attribute of a backend (``backends.quantiser_of``)."""
+
+    #: the int8 model's file suffix (``<model>.int8<suffix>`` unless ``--output`` names one)
+    suffix: str
+    #: what runs the int8 model, as the calibration record says it
+    runs_on: str
+    #: ModelError unless the source model is one this quantiser starts from (never int8)
+    check_source: Callable[[Path], None]
+    quantise: Quantise
+    #: given ``--method``: refuses a method not offered or a quantiser package not installed,
+    #: before any data is read (None: ``quantise`` checks the method itself)
+    check_method: Callable[[str], object] | None = None
+    #: the rows of the tables the source model's integer inputs index, read from its file before
+    #: the data is prepared (None: known once ``quantise`` loads the model; it checks them then)
+    index_limits: Callable[[Path], dict[str, int]] | None = None
+    #: suffixes of the files written beside the int8 model (an OpenVINO IR's ``.bin``)
+    beside: tuple[str, ...] = ()
+
+    def default_output(self, model: Path) -> Path:
+        """``<model>.int8<suffix>``, beside ``model``."""
+        return model.with_name(model.stem + ".int8" + self.suffix)
+
+    def parts(self, target: Path) -> list[Path]:
+        """The files an int8 model written to ``target`` consists of."""
+        return [target, *(target.with_suffix(s) for s in self.beside)]
 
 
 def calibration_file(model: Path) -> Path:

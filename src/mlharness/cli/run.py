@@ -104,10 +104,12 @@ def given_spec(args: argparse.Namespace, **overrides: Any) -> tuple[RunSpec, set
 def _from_cache(data: dict[str, Any]) -> dict[str, Any]:
     """The benchmark's official model/dataset/vocab from the cache (`mlharness get`) where the
     command gives no path, or gives a catalogue name (``-d imagenet``)."""
-    # lazy: artefacts (http, ssl; ~30 modules) stays out of `mlharness --help`
+    # lazy: artefacts (http, ssl; ~30 modules) and the backends stay out of `mlharness --help`
     from mlharness.artefacts.for_run import fill_from_cache
+    from mlharness.backends import model_framework_of
 
-    data, notes = fill_from_cache(data)
+    backend = data.get("backend", RunSpec.model_fields["backend"].default)
+    data, notes = fill_from_cache(data, model_framework_of(str(backend)))
     for note in notes:
         console_err.print(escape(note), highlight=False, soft_wrap=True)
     return data
