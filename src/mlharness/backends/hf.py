@@ -17,12 +17,7 @@ import threading
 from pathlib import Path
 from typing import Any, Literal
 
-import torch
 from pydantic import Field
-import transformers
-from transformers import AutoModelForCausalLM, AutoTokenizer, GenerationConfig
-from transformers.generation.stopping_criteria import StoppingCriteria, StoppingCriteriaList
-from transformers.generation.streamers import BaseStreamer
 
 from mlharness.backends.base import (BackendOptions, GenerationRequest, OnDone, OnError,
                                      OnFirst)
@@ -45,32 +40,6 @@ class HfOptions(Options):
     eos_token_id: int | None = None  # None: the model's own end-of-sequence token(s)
 
 
-class _FirstToken(BaseStreamer):
-    """Calls ``on_first`` at the first generated token (``generate`` first puts the prompt)."""
-
-    def __init__(self, on_first: OnFirst) -> None:
-        self.on_first, self.puts = on_first, 0
-
-    def put(self, value: torch.Tensor) -> None:
-        self.puts += 1
-        if self.puts == 2:
-            self.on_first([int(t) for t in value.reshape(-1).tolist()])
-
-    def end(self) -> None:
-        pass
-
-
-class _Closed(StoppingCriteria):
-    """Stops a generation in flight once the backend is closing."""
-
-    def __init__(self, closing: threading.Event) -> None:
-        self.closing = closing
-
-    def __call__(self, input_ids: torch.Tensor, scores: torch.Tensor,
-                 **kwargs: Any) -> torch.Tensor:
-        return torch.full((input_ids.shape[0],), self.closing.is_set(), dtype=torch.bool)
-
-
 _Job = tuple[GenerationRequest, OnFirst, OnDone, OnError]
 
 
@@ -91,10 +60,15 @@ class HfBackend:
         self._workers: list[threading.Thread] = []
         self._closing = threading.Event()
         self._tokenize_lock = threading.Lock()  # a fast tokenizer is not safe across threads
+        self._generation: Any = None  # hf_generate, once a model is loaded
 
     @classmethod
     def framework(cls) -> str:
-        return f"transformers {transformers.__version__} (torch {torch.__version__})"
+        # lazy: torch and transformers load only with a model or when asked for their versions
+        from mlharness.backends.hf_generate import versions
+
+        v = versions()
+        return f"transformers {v['transformers']} (torch {v['torch']})"
 
     def load(self, model: Path | None, options: BackendOptions) -> None:
         """Open the model directory and start the worker threads."""
@@ -112,21 +86,18 @@ class HfBackend:
             raise ConfigError(f"dtype={extra.dtype} contradicts --precision "
                               f"{options.precision} ({dtype})",
                               hint="give the precision with --precision only")
-        if options.threads:
-            torch.set_num_threads(int(options.threads))
+        # lazy: torch and transformers load only with a model
+        from mlharness.backends import hf_generate
+
         directory = Path(model)
         try:
-            net = AutoModelForCausalLM.from_pretrained(directory, local_files_only=True,
-                                                       dtype=getattr(torch, dtype))
+            net = hf_generate.load_model(directory, dtype, options.threads)
         except Exception as exc:  # transformers raises OSError, ValueError, ... for bad dirs
             raise ModelError(f"transformers cannot load {directory}: {one_line(exc, 200)}",
                              hint=_HINT) from exc
-        try:
-            self.tokenizer = AutoTokenizer.from_pretrained(directory, local_files_only=True)
-            self.tokenizer_problem = ""
-        except Exception as exc:  # no tokenizer: requests must bring token ids
-            self.tokenizer, self.tokenizer_problem = None, one_line(exc, 200)
-        self.model, self.directory, self.dtype = net.eval(), directory, dtype
+        self.tokenizer, self.tokenizer_problem = hf_generate.load_tokenizer(directory)
+        self._generation = hf_generate
+        self.model, self.directory, self.dtype = net, directory, dtype
         self.concurrency, self.eos_token_id = extra.concurrency, extra.eos_token_id
         self._workers = [threading.Thread(target=self._work, name=f"hf-generate-{k}", daemon=True)
                          for k in range(self.concurrency)]
@@ -182,36 +153,20 @@ class HfBackend:
             return list(self.tokenizer(request.text)["input_ids"])
 
     def _generate(self, request: GenerationRequest, on_first: OnFirst) -> list[int]:
-        prompt = torch.tensor([self._prompt(request)], dtype=torch.long)
-        greedy = request.temperature == 0 or request.top_k == 1
-        sampling = {} if greedy else {
-            "temperature": request.temperature, "top_p": request.top_p,
-            "top_k": 0 if request.top_k < 0 else request.top_k}  # HF: top_k=0 is no limit
-        own = self.model.generation_config
-        eos = self.eos_token_id if self.eos_token_id is not None else own.eos_token_id
-        pad = own.pad_token_id if own.pad_token_id is not None else (
-            eos[0] if isinstance(eos, list) else eos)
-        config = GenerationConfig(max_new_tokens=request.max_new_tokens,
-                                  min_new_tokens=request.min_new_tokens, do_sample=not greedy,
-                                  eos_token_id=eos, pad_token_id=pad,
-                                  bos_token_id=own.bos_token_id, **sampling)
-        with torch.inference_mode():
-            out = self.model.generate(prompt, attention_mask=torch.ones_like(prompt),
-                                      generation_config=config, use_model_defaults=False,
-                                      streamer=_FirstToken(on_first),
-                                      stopping_criteria=StoppingCriteriaList(
-                                          [_Closed(self._closing)]))
-        return [int(t) for t in out[0, prompt.shape[1]:].tolist()]
+        return self._generation.generate(self.model, self._prompt(request), request,
+                                         self.eos_token_id, on_first, self._closing)
 
     def describe(self) -> dict[str, Any]:
         config = getattr(self.model, "config", None)
         own = getattr(self.model, "generation_config", None)
         eos = self.eos_token_id if self.eos_token_id is not None else getattr(own, "eos_token_id",
                                                                               None)
-        return {"name": self.name, "transformers": transformers.__version__,
-                "torch": torch.__version__, "model": str(self.directory),
+        generation = self._generation
+        return {"name": self.name, **(generation.versions() if generation else {}),
+                "model": str(self.directory),
                 "model_type": getattr(config, "model_type", None), "dtype": self.dtype,
-                "concurrency": self.concurrency, "threads": torch.get_num_threads(),
+                "concurrency": self.concurrency,
+                "threads": generation.threads() if generation else None,
                 "eos_token_id": eos, "tokenizer": self.tokenizer is not None}
 
 
