@@ -16,7 +16,7 @@ from mlharness.compliance.audit_config import (
 from mlharness.compliance.layout import DETAIL
 from mlharness.compliance.logs import read_detail
 from mlharness.errors import ConfigError
-from mlharness.record import RUN_FILE, read_record
+from mlharness.record import RUN_FILE, RunRecord, read_record
 from mlharness.tasks import create_task
 
 
@@ -86,18 +86,14 @@ def check_audit_applied(test: str, audit_logs: Path) -> None:
 
 def check_same_benchmark(reference: Path, audit: Path) -> None:
     """An audit of another benchmark cannot vouch for this result."""
-    ref, got = run_data_or_empty(reference).get("benchmark"), run_data_or_empty(audit).get("benchmark")
-    if ref and got and ref != got:
-        raise VerificationInputError(f"the audit ran {got}, the reference run {ref}",
+    ref, got = record_or_none(reference), record_or_none(audit)
+    if ref is not None and got is not None and ref.benchmark != got.benchmark:
+        raise VerificationInputError(f"the audit ran {got.benchmark}, the reference run "
+                                     f"{ref.benchmark}",
                                      hint="audit the same benchmark as the reference run")
 
 
-def run_data(run_dir: Path) -> dict[str, Any]:
-    """The run's ``run.json`` as a dict (VerificationInputError when there is none)."""
-    return record_of(run_dir).to_dict()
-
-
-def record_of(run_dir: Path) -> Any:
+def record_of(run_dir: Path) -> RunRecord:
     """The run's RunRecord (VerificationInputError when it has no readable ``run.json``)."""
     if not (run_dir / RUN_FILE).is_file():
         raise VerificationInputError(f"no {RUN_FILE} in {run_dir}",
@@ -119,17 +115,18 @@ def task_of_run(run_dir: Path) -> Any:
     return create_task(spec.benchmark, task_options(spec))
 
 
-def run_data_or_empty(run_dir: Path) -> dict[str, Any]:
-    """:func:`run_data`, or ``{}`` for a directory without a readable ``run.json``."""
+def record_or_none(run_dir: Path) -> RunRecord | None:
+    """:func:`record_of`, or None for a directory without a readable ``run.json``."""
     try:
-        return run_data(run_dir)
+        return record_of(run_dir)
     except (VerificationInputError, ValueError):
-        return {}
+        return None
 
 
 def run_notes(run_dir: Path, role: str) -> list[str]:
     """Why a run was INVALID, in the runner's words (what to change), when run.json says so."""
-    result = run_data_or_empty(run_dir).get("result") or {}
-    if result.get("valid") is False and result.get("reasons"):
-        return [f"{role} is INVALID: " + "; ".join(result["reasons"])]
+    record = record_or_none(run_dir)
+    result = record.result if record is not None else None
+    if result is not None and not result.valid and result.reasons:
+        return [f"{role} is INVALID: " + "; ".join(result.reasons)]
     return []

@@ -20,8 +20,8 @@ from mlharness.compliance.accuracy_check import (
 )
 from mlharness.compliance.accuracy_delta import AccuracyDelta, accuracy_delta
 from mlharness.compliance.audit_checks import (
-    check_audit_applied, check_not_audit, check_same_benchmark, run_data, run_notes, run_data_or_empty,
-    task_of_run, test05_round,
+    check_audit_applied, check_not_audit, check_same_benchmark, record_of, record_or_none,
+    run_notes, task_of_run, test05_round,
 )
 from mlharness.compliance.audit_config import LLM_TESTS, TESTS
 from mlharness.compliance.layout import (
@@ -85,15 +85,15 @@ def _check_accuracy_mode(reference_accuracy: Path) -> None:
 
 def response_dtype_of(run_dir: Path) -> str:
     """The benchmark's response element type, from the run's ``run.json`` (or its task)."""
-    data = run_data(run_dir)
-    dtype = (data.get("task") or {}).get("response_dtype")
+    record = record_of(run_dir)
+    dtype = record.task.get("response_dtype")  # the task's own description in run.json
     if dtype:
         return str(dtype)
     try:
         return task_of_run(run_dir).response_dtype
     except HarnessError as exc:
         raise VerificationInputError(
-            f"cannot tell the response type of {data.get('benchmark')}: {exc.message}",
+            f"cannot tell the response type of {record.benchmark}: {exc.message}",
             hint="pass --dtype (byte, float32, int32 or int64)") from exc
 
 
@@ -101,7 +101,7 @@ def _score_fallback(verdict: Verdict, audit_logs: Path) -> None:
     """TEST01 Part III: score both sides when the responses are not bit-exact."""
     try:
         task = task_of_run(verdict.audit_run)
-        benchmark = run_data(verdict.audit_run)["benchmark"]
+        benchmark = record_of(verdict.audit_run).benchmark
     except HarnessError as exc:
         verdict.notes.append(f"accuracy-delta check skipped: {exc.message}")
         return
@@ -175,7 +175,8 @@ def verify(test: str, reference_perf_run_dir: Path | None,
         _score_fallback(verdict, audit_logs)
     verdict.notes += run_notes(reference_perf_run_dir, "reference run")
     verdict.notes += run_notes(audit_run_dir, "audit run")
-    if run_data_or_empty(audit_run_dir).get("spec", {}).get("valid") is False:
+    audit = record_or_none(audit_run_dir)
+    if audit is not None and not audit.spec.valid:
         verdict.notes.append("--test length audit: fine for checking; a submission needs "
                              "full-length (--valid) reference runs and audits")
     return verdict
