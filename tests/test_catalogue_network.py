@@ -20,7 +20,7 @@ import pytest
 from catalogue_support import assert_clean_error, run_cli
 from distributed_support import MLHARNESS, FakeNode, NodeProcess, http, only_run_dir, start_run
 from mlharness.cli.main import main
-from mlharness.store.record import reproduce_command
+from mlharness.store.row import reproduce_command
 
 pytestmark = pytest.mark.slow
 

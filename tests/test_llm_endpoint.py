@@ -136,7 +136,7 @@ def test_the_reproduce_command_of_an_endpoint_run_is_a_valid_spec():
     import shlex
 
     from mlharness.spec import RunSpec
-    from mlharness.store.record import reproduce_command
+    from mlharness.store.row import reproduce_command
 
     spec = RunSpec.from_mapping({"benchmark": "llama3.1-8b", "scenario": "Interactive",
                                  "backend": "openai", "target_qps": 3.0,

@@ -16,7 +16,7 @@ from mlharness.cli.spec_flags import run_settings
 from mlharness.distribution import Distribution
 from mlharness.flags import as_text, flag_of, plain_default
 from mlharness.spec import RunSpec, load_toml
-from mlharness.store.record import reproduce_command
+from mlharness.store.row import reproduce_command
 
 #: RunSpec fields mlharness sets itself: no flag, no TOML key a person writes
 INTERNAL = {"audit_config", "label", "purpose", "sut_conf", "measured"}

@@ -227,7 +227,7 @@ def test_reproduce_command_keeps_the_instances() -> None:
 
     from mlharness.cli.main import build_parser
     from mlharness.spec import RunSpec
-    from mlharness.store.record import reproduce_command
+    from mlharness.store.row import reproduce_command
 
     spec = RunSpec(benchmark="demo", instances=2, threads_per_instance=1, batch_size=4)
     argv = shlex.split(reproduce_command(spec.model_dump(mode="json")))

@@ -10,7 +10,7 @@ reindex`` rebuilds the index from the directories, which stay the source of trut
 
 from mlharness.store.index import (INDEX_NAME, IndexedRun, Store, find_run_dirs, open_store,
                                    record_run, run_state, runs_root_of)
-from mlharness.store.record import RunRow, git_commit_of, load_run_json, row_from_run_dir
+from mlharness.store.row import RunRow, git_commit_of, load_run_json, row_from_run_dir
 
 __all__ = ["INDEX_NAME", "IndexedRun", "RunRow", "Store", "find_run_dirs", "git_commit_of", "load_run_json", "open_store",
            "record_run", "row_from_run_dir", "run_state", "runs_root_of"]

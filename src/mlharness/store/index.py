@@ -19,7 +19,7 @@ from pathlib import Path
 from typing import Any, Callable, Iterator
 
 from mlharness.record import process_alive
-from mlharness.store.record import RunRow, damaged_row, row_from_run_dir
+from mlharness.store.row import RunRow, damaged_row, row_from_run_dir
 
 INDEX_NAME = "mlharness.sqlite"
 SCHEMA_VERSION = 5

@@ -9,7 +9,7 @@ from typing import Any
 from mlharness import __version__
 from mlharness.loadgen.installed import embedded_conf
 from mlharness.names import Precision
-from mlharness.store.record import reproduce_command
+from mlharness.store.row import reproduce_command
 from mlharness.submission.runs import Run
 
 
