@@ -5,7 +5,8 @@ them exactly as a run feeds them; the ``--backend``'s quantiser (the ``quantiser
 declares, :class:`mlharness.backends.quantised.Quantiser`) measures activation ranges on them and
 writes the int8 model, ``<model>.int8`` with the quantiser's suffix (e.g. ``.onnx``), and
 ``<output file name>.calibration.json`` beside it records what was done. A run with
-``--precision int8`` on that model copies the record into ``run.json``. It refuses a model that is already int8, an output it did not write (``force`` replaces only
+``--precision int8`` on that model copies the record into ``run.json``. It refuses a model that
+is already int8, an output it did not write (``force`` replaces only
 one it did), and samples an own list names that the dataset lacks (unless ``allow_missing``).
 """
 
@@ -102,10 +103,6 @@ def quantiser(backend: str) -> Quantiser:
         raise ConfigError(f"calibration for backend {backend!r} is not built",
                           hint="use --backend " + " or ".join(quantising_backends()))
     return found
-
-
-def output_path(model: Path, output: Path | None, backend: str = "onnxruntime") -> Path:
-    return output or quantiser(backend).default_output(model)
 
 
 def check_request(req: CalibrationRequest) -> Path:

@@ -9,6 +9,7 @@ flags that give a set of values back (the reproduce command of a run).
 
 from __future__ import annotations
 
+import functools
 import types
 from collections.abc import Collection, Iterator
 from dataclasses import dataclass
@@ -95,6 +96,7 @@ def declared(model: type[BaseModel]) -> Iterator[Declared]:
             yield Declared(model, name, flag, info)
 
 
+@functools.cache
 def user_conf_owners(model: type[BaseModel]) -> dict[str, str]:
     """The user.conf keys that flags of ``model`` write, each with its flags
     (``{"target_latency": "--target-latency or --server-latency"}``)."""

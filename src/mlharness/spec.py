@@ -91,9 +91,10 @@ class RunSpec(BaseModel):
     scenario: Annotated[Scenario, Flag(
         "SingleStream, MultiStream, Server or Offline (default {default}); Interactive for the "
         "LLMs", "NAME", WHAT, "-s")] = DEFAULT_SCENARIO
+    #: `run`'s own: tune and compliance run performance
     mode: Annotated[Mode, Field(strict=False), Flag(
-        "performance or accuracy (default {default})", closed=True,
-        shared=False, user_conf="mode")] = DEFAULT_MODE  # `run`'s own: tune and compliance run performance
+        "performance or accuracy (default {default})", closed=True, shared=False,
+        user_conf="mode")] = DEFAULT_MODE
     model: Annotated[Path | None, Flag(
         "model file (the demo ships its own)", "PATH", WHAT, "-m")] = None
     dataset: Annotated[Path | None, Flag("dataset folder or file", "PATH", WHAT, "-d")] = None

@@ -52,18 +52,17 @@ class _Staging(threading.local):
     buffer only has to hold them until the call returns, and the thread's next call may reuse
     it. Taking a fresh array's address costs more than the rest of a small batch's completion."""
 
-    size = 0
     buffer = bytearray()
     address = 0
     view: ctypes.Array[ctypes.c_char] | None = None
 
     def hold(self, data: bytes) -> int:
         """Copy ``data`` into the buffer (grown when too small); the buffer's address."""
-        if len(data) > self.size:
-            self.size = max(len(data), 2 * self.size, 4096)
-            self.buffer = bytearray(self.size)
+        if len(data) > len(self.buffer):
+            size = max(len(data), 2 * len(self.buffer), 4096)
+            self.buffer = bytearray(size)
             # the ctypes view exports the buffer, so it can never be moved by a resize
-            self.view = (ctypes.c_char * self.size).from_buffer(self.buffer)
+            self.view = (ctypes.c_char * size).from_buffer(self.buffer)
             self.address = ctypes.addressof(self.view)
         self.buffer[:len(data)] = data
         return self.address

@@ -246,9 +246,10 @@ def tune_searches(sources: list[Source]) -> list[str]:
     out = []
     roots = {s.run_root for s in sources if s.run_root is not None}
     for root in sorted(roots):
-        for scenario in ("Server", "Interactive"):
-            with open_store(root) as store:
-                probes = store.query(kinds=("probe",), scenario=scenario)
+        with open_store(root) as store:  # one sync of the index per runs folder
+            probed = {scenario: store.query(kinds=("probe",), scenario=scenario)
+                      for scenario in ("Server", "Interactive")}
+        for scenario, probes in probed.items():
             by_bench: dict[str, list[IndexedRun]] = {}
             for p in probes:
                 if p.state == "ok":

@@ -157,7 +157,6 @@ def child_main(spec_data: dict[str, Any], settings: EffectiveSettings, run_dir: 
         # batches to keep in flight
         home = sample_home(task, backend)
         workers = max(spec.workers if spec.workers > 1 else home.concurrency, len(instances))
-        report = home.report
         # accuracy runs are not timed: no warm-up
         warmup = spec.warmup if spec.mode == "performance" else 0
         channel.put(Ready(task.describe(), backend.describe(), task.total_count(),
@@ -168,7 +167,7 @@ def child_main(spec_data: dict[str, Any], settings: EffectiveSettings, run_dir: 
                            **({"placement": placement.to_dict()} if placement else {})}))
 
         def on_failure(message: str) -> None:
-            channel.put(Failed(message, getattr(engine, "failure_traceback", ""), report()))
+            channel.put(Failed(message, getattr(engine, "failure_traceback", ""), home.report()))
 
         if home.local:  # a death by signal names the shapes in flight (runner/inflight.py)
             recorder = InFlight(Path(run_dir))
@@ -210,7 +209,7 @@ def child_main(spec_data: dict[str, Any], settings: EffectiveSettings, run_dir: 
             counter.join()
             home.close()
         channel.put(Done(engine.completed, engine.batches, round(warmup_s, 3),
-                         engine.warmup_shapes, engine.failure, report()))
+                         engine.warmup_shapes, engine.failure, home.report()))
     except HarnessError as exc:
         channel.put(UserError(type(exc).__name__, exc.message, exc.hint,
                               traceback.format_exc()))
