@@ -264,7 +264,10 @@ def test_warm_up_through_replicas_runs_each_shape_on_each_and_unloads_its_sample
     from mlharness.sut.samples import sample_home
 
     class IndexPool(PoolBackend):  # as the remote and ray backends, without their replicas
-        sut_name = None
+        def open(self, spec: object, model: object = None) -> None: ...
+
+        def describe(self) -> dict:
+            return {"name": "index-pool"}
 
     replicas = [IndexReplica("a"), IndexReplica("b")]
     backend = IndexPool()

@@ -3,6 +3,7 @@ when no path is given (or a catalogue name is), and which artefacts a run used."
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
@@ -81,17 +82,18 @@ def get_command(missing: list[Artefact]) -> str:
     return "; then ".join(commands)
 
 
-def used_by(spec: Any, catalogue: Catalogue | None = None) -> list[dict[str, Any]]:
-    """The catalogue artefacts a run's model/dataset/vocab paths are (name, checksum, path)."""
+def used_by(paths: Mapping[str, Path | None], cache_dir: Path | None = None,
+            catalogue: Catalogue | None = None) -> list[dict[str, Any]]:
+    """The catalogue artefacts among a run's paths by role (``model``, ``dataset``, ``vocab``),
+    with their name, checksum and source; ``cache_dir`` is the run's ``--cache-dir``."""
     catalogue = catalogue or load_catalogue()
     try:
-        root = artefacts_root(getattr(spec, "cache_dir", None))
+        root = artefacts_root(cache_dir)
     except HarnessError:
         return []
     by_path = {target(a, root).absolute(): a for a in catalogue.artefacts.values()}
     used = []
-    for role in ROLES:
-        value = getattr(spec, role, None)
+    for role, value in paths.items():
         if value is None:
             continue
         artefact = by_path.get(Path(value).absolute())

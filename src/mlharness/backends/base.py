@@ -103,8 +103,9 @@ class SampleBackend(Protocol):
 
     #: batches the engine should keep in flight when the user gave no --workers
     concurrency: int
-    #: the name LoadGen logs as ``sut_name``; ``None`` keeps the ordinary in-process SUT
-    sut_name: str | None
+    @property
+    def sut_name(self) -> str | None:
+        """The name LoadGen logs as ``sut_name``; None keeps the ordinary in-process SUT."""
 
     def load_samples(self, indices: list[int]) -> None: ...
 

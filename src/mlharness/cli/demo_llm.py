@@ -110,7 +110,7 @@ def model_directory(args: argparse.Namespace, say: Any) -> tuple[Path, str]:
     return demo.hf_directory(gguf, cache), demo.MODEL_NAME
 
 
-def measure_offline(spec: Any, show: bool) -> tuple[float, int]:
+def measure_offline(spec: RunSpec, show: bool) -> tuple[float, int]:
     """The Offline samples/s of ``spec``, measured by short probes (kept in ``_tune/``), and
     how many ran. From TOKEN_START_QPS, a probe that ended before its min duration aims at its
     measured rate x MARGIN (at least twice its target), as ``tune.offline`` does; the rate is

@@ -5,7 +5,7 @@ from __future__ import annotations
 import argparse
 import sys
 from dataclasses import asdict
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from rich.markup import escape
 
@@ -17,6 +17,10 @@ from mlharness.hostinfo import describe_system
 from mlharness.names import QPS_SCENARIOS, Scenario
 from mlharness.rules.loader import DEFAULT_ROUND, ROUNDS
 from mlharness.spec import RunSpec, load_toml
+
+if TYPE_CHECKING:  # tune itself is imported when the command runs (see tune_command)
+    from mlharness.tune.probe import Point
+    from mlharness.tune.scenario import Tuned
 
 EXAMPLES = """\
 examples:
@@ -128,7 +132,7 @@ def _benchmark(args: argparse.Namespace) -> str:
     return str(load_toml(args.config).get("benchmark") or "")
 
 
-def point_line(point: Any) -> str:
+def point_line(point: Point) -> str:
     """One probe as a line: scenario, target, what it measured, verdict (and why not VALID: the
     token limit it broke, in words)."""
     qps = point.scenario in QPS_SCENARIOS
@@ -183,14 +187,14 @@ def tune_command(args: argparse.Namespace) -> int:
     show = not args.no_progress and not args.json and sys.stderr.isatty()
     chosen, tried = [], []
     with LiveProgress(enabled=show) as bar:
-        def on_point(point: Any) -> None:
+        def on_point(point: Point) -> None:
             if not args.json:
                 settings = " ".join(f"{k}={v}" for k, v in point.settings.items()
                                     if k in axes)
                 console_err.print(escape(f"  {point_line(point)}" + (f" [{settings}]" if settings
                                                                       else "")), highlight=False)
 
-        def tune_one(spec: Any) -> Any:
+        def tune_one(spec: RunSpec) -> Tuned:
             if not args.json:
                 console_err.print(escape(f"tuning {spec.benchmark} {spec.scenario} …"))
             return tune_scenario(spec, quick=args.quick, margin=args.margin,

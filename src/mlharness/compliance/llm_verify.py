@@ -35,6 +35,8 @@ from mlharness.compliance.layout import (
 from mlharness.compliance.logs import read_detail
 from mlharness.errors import HarnessError
 from mlharness.llm import eos, test06, test07, test09
+from mlharness.rules import llm
+from mlharness.spec import RunSpec
 from mlharness.tasks.text_generation import TOKENIZER_FILES
 
 #: the official script's default ``--eos_token_id``
@@ -107,7 +109,7 @@ def audit_config_value(run_dir: Path, key: str) -> float | None:
     return found
 
 
-def _spec(run_dir: Path) -> Any:
+def _spec(run_dir: Path) -> RunSpec | None:
     """The audit's RunSpec, or None for a run directory mlharness did not make (no run.json)."""
     try:
         return record_of(run_dir).spec
@@ -115,7 +117,7 @@ def _spec(run_dir: Path) -> Any:
         return None
 
 
-def _tokenizer_of(spec: Any) -> Path | None:
+def _tokenizer_of(spec: RunSpec | None) -> Path | None:
     if spec is None:
         return None
     given = (spec.task_option or {}).get("tokenizer")
@@ -128,7 +130,7 @@ def _tokenizer_of(spec: Any) -> Path | None:
     return None
 
 
-def test06_eos(spec: Any, given: int | None) -> tuple[int, str]:
+def test06_eos(spec: RunSpec | None, given: int | None) -> tuple[int, str]:
     """The EOS id TEST06 counts and where it came from."""
     if given is not None:
         return given, "given"
@@ -188,7 +190,7 @@ def _threshold(run_dir: Path, key: str, default: float | None, test: str) -> flo
     return value
 
 
-def _bench(spec: Any) -> Any:
+def _bench(spec: RunSpec | None) -> llm.LlmBenchmark | None:
     return llm_benchmark(spec.benchmark) if spec is not None else None
 
 

@@ -12,9 +12,12 @@ from __future__ import annotations
 
 import threading
 import time
+from abc import ABC, abstractmethod
 from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
 from typing import Any, Callable, Protocol, Sequence
 
+from mlharness.spec import RunSpec
 from mlharness.tensors import TensorSpec
 
 
@@ -166,7 +169,7 @@ class ReplicaPool:
                 pass
 
 
-class PoolBackend:
+class PoolBackend(ABC):
     """The ``SampleBackend`` that remote nodes and Ray actors share: the dataset lives on the
     replicas, so the engine's batches of indices and LoadGen's sample loads go to the pool. A
     subclass's ``open(spec, model)`` calls :meth:`_start` once its replicas are ready."""
@@ -186,9 +189,18 @@ class PoolBackend:
         self.concurrency = 2 * len(pool.replicas)
         self.pool = pool
 
-    def open(self, spec: Any, model: Any = None) -> None:
+    @abstractmethod
+    def open(self, spec: RunSpec, model: Path | None = None) -> None:
         """Connect to (or start) the replicas ``spec.distribution`` names, running ``model``."""
-        raise NotImplementedError
+
+    @abstractmethod
+    def describe(self) -> dict[str, Any]:
+        """The replicas and their settings, for run.json."""
+
+    @property
+    def sut_name(self) -> str | None:
+        """The name LoadGen logs as ``sut_name``; None keeps the ordinary in-process SUT."""
+        return None
 
     @property
     def inputs(self) -> list[TensorSpec]:

@@ -44,6 +44,7 @@ from mlharness.record import RunRecord, read_record
 from mlharness.runner.execute import RunOutcome
 from mlharness.runner.journal import Journal
 from mlharness.runner.rundir import new_run_dir
+from mlharness.spec import RunSpec
 
 DEFAULT_PORT = 4950  # ptd_client_server/lib/common.py DEFAULT_PORT
 SIMULATOR_NAME = "mlharness-ptd-simulator"
@@ -274,7 +275,8 @@ def power_section(run_dir: Path, scenario: str, opts: PowerOptions) -> dict[str,
     return section
 
 
-def run_power(spec: Any, opts: PowerOptions, progress: Progress | None = None) -> Any:
+def run_power(spec: RunSpec, opts: PowerOptions, progress: Progress | None = None
+              ) -> RunOutcome:
     """Run ``spec`` (a performance RunSpec) under the official power client; return its
     RunRecord. Raises HarnessError (exit 2: set-up, exit 3: the measurement failed) with the
     run directory and its logs kept."""
@@ -304,8 +306,8 @@ def run_power(spec: Any, opts: PowerOptions, progress: Progress | None = None) -
         raise
 
 
-def _measure(spec: Any, opts: PowerOptions, dev: PowerDev, journal: Any, plan: Path,
-             say: Progress) -> Any:
+def _measure(spec: RunSpec, opts: PowerOptions, dev: PowerDev, journal: Journal, plan: Path,
+             say: Progress) -> RunOutcome:
     """The power session of ``run_power`` once its record is open."""
     run_dir, record = journal.run_dir, journal.record
     silence = spec.stall_timeout + SILENCE_MARGIN_S + opts.settle_s

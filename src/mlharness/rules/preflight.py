@@ -5,18 +5,36 @@ Returns problems instead of raising, so the runner (or the user) decides whether
 
 from __future__ import annotations
 
-from typing import Any, Callable
+from pathlib import Path
+from typing import Callable, Protocol
 
 from mlharness.errors import ConfigError
-from mlharness.loadgen.settings import EffectiveSettings
 from mlharness.loadgen import installed
+from mlharness.loadgen.settings import EffectiveSettings
+from mlharness.names import Mode, Scenario
 from mlharness.rules import llm
 from mlharness.rules.loader import ROUNDS, load
 from mlharness.rules.model import BenchmarkRules, Rules
+from mlharness.rules.problems import Problem
 
 #: what the preflight reads of a benchmark (the round's table or its LLM rules)
 AnyBenchmark = BenchmarkRules | llm.LlmBenchmark
-from mlharness.rules.problems import Problem
+
+
+class PlannedRun(Protocol):
+    """What the preflight reads of a run: a ``mlharness.spec.RunSpec`` (a layer above)."""
+
+    benchmark: str
+    scenario: Scenario
+    mode: Mode
+    round: str | None
+    max_samples: int | None
+    audit_config: Path | None
+
+    @property
+    def short(self) -> bool: ...
+
+    def settings(self, loadgen_model: str) -> EffectiveSettings: ...
 
 
 def round_for_seeds(seeds: dict[str, int]) -> str | None:
@@ -56,7 +74,7 @@ def seed_problems(rules: Rules, found: dict[str, int] | None) -> list[Problem]:
              f"run with --round {rules.round} (its seeds are then set from code)"))]
 
 
-def _performance(spec: Any, eff: EffectiveSettings, bench: AnyBenchmark, rules: Rules,
+def _performance(spec: PlannedRun, eff: EffectiveSettings, bench: AnyBenchmark, rules: Rules,
                  division: str) -> list[Problem]:
     out: list[Problem] = []
     duration = eff.min_duration_ms
@@ -121,7 +139,7 @@ def round_conf_value(rules: Rules, model: str, scenario: str, key: str) -> str |
     return None
 
 
-def round_conf_problems(spec: Any, eff: EffectiveSettings, bench: AnyBenchmark,
+def round_conf_problems(spec: PlannedRun, eff: EffectiveSettings, bench: AnyBenchmark,
                         rules: Rules) -> list[Problem]:
     """Where a --valid run would differ from the round's own mlperf.conf (rounds before v5.0,
     whose mlperf.conf is not the one compiled into LoadGen 6.0.17): named, with the flag that
@@ -145,7 +163,7 @@ def round_conf_problems(spec: Any, eff: EffectiveSettings, bench: AnyBenchmark,
     return out
 
 
-def _accuracy(spec: Any, eff: EffectiveSettings, bench: AnyBenchmark,
+def _accuracy(spec: PlannedRun, eff: EffectiveSettings, bench: AnyBenchmark,
               dataset_size: int | None) -> list[Problem]:
     override = int(eff.values.get("accuracy_sample_count_override") or 0)
     covered = override or spec.max_samples or dataset_size
@@ -160,7 +178,7 @@ def _accuracy(spec: Any, eff: EffectiveSettings, bench: AnyBenchmark,
 
 
 def preflight(
-    spec: Any,
+    spec: PlannedRun,
     rules: Rules | None = None,
     division: str = "closed",
     dataset_size: int | None = None,
@@ -180,7 +198,7 @@ def preflight(
             spec.benchmark)
     except ConfigError as exc:
         return [Problem("not-a-round-benchmark", exc.message, meaning="", fix=exc.hint)]
-    forced = getattr(spec, "round", None)
+    forced = spec.round
     if forced is not None and load(forced).round == rules.round:
         problems = []  # the run sets the round's seeds from code (rules.loadgen_seeds)
     else:

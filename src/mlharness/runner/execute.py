@@ -198,9 +198,12 @@ def _execute(spec: RunSpec, progress: ProgressSink | None,
     data = RunRecord(
         benchmark=spec.benchmark, loadgen_model=task.loadgen_model, purpose=spec.purpose,
         spec=spec, settings=Settings.model_validate(settings.to_dict()),
-        test_config=spec.test_config(task.loadgen_model_for(spec.scenario)).to_dict(), task=task.describe(),
+        test_config=spec.test_config(task.loadgen_model_for(spec.scenario)).to_dict(),
+        task=task.describe(),
         system=describe_system(), versions=package_versions(),
-        model_git_commit=git_commit_of(spec.model), artefacts=used_by(spec) or None)
+        model_git_commit=git_commit_of(spec.model),
+        artefacts=used_by({"model": spec.model, "dataset": spec.dataset, "vocab": spec.vocab},
+                          spec.cache_dir) or None)
     journal = Journal.open(run_dir, data)
     record = RunOutcome(run_dir, data)
     started_runs.append(journal)  # execute() records the end if anything below raises

@@ -10,7 +10,7 @@ HarnessError (bad input found in the child); ``Crash``: anything else.
 from __future__ import annotations
 
 from dataclasses import asdict, dataclass
-from typing import Any
+from typing import Any, Protocol
 
 
 @dataclass(frozen=True)
@@ -71,3 +71,15 @@ class Crash:
 
 
 Message = Phase | Ready | Done | Failed | UserError | Crash
+
+
+class Channel(Protocol):
+    """Where the child puts its messages (a multiprocessing queue the parent reads)."""
+
+    def put(self, message: Message) -> None: ...
+
+
+class Counter(Protocol):
+    """A count shared with the parent (a ``multiprocessing.Value``), for its progress bar."""
+
+    value: int

@@ -14,24 +14,27 @@ import re
 import threading
 import traceback
 from pathlib import Path
-from typing import Any, Sequence
+from typing import Any, Sequence, cast
 
 from mlharness import rules
 from mlharness.backends import prepare_process
-from mlharness.backends.base import fixed_batch, is_streaming
+from mlharness.backends.base import Backend, StreamingBackend, fixed_batch, is_streaming
 from mlharness.children import watch_parent
-from mlharness.distributed import build_pool
+from mlharness.distributed import PoolBackend, build_pool
 from mlharness.errors import HarnessError
 from mlharness.loadgen.settings import EffectiveSettings
 from mlharness.runner.inflight import InFlight
-from mlharness.runner.messages import Crash, Done, Failed, Phase, Ready, UserError
+from mlharness.runner.messages import (Channel, Counter, Crash, Done, Failed, Phase, Ready,
+                                       UserError)
 from mlharness.spec import RunSpec
 from mlharness.sut import Engine, StreamEngine, policy_for
+from mlharness.sut.assemble import Phase as PhaseHook, build_instances
 from mlharness.sut.samples import SampleHome, sample_home
-from mlharness.sut.assemble import build_instances
+from mlharness.tasks import Task
 
 
-def _counter_thread(engine: Any, completed: Any, stop: threading.Event) -> None:
+def _counter_thread(engine: Engine | StreamEngine, completed: Counter,
+                    stop: threading.Event) -> None:
     while not stop.wait(0.1):
         completed.value = engine.completed
     completed.value = engine.completed
@@ -43,7 +46,7 @@ WARMUP_PHASE = "warming up the backend"  # untimed batches before LoadGen starts
 CRASH_FILE = "worker_crash.txt"
 
 
-def warm_up(home: SampleHome, engine: Any, batches: int, phase: Any) -> float:
+def warm_up(home: SampleHome, engine: Engine, batches: int, phase: PhaseHook) -> float:
     """``batches`` untimed batches per worker of each warm-up shape, from the first sample; the
     samples they name are loaded for them alone where the samples live; the seconds they took."""
     if not batches:
@@ -58,7 +61,7 @@ def warm_up(home: SampleHome, engine: Any, batches: int, phase: Any) -> float:
         home.unload(needed)
 
 
-def round_seeds(spec: Any, run_dir: Path) -> dict[str, int]:
+def round_seeds(spec: RunSpec, run_dir: Path) -> dict[str, int]:
     """The seeds ``spec.round`` sets from code; a TEST05 audit (its audit.config says
     ``*.*.test05 = 1``) gets the round's TEST05 seeds."""
     audit = run_dir / "audit.config"
@@ -67,8 +70,9 @@ def round_seeds(spec: Any, run_dir: Path) -> dict[str, int]:
     return rules.loadgen_seeds(spec.round, test05)
 
 
-def _run_streaming(spec: Any, settings: EffectiveSettings, task: Any, backend: Any, run_dir: str,
-                   channel: Any, loaded: Any, completed: Any, phase: Any) -> None:
+def _run_streaming(spec: RunSpec, settings: EffectiveSettings, task: Task,
+                   backend: StreamingBackend, run_dir: str, channel: Channel, loaded: Counter,
+                   completed: Counter, phase: PhaseHook) -> None:
     """The LLM path: LoadGen's samples become generation requests to a streaming backend; the
     first token and the whole answer go to LoadGen as they arrive (sut/stream.py)."""
     # lazy: the parent imports this module and never mlperf_loadgen (only the child runs it)
@@ -121,7 +125,8 @@ def _run_streaming(spec: Any, settings: EffectiveSettings, task: Any, backend: A
 
 
 def child_main(spec_data: dict[str, Any], settings: EffectiveSettings, run_dir: str,
-               channel: Any, loaded: Any, completed: Any, parent_pid: int | None = None) -> None:
+               channel: Channel, loaded: Counter, completed: Counter,
+               parent_pid: int | None = None) -> None:
     """Entry point of the run's child process (spawned; arguments are picklable).
     ``settings``: the effective LoadGen settings the parent decided and wrote into user.conf."""
     prepare_process(str(spec_data.get("backend", "")))  # first: no other thread runs yet
@@ -141,12 +146,13 @@ def child_main(spec_data: dict[str, Any], settings: EffectiveSettings, run_dir: 
         spec = RunSpec.model_validate(spec_data)
         if spec.distribution.local:
             task, instances, placement = build_instances(spec, phase)
+            backend: Backend | PoolBackend = instances[0]
         else:  # serve nodes or Ray actors hold the samples and run them
-            task, pool = build_pool(spec, phase)
-            instances, placement = [pool], None
-        backend = instances[0]
+            task, backend = build_pool(spec, phase)
+            instances, placement = [], None
         if is_streaming(backend):
-            _run_streaming(spec, settings, task, backend, run_dir, channel, loaded,
+            _run_streaming(spec, settings, task, cast(StreamingBackend, backend), run_dir,
+                           channel, loaded,
                            completed, phase)
             return
         # a model exported with a fixed batch (e.g. the official RetinaNet ONNX: 1) caps the

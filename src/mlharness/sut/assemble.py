@@ -4,19 +4,23 @@ signature-checked backend (``--instances``: one per block of cores). A run's chi
 
 from __future__ import annotations
 
-from typing import Any
+from collections.abc import Callable
 
-from mlharness.backends import (BackendOptions, backend_options, check_index_ranges,
+from mlharness.backends import (Backend, BackendOptions, backend_options, check_index_ranges,
                                 check_signature, create_backend, declared_inputs, generates_text)
 from mlharness.errors import ConfigError
 from mlharness.files import cache_root
-from mlharness.sut.placement import pinned, place
-from mlharness.tasks import TaskOptions, create_task
+from mlharness.spec import RunSpec
+from mlharness.sut.placement import Placement, pinned, place
+from mlharness.tasks import Task, TaskOptions, create_task
 
 COMPILE_PHASE = "loading and compiling the model"  # a load the backend allows extra time for
+#: hears the steps of a load: ``phase(name, allowance_s)`` (the time it may take beyond the
+#: stall timeout)
+Phase = Callable[..., None]
 
 
-def check_pairing(spec: Any, task: Any) -> None:
+def check_pairing(spec: RunSpec, task: Task) -> None:
     """Refuse a text-generation benchmark on a tensor runtime, and the reverse, before anything
     loads; an LLM runs locally (its backend reaches the servers itself)."""
     generates = bool(getattr(task, "generates", False))
@@ -35,8 +39,9 @@ def check_pairing(spec: Any, task: Any) -> None:
                           "give the LLM servers as --endpoint URL with --backend openai")
 
 
-def build_local(spec: Any, phase: Any = None, cpus: list[int] | None = None,
-                threads: int | None = None, first: Any = None) -> tuple[Any, Any]:
+def build_local(spec: RunSpec, phase: Phase | None = None, cpus: list[int] | None = None,
+                threads: int | None = None, first: Backend | None = None
+                ) -> tuple[Task, Backend]:
     """The task and the loaded, signature-checked backend a RunSpec names (used by a run's child
     process, by ``mlharness serve`` nodes and by Ray replicas); ``phase(name, allowance_s)``
     hears the steps.
@@ -78,7 +83,8 @@ def build_local(spec: Any, phase: Any = None, cpus: list[int] | None = None,
     return task, backend
 
 
-def build_instances(spec: Any, phase: Any = None) -> tuple[Any, list[Any], Any]:
+def build_instances(spec: RunSpec, phase: Phase | None = None
+                    ) -> tuple[Task, list[Backend], Placement | None]:
     """``--instances N --threads-per-instance M``: the task, N backends each loaded for its own
     block of cores (sharing the first's model where the backend can), and the placement (None
     for the usual single backend)."""
@@ -87,7 +93,7 @@ def build_instances(spec: Any, phase: Any = None) -> tuple[Any, list[Any], Any]:
         task, backend = build_local(spec, phase)
         return task, [backend], None
     placement = place(spec.instances, spec.threads_per_instance)
-    instances: list[Any] = []
+    instances: list[Backend] = []
     for k, cpus in enumerate(placement.cpus, 1):
         # every announced phase is progress for the stall clock; the name tells the user
         # which of the N instances is loading
@@ -102,7 +108,8 @@ def build_instances(spec: Any, phase: Any = None) -> tuple[Any, list[Any], Any]:
     return task, instances, placement
 
 
-def task_options(spec: Any) -> Any:
+def task_options(spec: RunSpec) -> TaskOptions:
+    """What the task of ``spec`` is built from."""
 
     if spec.cache_dir is not None:
         cache_root(spec.cache_dir)  # refuses a --cache-dir that is not a directory

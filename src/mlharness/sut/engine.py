@@ -47,7 +47,7 @@ class Engine:
     def __init__(
         self,
         task: Task,
-        backend: Backend,
+        backend: Backend | SampleBackend,
         policy: BatchPolicy,
         complete: Complete,
         workers: int = 1,
@@ -55,11 +55,18 @@ class Engine:
         instances: Sequence[Backend] = (),
         cpus: Sequence[Sequence[int]] = (),
     ) -> None:
-        """``instances`` (several loaded backends) and ``cpus`` (a core block per instance):
-        worker ``n`` runs on instance ``n % len(instances)``, pinned to that instance's block."""
+        """``backend``: a runtime, or the serve nodes / Ray replicas that hold the samples
+        themselves (they take indices, not tensors). ``instances`` (several loaded runtimes) and
+        ``cpus`` (a core block per instance): worker ``n`` runs on instance
+        ``n % len(instances)``, pinned to that instance's block."""
         self.task = task
-        self.backend = backend
-        self.instances = list(instances) or [backend]
+        #: the replicas that hold the samples, or None: the runtimes in ``instances`` run them
+        self._holder = backend if isinstance(backend, SampleBackend) else None
+        self.instances: list[Backend] = (
+            [] if self._holder is not None
+            else list(instances) or [cast(Backend, backend)])
+        #: what an inline query (SingleStream, on LoadGen's thread) runs on
+        self._first = self.instances[0] if self.instances else None
         self.cpus = [list(c) for c in cpus]
         self.policy = policy
         self._complete = complete
@@ -72,8 +79,6 @@ class Engine:
         self._threads: list[threading.Thread] = []
         self.n_workers = 0 if policy.inline else max(1, workers, len(self.instances))
         self.failure: str | None = None
-        # remote nodes / Ray replicas hold the samples: they take indices, not tensors
-        self._holds_samples = isinstance(backend, SampleBackend)
         self.completed = 0  # samples answered (including failed ones); under _count_lock
         self.batches = 0
         self.warmup_shapes = 0  # the input shapes the warm-up ran (Task.warmup_batches)
@@ -108,10 +113,9 @@ class Engine:
         t0 = time.monotonic()
         plan = self.warmup_plan(index)
         self.warmup_shapes = len(plan)
-        if self._holds_samples:
-            holder = cast(SampleBackend, self.backend)
+        if self._holder is not None:
             for batch in plan:
-                holder.warm_up(batches, batch)
+                self._holder.warm_up(batches, batch)
             return time.monotonic() - t0
         shapes = [self.task.batch_inputs(b) for b in plan]
         errors: list[BaseException] = []
@@ -146,7 +150,7 @@ class Engine:
     def issue(self, ids: Sequence[int], indices: Sequence[int]) -> None:
         """Accept a query's samples (called on LoadGen's issue thread)."""
         if self.policy.inline:
-            self._run_batch(list(ids), list(indices))
+            self._run_batch(list(ids), list(indices), self._first)
             return
         if self._sort and len(ids) > 1:
             length = self.task.sample_length
@@ -185,7 +189,7 @@ class Engine:
         return ids, indices
 
     def _worker(self, n: int = 0) -> None:
-        backend = self.instances[n % len(self.instances)]
+        backend = self.instances[n % len(self.instances)] if self.instances else None
         self._pin(n)
         inbox = self._inbox
         draining = False  # after its stop signal: what was queued behind it, then end
@@ -211,16 +215,17 @@ class Engine:
         if self.cpus:
             pin_current_thread(self.cpus[n % len(self.cpus)])
 
-    def _run_batch(self, ids: list[int], indices: list[int],
-                   backend: Backend | None = None) -> None:
+    def _run_batch(self, ids: list[int], indices: list[int], backend: Backend | None) -> None:
+        """Run one batch on ``backend`` (None: on the replicas that hold the samples) and
+        complete its queries."""
         if self.failure is not None:
             self._answer_empty(ids)
             return
         try:
-            if self._holds_samples:
-                payloads = cast(SampleBackend, backend or self.backend).run_indices(indices)
+            if backend is None:
+                payloads = cast(SampleBackend, self._holder).run_indices(indices)
             else:
-                outputs = (backend or self.backend).predict(self.task.batch_inputs(indices))
+                outputs = backend.predict(self.task.batch_inputs(indices))
                 payloads = self.task.encode_responses(indices, outputs)
             if len(payloads) != len(ids):
                 raise RuntimeError(
