@@ -147,9 +147,11 @@ def test_openvino_calibration_is_an_nncf_ir(imagenet: Path, tmp_path: Path,
     no_vnni = matrix_isa()["int8"] == "avx2"
     assert rec["backend"].get("notes", []) == ([NO_VNNI_NOTE] if no_vnni else [])
     from mlharness.cli.run import show_record
+    from mlharness.record import RunRecord
 
     capsys.readouterr()
-    show_record({**rec, "backend": {**rec["backend"], "notes": [NO_VNNI_NOTE]}}, tmp_path)
+    show_record(RunRecord.from_dict({**rec, "backend": {**rec["backend"],
+                                                         "notes": [NO_VNNI_NOTE]}}), tmp_path)
     assert "note: this CPU has no VNNI" in capsys.readouterr().out
     assert rec["accuracy"]["value"] == pytest.approx(ref["accuracy"]["value"], abs=25)
     # onnxruntime cannot read the IR: a clear error, not a crash

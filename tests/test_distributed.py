@@ -18,6 +18,7 @@ from mlharness.cli.main import main
 from mlharness.cli.render import console
 from mlharness.cli.run import show_record
 from mlharness.loadgen.mllog import parse_detail_log
+from mlharness.record import RunRecord
 from mlharness.rules import load as load_rules
 from mlharness.submission.check import performance_problems
 from synthetic_squad import make_bert_onnx, make_squad, make_vocab, vocab_size
@@ -169,7 +170,8 @@ def test_failover_reissues_a_killed_nodes_samples(tmp_path: Path) -> None:
     # the console says so under the verdict, and an INVALID verdict is not blamed on the target
     assert any(n.startswith(f"failover: node {nodes[0].url} was lost") for n in dist["notes"])
     with console.capture() as shown:
-        show_record({**data, "result": {**data["result"], "valid": False}}, run)
+        show_record(RunRecord.from_dict({**data, "result": {**data["result"], "valid": False}}),
+                    run)
     assert f"failover: node {nodes[0].url} was lost" in shown.get().replace("\n", " ")
     assert "INVALID with a failover or restart in the run" in shown.get().replace("\n", " ")
 

@@ -18,6 +18,7 @@ from mlharness.cli import demo_llm
 from mlharness.cli.main import main
 from mlharness.errors import ModelError
 from mlharness.llm import demo
+from mlharness.record import RunRecord
 
 
 def test_the_shipped_articles_are_in_the_reference_layout() -> None:
@@ -121,7 +122,7 @@ def test_demo_llm_end_to_end_on_a_tiny_llama(tmp_path: Path, capsys) -> None:
     assert "mlharness demo --llm" in screen and "DONE" in screen and "ROUGE1" in screen
     assert "not llama3.1-8b: its ROUGE is not comparable" in screen
     assert "Server target:" in screen and "samples/s the Offline run measured" in screen
-    if short and demo_llm.short_only(server):
+    if short and demo_llm.short_only(RunRecord.from_dict(server)):
         assert "Server is INVALID only because the demo's run is short: 24 queries" in screen
         assert code == 0
     assert code in (0, 1)  # 1 only when this shared machine pushed Server over a token limit

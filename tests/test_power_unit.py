@@ -72,8 +72,12 @@ def test_a_metric_from_a_minority_of_good_samples_carries_a_warning(tmp_path: Pa
     assert m.warning and "rests on 1 of the 4 analyzer samples" in m.warning
     assert m.to_dict()["warning"] == m.warning  # what run.json's power section gets
     from mlharness.cli.render import power_lines
+    from mlharness.record import RunRecord
+    from mlharness.spec import RunSpec
 
-    shown = "\n".join(power_lines({"power": {**m.to_dict(), "server": "h:1"}}))
+    record = RunRecord(benchmark="demo", spec=RunSpec(benchmark="demo"),
+                       power={**m.to_dict(), "server": "h:1"})
+    shown = "\n".join(power_lines(record))
     assert "warning:" in shown and "rests on 1 of the 4" in shown
 
 

@@ -11,7 +11,6 @@ mlharness adds later are kept as they are (``extra="allow"``).
 
 from __future__ import annotations
 
-import dataclasses
 import json
 import os
 import socket
@@ -141,7 +140,20 @@ class RunRecord(BaseModel):
     def verdict(self) -> tuple[str, str]:
         """(verdict, why): VALID/INVALID for performance, PASS/FAIL/DONE for accuracy, FAILED
         when the run did not finish. The only place a run's verdict is decided."""
-        return verdict_of(self.status, self.error, _plain(self.result), _plain(self.accuracy))
+        if self.status != "ok":
+            return "FAILED", (self.error or {}).get("message", self.status)
+        acc = self.accuracy
+        if acc is not None:
+            verdict = {True: "PASS", False: "FAIL", None: "DONE"}[acc.passed]
+            failures = list(acc.failures)
+            if acc.passed is False and acc.target is not None and acc.value < acc.target:
+                failures.insert(0, f"{acc.metric} {acc.value:.3f} is below the target "
+                                   f"{acc.target:.3f}")
+            return verdict, "; ".join(failures) if acc.passed is False else ""
+        if self.result is not None and self.result.valid:
+            return "VALID", ""
+        reasons = self.result.reasons if self.result is not None else []
+        return "INVALID", "; ".join(reasons) or "LoadGen marked it INVALID"
 
     @property
     def exit_code(self) -> int:
@@ -152,30 +164,6 @@ class RunRecord(BaseModel):
         if self.result is not None and self.result.errors:
             return 1
         return 0 if verdict in ("VALID", "PASS", "DONE") else 1
-
-
-def _plain(part: Any) -> dict[str, Any] | None:
-    return None if part is None else dataclasses.asdict(part)
-
-
-def verdict_of(status: str | None, error: dict[str, Any] | None, result: dict[str, Any] | None,
-               accuracy: dict[str, Any] | None) -> tuple[str, str]:
-    """The verdict of a run from the parts of its record (see :meth:`RunRecord.verdict`)."""
-    if status != "ok":
-        return "FAILED", (error or {}).get("message", status or "")
-    if accuracy is not None:
-        passed = accuracy.get("passed")
-        verdict = {True: "PASS", False: "FAIL", None: "DONE"}[passed]
-        failures = list(accuracy.get("failures") or [])
-        if passed is False and accuracy["value"] < accuracy["target"]:
-            failures.insert(0, f"{accuracy['metric']} {accuracy['value']:.3f} is below the "
-                               f"target {accuracy['target']:.3f}")
-        why = "; ".join(failures) if passed is False else ""
-        return verdict, why
-    result = result or {}
-    if result.get("valid"):
-        return "VALID", ""
-    return "INVALID", "; ".join(result.get("reasons") or []) or "LoadGen marked it INVALID"
 
 
 def migrate(data: dict[str, Any]) -> dict[str, Any]:

@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 import sys
 from pathlib import Path
+from typing import TYPE_CHECKING, Any
 
 from rich.markup import escape
 
@@ -12,7 +13,11 @@ from mlharness.cli import demo_llm
 from mlharness.cli.render import LiveProgress, console, print_json, results_table
 from mlharness.cli.run import resolved_spec
 from mlharness.errors import ConfigError
+from mlharness.record import RunRecord
 from mlharness.spec import RunSpec
+
+if TYPE_CHECKING:  # the runner is imported when the command runs (see demo_command)
+    from mlharness.runner.execute import RunOutcome
 
 #: no targets here: every performance run measures its own first (mlharness.tune), so the demo
 #: is VALID on a machine much faster or slower than the one it was written on
@@ -51,16 +56,15 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.set_defaults(func=demo_command)
 
 
-def retry_reason(data: dict) -> str | None:
+def retry_reason(record: RunRecord) -> str | None:
     """Why a demo run should be measured and run again (a latency bound or early stopping
     missed), or None."""
-    result = data.get("result") or {}
-    conditions = result.get("conditions") or {}
-    if result.get("mode") != "performance" or result.get("valid"):
+    result = record.result
+    if result is None or result.mode != "performance" or result.valid:
         return None
-    if not any(conditions.get(key) is False for key in RETRY_CONDITIONS):
+    if not any(result.conditions.get(key) is False for key in RETRY_CONDITIONS):
         return None
-    return "; ".join(result.get("reasons") or []) or "INVALID"
+    return "; ".join(result.reasons) or "INVALID"
 
 
 def demo_command(args: argparse.Namespace) -> int:
@@ -72,7 +76,7 @@ def demo_command(args: argparse.Namespace) -> int:
         return demo_llm.llm_demo_command(args)
     if args.model is not None:
         raise ConfigError("--model is for the LLM demo", "add --llm, or leave out --model")
-    records = []
+    records: list[tuple[RunOutcome, list[dict[str, Any]]]] = []  # each run, its retries
     worst = 0
     show = not args.no_progress and not args.json and sys.stderr.isatty()
 
@@ -81,7 +85,8 @@ def demo_command(args: argparse.Namespace) -> int:
             console.print(text, highlight=False)
 
     for settings in DEMO_RUNS:
-        record, retries = None, []  # type: ignore[var-annotated]
+        record: RunOutcome | None = None
+        retries: list[dict[str, Any]] = []
         try:
             spec = resolved_spec(RunSpec(benchmark="demo", output_dir=args.output_dir,
                                          **settings), quiet=args.json, progress=show)
@@ -89,7 +94,7 @@ def demo_command(args: argparse.Namespace) -> int:
                 say(f"running {spec.scenario} {spec.mode} …")
                 with LiveProgress(enabled=show) as bar:
                     record = execute(spec, bar)
-                why = retry_reason(record.data)
+                why = retry_reason(record.record)
                 if why is None or len(retries) == RETRIES:
                     break
                 name = target_field(spec.scenario)
@@ -110,18 +115,20 @@ def demo_command(args: argparse.Namespace) -> int:
             if record is None:
                 continue
             retries.pop()  # measuring again failed: the last attempt is the result shown
-        records.append({**record.data, "run_dir": str(record.run_dir),
-                        **({"demo_retries": retries} if retries else {})})
+        records.append((record, retries))
         worst = max(worst, record.exit_code)
     if args.json:
-        print_json(records)
+        print_json([{**record.data, "run_dir": str(record.run_dir),
+                     **({"demo_retries": retries} if retries else {})}
+                    for record, retries in records])
         return worst
-    console.print(results_table(records, title="mlharness demo — UCI digits MLP, onnxruntime, "
-                                               "--test length, measured targets"))
+    console.print(results_table([record.record for record, _ in records],
+                                title="mlharness demo — UCI digits MLP, onnxruntime, "
+                                      "--test length, measured targets"))
     console.print(f"run directories: {args.output_dir}/demo/ (probes: {args.output_dir}/_tune/)")
-    for rec in records:
-        for retry in rec.get("demo_retries", []):
-            console.print(f"[yellow]retried:[/] {rec['result']['scenario']} after "
+    for record, retries in records:
+        for retry in retries:
+            console.print(f"[yellow]retried:[/] {record.record.spec.scenario} after "
                           f"{escape(retry['run_dir'])} ({escape(retry['reason'])})",
                           highlight=False, soft_wrap=True)  # a path to copy, never folded
     console.print("[dim]--test runs are short (2 s): good for checking a set-up, not valid for a "

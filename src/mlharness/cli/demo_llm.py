@@ -17,10 +17,11 @@ it to minutes on two cores.
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import importlib.util
 import sys
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from rich.markup import escape
 
@@ -30,7 +31,11 @@ from mlharness.errors import ConfigError, HarnessError
 from mlharness.files import cache_root
 from mlharness.llm import demo
 from mlharness.loadgen.mllog import parse_detail_log
+from mlharness.record import RunRecord
 from mlharness.spec import RunSpec
+
+if TYPE_CHECKING:  # the runner is imported when the command runs (see llm_demo_command)
+    from mlharness.runner.execute import RunOutcome
 
 BENCHMARK = "llama3.1-8b"
 #: new tokens of the accuracy run (the articles' reference summaries are 40-60 tokens) ...
@@ -181,13 +186,15 @@ def llm_demo_command(args: argparse.Namespace) -> int:
     say(f"{escape(name)} on the CPU (--backend hf) under {BENCHMARK}'s rules: "
         f"{len(demo.articles())} articles, at most {ACCURACY_NEW_TOKENS} new tokens (accuracy) "
         f"and {PERFORMANCE_NEW_TOKENS} (performance)")
-    records: list[dict[str, Any]] = []
+    records: list[dict[str, Any]] = []  # run.json of each run, with its folder (--json)
+    outcomes: list[RunOutcome] = []
 
-    def run(spec: RunSpec, what: str) -> Any:
+    def run(spec: RunSpec, what: str) -> RunOutcome:
         say(f"running {what} …")
         with LiveProgress(enabled=show) as bar:
             outcome = execute(spec, bar)
         records.append({**outcome.data, "run_dir": str(outcome.run_dir)})
+        outcomes.append(outcome)
         return outcome
 
     accuracy = run(base, "Offline accuracy (ROUGE)")
@@ -218,11 +225,12 @@ def llm_demo_command(args: argparse.Namespace) -> int:
                                                  min_query_count=queries),
                                     quiet=args.json, progress=show)
         server = run(server_spec, "Server performance")
-        broke = over_limits(server.data)
+        broke = over_limits(server.record)
         if broke:
             # the machine's load may have changed since the Offline run (a shared machine)
             qps = float(f"{qps * RETRY_FACTOR:.3g}")
             retried = records.pop()
+            outcomes.pop()
             say(f"[yellow]Server INVALID ({escape(broke)}):[/] running again at {qps:g} QPS "
                 f"({RETRY_FACTOR:.0%}); the first try is kept in "
                 f"{escape(retried['run_dir'])}")
@@ -233,7 +241,8 @@ def llm_demo_command(args: argparse.Namespace) -> int:
     if args.json:
         print_json(records)
     else:
-        show_results(records, name, accuracy, server, args, server_note)
+        show_results([o.record for o in outcomes], name, accuracy.record,
+                     server.record if server is not None else None, args, server_note)
     return exit_code(accuracy, offline, server)
 
 
@@ -243,10 +252,10 @@ def server_queries(qps: float) -> int:
     return max(SERVER_MIN_QUERIES, min(SERVER_QUERIES, int(qps * SERVER_SECONDS)))
 
 
-def over_limits(data: dict[str, Any]) -> str:
-    """The token limits a finished Server run (its run.json) broke, in words ('' for none)."""
-    result = (data.get("result") or {}) if data.get("status") == "ok" else {}
-    tokens = result.get("tokens_ms") or {}
+def over_limits(record: RunRecord) -> str:
+    """The token limits a finished Server run broke, in words ('' for none)."""
+    tokens = (record.result.tokens_ms if record.status == "ok" and record.result is not None
+              else {})
     over = [f"{name.upper()} p99 {tokens[f'{name}_p99_ms']:,.0f} ms over its "
             f"{tokens[f'{name}_limit_ms']:,.0f} ms limit" for name in ("ttft", "tpot")
             if tokens.get(f"{name}_p99_ms") is not None and tokens.get(f"{name}_limit_ms")
@@ -254,49 +263,52 @@ def over_limits(data: dict[str, Any]) -> str:
     return ", ".join(over)
 
 
-def short_only(data: dict[str, Any] | None) -> bool:
+def short_only(record: RunRecord | None) -> bool:
     """INVALID for nothing but too few queries for early stopping (the demo's short Server)."""
-    result = (data or {}).get("result") or {}
-    conditions = result.get("conditions") or {}
-    return (result.get("valid") is False and conditions.get("early_stopping_met") is False
+    result = record.result if record is not None else None
+    if result is None:
+        return False
+    conditions = result.conditions
+    return (result.valid is False and conditions.get("early_stopping_met") is False
             and all(v for k, v in conditions.items() if k != "early_stopping_met"))
 
 
-def exit_code(accuracy: Any, offline: Any, server: Any) -> int:
+def exit_code(accuracy: RunOutcome, offline: RunOutcome, server: RunOutcome | None) -> int:
     """0 when every run finished, accuracy was scored, Offline is VALID and Server is VALID or
     short of early stopping only (by design); a failed run's code (3), else 1."""
     runs = [r for r in (accuracy, offline, server) if r is not None]
     failed = [r.record.exit_code for r in runs if r.status != "ok"]
     if failed:
         return max(failed)
-    if server is None or not accuracy.data.get("accuracy"):
+    if server is None or accuracy.record.accuracy is None:
         return 1
-    if not (offline.data.get("result") or {}).get("valid"):
+    if offline.record.result is None or not offline.record.result.valid:
         return 1
-    server_ok = (server.data.get("result") or {}).get("valid") or short_only(server.data)
+    result = server.record.result
+    server_ok = (result is not None and bool(result.valid)) or short_only(server.record)
     return 0 if server_ok else 1
 
 
-def show_results(records: list[dict[str, Any]], name: str, accuracy: Any, server: Any,
-                 args: argparse.Namespace, server_note: str) -> None:
+def show_results(records: list[RunRecord], name: str, accuracy: RunRecord,
+                 server: RunRecord | None, args: argparse.Namespace, server_note: str) -> None:
     """One screen: the table, what the ROUGE means, why Server is what it is."""
     shown = []
-    for data in records:
-        acc = data.get("accuracy")
-        if acc:  # llama3.1-8b's target is not this model's: shown as scored, not judged
-            data = {**data, "accuracy": {**acc, "target": None, "passed": None,
-                                         "failures": []}}
-        shown.append(data)
+    for record in records:
+        acc = record.accuracy
+        if acc is not None:  # llama3.1-8b's target is not this model's: scored, not judged
+            record = record.model_copy(update={
+                "accuracy": dataclasses.replace(acc, target=None, failures=[])})
+        shown.append(record)
     console.print(results_table(shown, title=f"mlharness demo --llm — {name}, --backend hf, "
                                              f"{BENCHMARK} rules, --test length"))
-    acc = accuracy.data.get("accuracy") or {}
-    metrics = (acc.get("details") or {}).get("metrics") or {}
+    acc = accuracy.accuracy
+    metrics = (acc.details.get("metrics") or {}) if acc is not None else {}
     if metrics:
         listed = ", ".join(f"{k} {v:.4g}" for k, v in metrics.items()
                            if isinstance(v, (int, float)))
         console.print(f"[bold]ROUGE[/] of {escape(name)} on the demo's articles: "
                       f"{escape(listed)}", highlight=False, soft_wrap=True)
-    target = acc.get("target")
+    target = acc.target if acc is not None else None
     console.print(f"[yellow]note:[/] this is {escape(name)}, not {BENCHMARK}: its ROUGE is not "
                   f"comparable with {BENCHMARK}'s target"
                   + (f" (ROUGE1 >= {target:.2f} on 13,368 CNN/DailyMail articles)"
@@ -305,10 +317,10 @@ def show_results(records: list[dict[str, Any]], name: str, accuracy: Any, server
                     "accuracy log, official scoring", highlight=False, soft_wrap=True)
     if server_note:
         console.print(f"[red]{escape(server_note)}[/]", highlight=False, soft_wrap=True)
-    elif server is not None and short_only(server.data):
-        tokens = (server.data.get("result") or {}).get("tokens_ms") or {}
+    elif server is not None and short_only(server):
+        tokens = server.result.tokens_ms if server.result is not None else {}
         console.print(f"[yellow]note:[/] Server is INVALID only because the demo's run is "
-                      f"short: {server.data['spec']['min_query_count']} queries, where "
+                      f"short: {server.spec.min_query_count} queries, where "
                       "LoadGen's early stopping "
                       "wants 460 to estimate TTFT and TPOT p99"
                       + (f"; measured p99 TTFT {tokens.get('ttft_p99_ms', 0):,.0f} ms and "

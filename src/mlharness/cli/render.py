@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import json
 import sys
+from collections.abc import Sequence
 from typing import Any
 
 from rich.console import Console
@@ -15,7 +16,9 @@ from rich.markup import escape
 from rich.progress import BarColumn, Progress, TaskID, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
-from mlharness.record import verdict_of
+from mlharness.loadgen.mllog import LoadGenResult
+from mlharness.record import RunRecord
+from mlharness.tasks import AccuracyResult
 
 
 class _Console(Console):
@@ -89,11 +92,10 @@ class LiveProgress:
                                  detail=detail)
 
 
-def format_metric(result: dict[str, Any] | None) -> str:
-    if not result or result.get("value") is None:
+def format_metric(result: LoadGenResult | None) -> str:
+    if result is None or result.value is None:
         return "-"
-    value = result["value"]
-    unit = result.get("unit") or ""
+    value, unit = result.value, result.unit or ""
     if "ms" in unit:
         return f"{value:,.3f} ms"
     if "tokens" in unit:
@@ -101,54 +103,50 @@ def format_metric(result: dict[str, Any] | None) -> str:
     return f"{value:,.1f} " + ("QPS done" if unit.startswith("completed") else "samples/s")
 
 
-def token_cell(result: dict[str, Any], name: str) -> str:
+def token_cell(result: LoadGenResult | None, name: str) -> str:
     """``50.5 / 2,000`` : a token latency's p99 against its limit (ms), or -."""
-    t = result.get("tokens_ms") or {}
+    t = result.tokens_ms if result is not None else {}
     p99, limit = t.get(f"{name}_p99_ms"), t.get(f"{name}_limit_ms")
     if p99 is None:
         return "-"
     return f"{p99:,.4g}" + (f"/{limit:,.0f}" if limit else "")
 
 
-def verdict_text(record_data: dict[str, Any]) -> tuple[str, str]:
-    """(verdict, why) for one run.json (decided by ``record.verdict_of``)."""
-    return verdict_of(record_data.get("status"), record_data.get("error"),
-                      record_data.get("result"), record_data.get("accuracy"))
-
-
-def accuracy_cell(record_data: dict[str, Any]) -> str:
-    acc = record_data.get("accuracy")
-    if not acc:
+def accuracy_cell(acc: AccuracyResult | None) -> str:
+    if acc is None:
         return "-"
-    target = f" (>= {acc['target']:.2f})" if acc.get("target") is not None else ""
-    return f"{acc['metric']} {acc['value']:.3f}%{target}"
+    target = f" (>= {acc.target:.2f})" if acc.target is not None else ""
+    return f"{acc.metric} {acc.value:.3f}%{target}"
 
 
-def results_table(records: list[dict[str, Any]], title: str = "Results") -> Table:
+def latency_cell(result: LoadGenResult | None, key: str) -> str:
+    lat = result.latencies_ms if result is not None else {}
+    return f"{lat[key]:.4g}" if key in lat else "-"
+
+
+def results_table(records: Sequence[RunRecord], title: str = "Results") -> Table:
     """One row per run; reasons for INVALID/FAILED rows go in numbered notes below."""
     table = Table(title=escape(title), title_justify="left")
-    tokens = any((d.get("result") or {}).get("tokens_ms") for d in records)
+    tokens = any(r.result is not None and r.result.tokens_ms for r in records)
     columns = ["scenario", "mode", "result", "p90 ms", "p99 ms", "verdict", "accuracy"]
     if tokens:  # the LLM benchmarks: time to first token and per output token, p99 / limit
         columns[3:5] = ["TTFT ms p99/lim", "TPOT ms p99/lim"]
     for col in columns:
         table.add_column(col, no_wrap=True)
     notes = []
-    for data in records:
-        result = data.get("result") or {}
-        lat = result.get("latencies_ms") or {}
-        verdict, why = verdict_text(data)
+    for record in records:
+        result = record.result
+        verdict, why = record.verdict()
         style = {"VALID": "green", "PASS": "green", "DONE": "green"}.get(verdict, "red")
         if why:
             notes.append(why)
             verdict = f"{verdict} [{len(notes)}]"
         table.add_row(
-            escape(str(data["spec"]["scenario"])), escape(str(data["spec"]["mode"])),
-            format_metric(result) if data["spec"]["mode"] == "performance" else "-",
+            escape(str(record.spec.scenario)), escape(str(record.spec.mode)),
+            format_metric(result) if record.spec.mode == "performance" else "-",
             *((token_cell(result, "ttft"), token_cell(result, "tpot")) if tokens else
-              (f"{lat['p90.00']:.4g}" if "p90.00" in lat else "-",
-               f"{lat['p99.00']:.4g}" if "p99.00" in lat else "-")),
-            f"[{style}]{escape(verdict)}[/]", escape(accuracy_cell(data)),
+              (latency_cell(result, "p90.00"), latency_cell(result, "p99.00"))),
+            f"[{style}]{escape(verdict)}[/]", escape(accuracy_cell(record.accuracy)),
         )
     if notes:
         table.caption = "\n".join(escape(f"[{i}] {why}") for i, why in enumerate(notes, 1))
@@ -165,10 +163,10 @@ def format_power(section: dict[str, Any] | None) -> str:
     return f"{section['metric']:,.1f} W"
 
 
-def power_lines(data: dict[str, Any]) -> list[str]:
+def power_lines(record: RunRecord) -> list[str]:
     """Lines under the verdict table for a run measured with --power or --energy."""
     lines = []
-    power = data.get("power")
+    power = record.power
     if power and power.get("error"):
         lines.append(f"[bold]power[/] (MLPerf): not computed — {escape(str(power['error']))}")
     if power and power.get("metric") is not None:
@@ -183,7 +181,7 @@ def power_lines(data: dict[str, Any]) -> list[str]:
         if power.get("simulated"):
             lines.append("  [yellow]simulated analyzer (PTDaemon simulator): not an MLPerf "
                          "power result[/]")
-    energy = data.get("energy")
+    energy = record.energy
     if energy:
         if energy.get("error"):
             lines.append(f"[bold]energy[/] (RAPL estimate): not computed — "

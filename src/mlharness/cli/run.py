@@ -11,12 +11,13 @@ from rich.markup import escape
 
 from mlharness import rules
 from mlharness.cli.render import (LiveProgress, console, console_err, power_lines, print_json,
-                                  results_table, verdict_text)
+                                  results_table)
 from mlharness.cli.spec_flags import TABLE_KEYS, add_flag, add_shared_flags, run_settings
 from mlharness.distribution import Distribution
 from mlharness.errors import ConfigError
 from mlharness.flags import WHAT, WHERE
 from mlharness.options import parse_scalar
+from mlharness.record import RunRecord
 from mlharness.spec import LEGACY_POOL_BACKENDS, RunSpec, load_toml
 from mlharness.tasks import BENCHMARKS
 
@@ -253,7 +254,7 @@ def run_command(args: argparse.Namespace) -> int:
     if args.json:
         print_json({**record.data, "run_dir": str(record.run_dir)})
         return record.exit_code
-    show_record(record.data, record.run_dir)
+    show_record(record.record, record.run_dir)
     return record.exit_code
 
 
@@ -285,26 +286,26 @@ def refuse_if_not_countable(spec: RunSpec, round_name: str | None, division: str
                           hint="fix the settings above, or pass --no-preflight to run it anyway")
 
 
-def show_record(data: dict[str, Any], run_dir: Path) -> None:
+def show_record(record: RunRecord, run_dir: Path) -> None:
     """The one-screen verdict of one run."""
-    console.print(results_table([data], title=f"{data['benchmark']} — {run_dir}"))
-    for line in power_lines(data):
+    console.print(results_table([record], title=f"{record.benchmark} — {run_dir}"))
+    for line in power_lines(record):
         console.print(line, highlight=False)
-    for note in [*(data.get("backend") or {}).get("notes", []),
-                 *((data.get("sut") or {}).get("placement") or {}).get("notes", [])]:
+    for note in [*(record.backend or {}).get("notes", []),
+                 *((record.sut or {}).get("placement") or {}).get("notes", [])]:
         console.print(f"[yellow]note:[/] {escape(str(note))}", highlight=False)
-    verdict, _ = verdict_text(data)
-    dist = data.get("distributed") or {}
+    verdict, _ = record.verdict()
+    dist = record.distributed or {}
     for note in dist.get("notes", []):  # failovers and restarts: a node's words, not markup
         console.print(f"[yellow]note:[/] {escape(note)}", highlight=False)
     if verdict == "INVALID" and (dist.get("failed_over") or dist.get("restarts")):
         console.print("[yellow]note:[/] INVALID with a failover or restart in the run: the "
                       "re-issued samples waited for it, so the target may not be the cause",
                       highlight=False)
-    if data.get("status") == "failed":
-        err = data.get("error") or {}
+    if record.status == "failed":
+        err = record.error or {}
         console.print(f"[red]run failed:[/] {escape(str(err.get('message')))}")
         console.print(escape(f"  partial logs kept in {run_dir}"))
-    elif not data["spec"].get("valid") and verdict in ("VALID", "PASS"):
+    elif not record.spec.valid and verdict in ("VALID", "PASS"):
         console.print("[yellow]note:[/] --test run: fine for checking, too short for a submission "
                       "(use --valid)")
