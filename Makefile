@@ -23,7 +23,12 @@ $(BASE_STAMP): pyproject.toml
 	$(BIN)/$(PIP_INSTALL) -e .
 	touch $(BASE_STAMP)
 
+# the extras take about 2.5 GB in the venv, and pip unpacks wheels on the side: a full disk
+# otherwise shows only as pip's "No space left on device" (a warning: pip may still fit)
+NEED_KB := 3500000
 $(STAMP): $(BASE_STAMP)
+	@free=$$(df -Pk . | awk 'NR==2 {print $$4}'); [ "$${free:-0}" -ge $(NEED_KB) ] || echo \
+	  "warning: $$(( $${free:-0} / 1024 )) MB free here; the test environment needs about 3.5 GB" >&2
 	$(BIN)/$(PIP_INSTALL) -e '.[dev,report,ray,power,openvino,torch,llm]'
 	touch $(STAMP)
 
