@@ -17,6 +17,7 @@ import mlharness
 from mlharness.distribution import Distribution
 from mlharness.errors import ConfigError
 from mlharness.flags import command_words
+from mlharness.loadgen.mllog import LoadGenResult
 from mlharness.names import Scenario
 from mlharness.record import RunRecord, probe_reason, read_record
 from mlharness.rules import round_for_seeds
@@ -132,9 +133,9 @@ def settings_hash(settings: dict[str, Any]) -> str:
     return hashlib.sha256(text.encode()).hexdigest()[:16]
 
 
-def run_round(data: dict[str, Any]) -> str | None:
+def run_round(result: LoadGenResult | None) -> str | None:
     """The round whose LoadGen seeds the run used (rules tables), if any."""
-    eff = (data.get("result") or {}).get("effective") or {}
+    eff = result.effective if result is not None else {}
     keys = ("qsl_rng_seed", "sample_index_rng_seed", "schedule_rng_seed")
     try:
         seeds = {k: int(eff[f"effective_{k}"]) for k in keys}
@@ -149,32 +150,6 @@ def kind_of(rel: Path, record: RunRecord) -> str:
     if record.spec.audit_config or str(record.spec.label or "").startswith("TEST"):
         return "audit"
     return "run"
-
-
-def check_types(data: dict[str, Any]) -> None:
-    """ValueError naming the first value the index computes with that has the wrong type
-    (e.g. ``result.value`` = "fast"); None is accepted for each."""
-    for section, key, types in _TYPED:
-        part = data.get(section)
-        if part is None:
-            continue
-        if not isinstance(part, dict):
-            raise ValueError(f"run.json: {section} is a {type(part).__name__}, not an object")
-        value = part.get(key)
-        bad = value is not None and (not isinstance(value, types) or
-                                     (bool not in types and isinstance(value, bool)))
-        if bad:
-            want = " or ".join(dict.fromkeys("number" if t in (int, float) else t.__name__
-                                             for t in types))
-            raise ValueError(f"run.json: {section}.{key} is {value!r}, not a {want}")
-    for part in ("latencies_ms", "tokens_ms"):
-        values = (data.get("result") or {}).get(part) or {}
-        if not isinstance(values, dict):
-            raise ValueError(f"run.json: result.{part} is a {type(values).__name__}, "
-                             "not an object")
-        for key, value in values.items():
-            if isinstance(value, bool) or not isinstance(value, (int, float)):
-                raise ValueError(f"run.json: result.{part}.{key} is {value!r}, not a number")
 
 
 def damaged_row(run_dir: Path, root: Path, reason: str) -> RunRow:
@@ -193,63 +168,53 @@ def damaged_row(run_dir: Path, root: Path, reason: str) -> RunRow:
 
 def row_from_run_dir(run_dir: Path, root: Path) -> RunRow:
     """The index row of ``run_dir`` (ValueError when its run.json is missing, not ours, or
-    holds a wrong-typed value the index computes with)."""
+    holds a wrong-typed value: the typed record refuses it)."""
     record = _read(run_dir)
-    data = record.to_dict()
-    check_types(data)
-    spec = data.get("spec") or {}
-    result = data.get("result") or {}
-    acc = data.get("accuracy") or {}
+    spec, result, acc = record.spec, record.result, record.accuracy
+    data = record.to_dict()  # the file form: what the settings hash and the command are of
     rel = Path(run_dir).resolve().relative_to(Path(root).resolve())
     settings = effective_settings(data)
-    backend = data.get("backend") or {}
+    backend = record.backend or {}
     return RunRow(
-        path=rel.as_posix(), kind=kind_of(rel, record), status=str(data.get("status") or "running"),
-        benchmark=str(data.get("benchmark") or spec.get("benchmark")),
-        scenario=str(spec.get("scenario")), mode=str(spec.get("mode")), label=spec.get("label"),
-        system=(data.get("system") or {}).get("hostname"),
-        backend=backend.get("name") if isinstance(backend, dict) and backend.get("name")
-        else spec.get("backend"),
-        precision=spec.get("precision"), batch_size=_batch_size(data),
-        round=run_round(data), settings=settings, settings_hash=settings_hash(settings),
-        metric=result.get("metric"), unit=result.get("unit"), value=result.get("value"),
-        valid=result.get("valid"),
+        path=rel.as_posix(), kind=kind_of(rel, record), status=record.status,
+        benchmark=record.benchmark or spec.benchmark,
+        scenario=str(spec.scenario), mode=str(spec.mode), label=spec.label,
+        system=record.system.get("hostname"),
+        backend=str(backend.get("name") or spec.backend), precision=str(spec.precision),
+        batch_size=_batch_size(record), round=run_round(result), settings=settings,
+        settings_hash=settings_hash(settings),
+        metric=result.metric if result else None, unit=result.unit if result else None,
+        value=result.value if result else None, valid=result.valid if result else None,
         verdict=None if record.status == "running" else record.verdict()[0],  # the one verdict
-        reasons=_reasons(data),
-        accuracy_metric=acc.get("metric"), accuracy=acc.get("value"),
-        accuracy_target=acc.get("target"), accuracy_passed=acc.get("passed"),
-        **token_latencies(result, str(spec.get("scenario"))),
-        started=data.get("started"), finished=data.get("finished"),
-        duration_s=data.get("duration_s"), versions=dict(data.get("versions") or {}),
-        model_git_commit=data.get("model_git_commit"), command=reproduce_command(spec),
-        pid=data.get("pid") if isinstance(data.get("pid"), int) else None, host=data.get("host"),
-        pid_start=data.get("pid_start") if isinstance(data.get("pid_start"), int) else None,
-        boot_id=data.get("boot_id") if isinstance(data.get("boot_id"), str) else None,
+        reasons=_reasons(record),
+        accuracy_metric=acc.metric if acc else None, accuracy=acc.value if acc else None,
+        accuracy_target=acc.target if acc else None,
+        accuracy_passed=acc.passed if acc else None,
+        **token_latencies(result.tokens_ms if result else {}, str(spec.scenario)),
+        started=record.started, finished=record.finished, duration_s=record.duration_s,
+        versions=dict(record.versions),
+        model_git_commit=record.model_git_commit, command=reproduce_command(data["spec"]),
+        pid=record.pid, host=record.host, pid_start=record.pid_start, boot_id=record.boot_id,
     )
 
 
-def token_latencies(result: dict[str, Any], scenario: str) -> dict[str, float | None]:
-    """The TOKEN_FIELDS of a run's result (None for a run without token latencies); limits only
-    where they apply (Server, Interactive: elsewhere LoadGen logs its defaults)."""
-    tokens = result.get("tokens_ms") or {}
+def token_latencies(tokens: dict[str, float], scenario: str) -> dict[str, float | None]:
+    """The TOKEN_FIELDS of a run's ``tokens_ms`` (None for a run without token latencies);
+    limits only where they apply (Server, Interactive: elsewhere LoadGen logs its defaults)."""
     limited = (Scenario.parse(scenario) or Scenario.OFFLINE).loadgen == Scenario.SERVER
     return {name: (float(tokens[name]) if name in tokens and (limited or "limit" not in name)
                    else None) for name in TOKEN_FIELDS}
 
 
-def _reasons(data: dict[str, Any]) -> list[str]:
-    error = data.get("error") or {}
-    out = [str(error["message"])] if isinstance(error, dict) and error.get("message") else []
-    return out + [str(r) for r in ((data.get("result") or {}).get("reasons") or [])]
+def _reasons(record: RunRecord) -> list[str]:
+    message = (record.error or {}).get("message")
+    return ([str(message)] if message else []) + (record.result.reasons if record.result else [])
 
 
-def _batch_size(data: dict[str, Any]) -> int | None:
+def _batch_size(record: RunRecord) -> int | None:
     """The batch size the SUT used (the engine's policy), else the one asked for."""
-    sut = data.get("sut") or {}
-    if isinstance(sut, dict) and isinstance(sut.get("max_batch"), int):
-        return sut["max_batch"]
-    value = (data.get("spec") or {}).get("batch_size")
-    return value if isinstance(value, int) else None
+    used = (record.sut or {}).get("max_batch")
+    return used if isinstance(used, int) and not isinstance(used, bool) else record.spec.batch_size
 
 
 #: written even at their default: what a person reads first
