@@ -152,8 +152,8 @@ def test_a_full_disk_at_the_end_leaves_a_failed_record(tmp_path: Path, capsys, m
     (run_dir,) = [p.parent for p in (tmp_path / "runs").rglob("run.json")]
     rec = read_record(run_dir)
     assert rec.status == "failed"
-    assert "No space left on device" in rec.error["message"]
-    assert rec.error["errno"] == errno.ENOSPC
+    assert rec.error is not None and "No space left on device" in rec.error.message
+    assert rec.to_dict()["error"]["errno"] == errno.ENOSPC  # kept as the runner wrote it
     assert "status 'failed'" in untrusted_reason(run_dir, rec)
     assert (run_dir / "mlperf_log_detail.txt").is_file()  # logs kept
     assert not list(run_dir.glob(".run.json.*"))  # no temporary file left behind
@@ -181,7 +181,8 @@ def test_a_full_disk_while_writing_the_accuracy_is_a_failed_run(tmp_path: Path, 
     assert "accuracy.txt" in result.err
     (run_dir,) = [p.parent for p in (tmp_path / "runs").rglob("run.json")]
     rec = read_record(run_dir)
-    assert rec.status == "failed" and "No space left on device" in rec.error["message"]
+    assert rec.status == "failed" and rec.error is not None
+    assert "No space left on device" in rec.error.message
     assert (run_dir / "mlperf_log_accuracy.json").is_file()
 
 

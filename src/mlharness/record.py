@@ -39,6 +39,16 @@ class Settings(BaseModel):
     user_conf: dict[str, float | int] = Field(default_factory=dict)
 
 
+class RunError(BaseModel):
+    """``run.json``'s ``error``: why a run did not end ``ok``. ``message`` is what screens and
+    the index show; what else the runner knew stays as written (``hint``, ``type``,
+    ``traceback``, ``errno``, a crashed worker's ``crash_log`` ...)."""
+
+    model_config = ConfigDict(extra="allow")
+
+    message: str = ""
+
+
 class RunRecord(BaseModel):
     """``run.json``."""
 
@@ -46,7 +56,7 @@ class RunRecord(BaseModel):
 
     format: str = RUN_FORMAT
     status: Status = "running"
-    error: dict[str, Any] | None = None
+    error: RunError | None = None
     benchmark: str
     loadgen_model: str = ""
     purpose: str | None = None  # None: a real run; e.g. "probe" for tuning runs
@@ -141,7 +151,7 @@ class RunRecord(BaseModel):
         """(verdict, why): VALID/INVALID for performance, PASS/FAIL/DONE for accuracy, FAILED
         when the run did not finish. The only place a run's verdict is decided."""
         if self.status != "ok":
-            return "FAILED", (self.error or {}).get("message", self.status)
+            return "FAILED", (self.error.message if self.error else "") or self.status
         acc = self.accuracy
         if acc is not None:
             verdict = {True: "PASS", False: "FAIL", None: "DONE"}[acc.passed]
@@ -275,8 +285,7 @@ def untrusted_reason(path: Path, record: RunRecord) -> str | None:
             return f"still running (pid {record.pid})"
         return "left at 'running' by a process that died (crash or SIGKILL): never finished"
     if status != "ok":
-        err = record.error or {}
-        why = err.get("message") if isinstance(err, dict) else None
+        why = record.error.message if record.error else None
         return f"status {status!r}" + (f": {why}" if why else "")
     probe = probe_reason(path, record)
     if probe:

@@ -351,6 +351,6 @@ def stall_message(phase: str, timeout_s: float, building_s: float = 0.0) -> str:
 def raise_if_failed(record: RunOutcome) -> None:
     """Turn a failed record into RunFailed (for callers that want an exception)."""
     if record.status == "failed":
-        err = record.record.error or {}
-        raise RunFailed(f"run failed: {err.get('message', 'unknown error')}",
+        err = record.record.error
+        raise RunFailed(f"run failed: {(err.message if err else '') or 'unknown error'}",
                         hint=f"partial logs kept in {record.run_dir}")

@@ -20,7 +20,7 @@ from pathlib import Path
 from typing import Any
 
 from mlharness.errors import RunFailed
-from mlharness.record import RUN_FILE, RunRecord, Status, owner_fields
+from mlharness.record import RUN_FILE, RunError, RunRecord, Status, owner_fields
 from mlharness.runner.rundir import now_iso
 from mlharness.store import record_run
 
@@ -55,16 +55,18 @@ class Journal:
         if not self.run_dir.is_dir():
             message = (f"the run directory {self.run_dir} was deleted while the run was going; "
                        "nothing of the run is kept")
-            self.record.status, self.record.error = "failed", {"message": message}
+            self.record.status, self.record.error = "failed", RunError(message=message)
             raise RunFailed(message, hint="re-run the test, and leave its directory alone until "
                             "it ends")
         self.record.save(self.run_dir)
         record_run(self.run_dir)  # the result index (mlharness.store)
 
-    def finish(self, status: Status, error: dict[str, Any] | None = None) -> None:
-        """End the run with ``status`` (``ok``, ``failed``, ``error``, ``interrupted``)."""
+    def finish(self, status: Status, error: dict[str, Any] | RunError | None = None) -> None:
+        """End the run with ``status`` (``ok``, ``failed``, ``error``, ``interrupted``) and, if
+        it did not end ok, ``error`` (a mapping holds at least ``message``)."""
         rec = self.record
-        rec.status, rec.error, rec.finished = status, error, now_iso()
+        rec.status, rec.finished = status, now_iso()
+        rec.error = RunError.model_validate(error) if error is not None else None
         rec.duration_s = round(time.monotonic() - self._t0, 3)
         try:
             self.save()
@@ -75,7 +77,8 @@ class Journal:
         rec = self.record
         why = exc.strerror or str(exc)
         message = f"the run's record could not be saved in {self.run_dir} ({why})"
-        rec.status, rec.error = "failed", {"message": message, "errno": exc.errno}
+        rec.status, rec.error = "failed", RunError.model_validate({"message": message,
+                                                                   "errno": exc.errno})
         path = self.run_dir / RUN_FILE
         try:
             rec.save(self.run_dir)  # once more (the failed attempt's temporary file is gone)
