@@ -209,7 +209,8 @@ def test_loading_several_instances_is_not_a_stall(waited_out: dict[str, Future])
     failed the run as stalled); the progress line names the instance being loaded."""
     outcome, events = waited_out["slow-instances"].result()
     assert outcome.status == "ok", outcome.record.error
-    assert outcome.record.sut["placement"]["instances"] == 3
+    assert outcome.record.sut is not None and outcome.record.sut.placement is not None
+    assert outcome.record.sut.placement["instances"] == 3
     shown = [e.label for e in events if e.phase == "start"]
     assert shown[0] == "starting the worker"
     assert [f"loading the model (instance {k} of 3)" for k in (1, 2, 3)] == \

@@ -17,7 +17,8 @@ import socket
 from pathlib import Path
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
+from pydantic import (BaseModel, ConfigDict, Field, SerializerFunctionWrapHandler,
+                      ValidationError, field_validator, model_serializer)
 
 from mlharness.errors import ConfigError, HarnessError
 from mlharness.files import write_json_atomic
@@ -49,6 +50,38 @@ class RunError(BaseModel):
     message: str = ""
 
 
+class SutRecord(BaseModel):
+    """``run.json``'s ``sut``: how the engine ran the samples. A batching run records the
+    policy (``max_batch``, ``inline``, ``sort_by_length``), its ``workers``, the warm-up and,
+    with ``--instances``, the ``placement``; a streaming (LLM) run its ``concurrency`` and
+    warm-up requests. What a run does not have is left out of the file."""
+
+    model_config = ConfigDict(extra="allow")
+
+    max_batch: int | None = None
+    inline: bool | None = None
+    sort_by_length: bool | None = None
+    workers: int | None = None
+    warmup_batches: int | None = None
+    #: the untimed warm-up: how long it took and how many input shapes it ran
+    warmup_s: float | None = None
+    warmup_shapes: int | None = None
+    #: ``--instances``: each instance's cores and NUMA nodes, and notes on a bad placement
+    placement: dict[str, Any] | None = None
+    streaming: bool | None = None
+    concurrency: int | None = None
+    warmup_requests: int | None = None
+
+    @model_serializer(mode="wrap")
+    def _without_absent(self, handler: SerializerFunctionWrapHandler) -> dict[str, Any]:
+        return {k: v for k, v in handler(self).items() if v is not None}
+
+    @property
+    def notes(self) -> list[str]:
+        """The placement's notes (none without ``--instances``)."""
+        return [str(n) for n in (self.placement or {}).get("notes", [])]
+
+
 class RunRecord(BaseModel):
     """``run.json``."""
 
@@ -65,7 +98,7 @@ class RunRecord(BaseModel):
     test_config: dict[str, Any] = Field(default_factory=dict)
     task: dict[str, Any] = Field(default_factory=dict)
     backend: dict[str, Any] | None = None
-    sut: dict[str, Any] | None = None
+    sut: SutRecord | None = None
     system: dict[str, Any] = Field(default_factory=dict)
     versions: dict[str, Any] = Field(default_factory=dict)
     result: LoadGenResult | None = None  # what LoadGen's logs say (``loadgen.mllog``)

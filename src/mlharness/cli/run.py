@@ -292,7 +292,7 @@ def show_record(record: RunRecord, run_dir: Path) -> None:
     for line in power_lines(record):
         console.print(line, highlight=False)
     for note in [*(record.backend or {}).get("notes", []),
-                 *((record.sut or {}).get("placement") or {}).get("notes", [])]:
+                 *(record.sut.notes if record.sut else [])]:
         console.print(f"[yellow]note:[/] {escape(str(note))}", highlight=False)
     verdict, _ = record.verdict()
     dist = record.distributed or {}

@@ -210,10 +210,10 @@ def _execute(spec: RunSpec, progress: ProgressSink | None,
     watch = _supervise(spec, settings, task, run_dir, emit)
     if watch.ready:
         data.backend = watch.ready.backend
-        data.sut = dict(watch.ready.policy)
+        data.sut = watch.ready.sut
         if watch.done:
-            data.sut["warmup_s"] = watch.done.warmup_s
-            data.sut["warmup_shapes"] = watch.done.warmup_shapes
+            data.sut = data.sut.model_copy(update={"warmup_s": watch.done.warmup_s,
+                                                   "warmup_shapes": watch.done.warmup_shapes})
         data.task = watch.ready.task
     ended = watch.done or watch.failure
     if ended is not None and ended.backend_report:  # several nodes / replicas: who served

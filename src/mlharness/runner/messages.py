@@ -12,6 +12,8 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass
 from typing import Any, Protocol
 
+from mlharness.record import SutRecord
+
 
 @dataclass(frozen=True)
 class Phase:
@@ -25,7 +27,7 @@ class Ready:
     backend: dict[str, Any]
     total: int
     performance_count: int
-    policy: dict[str, Any]  # the batching policy as run.json's ``sut`` records it
+    sut: SutRecord  # how the engine runs the samples, as run.json records it
 
 
 @dataclass(frozen=True)

@@ -23,6 +23,7 @@ from mlharness.children import watch_parent
 from mlharness.distributed import PoolBackend, build_pool
 from mlharness.errors import HarnessError
 from mlharness.loadgen.settings import EffectiveSettings
+from mlharness.record import SutRecord
 from mlharness.runner.inflight import InFlight
 from mlharness.runner.messages import (Channel, Counter, Crash, Done, Failed, Phase, Ready,
                                        UserError)
@@ -81,8 +82,8 @@ def _run_streaming(spec: RunSpec, settings: EffectiveSettings, task: Task,
     warmup = spec.warmup if spec.mode == "performance" else 0
     channel.put(Ready(task.describe(), backend.describe(), task.total_count(),
                       task.performance_count(),
-                      {"streaming": True, "concurrency": backend.concurrency,
-                       "warmup_requests": warmup}))
+                      SutRecord(streaming=True, concurrency=backend.concurrency,
+                                warmup_requests=warmup)))
 
     def on_failure(message: str) -> None:
         channel.put(Failed(message, "", None))
@@ -167,10 +168,10 @@ def child_main(spec_data: dict[str, Any], settings: EffectiveSettings, run_dir: 
         warmup = spec.warmup if spec.mode == "performance" else 0
         channel.put(Ready(task.describe(), backend.describe(), task.total_count(),
                           task.performance_count(),
-                          {"max_batch": policy.max_batch, "inline": policy.inline,
-                           "sort_by_length": policy.sort_by_length, "workers": workers,
-                           "warmup_batches": warmup,
-                           **({"placement": placement.to_dict()} if placement else {})}))
+                          SutRecord(max_batch=policy.max_batch, inline=policy.inline,
+                                    sort_by_length=policy.sort_by_length, workers=workers,
+                                    warmup_batches=warmup,
+                                    placement=placement.to_dict() if placement else None)))
 
         def on_failure(message: str) -> None:
             channel.put(Failed(message, getattr(engine, "failure_traceback", ""), home.report()))

@@ -31,13 +31,6 @@ FINISHED = ("ok", "failed", "error", "interrupted")
 #: the status of a run directory whose run.json cannot be read or holds wrong-typed values
 DAMAGED = "damaged"
 _SCENARIOS = tuple(Scenario)
-#: run.json values the index and its readers compute with: (section, key, accepted types)
-_TYPED = (("result", "value", (int, float)), ("result", "valid", (bool,)),
-          ("result", "metric", (str,)), ("result", "unit", (str,)),
-          ("result", "reasons", (list,)), ("result", "latencies_ms", (dict,)),
-          ("accuracy", "value", (int, float)), ("accuracy", "target", (int, float)),
-          ("accuracy", "passed", (bool,)), ("accuracy", "metric", (str,)),
-          ("sut", "max_batch", (int,)))
 #: a token run's (the LLMs') latencies the index keeps: run.json ``result.tokens_ms`` keys
 TOKEN_FIELDS = ("ttft_p99_ms", "tpot_p99_ms", "ttft_limit_ms", "tpot_limit_ms")
 
@@ -213,8 +206,8 @@ def _reasons(record: RunRecord) -> list[str]:
 
 def _batch_size(record: RunRecord) -> int | None:
     """The batch size the SUT used (the engine's policy), else the one asked for."""
-    used = (record.sut or {}).get("max_batch")
-    return used if isinstance(used, int) and not isinstance(used, bool) else record.spec.batch_size
+    used = record.sut.max_batch if record.sut else None
+    return used if used is not None else record.spec.batch_size
 
 
 #: written even at their default: what a person reads first
