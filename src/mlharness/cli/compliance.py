@@ -13,8 +13,10 @@ from rich.markup import escape
 from mlharness.cli.render import LiveProgress, console, console_err, print_json
 from mlharness.cli.run import add_run_arguments, given_spec, resolved_spec
 from mlharness.cli.spec_flags import TABLE_KEYS, add_flag, run_settings
-from mlharness.compliance import required_tests, run_audit, verify
-from mlharness.compliance.audit_config import LLM_TESTS, TESTS
+from mlharness.compliance import (
+    LlmVerdict, PerformanceCheck, Verdict, required_tests, run_audit, verify,
+)
+from mlharness.compliance.audit_config import TESTS
 from mlharness.errors import ConfigError
 from mlharness.record import RUN_FILE, RunRecord
 from mlharness.rules import loadgen_seeds
@@ -203,7 +205,7 @@ def compliance_command(args: argparse.Namespace) -> int:
     return 0 if all(v.passed for v in verdicts) else 1
 
 
-def _perf_detail(perf: Any) -> str:
+def _perf_detail(perf: PerformanceCheck) -> str:
     if perf.failure:
         return perf.failure
     if perf.low is not None and perf.high == float("inf"):  # TEST05 (v3.1+): throughput
@@ -216,7 +218,7 @@ def _perf_detail(perf: Any) -> str:
             f"(reference {perf.reference_score:.6g} ±{perf.threshold:.0%})")
 
 
-def _show_llm_verdict(verdict: Any) -> None:
+def _show_llm_verdict(verdict: LlmVerdict) -> None:
     """TEST06/TEST07/TEST09: each check with its detail, then where the files are."""
     from rich.table import Table
 
@@ -231,7 +233,7 @@ def _show_llm_verdict(verdict: Any) -> None:
     _verdict_footer(verdict)
 
 
-def _verdict_footer(verdict: Any) -> None:
+def _verdict_footer(verdict: Verdict | LlmVerdict) -> None:
     """The notes, where the audit run and the written files are, and the overall word."""
     for note in verdict.notes:
         console.print(f"[yellow]note:[/] {escape(note)}")
@@ -241,11 +243,11 @@ def _verdict_footer(verdict: Any) -> None:
     console.print(f"{verdict.test}: {overall}")
 
 
-def show_verdict(verdict: Any) -> None:
+def show_verdict(verdict: Verdict | LlmVerdict) -> None:
     """One screen: each check with its reason, then where the files are."""
     from rich.table import Table
 
-    if verdict.test in LLM_TESTS:
+    if isinstance(verdict, LlmVerdict):  # TEST06/TEST07/TEST09
         _show_llm_verdict(verdict)
         return
 

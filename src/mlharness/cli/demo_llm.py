@@ -21,7 +21,7 @@ import dataclasses
 import importlib.util
 import sys
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Callable
 
 from rich.markup import escape
 
@@ -98,7 +98,7 @@ def missing(packaged: bool) -> list[str]:
     return names
 
 
-def model_directory(args: argparse.Namespace, say: Any) -> tuple[Path, str]:
+def model_directory(args: argparse.Namespace, say: Callable[[str], None]) -> tuple[Path, str]:
     """The model directory the runs load, and its name for the results."""
     if args.model is not None:
         if not (args.model / "config.json").is_file():

@@ -5,13 +5,17 @@ from __future__ import annotations
 import argparse
 import os
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from rich.progress import BarColumn, Progress, TaskID, TextColumn, TimeRemainingColumn
 from rich.table import Table
 
 from mlharness.cli.render import console, console_err, print_json
 from mlharness.errors import ConfigError, HarnessError
+
+if TYPE_CHECKING:  # artefacts itself is imported when the command runs (see get_command)
+    from mlharness.artefacts import Artefact, Catalogue, Outcome
+    from mlharness.artefacts import Progress as ArtefactProgress
 
 EXAMPLES = """examples:
   mlharness get --list                              # every artefact, and what the cache holds
@@ -105,7 +109,7 @@ def get_command(args: argparse.Namespace) -> int:
     return _get(entries, adopt_into, catalogue, root, args)
 
 
-def _run_defaults(catalogue: Any, benchmark: str, framework: str) -> list[str]:
+def _run_defaults(catalogue: Catalogue, benchmark: str, framework: str) -> list[str]:
     """The artefacts `run -b BENCHMARK` takes from the cache for a model format."""
     chosen = catalogue.defaults.get(benchmark)
     if chosen is None:
@@ -116,7 +120,7 @@ def _run_defaults(catalogue: Any, benchmark: str, framework: str) -> list[str]:
     return [name for name in names if name]
 
 
-def _adoption_target(entries: list[Any], source: Path | None) -> str | None:
+def _adoption_target(entries: list[Artefact], source: Path | None) -> str | None:
     """The one NAME that ``--from`` is for: the only one named, or the only one mlharness
     cannot download (a licensed or gated artefact)."""
     if source is None:
@@ -130,7 +134,7 @@ def _adoption_target(entries: list[Any], source: Path | None) -> str | None:
                       hint="adopt one artefact per command: mlharness get NAME --from PATH")
 
 
-def _get(entries: list[Any], adopt_into: str | None, catalogue: Any, root: Path,
+def _get(entries: list[Artefact], adopt_into: str | None, catalogue: Catalogue, root: Path,
          args: argparse.Namespace) -> int:
     # lazy: artefacts (http, ssl; ~30 modules) stays out of `mlharness --help`
     from mlharness.artefacts import Policy, get
@@ -160,7 +164,7 @@ def _get(entries: list[Any], adopt_into: str | None, catalogue: Any, root: Path,
     return 0
 
 
-def _list(catalogue: Any, root: Path, args: argparse.Namespace) -> int:
+def _list(catalogue: Catalogue, root: Path, args: argparse.Namespace) -> int:
     # lazy: artefacts (http, ssl; ~30 modules) stays out of `mlharness --help`
     from mlharness.artefacts import status
 
@@ -169,7 +173,7 @@ def _list(catalogue: Any, root: Path, args: argparse.Namespace) -> int:
     if args.benchmark and not entries:
         raise ConfigError(f"no artefact is listed for benchmark {args.benchmark!r}",
                           hint="`mlharness get --list` shows every benchmark's")
-    rows = []
+    rows: list[dict[str, Any]] = []  # the JSON rows; the table reads them too
     for a in entries:
         st = status(a, root)
         rows.append({"name": a.name, "kind": a.kind, "benchmarks": a.benchmarks,
@@ -203,7 +207,7 @@ _STATE = {"cached": "[green]cached[/]", "bundled": "[green]shipped[/]",
           "partial": "[yellow]partial[/]", "changed": "[red]changed[/]"}
 
 
-def _check(catalogue: Any, root: Path, args: argparse.Namespace) -> int:
+def _check(catalogue: Catalogue, root: Path, args: argparse.Namespace) -> int:
     # lazy: artefacts (http, ssl; ~30 modules) stays out of `mlharness --help`
     from mlharness.artefacts import check
 
@@ -245,7 +249,7 @@ class DownloadDisplay:
     def __exit__(self, *exc: Any) -> None:
         self.progress.__exit__(*exc)
 
-    def __call__(self, event: Any) -> None:
+    def __call__(self, event: ArtefactProgress) -> None:
         if event.event == "retry":
             self._say(f"[yellow]{event.name}[/]: {event.message}")
             return
@@ -268,7 +272,7 @@ class DownloadDisplay:
             detail = f"{_mb(event.done)}{size}{rate}"
         self.progress.update(tid, detail=detail)
 
-    def done(self, outcome: Any) -> None:
+    def done(self, outcome: Outcome) -> None:
         for key in [k for k in self.tasks if k[0] == outcome.name]:
             self.progress.remove_task(self.tasks.pop(key))
         what = {"cached": "already cached, nothing downloaded", "downloaded": "downloaded",

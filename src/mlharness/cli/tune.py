@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 import sys
 from dataclasses import asdict
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from rich.markup import escape
@@ -18,7 +19,9 @@ from mlharness.names import QPS_SCENARIOS, Scenario
 from mlharness.rules.loader import DEFAULT_ROUND, ROUNDS
 from mlharness.spec import RunSpec, load_toml
 
-if TYPE_CHECKING:  # tune itself is imported when the command runs (see tune_command)
+if TYPE_CHECKING:  # tune itself (and rich's tables) are imported when the command runs
+    from rich.table import Table
+
     from mlharness.tune.probe import Point
     from mlharness.tune.scenario import Tuned
 
@@ -148,7 +151,7 @@ def point_line(point: Point) -> str:
                                                                         else "")
 
 
-def _value_text(point: Any) -> str:
+def _value_text(point: Point) -> str:
     """What a probe measured: samples/s (and a token run's tokens/s), or latency ms."""
     if point.value is None:
         return "-"
@@ -158,7 +161,7 @@ def _value_text(point: Any) -> str:
     return f"{point.value:,.1f}/s{tokens}"
 
 
-def _token(point: Any, name: str) -> str:
+def _token(point: Point, name: str) -> str:
     """``12.3/30 ms``: a token latency's p99 against its limit."""
     p99, limit = point.token_p99(name), point.token_limit(name)
     if p99 is None:
@@ -228,7 +231,8 @@ def tune_command(args: argparse.Namespace) -> int:
     return 1 if failed else 0
 
 
-def outcome_lines(chosen: list[Any], sut: str | None, path: Any, benchmark: str) -> list[str]:
+def outcome_lines(chosen: list[Tuned], sut: str | None, path: Path | None,
+                  benchmark: str) -> list[str]:
     """What tune found, said plainly: the configuration written and how to use it for the
     scenarios with a VALID point; for each without one, that none was found and what to do."""
     done = [t.scenario for t in chosen if t.target is not None]
@@ -261,13 +265,13 @@ def outcome_lines(chosen: list[Any], sut: str | None, path: Any, benchmark: str)
     return lines
 
 
-def _tuned_dict(tuned: Any) -> dict[str, Any]:
+def _tuned_dict(tuned: Tuned) -> dict[str, Any]:
     data = asdict(tuned)
     data["field"] = tuned.field
     return data
 
 
-def points_table(tried: list[Any]) -> Any:
+def points_table(tried: list[Tuned]) -> Table:
     """Every probe tune ran, in order."""
     from rich.table import Table
 
@@ -292,7 +296,7 @@ def points_table(tried: list[Any]) -> Any:
     return table
 
 
-def chosen_table(chosen: list[Any]) -> Any:
+def chosen_table(chosen: list[Tuned]) -> Table:
     """What tune chose per scenario."""
     from rich.table import Table
 

@@ -16,6 +16,7 @@ from typing import Any
 
 from mlharness.compliance.accuracy_check import load_accuracy_entries
 from mlharness.rules.model import accuracy_delta_percent
+from mlharness.tasks import Task
 
 
 @dataclass
@@ -48,7 +49,7 @@ def _pairs(entries: list[dict[str, Any]]) -> list[tuple[int, bytes]]:
     return [(int(e["qsl_idx"]), bytes.fromhex(e["data"])) for e in entries]
 
 
-def accuracy_delta(task: Any, benchmark: str, reference_log: Path, test_log: Path,
+def accuracy_delta(task: Task, benchmark: str, reference_log: Path, test_log: Path,
                    accuracy_dir: Path) -> AccuracyDelta:
     """Score baseline and compliance sets with ``task.score``; write the two accuracy files."""
     ref = load_accuracy_entries(reference_log, "reference")

@@ -14,13 +14,13 @@ from mlharness.compliance.audit_config import (
     TEST09_ENTRIES, TESTS,
 )
 from mlharness.compliance.layout import DETAIL
-from mlharness.compliance.logs import read_detail
+from mlharness.compliance.logs import DetailFacts, read_detail
 from mlharness.errors import ConfigError
 from mlharness.record import RUN_FILE, RunRecord, read_record
 from mlharness.tasks import create_task
 
 
-def test05_round(facts: Any) -> str | None:
+def test05_round(facts: DetailFacts) -> str | None:
     """The round whose TEST05 seeds the run used (None: not a TEST05 audit)."""
     seeds = {k: facts.get(f"effective_{k}") for k in
              ("qsl_rng_seed", "sample_index_rng_seed", "schedule_rng_seed")}
@@ -30,7 +30,7 @@ def test05_round(facts: Any) -> str | None:
     return None
 
 
-def _llm_audit(facts: Any) -> str | None:
+def _llm_audit(facts: DetailFacts) -> str | None:
     """TEST06/TEST07/TEST09 by the values only their audit.config sets: the TEST01 seed, no
     minimum duration, no sample concatenation, the test's sampling target, and whether each
     sample is issued once (TEST07/TEST09). Their min_query_count is not a mark: in Offline
@@ -48,7 +48,7 @@ def _llm_audit(facts: Any) -> str | None:
     return "TEST06" if target == TEST06_ENTRIES["accuracy_log_sampling_target"] else None
 
 
-def audit_applied(test: str, facts: Any) -> bool:
+def audit_applied(test: str, facts: DetailFacts) -> bool:
     """Whether LoadGen ran with ``test``'s audit.config (the effective values of the detail log)."""
     if test == "TEST05":
         return test05_round(facts) is not None

@@ -22,7 +22,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from mlharness.compliance.logs import DETAIL_SCORE_KEY, read_detail, read_summary
+from mlharness.compliance.logs import DETAIL_SCORE_KEY, DetailFacts, read_detail, read_summary
 
 NARROW, WIDE = 0.10, 0.20
 SHORT_LATENCY_LIMIT = {"SingleStream": 200000.0, "MultiStream": 1600000.0}
@@ -86,7 +86,7 @@ def _threshold(scenario: str, reference_score: float) -> float:
     return WIDE if limit is not None and reference_score <= limit else NARROW
 
 
-def _detail_problem(facts: Any, role: str) -> str | None:
+def _detail_problem(facts: DetailFacts, role: str) -> str | None:
     if facts.get("result_validity") != "VALID":
         return f"{role} run is not VALID"
     if facts.num_errors:

@@ -17,6 +17,8 @@ from typing import Any
 
 import numpy as np
 
+from mlharness.backends.base import Backend
+
 INFLIGHT_FILE = "worker_inflight.bin"
 SLOT = 256
 SLOTS = 64  # engine and warm-up threads (a slot each)
@@ -55,11 +57,11 @@ class InFlight:
         self._lock = threading.Lock()
         self._mine = threading.local()  # this thread's slot offset and last shapes
 
-    def wrap(self, backend: Any) -> None:
+    def wrap(self, backend: Backend) -> None:
         """Replace ``backend.predict`` (an instance attribute) with one that records itself."""
         predict = backend.predict
 
-        def recorded(inputs: dict[str, Any]) -> Any:
+        def recorded(inputs: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
             offset = self._enter(inputs)
             try:
                 return predict(inputs)
@@ -68,7 +70,7 @@ class InFlight:
                     self._map[offset] = IDLE
 
         try:
-            backend.predict = recorded
+            backend.predict = recorded  # type: ignore[method-assign]  # on purpose, this instance only
         except AttributeError:  # a backend with __slots__: its deaths name no shapes
             pass
 
