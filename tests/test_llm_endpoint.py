@@ -89,14 +89,16 @@ def test_server_and_interactive_runs_measure_the_servers_token_latencies(
     sent_tpot = _p99([s.tpot_s() for s in server.seen]) * 1e3
     within = 1.15 if noise.p99_ms < 1.0 else 1.5
     slack = 2 * noise.p99_ms
-    # means within 15% of what the server injected, or of what it really sent when a loaded
-    # machine made it late, as for the p99s (plus the noise)
+    # means within the same bound of what the server injected, or of what it really sent when a
+    # loaded machine made it late, as for the p99s (plus the noise): on a busy machine the
+    # client's own streams wait for a core too (a make-test run saw a 291 ms TTFT mean for 228 ms
+    # sent, with the noise thread late by 3.8 ms at p99)
     sent_ttft_mean = statistics.fmean(s.ttft_s() for s in server.seen) * 1e3
     sent_tpot_mean = statistics.fmean(s.tpot_s() for s in server.seen) * 1e3
     assert TTFT_S * 1e3 * 0.99 <= tokens["ttft_mean_ms"] <= (
-        max(TTFT_S * 1e3, sent_ttft_mean) * 1.15 + slack), (tokens, sent_ttft_mean)
+        max(TTFT_S * 1e3, sent_ttft_mean) * within + slack), (tokens, sent_ttft_mean)
     assert GAP_S * 1e3 * 0.85 <= tokens["tpot_mean_ms"] <= (
-        max(GAP_S * 1e3, sent_tpot_mean) * 1.15 + slack), (tokens, sent_tpot_mean)
+        max(GAP_S * 1e3, sent_tpot_mean) * within + slack), (tokens, sent_tpot_mean)
     assert TTFT_S * 1e3 * 0.99 <= tokens["ttft_p99_ms"] <= (
         max(TTFT_S * 1e3, sent_ttft) * within + slack), (tokens, sent_ttft, noise.p99_ms)
     assert GAP_S * 1e3 * 0.85 <= tokens["tpot_p99_ms"] <= (
