@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 import sys
+import tempfile
 from pathlib import Path
 from typing import Iterator
 
@@ -38,17 +39,44 @@ def own_cache(tmp_path_factory: pytest.TempPathFactory) -> Iterator[None]:
     """A cache of the session's own (tokenised features, compiled models), not the user's
     ``~/.cache/mlharness``, for the tests that name no ``--cache-dir``."""
     # torch.compile's inductor cache (default /tmp/torchinductor_<user>) too: two suites at
-    # once on one machine raced in it (a half-written C++ file failed to compile)
-    own = {"MLHARNESS_CACHE": "cache", "TORCHINDUCTOR_CACHE_DIR": "torchinductor"}
+    # once on one machine raced in it (a half-written C++ file failed to compile). Inductor
+    # keeps its precompiled headers (150 MB a suite) under the temp folder whatever that
+    # says, so the session's processes get a temp folder of its own as well: TMPDIR for the
+    # runs' children, tempfile's for this one (Ray's folders stay under /tmp: own_ray_folder)
+    own = {"MLHARNESS_CACHE": "cache", "TORCHINDUCTOR_CACHE_DIR": "torchinductor",
+           "TMPDIR": "tmp"}
     before = {name: os.environ.get(name) for name in own}
     for name, folder in own.items():
         os.environ[name] = str(tmp_path_factory.mktemp(folder))
+    tempdir, tempfile.tempdir = tempfile.tempdir, os.environ["TMPDIR"]
+    headers = _inductor_header_dir(Path(os.environ["TMPDIR"]))
     yield
+    tempfile.tempdir = tempdir
+    if headers is not None:
+        headers()
     for name, value in before.items():
         if value is None:
             os.environ.pop(name, None)
         else:
             os.environ[name] = value
+
+
+def _inductor_header_dir(temp: Path):
+    """Point an already imported inductor's precompiled-header folder under ``temp`` (it took
+    the temp folder at import); returns what puts it back, or None when inductor is not loaded
+    (it then reads the session's temp folder when it is)."""
+    codecache = sys.modules.get("torch._inductor.codecache")
+    if codecache is None:
+        return None
+    names = ("_HEADER_DIR", "_HEADER_LOCK_DIR")
+    old = {name: getattr(codecache, name) for name in names}
+    codecache._HEADER_DIR = str(temp / "torchinductor" / "precompiled_headers")
+    codecache._HEADER_LOCK_DIR = str(Path(codecache._HEADER_DIR) / "locks")
+
+    def restore() -> None:
+        for name, value in old.items():
+            setattr(codecache, name, value)
+    return restore
 
 
 @pytest.fixture
