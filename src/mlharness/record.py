@@ -180,11 +180,16 @@ class RunRecord(BaseModel):
 
     # ---- meaning ----------------------------------------------------------------------------
 
+    @property
+    def error_message(self) -> str:
+        """Why the run did not end ok, in the runner's words ("" when it said nothing)."""
+        return self.error.message if self.error else ""
+
     def verdict(self) -> tuple[str, str]:
         """(verdict, why): VALID/INVALID for performance, PASS/FAIL/DONE for accuracy, FAILED
         when the run did not finish. The only place a run's verdict is decided."""
         if self.status != "ok":
-            return "FAILED", (self.error.message if self.error else "") or self.status
+            return "FAILED", self.error_message or self.status
         acc = self.accuracy
         if acc is not None:
             verdict = {True: "PASS", False: "FAIL", None: "DONE"}[acc.passed]
@@ -318,7 +323,7 @@ def untrusted_reason(path: Path, record: RunRecord) -> str | None:
             return f"still running (pid {record.pid})"
         return "left at 'running' by a process that died (crash or SIGKILL): never finished"
     if status != "ok":
-        why = record.error.message if record.error else None
+        why = record.error_message
         return f"status {status!r}" + (f": {why}" if why else "")
     probe = probe_reason(path, record)
     if probe:

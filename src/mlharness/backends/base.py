@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Callable, Protocol, TypeVar, runtime_checkable
+from typing import Any, Callable, Protocol, TypeGuard, TypeVar, runtime_checkable
 
 import numpy as np
 
@@ -154,7 +154,7 @@ class StreamingBackend(Protocol):
     def describe(self) -> dict[str, Any]: ...
 
 
-def is_streaming(backend: object) -> bool:
+def is_streaming(backend: object) -> TypeGuard[StreamingBackend]:
     """Whether ``backend`` generates text token by token (the streaming SUT path)."""
     return bool(getattr(backend, "generates", False))
 

@@ -303,8 +303,7 @@ def show_record(record: RunRecord, run_dir: Path) -> None:
                       "re-issued samples waited for it, so the target may not be the cause",
                       highlight=False)
     if record.status == "failed":
-        console.print(f"[red]run failed:[/] "
-                      f"{escape((record.error.message if record.error else '') or 'unknown error')}")
+        console.print(f"[red]run failed:[/] {escape(record.error_message or 'unknown error')}")
         console.print(escape(f"  partial logs kept in {run_dir}"))
     elif not record.spec.valid and verdict in ("VALID", "PASS"):
         console.print("[yellow]note:[/] --test run: fine for checking, too short for a submission "

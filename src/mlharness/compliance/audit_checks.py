@@ -127,6 +127,6 @@ def run_notes(run_dir: Path, role: str) -> list[str]:
     """Why a run was INVALID, in the runner's words (what to change), when run.json says so."""
     record = record_or_none(run_dir)
     result = record.result if record is not None else None
-    if result is not None and not result.valid and result.reasons:
+    if result is not None and result.valid is False and result.reasons:
         return [f"{role} is INVALID: " + "; ".join(result.reasons)]
     return []

@@ -70,7 +70,7 @@ def run_audit(test: str, base_spec: RunSpec, output_dir: Path,
         audit_file = config.write(Path(tmp) / "audit.config")
         record = execute(audit_spec(test, base_spec, output_dir, audit_file), progress)
     if record.status != "ok":
-        err = (record.record.error.message if record.record.error else "") or record.status
+        err = record.record.error_message or record.status
         raise RunFailed(f"{test} audit run failed: {err}",
                            hint=f"partial logs kept in {record.run_dir}")
     return record

@@ -5,20 +5,19 @@ actors (``ray_replicas.py``), each holding the dataset and a runtime backend, fe
 
 from __future__ import annotations
 
-
 from mlharness.backends import check_signature
 from mlharness.distributed.pool import PoolBackend
 from mlharness.distributed.ray_replicas import RayBackend
 from mlharness.distributed.remote import RemoteBackend
 from mlharness.spec import RunSpec
-from mlharness.sut.assemble import Phase, task_options
+from mlharness.sut.assemble import PhaseHook, task_options
 from mlharness.tasks import Task, create_task
 
 
-def build_pool(spec: RunSpec, phase: Phase | None = None) -> tuple[Task, PoolBackend]:
+def build_pool(spec: RunSpec, phase: PhaseHook | None = None) -> tuple[Task, PoolBackend]:
     """The task (here for LoadGen's sample counts and the inputs the model must take) and the
     pool of ``spec``'s replicas, connected and ready; ``phase(name)`` hears the steps."""
-    say: Phase = phase or (lambda name, allowance_s=0.0: None)
+    say: PhaseHook = phase or (lambda name, allowance_s=0.0: None)
     say("loading the dataset")
     task = create_task(spec.benchmark, task_options(spec))
     pool: PoolBackend

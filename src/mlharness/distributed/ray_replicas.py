@@ -145,8 +145,9 @@ class RayBackend(PoolBackend):
     """``--replicas N [--ray-address ADDR] [--max-restarts K]``: actors, each running the run's
     ``--backend`` on a node of its own."""
 
-    name = "ray"  # its sut_name is None: LoadGen and the engine stay in this process, not
-    # the network division
+    #: its sut_name stays None: LoadGen and the engine stay in this process (not the network
+    #: division)
+    name = "ray"
 
     def __init__(self) -> None:
         super().__init__()

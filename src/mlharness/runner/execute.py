@@ -212,8 +212,8 @@ def _execute(spec: RunSpec, progress: ProgressSink | None,
         data.backend = watch.ready.backend
         data.sut = watch.ready.sut
         if watch.done:
-            data.sut = data.sut.model_copy(update={"warmup_s": watch.done.warmup_s,
-                                                   "warmup_shapes": watch.done.warmup_shapes})
+            data.sut.warmup_s = watch.done.warmup_s
+            data.sut.warmup_shapes = watch.done.warmup_shapes
         data.task = watch.ready.task
     ended = watch.done or watch.failure
     if ended is not None and ended.backend_report:  # several nodes / replicas: who served
@@ -351,6 +351,5 @@ def stall_message(phase: str, timeout_s: float, building_s: float = 0.0) -> str:
 def raise_if_failed(record: RunOutcome) -> None:
     """Turn a failed record into RunFailed (for callers that want an exception)."""
     if record.status == "failed":
-        err = record.record.error
-        raise RunFailed(f"run failed: {(err.message if err else '') or 'unknown error'}",
+        raise RunFailed(f"run failed: {record.record.error_message or 'unknown error'}",
                         hint=f"partial logs kept in {record.run_dir}")

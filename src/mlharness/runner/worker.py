@@ -14,7 +14,7 @@ import re
 import threading
 import traceback
 from pathlib import Path
-from typing import Any, Sequence, cast
+from typing import Any, Sequence
 
 from mlharness import rules
 from mlharness.backends import prepare_process
@@ -29,7 +29,7 @@ from mlharness.runner.messages import (Channel, Counter, Crash, Done, Failed, Ph
                                        UserError)
 from mlharness.spec import RunSpec
 from mlharness.sut import Engine, StreamEngine, policy_for
-from mlharness.sut.assemble import Phase as PhaseHook, build_instances
+from mlharness.sut.assemble import PhaseHook, build_instances
 from mlharness.sut.samples import SampleHome, sample_home
 from mlharness.tasks import Task
 
@@ -152,9 +152,8 @@ def child_main(spec_data: dict[str, Any], settings: EffectiveSettings, run_dir: 
             task, backend = build_pool(spec, phase)
             instances, placement = [], None
         if is_streaming(backend):
-            _run_streaming(spec, settings, task, cast(StreamingBackend, backend), run_dir,
-                           channel, loaded,
-                           completed, phase)
+            _run_streaming(spec, settings, task, backend, run_dir, channel, loaded, completed,
+                           phase)
             return
         # a model exported with a fixed batch (e.g. the official RetinaNet ONNX: 1) caps the
         # default batch size; a larger explicit --batch-size was refused by check_signature

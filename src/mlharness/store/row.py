@@ -200,7 +200,7 @@ def token_latencies(tokens: dict[str, float], scenario: str) -> dict[str, float 
 
 
 def _reasons(record: RunRecord) -> list[str]:
-    message = record.error.message if record.error else None
+    message = record.error_message
     return ([str(message)] if message else []) + (record.result.reasons if record.result else [])
 
 

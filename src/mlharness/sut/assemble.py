@@ -17,7 +17,7 @@ from mlharness.tasks import Task, TaskOptions, create_task
 COMPILE_PHASE = "loading and compiling the model"  # a load the backend allows extra time for
 #: hears the steps of a load: ``phase(name, allowance_s)`` (the time it may take beyond the
 #: stall timeout)
-Phase = Callable[..., None]
+PhaseHook = Callable[..., None]
 
 
 def check_pairing(spec: RunSpec, task: Task) -> None:
@@ -39,7 +39,7 @@ def check_pairing(spec: RunSpec, task: Task) -> None:
                           "give the LLM servers as --endpoint URL with --backend openai")
 
 
-def build_local(spec: RunSpec, phase: Phase | None = None, cpus: list[int] | None = None,
+def build_local(spec: RunSpec, phase: PhaseHook | None = None, cpus: list[int] | None = None,
                 threads: int | None = None, first: Backend | None = None
                 ) -> tuple[Task, Backend]:
     """The task and the loaded, signature-checked backend a RunSpec names (used by a run's child
@@ -83,7 +83,7 @@ def build_local(spec: RunSpec, phase: Phase | None = None, cpus: list[int] | Non
     return task, backend
 
 
-def build_instances(spec: RunSpec, phase: Phase | None = None
+def build_instances(spec: RunSpec, phase: PhaseHook | None = None
                     ) -> tuple[Task, list[Backend], Placement | None]:
     """``--instances N --threads-per-instance M``: the task, N backends each loaded for its own
     block of cores (sharing the first's model where the backend can), and the placement (None
