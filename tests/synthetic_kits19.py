@@ -145,8 +145,8 @@ def unet3d_onnx(path: Path, filters: tuple[int, ...] = (2, 4), batch: int | None
         x = node("Concat", [x, skip], axis=1)
         x = double(x, 2 * c_out, c_out)
     w = weight(3, filters[0], 1, 1, 1, std=np.sqrt(1.0 / filters[0]))
-    out = node("Conv", [x, w, weight(3, std=0.1)], kernel_shape=[1, 1, 1])
-    nodes.append(helper.make_node("Identity", [out], ["output"], name="output"))
+    nodes.append(helper.make_node("Conv", [x, w, weight(3, std=0.1)], ["output"], name="output",
+                                  kernel_shape=[1, 1, 1]))
     dim: int | str = batch if batch is not None else "batch_size"
     graph = helper.make_graph(
         nodes, "unet3d",

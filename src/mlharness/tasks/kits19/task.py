@@ -37,7 +37,8 @@ DEFAULT_WINDOW_BATCH = 2
 class Kits19Options(Options):
     """``--task-option`` keys of the 3D-UNet benchmarks."""
 
-    #: windows of 128^3 per backend call (default: the model's fixed batch, else 2)
+    #: windows of 128^3 per backend call (default: the model's fixed batch; 2 for a free batch
+    #: dimension; 1 when the backend cannot tell before loading the model)
     window_batch: Annotated[int, Field(ge=1, le=64)] | None = None
     #: add up one call's logits while the next call runs
     overlap: bool = True
@@ -52,6 +53,8 @@ class Kits19Task(TensorTask):
 
     loadgen_model = "3d-unet"
     response_dtype = "uint8"
+    #: a volume is already many backend calls: one a call, each answered when it is done
+    samples_per_call = 1
 
     def __init__(self, name: str, rules: BenchmarkRules, cases: list[CaseFiles],
                  cache: VolumeCache, options: Kits19Options,
@@ -198,7 +201,11 @@ def _window_batch(options: Kits19Options, declared: list[TensorSpec] | None) -> 
                                   "(3dunet_kits19_128x128x128_dynbatch.onnx) for batches of "
                                   "windows")
         return options.window_batch
-    return min(fixed) if fixed else DEFAULT_WINDOW_BATCH
+    if fixed:
+        return min(fixed)
+    free = any(t.name == options.input_name and t.shape and t.shape[0] is None
+               for t in declared or [])
+    return DEFAULT_WINDOW_BATCH if free else 1  # a model the backend cannot read ahead: 1
 
 
 def create(name: str, options: TaskOptions) -> Kits19Task:
