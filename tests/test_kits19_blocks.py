@@ -162,7 +162,7 @@ def test_performance_runs_use_equal_issue(kits: dict[str, Path], tmp_path: Path)
     for run_dir in (single, offline):
         record = json.loads((run_dir / "run.json").read_text())
         # 4 SingleStream queries are too few for LoadGen's early-stopping estimate: INVALID
-        assert record["status"] == "ok" and record["result"]["value"] > 0, record["result"]
+        assert record["status"] == "ok", record
         detail = (run_dir / "mlperf_log_detail.txt").read_text()
         assert '"key": "effective_sample_concatenate_permutation", "value": true' in detail
     assert '"key": "result_query_count", "value": 4' in (single / "mlperf_log_detail.txt").read_text()
