@@ -194,3 +194,22 @@ def test_get_adopts_kits19(kits: dict[str, Path], tmp_path: Path,
     capsys.readouterr()
     assert main(["get", "kits19", "--from", str(full), "--cache-dir", str(tmp_path / "c2")]) == 2
     assert "case_00100" in capsys.readouterr().err
+
+
+def test_openvino_runs_the_windows(kits: dict[str, Path], tmp_path: Path) -> None:
+    """The same run on OpenVINO (its own kernels: labels agree with onnxruntime's nearly
+    everywhere), the dynamic-batch model in batches of 2 windows."""
+    import onnxruntime as ort
+
+    pytest.importorskip("openvino")
+    run_dir = run(kits, tmp_path, "--mode", "accuracy", "--max-samples", "2", "--backend",
+                  "openvino", "--task-option", "window_batch=2", model="dynamic")
+    record = json.loads((run_dir / "run.json").read_text())
+    assert record["backend"]["name"] == "openvino" and record["task"]["window_batch"] == 2
+    session = ort.InferenceSession(str(kits["dynamic"]), providers=["CPUExecutionProvider"])
+    cache = VolumeCache(kits["cache"])
+    log = {e["qsl_idx"]: np.frombuffer(bytes.fromhex(e["data"]), np.uint8)
+           for e in json.loads((run_dir / "mlperf_log_accuracy.json").read_text())}
+    for index, case in enumerate(case_files(kits["data"])[:2]):
+        labels = segment(cache.image(case), lambda w: session.run(["output"], {"input": w})[0])
+        assert np.mean(log[index] == labels.reshape(-1)) > 0.999
