@@ -20,7 +20,6 @@ from pydantic import Field
 from mlharness.errors import DatasetError, ModelError
 from mlharness.options import Options
 from mlharness.rules import BenchmarkRules
-from mlharness.rules import facts as round_facts
 from mlharness.tasks.base import (AccuracyResult, Predict, Progress, TaskOptions, TensorSpec,
                                   TensorTask)
 from mlharness.tasks.kits19.cache import VolumeCache
@@ -61,6 +60,7 @@ class Kits19Task(TensorTask):
                  declared: list[TensorSpec] | None = None) -> None:
         self.name = name
         self.rules = rules
+        self.target = rules.accuracy_target
         self.loadgen_model = rules.loadgen_model
         self.cases = cases
         self.cache = cache
@@ -172,7 +172,7 @@ class Kits19Task(TensorTask):
             scores.append(case_dice(case.name, decode(data, label.shape), label))
         summary = DiceSummary(tuple(scores))
         return AccuracyResult(
-            "DICE", summary.mean, summary.line(), self.rules.accuracy_target,
+            "DICE", summary.mean, summary.line(), self.target,
             {"kidney": summary.kidney, "tumour": summary.tumour, "cases": len(scores),
              "dataset_size": len(self.cases),
              "per_case": {s.case: [s.kidney, s.tumour] for s in scores}})
@@ -215,9 +215,7 @@ def create(name: str, options: TaskOptions) -> Kits19Task:
     ``--task-option`` keys: :class:`Kits19Options`.
     """
     opts = options.parsed(Kits19Options)
-    rules = round_facts(name)
-    if rules is None:
-        raise DatasetError(f"no round describes {name}", hint="check rules/<round>.toml")
+    rules = options.require_rules(name)  # DICE target, sample counts, the LoadGen model key
     if options.dataset is None:
         raise DatasetError(f"{name} needs --dataset",
                            hint="pass -d the KiTS19 folder holding case_00000/imaging.nii.gz, ...")
