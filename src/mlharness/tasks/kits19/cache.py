@@ -102,6 +102,13 @@ class VolumeCache:
         """``case``'s pre-processed label ``(1, D, H, W)`` uint8 (built on a miss)."""
         return self._load(case, LABEL)
 
+    def image_shape(self, case: CaseFiles) -> tuple[int, ...] | None:
+        """The cached image's shape, read from its header (None: not cached)."""
+        try:
+            return tuple(np.load(self.entry(case) / IMAGE, mmap_mode="r").shape)
+        except (FileNotFoundError, ValueError, EOFError, OSError):
+            return None
+
     def _load(self, case: CaseFiles, name: str) -> np.ndarray:
         folder = self.entry(case)
         try:
