@@ -32,7 +32,7 @@ from pydantic import BeforeValidator
 
 from mlharness.backends.base import Backend, BackendOptions
 from mlharness.backends.onnx_precision import require_fp32_onnx
-from mlharness.backends.onnx_shapes import onnx_declared_inputs, onnx_index_limits
+from mlharness.backends.onnx_shapes import onnx_index_limits
 from mlharness.backends.openvino_int8 import IR_SUFFIX, quantize_nncf, require_int8, require_nncf
 from mlharness.backends.quantised import Quantiser, calibration_record, refuse_mislabelled
 from mlharness.errors import ConfigError, ModelError, one_line
@@ -145,12 +145,6 @@ class OpenVinoBackend(Backend):
     #: the environment of a process started to run this backend (Ray actors, whose threads run
     #: before they know their backend): glibc reads it at the start, before any thread
     process_env = {"MALLOC_ARENA_MAX": "1"}
-
-    @staticmethod
-    def declared_inputs(model: Path) -> list[TensorSpec] | None:
-        """The inputs an ONNX file declares, read without loading it (an IR: unknown); a task
-        that sizes its calls by the model's batch (3D-UNet's windows) reads them."""
-        return onnx_declared_inputs(model) if Path(model).suffix == ".onnx" else None
 
     @staticmethod
     def prepare_process() -> None:
