@@ -9,7 +9,13 @@ finishing chunk and ``data: [DONE]``. Token ids are ``first_id + i``; each chunk
 ``Script.token_ids = False`` it streams text only, as servers without either do. ``peak`` is the
 most requests it held open at once.
 Faults after ``fault_after`` tokens: ``drop`` (close the socket), ``stall`` (send nothing more),
-``malformed`` (a chunk that is not JSON); ``429`` / ``500`` answer at once with that status.
+``malformed`` (a chunk that is not JSON), ``error_event`` (a ``{"error": ...}`` event in the 200
+stream); ``429`` / ``500`` answer at once with that status. Every error text names the request's
+``Authorization`` header (a server that echoes it: the key must go nowhere from there).
+
+A hostile server: ``chunks`` streams exactly those ``token_ids`` values, one a chunk, whatever
+they are (strings, floats, too many) and whatever ``max_tokens`` asked; ``ignore_max_tokens``
+streams ``n_tokens`` ids beyond ``max_tokens``.
 """
 
 from __future__ import annotations
@@ -32,6 +38,8 @@ class Script:
     fault_after: int = 2
     token_ids: bool = True  # False: text only, whatever the request asked
     done: bool = True  # False: no ``data: [DONE]`` after the finishing chunk (transformers serve)
+    chunks: list[Any] | None = None  # each chunk's raw token_ids value, sent as it is
+    ignore_max_tokens: bool = False
 
 
 @dataclass
@@ -114,9 +122,11 @@ class ScriptedServer:
         seen = Seen(path, headers, body, received=time.perf_counter())
         self.seen.append(seen)
         s = self.script
+        auth = headers.get("authorization", "no Authorization header")
         if s.fault in ("429", "500") or path not in ("/v1/completions", "/v1/chat/completions"):
             status = int(s.fault) if s.fault in ("429", "500") else 404
-            text = json.dumps({"error": {"message": f"scripted {status}"}}).encode()
+            text = json.dumps({"error": {"message": f"scripted {status}: you sent {auth}"}}
+                              ).encode()
             writer.write(f"HTTP/1.1 {status} X\r\nContent-Type: application/json\r\n"
                          f"Content-Length: {len(text)}\r\n\r\n".encode() + text)
             await writer.drain()
@@ -125,8 +135,27 @@ class ScriptedServer:
                      b"Transfer-Encoding: chunked\r\n\r\n")
         chat = path.endswith("chat/completions")
         n = min(s.n_tokens, int(body.get("max_tokens") or s.n_tokens))
+        if s.ignore_max_tokens:
+            n = s.n_tokens
         await asyncio.sleep(s.ttft_s)
+        if s.chunks is not None:
+            for raw in s.chunks:
+                choice = {"index": 0, "text": " t", "token_ids": raw, "finish_reason": None}
+                self._chunk(writer, f"data: {json.dumps({'choices': [choice]})}\n\n".encode())
+            self._chunk(writer, _event(body, chat, None, "stop"))
+            self._chunk(writer, b"data: [DONE]\n\n")
+            writer.write(b"0\r\n\r\n")
+            await writer.drain()
+            return
         for i in range(n):
+            if i == s.fault_after and s.fault == "error_event":
+                error = {"error": {"message": f"scripted mid-stream error: you sent {auth}",
+                                   "code": 400}}
+                self._chunk(writer, f"data: {json.dumps(error)}\n\n".encode())
+                self._chunk(writer, b"data: [DONE]\n\n")
+                writer.write(b"0\r\n\r\n")
+                await writer.drain()
+                return
             if i == s.fault_after and s.fault in ("drop", "stall", "malformed"):
                 if s.fault == "drop":
                     writer.transport.abort()

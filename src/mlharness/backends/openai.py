@@ -141,6 +141,9 @@ class OpenAIBackend:
         self.options: OpenAIOptions | None = None
         self._endpoints: list[_Endpoint] = []
         self._tokenize: Callable[[str], list[int]] | None = None
+        #: the tokenizer option's vocabulary size and EOS id (a task's tokenizer comes first)
+        self._vocab_size: int | None = None
+        self._eos_id: int | None = None
         self._loop: asyncio.AbstractEventLoop | None = None
         self._thread: threading.Thread | None = None
         self._semaphore: asyncio.Semaphore | None = None
@@ -171,7 +174,8 @@ class OpenAIBackend:
             connect_timeout_s=opts.connect_timeout_s, stall_timeout_s=opts.stall_timeout_s,
             token_ids=opts.extensions)))
             for url in opts.endpoints]
-        self._tokenize = _tokenizer(opts.tokenizer) if opts.tokenizer else None
+        if opts.tokenizer:
+            self._tokenize, self._vocab_size, self._eos_id = _tokenizer(opts.tokenizer)
         self.options = opts
         self.concurrency = opts.concurrency
         self._start_loop()
@@ -291,7 +295,9 @@ class OpenAIBackend:
             try:
                 result = await endpoint.client.complete(
                     prompt, request.max_new_tokens, on_first_token=first, chat=opts.chat,
-                    tokenize=self._tokenize, **body)
+                    tokenize=self._tokenize, vocab_size=request.vocab_size or self._vocab_size,
+                    eos_token_id=(request.eos_token_id if request.eos_token_id is not None
+                                  else self._eos_id), **body)
             except (EndpointError, OSError) as exc:
                 endpoint.failed += 1
                 why = _line(exc) if isinstance(exc, EndpointError) else \
@@ -380,9 +386,10 @@ def _prompt(request: GenerationRequest, chat: bool) -> str | list[int] | list[di
                       "give --backend-option chat=true)")
 
 
-def _tokenizer(directory: Path) -> Callable[[str], list[int]]:
+def _tokenizer(directory: Path) -> tuple[Callable[[str], list[int]], int, int | None]:
     """text -> ids by the Hugging Face tokenizer in ``directory`` (nothing downloaded), without
-    special tokens: the server's output text, as its token ids would have been."""
+    special tokens: the server's output text, as its token ids would have been; and the
+    tokenizer's vocabulary size (added tokens included) and EOS id."""
     if not Path(directory).is_dir():
         raise ConfigError(f"tokenizer directory {directory} not found",
                           "give the model checkpoint's directory (tokenizer files included)")
@@ -401,4 +408,5 @@ def _tokenizer(directory: Path) -> Callable[[str], list[int]]:
     def tokenize(text: str) -> list[int]:
         return list(tok(text, add_special_tokens=False)["input_ids"])
 
-    return tokenize
+    eos = tok.eos_token_id
+    return tokenize, len(tok), eos if isinstance(eos, int) else None

@@ -8,6 +8,11 @@ each). The request's coroutine waits on ``done`` alone; the first token goes to 
 once, from the read that brought it. The stream ends at ``data: [DONE]``, or at the end of the
 body after an event with a ``finish_reason`` (``transformers serve`` sends no ``[DONE]``).
 Each failure is an :class:`EndpointError` naming the endpoint, set on ``done``.
+
+An answer that breaks its request fails at the event that breaks it (:class:`Expected`): more
+tokens than ``max_tokens`` (more text chunks, for a server that streams no ids), a token id
+that is not an integer or lies outside the vocabulary (int32 when it is unknown), a token after
+the EOS token.
 """
 
 from __future__ import annotations
@@ -15,9 +20,11 @@ from __future__ import annotations
 import asyncio
 import json
 import time
+from dataclasses import dataclass
 from typing import Any, Callable, Protocol
 
 from mlharness.errors import RunFailed
+from mlharness.prompts import INT32_LIMIT, bad_token_id
 
 _HEAD, _BODY, _ERROR_BODY = 0, 1, 2
 _ERROR_TEXT_MAX = 4096  # bytes of a refusal's body kept for its message
@@ -40,14 +47,33 @@ class Touched(Protocol):
 OnFirst = Callable[[list[int], str, float], None]
 
 
+@dataclass(frozen=True)
+class Expected:
+    """What the request allows its answer: at most ``max_tokens`` tokens, ids below
+    ``id_limit`` (the vocabulary size when ``vocabulary``, else int32's limit), nothing after
+    the ``eos_id`` token (when known)."""
+
+    max_tokens: int
+    id_limit: int = INT32_LIMIT
+    vocabulary: bool = False
+    eos_id: int | None = None
+
+
+class _Broken(Exception):
+    """The answer broke its request or the stream's format (the message says how)."""
+
+
 class SseResponse(asyncio.Protocol):
     """Reads one response; ``done`` resolves at its end (or fails), ``ids``, ``text`` and
     ``finish`` hold what it streamed, ``first_at`` when its first token came."""
 
     def __init__(self, where: str, chat: bool, guard: Touched, on_first: OnFirst,
-                 api_key_env: str | None = None) -> None:
+                 api_key_env: str | None = None, expected: Expected | None = None) -> None:
         self.where, self.chat, self.guard = where, chat, guard
         self._key_env = api_key_env
+        self.expected = expected or Expected(max_tokens=INT32_LIMIT)
+        self._chunks = 0  # events that carried tokens (ids or text)
+        self._after_eos = False  # the last id so far was the EOS token
         self.done: asyncio.Future[None] = asyncio.get_running_loop().create_future()
         self.transport: asyncio.Transport | None = None
         self.ids: list[int] = []
@@ -92,8 +118,12 @@ class SseResponse(asyncio.Protocol):
                 self._payload(data)
                 if self._left == 0:
                     self._end_of_body()
-        except Exception as exc:  # noqa: BLE001 - answered on ``done``, the request's own error
+        except EndpointError as exc:
             self._fail(exc)
+        except Exception as exc:  # noqa: BLE001 - answered on ``done``, the request's own error
+            self._fail(EndpointError(f"{self.where} sent a response this client cannot read "
+                                     f"({type(exc).__name__}: {str(exc)[:120]})",
+                                     "is this an OpenAI-compatible server?"))
 
     def connection_lost(self, exc: Exception | None) -> None:
         if self.done.done():
@@ -219,13 +249,22 @@ class SseResponse(asyncio.Protocol):
         if not choices:
             self._finished = False
             return
+        if type(choices) is not list:
+            raise EndpointError(f"{self.where} sent choices that are not a list: "
+                                f"{_shown(data)!r}", "is this an OpenAI-compatible server?")
         choice = choices[0] if type(choices[0]) is dict else {}
         finish = choice.get("finish_reason")
         self._finished = bool(finish) if len(choices) == 1 else any(
             type(c) is dict and c.get("finish_reason") for c in choices)
         if finish:
-            self.finish = finish
-        ids, said = tokens_of(choice, self.chat)
+            self.finish = str(finish)[:40]
+        try:
+            ids, said = tokens_of(choice, self.chat)
+            if ids or said:
+                self._check(ids)
+        except _Broken as exc:
+            raise EndpointError(f"{self.where} {exc}", "an answer that breaks its request cannot "
+                                "be part of a result; see the server's log") from None
         if ids or said:
             if self.first_at is None:
                 self.first_at = time.perf_counter()
@@ -233,6 +272,29 @@ class SseResponse(asyncio.Protocol):
             self.ids += ids
             if said:
                 self.text.append(said)
+
+    def _check(self, ids: list[Any]) -> None:
+        """Raise _Broken when one event's ``ids`` break the request: more tokens (text chunks)
+        than max_tokens, ids that are not integers in range, a token after the EOS token."""
+        want = self.expected
+        self._chunks += 1
+        count = len(self.ids) + len(ids) if ids else self._chunks
+        if count > want.max_tokens:
+            what = "tokens" if ids else "text chunks (a token or more each)"
+            raise _Broken(f"streamed {count} {what}, more than the request's max_tokens "
+                          f"{want.max_tokens}")
+        if not ids:
+            return
+        bad = bad_token_id(ids, want.id_limit, want.vocabulary)
+        if bad is not None:
+            raise _Broken(f"streamed a chunk, after {len(self.ids)} tokens, whose {bad}")
+        eos = want.eos_id
+        if eos is not None:
+            if self._after_eos or eos in ids[:-1]:
+                at = len(self.ids) - 1 if self._after_eos else len(self.ids) + ids.index(eos)
+                raise _Broken(f"streamed tokens after the EOS token {eos} (token {at} of the "
+                              "answer): it must end there")
+            self._after_eos = ids[-1] == eos
 
     def _end_of_body(self) -> None:
         if self._state == _ERROR_BODY:
@@ -272,18 +334,43 @@ class SseResponse(asyncio.Protocol):
 def tokens_of(choice: dict[str, Any], chat: bool) -> tuple[list[int], str]:
     """The token ids and text of one streamed choice: ``token_ids`` (vLLM's
     ``return_token_ids``), else ``token_id:N`` logprob tokens; text from ``text`` or, in chat,
-    ``delta.content``."""
+    ``delta.content``. Raises _Broken for ids that are no list, or a ``token_id:`` token
+    whose id is no integer; the ids are not checked further here."""
     if chat:
-        text = (choice.get("delta") or {}).get("content") or ""
+        delta = choice.get("delta") or {}
+        text = delta.get("content") if type(delta) is dict else None
     else:
-        text = choice.get("text") or ""
+        text = choice.get("text")
+    if type(text) is not str:
+        text = ""
     ids = choice.get("token_ids")
     if ids is None:
         logprobs = choice.get("logprobs") or {}
         tokens = logprobs.get("tokens") or [c.get("token", "") for c in
-                                            logprobs.get("content") or []]
-        return [int(t.split(":", 1)[1]) for t in tokens if str(t).startswith("token_id:")], text
-    return list(map(int, ids)), text
+                                            logprobs.get("content") or [] if type(c) is dict]
+        return [_logprob_id(t) for t in tokens
+                if type(t) is str and t.startswith("token_id:")], text
+    if type(ids) is not list:
+        raise _Broken(f"streamed token_ids as {type(ids).__name__} {_short(ids)}, not a list of "
+                      "integers")
+    return ids, text
+
+
+def _logprob_id(token: str) -> int:
+    """The id of a ``token_id:N`` logprob token (ASCII digits only: ``int`` also takes
+    ``"1_0"``, spaces and other scripts' digits)."""
+    digits = token[len("token_id:"):]
+    plain = digits[1:] if digits.startswith("-") else digits
+    if not (plain.isascii() and plain.isdigit()):
+        raise _Broken(f"streamed the logprob token {_short(token)}, whose id is no integer")
+    if len(plain) > 12:  # beyond int32 either way; int() of a huge text is slow
+        return INT32_LIMIT if digits[0] != "-" else -1
+    return int(digits)
+
+
+def _short(value: Any) -> str:
+    text = repr(value)
+    return text if len(text) <= 40 else text[:37] + "..."
 
 
 def _shown(data: bytes) -> str:

@@ -26,8 +26,9 @@ from urllib.parse import urlsplit
 
 from pydantic import BaseModel, Field
 
-from mlharness.backends.openai_sse import EndpointError, SseResponse
+from mlharness.backends.openai_sse import EndpointError, Expected, SseResponse
 from mlharness.errors import ConfigError
+from mlharness.prompts import INT32_LIMIT
 
 
 class _Secret:
@@ -107,6 +108,7 @@ class OpenAIStreamClient:
     async def complete(self, prompt: str | list[int] | list[dict[str, str]], max_tokens: int,
                        on_first_token: FirstToken | None = None, on_done: Done | None = None,
                        chat: bool = False, tokenize: Callable[[str], list[int]] | None = None,
+                       vocab_size: int | None = None, eos_token_id: int | None = None,
                        **extra: Any) -> StreamResult:
         """Send one prompt (text or token ids; chat: a list of messages) and stream the answer.
 
@@ -114,8 +116,11 @@ class OpenAIStreamClient:
         token in it; LoadGen's TEST06 compares them with the output's start); ``on_done`` gets
         the result; either may be a coroutine function. ``extra`` goes into the request body.
         ``tokenize`` (text -> ids) serves a server that streams text without token ids: the
-        first chunk's text gives the first ids, the whole text the output's; without it such a
-        stream is an error."""
+        first chunk's text gives the first ids, the whole text the output's (at most
+        ``max_tokens`` of them: the server's own count is unknown); without it such a stream is
+        an error. An answer that breaks the request fails it (``openai_sse.Expected``): more
+        than ``max_tokens`` tokens, ids that are not integers below ``vocab_size`` (int32's
+        limit when None), tokens after ``eos_token_id``."""
         body: dict[str, Any] = {"model": self.settings.model, "max_tokens": max_tokens,
                                 "temperature": 0, "stream": True}
         if self.settings.token_ids:
@@ -125,9 +130,11 @@ class OpenAIStreamClient:
         where = self.endpoint(chat)
         start = time.perf_counter()
         guard = _StallGuard(self.settings.stall_timeout_s)
+        expected = Expected(max_tokens, min(vocab_size or INT32_LIMIT, INT32_LIMIT),
+                            vocab_size is not None, eos_token_id)
         try:
             result = await self._stream(where, chat, body, guard, start, on_first_token,
-                                        tokenize)
+                                        tokenize, expected)
         except asyncio.CancelledError:
             if guard.expired():
                 raise EndpointError(f"{where} stalled: nothing for "
@@ -143,20 +150,21 @@ class OpenAIStreamClient:
 
     async def _stream(self, where: str, chat: bool, body: dict[str, Any], guard: _StallGuard,
                       start: float, on_first_token: FirstToken | None,
-                      tokenize: Callable[[str], list[int]] | None) -> StreamResult:
+                      tokenize: Callable[[str], list[int]] | None,
+                      expected: Expected) -> StreamResult:
         pending: list[Awaitable[None]] = []
 
         def first(ids: list[int], text: str, at: float) -> None:
             if not ids:
                 if tokenize is None:
                     raise _no_ids(where)
-                ids = tokenize(text)
+                ids = tokenize(text)[:expected.max_tokens]
             if on_first_token is not None:
                 value = on_first_token(ids, at - start)
                 if inspect.isawaitable(value):
                     pending.append(asyncio.ensure_future(value))
 
-        response = SseResponse(where, chat, guard, first, self.settings.api_key_env)
+        response = SseResponse(where, chat, guard, first, self.settings.api_key_env, expected)
         await self._connect(where, response)
         try:
             self._send(response, "/v1/chat/completions" if chat else "/v1/completions", body)
@@ -170,7 +178,7 @@ class OpenAIStreamClient:
         if text and not ids:
             if tokenize is None:
                 raise _no_ids(where)
-            ids = tokenize(text)
+            ids = tokenize(text)[:expected.max_tokens]
         total = time.perf_counter() - start
         ttft = response.first_at - start if response.first_at is not None else total
         return StreamResult(token_ids=ids, text=text, n_tokens=len(ids), ttft_s=ttft,

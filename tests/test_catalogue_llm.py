@@ -1,0 +1,155 @@
+"""Catalogue: the LLM runs under a hostile server and a careless user (issue 44).
+
+A server's answer that breaks its request (more tokens than asked, ids that are not integers of
+the vocabulary, a token after the EOS token) ends the run with exit 3 and one line naming the
+endpoint, and the run is never a result; the task's settings are bounded before anything runs.
+Each case asserts the exit code, the line, the record, and that nothing outside the run's
+folder changed.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import llm_fixtures as fx
+import pytest
+from catalogue_support import assert_clean_error, run_cli, snapshot
+from llm_server import Script, ScriptedServer
+
+from mlharness.prompts import GenerationRequest
+from mlharness.sut.stream import StreamEngine
+
+VOCAB = 40  # the fixture tokenizer's ids: 0..39, [SEP] (3) its EOS
+
+
+@pytest.fixture(scope="module")
+def llm(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
+    """A 10-sample cnn_eval.json and a tokenizer directory (vocab.txt: VOCAB ids, EOS [SEP])."""
+    root = tmp_path_factory.mktemp("llm")
+    dataset = fx.write_cnn_dataset(root / "cnn_eval.json", fx.articles(10),
+                                   lambda text: [7 + len(w) % 30 for w in text.split()])
+    tok = root / "tok"
+    tok.mkdir()
+    words = [f"w{i}" for i in range(VOCAB - len(fx.SPECIALS))]
+    (tok / "vocab.txt").write_text("\n".join(fx.SPECIALS + words) + "\n")
+    (tok / "tokenizer_config.json").write_text(json.dumps(
+        {"tokenizer_class": "BertTokenizer", "eos_token": "[SEP]"}))
+    return {"dataset": dataset, "tokenizer": tok}
+
+
+def _run(llm: dict[str, Path], url: str, capsys, *flags: str):
+    return run_cli(["run", "-b", "llama3.1-8b", "--backend", "openai", "--endpoint", url,
+                    "--backend-option", "served_model=tiny", "--dataset", llm["dataset"],
+                    "--output-dir", "runs", "--no-progress", *flags], capsys)
+
+
+def _record(root: Path) -> dict[str, Any]:
+    found = list((root / "runs").rglob("run.json"))
+    assert len(found) == 1, found
+    return json.loads(found[0].read_text())
+
+
+# ---- results that can be trusted -----------------------------------------------------------------
+
+ACCURACY = ("-s", "Offline", "--mode", "accuracy")
+HOSTILE = [
+    # (id, the server's script, flags, what the one line says)
+    ("more-tokens-than-asked", Script(ttft_s=0.01, gap_s=0, n_tokens=1000,
+                                      ignore_max_tokens=True),
+     ("-s", "Offline", "--target-qps", "5", "--warmup", "0", "--task-option",
+      "max_new_tokens=8"), "streamed 9 tokens, more than the request's max_tokens 8"),
+    ("ids-a-string", Script(ttft_s=0.01, chunks=["12345"]), ACCURACY,
+     "streamed token_ids as str '12345', not a list of integers"),
+    ("ids-beyond-the-vocabulary", Script(ttft_s=0.01, chunks=[[5], [VOCAB]]),
+     (*ACCURACY, "--task-option", "tokenizer={tokenizer}"),
+     f"token id {VOCAB} at position 0 is outside the vocabulary (0..{VOCAB - 1})"),
+    ("eos-not-last", Script(ttft_s=0.01, chunks=[[5], [3], [6]]),
+     (*ACCURACY, "--task-option", "tokenizer={tokenizer}"),
+     "streamed tokens after the EOS token 3 (token 1 of the answer)"),
+]
+
+
+@pytest.mark.parametrize("case", HOSTILE, ids=[c[0] for c in HOSTILE])
+def test_an_answer_that_breaks_its_request_fails_the_run_naming_the_endpoint(
+        case, llm, tmp_path: Path, capsys, monkeypatch) -> None:
+    _, script, flags, said = case
+    monkeypatch.chdir(tmp_path)
+    before = snapshot(tmp_path)
+    with ScriptedServer(script) as server:
+        result = _run(llm, server.url, capsys,
+                      *(f.format(tokenizer=llm["tokenizer"]) for f in flags))
+    text = result.out + result.err
+    assert result.code == 3 and "Traceback" not in text, text
+    record = _record(tmp_path)
+    message = record["error"]["message"]
+    assert record["status"] == "failed" and message.startswith(f"{server.url}/v1/completions")
+    assert said in message and said in " ".join(text.split()), (message, text)
+    assert "\n" not in message
+    assert record.get("accuracy") is None and (record.get("result") or {}).get("valid") in (
+        None, False)  # never a result, let alone VALID
+    assert not list(tmp_path.rglob("accuracy.txt"))
+    assert snapshot(tmp_path, skip=("runs",)) == before
+
+
+class _Answers:
+    """A streaming backend that answers every request with ``ids``."""
+
+    name = "scripted"
+    concurrency = 1
+
+    def __init__(self, ids: list[Any]) -> None:
+        self.ids = ids
+
+    def submit(self, request, on_first, on_done, on_error) -> None:
+        on_first(self.ids[:1])
+        on_done(self.ids)
+
+
+class _Task:
+    def request(self, index: int) -> GenerationRequest:
+        return GenerationRequest(input_ids=(1, 2), text=None, max_new_tokens=4)
+
+
+@pytest.mark.parametrize(("ids", "said"), [
+    ([1, 2, 3, 4, 5], "5 tokens for a request of at most 4"),
+    ([1, 2.0], "token id 2.0 at position 1 is not an integer"),
+    ([True], "token id True at position 0 is not an integer"),
+    ([2**31], "outside int32"),
+])
+def test_any_streaming_backend_answering_against_its_request_fails_the_run(ids, said) -> None:
+    """The streaming SUT checks every backend's answers (not only the openai client's): LoadGen
+    never gets more tokens than asked or ids that are not int32, the sample is answered empty
+    and the run ends as failed."""
+    completed: list[tuple[int, list[int]]] = []
+    failures: list[str] = []
+    engine = StreamEngine(_Task(), _Answers(ids), lambda rid, ids: None,  # type: ignore[arg-type]
+                          lambda rid, ids: completed.append((rid, list(ids))), failures.append)
+    engine.issue([7, 8], [0, 1])
+    assert len(failures) == 1 and said in failures[0] and "scripted backend" in failures[0]
+    assert sorted(completed) == [(7, []), (8, [])]  # answered, empty: LoadGen waits for none
+    assert engine.tokens == 0
+
+
+# ---- bounds on the task's settings ---------------------------------------------------------------
+
+@pytest.mark.parametrize("value", ["-1", "0", str(2**64 + 1), "129"])
+def test_max_new_tokens_outside_1_to_the_reference_is_refused_before_anything_runs(
+        value: str, llm, tmp_path: Path, capsys, monkeypatch) -> None:
+    monkeypatch.chdir(tmp_path)
+    before = snapshot(tmp_path)
+    result = _run(llm, "http://127.0.0.1:9", capsys, "--task-option", f"max_new_tokens={value}")
+    assert_clean_error(result, 2, f"max_new_tokens={value} is out of range: llama3.1-8b allows "
+                                  "1..128")
+    assert snapshot(tmp_path) == before and not (tmp_path / "runs").exists()
+
+
+def test_max_new_tokens_within_the_bounds_is_what_the_server_is_asked(llm, tmp_path: Path,
+                                                                      capsys,
+                                                                      monkeypatch) -> None:
+    monkeypatch.chdir(tmp_path)
+    with ScriptedServer(Script(ttft_s=0.01, gap_s=0, n_tokens=4)) as server:
+        result = _run(llm, server.url, capsys, *ACCURACY, "--task-option", "max_new_tokens=1",
+                      "--max-samples", "2")
+    assert server.seen and {s.body["max_tokens"] for s in server.seen} == {1}, result.err
