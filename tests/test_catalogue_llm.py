@@ -15,7 +15,7 @@ from typing import Any
 
 import llm_fixtures as fx
 import pytest
-from catalogue_support import assert_clean_error, run_cli, snapshot
+from catalogue_support import assert_clean_error, cli_subprocess, run_cli, snapshot
 from llm_server import Script, ScriptedServer
 
 from mlharness.prompts import GenerationRequest
@@ -153,3 +153,125 @@ def test_max_new_tokens_within_the_bounds_is_what_the_server_is_asked(llm, tmp_p
         result = _run(llm, server.url, capsys, *ACCURACY, "--task-option", "max_new_tokens=1",
                       "--max-samples", "2")
     assert server.seen and {s.body["max_tokens"] for s in server.seen} == {1}, result.err
+
+
+# ---- secrets -------------------------------------------------------------------------------------
+
+KEY = "sk-catalogue-0123456789abcdefSECRET"
+PASSWORD = "pa55-w0rd-of-the-url"
+
+
+def _files_holding(root: Path, *secrets: str) -> list[str]:
+    """Every file under ``root`` (the run directories, the index and its WAL) whose bytes hold
+    one of ``secrets``."""
+    return [str(p) for p in root.rglob("*") if p.is_file()
+            and any(s.encode() in p.read_bytes() for s in secrets)]
+
+
+@pytest.mark.parametrize("fault", ["500", "error_event"])
+def test_a_key_the_server_echoes_is_written_and_printed_nowhere(fault: str, llm,
+                                                                tmp_path: Path) -> None:
+    """The server echoes the request's Authorization header in its error (an HTTP 500 body, or
+    an error object inside a 200 stream); the endpoint is given with credentials in its URL.
+    Neither the key nor the password is in any file of the run directory, the result index,
+    the CLI's stdout and stderr (the worker's included), the reproduce command or `runs`."""
+    with ScriptedServer(Script(ttft_s=0.01, gap_s=0, n_tokens=4, fault=fault)) as server:
+        url = server.url.replace("http://", f"http://user:{PASSWORD}@")
+        proc = cli_subprocess(["run", "-b", "llama3.1-8b", "--backend", "openai", "--endpoint",
+                               url, "--backend-option", "served_model=tiny", "--dataset",
+                               llm["dataset"], "--output-dir", "runs", "--no-progress",
+                               *ACCURACY], cwd=tmp_path, env_extra={"OPENAI_API_KEY": KEY})
+        out, err = proc.communicate(timeout=180)
+    assert server.seen[0].headers["authorization"] == f"Bearer {KEY}"  # it was sent
+    assert proc.returncode == 3 and "Traceback" not in out + err, err
+    said = "answered HTTP 500" if fault == "500" else "reported an error mid-stream"
+    assert said in out + err and "you sent Bearer ***" in out + err  # the server's own words
+    assert KEY not in out + err and PASSWORD not in out + err
+    assert _files_holding(tmp_path, KEY, PASSWORD) == []
+    record = _record(tmp_path)
+    assert "you sent Bearer ***" in record["error"]["message"]
+    assert record["spec"]["backend_option"]["endpoints"] == [
+        url.replace(f"user:{PASSWORD}", "***")]
+    listed = cli_subprocess(["runs", "--runs-dir", "runs"], cwd=tmp_path,
+                            env_extra={"OPENAI_API_KEY": KEY})
+    shown, shown_err = listed.communicate(timeout=60)
+    assert listed.returncode == 0 and KEY not in shown + shown_err, shown_err
+    assert PASSWORD not in shown + shown_err
+
+
+@pytest.mark.parametrize("value", [KEY, "my key", "1PASSWORD", "OPENAI-API-KEY", "x" * 200])
+def test_a_value_where_a_variable_name_belongs_is_refused_and_never_shown(
+        value: str, llm, tmp_path: Path, capsys, monkeypatch) -> None:
+    monkeypatch.chdir(tmp_path)
+    before = snapshot(tmp_path)
+    result = _run(llm, "http://127.0.0.1:9", capsys, "--backend-option",
+                  f"api_key_env={value}")
+    assert_clean_error(result, 2, "api_key_env takes the NAME of the environment variable")
+    assert "export OPENAI_API_KEY=" in result.err and value not in result.out + result.err
+    assert snapshot(tmp_path) == before and not (tmp_path / "runs").exists()
+
+
+def test_logs_and_consoles_mask_registered_secrets_and_credentials(capsys, caplog) -> None:
+    import logging
+
+    from mlharness import redact
+    from mlharness.cli.render import console_err
+
+    redact.register(KEY)
+    assert redact.scrub(f"x {KEY} y") == "x *** y"
+    assert redact.scrub("http://u:p@h:1/v1 and Authorization: Bearer abcdefgh12") == \
+        "http://***@h:1/v1 and Authorization: ***"
+    assert redact.scrub('{"authorization": "Basic dXNlcjpwYXNzd29yZA=="}') == \
+        '{"authorization": "***"}'
+    assert redact.scrub("the standard bearer of basic rights") == \
+        "the standard bearer of basic rights"  # words stay
+    redact.guard_output()
+    logging.getLogger("mlharness.test").error("the server said %s", KEY)
+    try:
+        raise RuntimeError(f"echoed {KEY}")
+    except RuntimeError:
+        logging.getLogger("mlharness.test").exception("failed")
+    logged = "\n".join(caplog.handler.format(r) for r in caplog.records)
+    assert KEY not in logged and logged.count("***") == 2, logged
+    console_err.print(f"error: {KEY}")
+    err = capsys.readouterr().err
+    assert KEY not in err and "error: ***" in err, err
+
+
+# ---- endpoints -----------------------------------------------------------------------------------
+
+BAD_ENDPOINTS = [
+    ("http://127.0.0.1:99999", "is not a URL (Port out of range 0-65535)"),
+    ("http://[::1", "is not a URL (Invalid IPv6 URL)"),
+    ("http://[::1:8000", "Invalid IPv6 URL"),
+    ("http://127.0.0.1:0", "needs a port from 1 to 65535"),
+    ("http://h:-1", "is not a URL (Port could not be cast to integer value as '-1')"),
+    ("https://127.0.0.1:8000", "https is not supported"),
+    ("ftp://127.0.0.1:21", "(ftp scheme"),
+    ("http://:8000", "names no host"),
+]
+
+
+@pytest.mark.parametrize("benchmark", ["llama3.1-8b", "demo"])
+@pytest.mark.parametrize(("url", "said"), BAD_ENDPOINTS, ids=[u for u, _ in BAD_ENDPOINTS])
+def test_an_endpoint_that_is_no_http_url_is_refused_before_anything_runs(
+        benchmark: str, url: str, said: str, llm, tmp_path: Path, capsys, monkeypatch) -> None:
+    """The LLM server (--backend openai) and a serve node (remote) alike: exit 2 naming the
+    problem, no run directory."""
+    monkeypatch.chdir(tmp_path)
+    before = snapshot(tmp_path)
+    if benchmark == "demo":
+        result = run_cli(["run", "-b", "demo", "--endpoint", url, "--output-dir", "runs"],
+                         capsys)
+    else:
+        result = _run(llm, url, capsys)
+    assert_clean_error(result, 2, said)
+    assert snapshot(tmp_path) == before and not (tmp_path / "runs").exists()
+
+
+def test_a_serve_node_endpoint_needs_its_port(tmp_path: Path, capsys, monkeypatch) -> None:
+    monkeypatch.chdir(tmp_path)
+    result = run_cli(["run", "-b", "demo", "--endpoint", "http://u:secretpass@10.0.0.2",
+                      "--output-dir", "runs"], capsys)
+    assert_clean_error(result, 2, "--endpoint 'http://***@10.0.0.2' needs a port")
+    assert "secretpass" not in result.err and not (tmp_path / "runs").exists()

@@ -288,7 +288,7 @@ def test_options_are_checked_at_load():
     assert err.value.hint == "give --backend-option served_model=NAME (the server's model id)"
     with pytest.raises(ConfigError, match="endpoints is required"):
         load(served_model="m")
-    with pytest.raises(ConfigError, match="not http://host:port"):
+    with pytest.raises(ConfigError, match="is not http://HOST:PORT .https scheme"):
         load(endpoints=["https://example.invalid"], served_model="m")
     with pytest.raises(ConfigError, match="given twice"):
         load(endpoints="http://127.0.0.1:1,http://127.0.0.1:1/v1", served_model="m")

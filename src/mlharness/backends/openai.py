@@ -30,6 +30,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import re
 import threading
 import time
 from pathlib import Path
@@ -39,8 +40,10 @@ from pydantic import Field, field_validator
 
 from mlharness.backends.base import BackendOptions, GenerationRequest, OnDone, OnError, OnFirst
 from mlharness.backends.openai_stream import ClientSettings, EndpointError, OpenAIStreamClient
+from mlharness.distribution import check_endpoint
 from mlharness.errors import ConfigError, HarnessError, one_line
-from mlharness.options import Options
+from mlharness.options import Options, RuleError
+from mlharness.redact import register_env, register_url, scrub
 from mlharness.tensors import TensorSpec
 
 log = logging.getLogger(__name__)
@@ -79,12 +82,37 @@ class OpenAIOptions(Options):
         if isinstance(value, (list, tuple)):
             value = [_base_url(str(v)) for v in value]
             if len(set(value)) != len(value):
-                raise ValueError(f"an endpoint is given twice: {value}")
+                raise RuleError(f"an endpoint is given twice: {scrub(', '.join(value))}",
+                                "list each server once")
         return value
+
+    @field_validator("api_key_env")
+    @classmethod
+    def _env_name(cls, value: str) -> str:
+        """A variable's NAME: a key given here by mistake is refused, and never shown."""
+        if value and not ENV_NAME.fullmatch(value):
+            raise RuleError("api_key_env takes the NAME of the environment variable that holds "
+                            "the API key (letters, digits and _, not starting with a digit); "
+                            "the value given is not one, perhaps the key itself (not shown)",
+                            "export OPENAI_API_KEY=<key> and leave api_key_env out, or give "
+                            "--backend-option api_key_env=YOUR_VARIABLE")
+        return value
+
+    def model_post_init(self, context: Any) -> None:
+        """This process masks the key and the endpoints' credentials wherever it writes."""
+        register_env(self.api_key_env)
+        for url in self.endpoints:
+            register_url(url)
+
+
+#: an environment variable's name (POSIX: letters, digits, underscore; no leading digit)
+ENV_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]{0,127}")
 
 
 def _base_url(url: str) -> str:
-    url = url.strip().rstrip("/")
+    url = check_endpoint(url).rstrip("/")
+    if "://" not in url:
+        url = f"http://{url}"
     return url[: -len("/v1")] if url.endswith("/v1") else url
 
 
@@ -94,7 +122,7 @@ class _Endpoint:
     __slots__ = ("url", "client", "outstanding", "sent", "failed", "resting_until")
 
     def __init__(self, client: OpenAIStreamClient) -> None:
-        self.url = client.settings.base_url
+        self.url = client.url  # without credentials
         self.client = client
         self.outstanding = 0
         self.sent = 0

@@ -25,6 +25,7 @@ from typing import Any, Callable, Protocol
 
 from mlharness.errors import RunFailed
 from mlharness.prompts import INT32_LIMIT, bad_token_id
+from mlharness.redact import scrub
 
 _HEAD, _BODY, _ERROR_BODY = 0, 1, 2
 _ERROR_TEXT_MAX = 4096  # bytes of a refusal's body kept for its message
@@ -242,9 +243,10 @@ class SseResponse(asyncio.Protocol):
         if type(event) is not dict:
             raise EndpointError(f"{self.where} sent a stream event that is not an object: "
                                 f"{_shown(data)!r}", "is this an OpenAI server?")
-        if "error" in event:
-            raise EndpointError(f"{self.where} reported an error mid-stream: "
-                                f"{str(event['error'])[:200]}", "see the server's log")
+        if "error" in event or event.get("object") == "error":
+            raise EndpointError(f"{self.where} reported an error mid-stream after "
+                                f"{len(self.ids)} tokens: {_server_says(event)}",
+                                "see the server's log")
         choices = event.get("choices")
         if not choices:
             self._finished = False
@@ -312,7 +314,8 @@ class SseResponse(asyncio.Protocol):
                 401: f"set the API key in ${self._key_env}",
                 404: "check the URL and that the server offers this endpoint and model"
                 }.get(self._status, "see the server's log")
-        return EndpointError(f"{self.where} answered HTTP {self._status}: {text[:200]}", hint)
+        return EndpointError(f"{self.where} answered HTTP {self._status}: "
+                             f"{_server_says(text)}", hint)
 
     # -- the end ------------------------------------------------------------------------------
 
@@ -374,4 +377,21 @@ def _short(value: Any) -> str:
 
 
 def _shown(data: bytes) -> str:
-    return data[:80].decode("utf-8", "replace")
+    return scrub(data[:80].decode("utf-8", "replace"))
+
+
+def _server_says(said: Any) -> str:
+    """A server's error as one line of at most 200 characters: its ``message`` when it sent
+    an OpenAI error object (``{"error": {"message": ...}}`` or ``{"object": "error", ...}``),
+    else its text; secrets masked (a server may echo the request's Authorization header)."""
+    if isinstance(said, str):
+        try:
+            said = json.loads(said)
+        except ValueError:
+            pass
+    if isinstance(said, dict):
+        inner = said.get("error", said)
+        message = inner.get("message") if isinstance(inner, dict) else inner
+        said = message if message is not None else said
+    text = " ".join(str(said).split())
+    return scrub(text[:400])[:200]

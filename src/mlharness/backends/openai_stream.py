@@ -10,12 +10,16 @@ way vLLM returns them (``"return_token_ids": true`` gives ``token_ids`` in each 
 ``QuerySamplesComplete``). Each failure is an :class:`EndpointError` naming the endpoint.
 
 The API key comes from an environment variable, is sent as ``Authorization: Bearer``, and
-appears in no message, ``repr`` or log.
+appears in no message, ``repr`` or log (it is registered with :mod:`mlharness.redact`, which
+masks it, and what a server echoes of it, wherever this process writes). Credentials in the URL
+(``http://user:pass@host``) are sent as ``Authorization: Basic`` when no key is set, and never
+named: messages name the endpoint without them.
 """
 
 from __future__ import annotations
 
 import asyncio
+import base64
 import inspect
 import json
 import os
@@ -29,6 +33,7 @@ from pydantic import BaseModel, Field
 from mlharness.backends.openai_sse import EndpointError, Expected, SseResponse
 from mlharness.errors import ConfigError
 from mlharness.prompts import INT32_LIMIT
+from mlharness.redact import register
 
 
 class _Secret:
@@ -94,16 +99,28 @@ class OpenAIStreamClient:
                               "e.g. http://127.0.0.1:8000 (https is not supported yet)")
         self.settings = settings
         self._host, self._port = url.hostname, url.port or 80
+        self._hostport = url.netloc.rpartition("@")[2]  # no credentials; IPv6 in brackets
         self._prefix = url.path.rstrip("/")
-        self._key = _Secret(os.environ.get(settings.api_key_env, "")
-                            if settings.api_key_env else "")
+        #: the URL as messages name it: without credentials
+        self.url = f"http://{self._hostport}{self._prefix}"
+        key = os.environ.get(settings.api_key_env, "") if settings.api_key_env else ""
+        register(key)
+        if key:
+            self._auth = _Secret(f"Bearer {key}")
+        elif url.username is not None:
+            register(url.password)
+            basic = f"{url.username}:{url.password or ''}".encode()
+            self._auth = _Secret(f"Basic {base64.b64encode(basic).decode()}")
+            register(self._auth.reveal().split(" ", 1)[1])
+        else:
+            self._auth = _Secret("")
 
     def __repr__(self) -> str:
-        return f"OpenAIStreamClient({self.settings.base_url}, model={self.settings.model})"
+        return f"OpenAIStreamClient({self.url}, model={self.settings.model})"
 
     def endpoint(self, chat: bool) -> str:
         path = "/v1/chat/completions" if chat else "/v1/completions"
-        return f"{self.settings.base_url.rstrip('/')}{path}"
+        return f"{self.url}{path}"
 
     async def complete(self, prompt: str | list[int] | list[dict[str, str]], max_tokens: int,
                        on_first_token: FirstToken | None = None, on_done: Done | None = None,
@@ -197,11 +214,11 @@ class OpenAIStreamClient:
 
     def _send(self, response: SseResponse, path: str, body: dict[str, Any]) -> None:
         payload = json.dumps(body).encode()
-        head = [f"POST {self._prefix}{path} HTTP/1.1", f"Host: {self._host}:{self._port}",
+        head = [f"POST {self._prefix}{path} HTTP/1.1", f"Host: {self._hostport}",
                 "Content-Type: application/json", "Accept: text/event-stream",
                 f"Content-Length: {len(payload)}", "Connection: close"]
-        if self._key.reveal():
-            head.append(f"Authorization: Bearer {self._key.reveal()}")
+        if self._auth.reveal():
+            head.append(f"Authorization: {self._auth.reveal()}")
         if response.transport is not None and not response.done.done():
             response.transport.write(("\r\n".join(head) + "\r\n\r\n").encode() + payload)
 

@@ -1,6 +1,6 @@
 """The node's shared secret: ``$MLHARNESS_NODE_TOKEN`` or a token file, read by ``mlharness
 serve`` and the ``remote`` backend alike. Never logged and never written to run.json (only the
-file's path is)."""
+file's path is): the process that reads it registers it with ``mlharness.redact``."""
 
 from __future__ import annotations
 
@@ -8,6 +8,7 @@ import os
 from pathlib import Path
 
 from mlharness.errors import ConfigError
+from mlharness.redact import register
 
 TOKEN_ENV = "MLHARNESS_NODE_TOKEN"
 
@@ -30,4 +31,5 @@ def read_token(path: Path | str | None) -> str | None:
     if any(ord(c) < 33 or ord(c) > 126 for c in token):
         raise ConfigError("the node token has spaces or characters outside printable ASCII",
                           hint="e.g. python -c 'import secrets; print(secrets.token_hex(32))'")
+    register(token)  # masked wherever this process writes (mlharness.redact)
     return token

@@ -19,6 +19,7 @@ from pathlib import Path
 from typing import Any, Callable, Iterator
 
 from mlharness.record import process_alive
+from mlharness.redact import scrub_data
 from mlharness.store.row import RunRow, damaged_row, row_from_run_dir
 
 INDEX_NAME = "mlharness.sqlite"
@@ -393,7 +394,7 @@ def _retry(fn: Any, attempts: int = 50) -> Any:
 
 
 def _to_sql(row: RunRow) -> dict[str, Any]:
-    out = row.to_dict()
+    out = scrub_data(row.to_dict())  # secrets stay out of the index (mlharness.redact)
     for col in _JSON_COLUMNS:
         out[col] = json.dumps(out[col], sort_keys=True, default=str)
     return out
