@@ -9,15 +9,21 @@ folder changed.
 
 from __future__ import annotations
 
+import asyncio
 import json
+import resource
+import time
 from pathlib import Path
 from typing import Any
 
 import llm_fixtures as fx
+import llm_server as hostile
 import pytest
 from catalogue_support import assert_clean_error, cli_subprocess, run_cli, snapshot
 from llm_server import Script, ScriptedServer
 
+from mlharness.backends.openai_sse import Bounds, SseResponse
+from mlharness.backends.openai_stream import ClientSettings, EndpointError, OpenAIStreamClient
 from mlharness.prompts import GenerationRequest
 from mlharness.sut.stream import StreamEngine
 
@@ -275,3 +281,171 @@ def test_a_serve_node_endpoint_needs_its_port(tmp_path: Path, capsys, monkeypatc
                       "--output-dir", "runs"], capsys)
     assert_clean_error(result, 2, "--endpoint 'http://***@10.0.0.2' needs a port")
     assert "secretpass" not in result.err and not (tmp_path / "runs").exists()
+
+
+# ---- an endpoint client with bounds --------------------------------------------------------------
+
+def _complete(act, **settings) -> tuple[str, float]:
+    """One request of the streaming client to a server answering with ``act``: the error's
+    one line (with its hint) and the process's peak RSS growth in MB."""
+    settings.setdefault("stall_timeout_s", 1.0)
+    before = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+    with ScriptedServer(Script(act=act)) as server:
+        client = OpenAIStreamClient(ClientSettings(base_url=server.url, model="m", **settings))
+        with pytest.raises(EndpointError) as err:
+            asyncio.run(client.complete([1, 2], max_tokens=64))
+    grown = (resource.getrusage(resource.RUSAGE_SELF).ru_maxrss - before) / 1024
+    message = err.value.message
+    assert message.startswith(f"{server.url}/v1/completions ") and "\n" not in message
+    return f"{message} (hint: {err.value.hint})", grown
+
+
+STALLS = [
+    # (id, the server's answer, what the line says)
+    ("accepts-and-never-answers", hostile.silent,
+     "stalled: no progress for 1 s while waiting for the response (nothing came)"),
+    ("drips-a-byte-every-0.1-s", hostile.drip(0.1),
+     "stalled: no progress for 1 s while waiting for the first token ("),
+    ("a-ping-comment-for-ever", hostile.endless(b": ping\n\n"),
+     "bytes trickled in, no whole event)"),
+    ("429-and-the-connection-held", hostile.held_429,
+     "answered HTTP 429: {\"error\": {\"message\": \"slow down\""),
+]
+
+
+@pytest.mark.parametrize("case", STALLS, ids=[c[0] for c in STALLS])
+def test_each_stall_ends_by_the_requests_own_deadline_naming_the_endpoint(case) -> None:
+    """Each ends within the client's own bound (stall_timeout_s, or 2 s for a refusal's body),
+    long before the run's 60 s stall clock, with one line naming the endpoint and what it
+    did; the bytes that trickled in are bounded by that time."""
+    _, act, said = case
+    message, grown = _complete(act)
+    assert said in message, message
+    if "drips" in case[0]:
+        assert "bytes trickled in, no whole event)" in message
+    assert grown < 64, grown
+
+
+def test_the_clients_deadlines_come_before_the_runs_stall_clock() -> None:
+    from mlharness.backends.openai import OpenAIOptions
+    from mlharness.spec import RunSpec
+
+    opts = OpenAIOptions(endpoints=["http://127.0.0.1:1"])
+    run_stall = RunSpec(benchmark="demo").stall_timeout
+    assert opts.stall_timeout_s + opts.connect_timeout_s < run_stall == 60
+    assert ClientSettings(base_url="http://h:1", model="m").stall_timeout_s == \
+        opts.stall_timeout_s == 30
+
+
+BOUNDS = [
+    ("a-100-MB-event", hostile.huge_line(100),
+     "sent a line (an event) of more than 1 MiB after 0 tokens"),
+    ("endless-events-without-a-token", hostile.endless(b'data: {"choices": []}\n\n'),
+     "streamed 65 events without a token (after 0 tokens): an endless stream"),
+    ("endless-headers", hostile.endless_headers,
+     "sent more than 64 KiB of status and headers"),
+    ("endless-chunk-header", hostile.raw(hostile.OK_HEAD + b"1" * 5000),
+     "sent a chunk header of more than 1024 bytes"),
+    ("status-line-with-a-superscript-digit", hostile.raw(b"HTTP/1.1 \xc2\xb200 OK\r\n\r\n"),
+     "sent no HTTP response ('HTTP/1.1 Â²00 OK')"),
+    ("status-line-only-then-close", hostile.raw(b"HTTP/1.1 \xc2\xb200 OK\r\n"),
+     "sent no HTTP response"),
+    ("token-id-beyond-int32", hostile.raw(hostile.OK_HEAD + hostile.chunk(
+        b'data: {"choices": [{"text": "x", "token_ids": [2147483648]}]}\n\n')),
+     "token id 2147483648 at position 0 is outside int32"),
+    ("token-ids-an-int", hostile.raw(hostile.OK_HEAD + hostile.chunk(
+        b'data: {"choices": [{"text": "x", "token_ids": 7}]}\n\n')),
+     "streamed token_ids as int 7, not a list of integers"),
+    ("logprobs-content-of-ints", hostile.raw(hostile.OK_HEAD + hostile.chunk(
+        b'data: {"choices": [{"text": "x", "logprobs": {"tokens": 5}}]}\n\n')),
+     "sent a response this client cannot read (TypeError"),
+    ("an-error-object-in-a-200-stream", hostile.raw(hostile.OK_HEAD + hostile.chunk(
+        b'data: {"object": "error", "message": "out of KV cache", "code": 500}\n\n')),
+     "reported an error mid-stream after 0 tokens: out of KV cache"),
+]
+
+
+@pytest.mark.parametrize("case", BOUNDS, ids=[c[0] for c in BOUNDS])
+def test_a_response_beyond_its_bounds_fails_at_once_in_one_line(case, capfd) -> None:
+    """No traceback, no "Exception in callback" from the event loop, memory bounded (a 100 MB
+    event costs the 1 MiB bound, not 593 MB)."""
+    _, act, said = case
+    started = time.monotonic()
+    message, grown = _complete(act, stall_timeout_s=30.0)
+    assert said in message, message
+    assert time.monotonic() - started < 20  # at once: never the 30 s stall guard
+    assert grown < 64, grown
+    printed = capfd.readouterr()
+    assert "Traceback" not in printed.err + printed.out and "Exception" not in printed.err
+
+
+def test_bounds_are_options_a_user_can_raise() -> None:
+    """A 2 MiB event passes with max_event_bytes raised (and fails without)."""
+    with ScriptedServer(Script(act=hostile.huge_line(2))) as server:
+        client = OpenAIStreamClient(ClientSettings(base_url=server.url, model="m",
+                                                   max_event_bytes=4 << 20))
+        result = asyncio.run(client.complete([1], max_tokens=4))
+    assert result.n_tokens == 0 and result.finish_reason is None  # the event held no choices
+
+
+@pytest.mark.parametrize("megabytes", [10, 40])
+def test_a_long_line_costs_work_linear_in_its_length(megabytes: int) -> None:
+    """Bytes copied to assemble a line that arrives in 64 KiB reads: at most twice its length,
+    whatever its length (quadratic joining copied 10 MB lines 80x over, 40 MB ones 320x)."""
+    size = megabytes << 20
+    body = b'data: {"x": "' + b"x" * size + b'"}\n\n'
+    response = _fed(body, 65536, max_event_bytes=size + 1024)
+    assert response.copied <= 2 * len(body), response.copied / len(body)
+    assert not response.done.done()  # read whole, waiting for the next event
+
+
+def _fed(body: bytes, step: int, **bounds) -> SseResponse:
+    class Guard:
+        what, trickled = "", 0
+
+        def touch(self) -> None:
+            pass
+
+    class Transport:
+        def close(self) -> None:
+            pass
+
+    async def main() -> SseResponse:
+        response = SseResponse("http://x/v1/completions", False, Guard(), lambda *a: None,
+                               bounds=Bounds(**bounds))
+        response.connection_made(Transport())  # type: ignore[arg-type]
+        head = b"HTTP/1.1 200 OK\r\n\r\n"
+        response.data_received(head)
+        view = memoryview(body)
+        for i in range(0, len(body), step):
+            response.data_received(bytes(view[i:i + step]))
+        return response
+
+    return asyncio.run(main())
+
+
+RUN_STALLS = [
+    ("accepts-and-never-answers", hostile.silent, "stalled: no progress for 2 s while waiting "
+                                                  "for the response (nothing came)"),
+    ("drips-a-byte-every-0.2-s", hostile.drip(0.2), "bytes trickled in, no whole event)"),
+    ("a-100-MB-event", hostile.huge_line(100), "sent a line (an event) of more than 1 MiB"),
+]
+
+
+@pytest.mark.parametrize("case", RUN_STALLS, ids=[c[0] for c in RUN_STALLS])
+def test_a_run_against_a_stalling_server_ends_with_the_clients_line(case, llm, tmp_path: Path,
+                                                                   capsys, monkeypatch) -> None:
+    """The request's own deadline (here 2 s) ends the run before the run's stall clock (here
+    6 s) with one line naming the endpoint, not "no sample loaded or completed"."""
+    _, act, said = case
+    monkeypatch.chdir(tmp_path)
+    before = snapshot(tmp_path)
+    with ScriptedServer(Script(act=act)) as server:
+        result = _run(llm, server.url, capsys, *ACCURACY, "--stall-timeout", "6",
+                      "--backend-option", "stall_timeout_s=2")
+    text = result.out + result.err
+    assert result.code == 3 and "Traceback" not in text, text
+    message = _record(tmp_path)["error"]["message"]
+    assert message.startswith(f"{server.url}/v1/completions") and said in message, message
+    assert "no sample loaded or completed" not in text
+    assert snapshot(tmp_path, skip=("runs",)) == before

@@ -170,7 +170,7 @@ def test_failover_sends_a_refused_request_to_the_other_endpoint(backends):
 @pytest.mark.parametrize(("fault", "message", "first"), [
     ("500", "answered HTTP 500", False),
     ("malformed", "malformed stream event after 2 tokens", True),
-    ("stall", "stalled: nothing for 0.3 s", True),
+    ("stall", "stalled: no progress for 0.3 s while streaming", True),
     ("drop", "closed the connection after 2 tokens", True),
 ])
 def test_a_fault_is_one_error_line_and_the_next_request_is_served(backends, fault, message,

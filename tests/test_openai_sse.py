@@ -23,6 +23,7 @@ def _chunked(pieces: list[bytes]) -> bytes:
 
 class _Guard:
     what = ""
+    trickled = 0
 
     def touch(self) -> None:
         pass

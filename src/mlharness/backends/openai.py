@@ -71,8 +71,13 @@ class OpenAIOptions(Options):
     #: server that refuses keys OpenAI's API lacks (``transformers serve`` answers 422), which
     #: then gets only ``temperature`` and ``top_p`` of the sampling, and needs ``tokenizer``
     extensions: bool = True
-    stall_timeout_s: float = Field(default=120.0, gt=0)
+    #: seconds without a whole header block or event before a request is stalled: below the
+    #: run's --stall-timeout (60 s), so the request's own line, naming the endpoint, comes first
+    stall_timeout_s: float = Field(default=30.0, gt=0)
     connect_timeout_s: float = Field(default=10.0, gt=0)
+    #: bytes of one line of a response body (an SSE event), and of its status and headers
+    max_event_bytes: int = Field(default=1 << 20, ge=1024)
+    max_header_bytes: int = Field(default=64 << 10, ge=1024)
 
     @field_validator("endpoints", mode="before")
     @classmethod
@@ -200,6 +205,7 @@ class OpenAIBackend:
         self._endpoints = [_Endpoint(OpenAIStreamClient(ClientSettings(
             base_url=url, model=opts.served_model, api_key_env=opts.api_key_env or None,
             connect_timeout_s=opts.connect_timeout_s, stall_timeout_s=opts.stall_timeout_s,
+            max_event_bytes=opts.max_event_bytes, max_header_bytes=opts.max_header_bytes,
             token_ids=opts.extensions)))
             for url in opts.endpoints]
         if opts.tokenizer:

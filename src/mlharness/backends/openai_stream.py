@@ -30,7 +30,7 @@ from urllib.parse import urlsplit
 
 from pydantic import BaseModel, Field
 
-from mlharness.backends.openai_sse import EndpointError, Expected, SseResponse
+from mlharness.backends.openai_sse import Bounds, EndpointError, Expected, SseResponse
 from mlharness.errors import ConfigError
 from mlharness.prompts import INT32_LIMIT
 from mlharness.redact import register
@@ -78,7 +78,11 @@ class ClientSettings(BaseModel):
     model: str
     api_key_env: str | None = "OPENAI_API_KEY"
     connect_timeout_s: float = Field(default=10.0, gt=0)
-    stall_timeout_s: float = Field(default=120.0, gt=0)  # no byte for this long: stalled
+    #: no whole header block or event for this long: stalled (below the run's 60 s stall
+    #: clock, so the request's own line names the endpoint first)
+    stall_timeout_s: float = Field(default=30.0, gt=0)
+    max_event_bytes: int = Field(default=Bounds.max_event_bytes, ge=1024)  # a body line
+    max_header_bytes: int = Field(default=Bounds.max_header_bytes, ge=1024)
     #: ask for the output token ids (vLLM's ``return_token_ids``); False for servers that stream
     #: text only and refuse a key they do not know (``transformers serve`` answers 422), whose
     #: text ``complete``'s ``tokenize`` then turns into ids
@@ -154,10 +158,13 @@ class OpenAIStreamClient:
                                         tokenize, expected)
         except asyncio.CancelledError:
             if guard.expired():
-                raise EndpointError(f"{where} stalled: nothing for "
-                                    f"{self.settings.stall_timeout_s:g} s while {guard.what}",
-                                    "the server is overloaded or hung; raise stall_timeout_s "
-                                    "only if it is just slow") from None
+                came = (f"{guard.trickled} bytes trickled in, no whole event" if guard.trickled
+                        else "nothing came")
+                raise EndpointError(f"{where} stalled: no progress for "
+                                    f"{self.settings.stall_timeout_s:g} s while {guard.what} "
+                                    f"({came})", "the server is overloaded or hung; raise the "
+                                    "openai backend option stall_timeout_s only if it is just "
+                                    "slow") from None
             raise
         finally:
             guard.stop()
@@ -181,7 +188,11 @@ class OpenAIStreamClient:
                 if inspect.isawaitable(value):
                     pending.append(asyncio.ensure_future(value))
 
-        response = SseResponse(where, chat, guard, first, self.settings.api_key_env, expected)
+        response = SseResponse(where, chat, guard, first, self.settings.api_key_env, expected,
+                               Bounds(max_event_bytes=self.settings.max_event_bytes,
+                                      max_header_bytes=self.settings.max_header_bytes,
+                                      error_body_s=min(Bounds.error_body_s,
+                                                       self.settings.stall_timeout_s / 2)))
         await self._connect(where, response)
         try:
             self._send(response, "/v1/chat/completions" if chat else "/v1/completions", body)
@@ -224,12 +235,14 @@ class OpenAIStreamClient:
 
 
 class _StallGuard:
-    """Cancels the request's task when nothing has arrived for ``stall_s`` (``expired`` then
-    says so). One timer per ``stall_s``, re-armed lazily from the time of the last read: a
-    timeout around every read (``asyncio.wait_for``: a task and a timer each) cost as much
-    CPU as the rest of the client at a thousand streams."""
+    """Cancels the request's task when it has not progressed for ``stall_s`` (``expired``
+    then says so): no whole header block or event, however many bytes trickled in. One timer
+    per ``stall_s``, re-armed lazily from the time of the last progress: a timeout around every
+    read (``asyncio.wait_for``: a task and a timer each) cost as much CPU as the rest of the
+    client at a thousand streams."""
 
-    __slots__ = ("_loop", "_task", "_stall_s", "_last", "_handle", "_fired", "what")
+    __slots__ = ("_loop", "_task", "_stall_s", "_last", "_handle", "_fired", "what",
+                 "trickled")
 
     def __init__(self, stall_s: float) -> None:
         self._loop = asyncio.get_running_loop()
@@ -238,10 +251,12 @@ class _StallGuard:
         self._last = self._loop.time()
         self._fired = False
         self.what = "connecting"  # what the request was waiting for (in the message)
+        self.trickled = 0  # bytes that came since the last progress
         self._handle = self._loop.call_at(self._last + stall_s, self._check)
 
     def touch(self) -> None:
         self._last = self._loop.time()
+        self.trickled = 0
 
     def _check(self) -> None:
         due = self._last + self._stall_s
