@@ -11,13 +11,22 @@ from mlharness.errors import ConfigError
 from mlharness.redact import register
 
 TOKEN_ENV = "MLHARNESS_NODE_TOKEN"
+#: a token file holds one line: more than this is not a token (``/dev/zero`` is refused at once)
+MAX_TOKEN_FILE_BYTES = 4096
 
 
 def read_token(path: Path | str | None) -> str | None:
-    """The token from ``path`` when given, else from ``$MLHARNESS_NODE_TOKEN``; None if neither."""
+    """The token from ``path`` when given, else from ``$MLHARNESS_NODE_TOKEN``; None if neither.
+    A file of more than MAX_TOKEN_FILE_BYTES, or not UTF-8, is a ConfigError (exit 2)."""
     if path is not None:
         try:
-            token = Path(path).read_text(encoding="utf-8").strip()
+            with Path(path).open("rb") as fh:
+                data = fh.read(MAX_TOKEN_FILE_BYTES + 1)
+            if len(data) > MAX_TOKEN_FILE_BYTES:
+                raise ConfigError(f"the token file {path} holds more than "
+                                  f"{MAX_TOKEN_FILE_BYTES} bytes: not a token",
+                                  hint="a text file holding the token on one line")
+            token = data.decode("utf-8").strip()
         except (OSError, UnicodeDecodeError) as exc:
             raise ConfigError(f"cannot read the token file {path}: "
                               f"{getattr(exc, 'strerror', None) or exc}",
