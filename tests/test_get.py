@@ -302,7 +302,8 @@ def test_wrong_bytes_are_refused_and_fetched_again(setup: tuple) -> None:
     out = get(catalogue.get("model"), root, policy=FAST, report=events.append)
     assert out.path.read_bytes() == MODEL
     refused = [e.message for e in events if e.event == "retry"]
-    assert refused and "downloaded file refused: md5" in refused[0]
+    assert refused and refused[0].startswith(server.url("official/model.onnx") + ": the ")
+    assert "bytes it served for models/m/model.onnx were refused: md5" in refused[0]
     assert server.asked("official/model.onnx") == [None, None]  # fetched again from the start
 
 
