@@ -8,17 +8,23 @@ from __future__ import annotations
 import errno
 import json
 from pathlib import Path
+from typing import Iterator
 
 import pytest
 from artefact_server import ArtefactServer
 from catalogue_support import assert_clean_error, run_cli
-from test_get import FAST, MODEL, _leftovers, _md5
-from test_get import server as _server_fixture  # noqa: F401 - the fixtures "server", "setup"
-from test_get import setup as _setup_fixture  # noqa: F401
+from test_get import FAST, MODEL, _leftovers, _md5, serving, set_up
 
 from mlharness.artefacts import Policy, get
 from mlharness.artefacts import download as download_module
 from mlharness.artefacts.errors import ArtefactError, DownloadFailed
+
+
+@pytest.fixture
+def setup(tmp_path: Path) -> Iterator[tuple]:
+    """test_get's server and catalogue: (server, catalogue, cache root, catalogue file)."""
+    with ArtefactServer() as srv:
+        yield set_up(serving(srv), tmp_path)
 
 
 def _cli(setup: tuple, capsys, *argv: str):

@@ -159,24 +159,34 @@ licence = "members only"
 """
 
 
+def serving(srv: ArtefactServer) -> ArtefactServer:
+    """``srv`` serving the catalogue's files (official and second URLs, images)."""
+    for prefix in ("official", "second"):
+        srv.files[f"{prefix}/model.onnx"] = MODEL
+    srv.files["official/vocab.txt"] = VOCAB
+    srv.files["official/annotations.zip"] = ANNOTATIONS
+    srv.files["official/caffe_ilsvrc12.tar.gz"] = AUX
+    for name, (w, h) in PICTURES.items():
+        srv.files[f"images/{name}"] = _jpeg(w, h)
+    return srv
+
+
+def set_up(server: ArtefactServer, tmp_path: Path) -> tuple:
+    """(the server, the catalogue it serves, the cache's artefacts root, the catalogue file)."""
+    path = tmp_path / "catalogue.toml"
+    path.write_text(_catalogue(server.base))
+    return server, load_catalogue(path), tmp_path / "cache" / "artefacts", path
+
+
 @pytest.fixture
 def server() -> Iterator[ArtefactServer]:
     with ArtefactServer() as srv:
-        for prefix in ("official", "second"):
-            srv.files[f"{prefix}/model.onnx"] = MODEL
-        srv.files["official/vocab.txt"] = VOCAB
-        srv.files["official/annotations.zip"] = ANNOTATIONS
-        srv.files["official/caffe_ilsvrc12.tar.gz"] = AUX
-        for name, (w, h) in PICTURES.items():
-            srv.files[f"images/{name}"] = _jpeg(w, h)
-        yield srv
+        yield serving(srv)
 
 
 @pytest.fixture
 def setup(server: ArtefactServer, tmp_path: Path) -> tuple:
-    path = tmp_path / "catalogue.toml"
-    path.write_text(_catalogue(server.base))
-    return server, load_catalogue(path), tmp_path / "cache" / "artefacts", path
+    return set_up(server, tmp_path)
 
 
 FAST = Policy(retries=3, backoff_s=0.001, timeout_s=5.0)
