@@ -3,8 +3,7 @@
 What is a secret: every value registered in this process (an LLM server's API key, read from
 the environment variable the backend option ``api_key_env`` names; a serve node's token), the
 user and password of a URL (``http://user:pass@host`` → ``http://***@host``), and the value of
-an ``Authorization`` header or a ``Bearer``/``Basic`` credential a server echoes. Each becomes
-``***``.
+an ``Authorization`` header or a ``Bearer`` token a server echoes. Each becomes ``***``.
 
 Every writer passes its text through :func:`scrub` (or :func:`scrub_data` for a JSON value):
 the run's record (``RunRecord.to_dict``: ``run.json`` and everything shown from it), the result
@@ -34,10 +33,10 @@ MIN_SECRET = 6
 _URL_USERINFO = re.compile(r"(?i)\b([a-z][a-z0-9+.-]*://)[^/\s@\"'<>]+@")
 #: an ``Authorization`` header's value (``authorization: ...``, ``"Authorization": "..."``)
 _AUTH_HEADER = re.compile(r"""(?i)(\bauthorization["']?\s*[:=]\s*["']?)[^"'\r\n,;}\]]+""")
-#: a credential that names its scheme: ``Bearer <token>``, ``Basic <base64>`` (8 characters or
-#: more, so the words "bearer" and "basic" in a sentence stay)
-_CREDENTIAL = re.compile(r"(\b(?:[Bb]earer|BEARER)\s+)[^\s\"',;}\]\\]{8,}"
-                         r"|(\b(?:[Bb]asic|BASIC)\s+)[A-Za-z0-9+/]{8,}=*")
+#: a bearer token: ``Bearer`` then 8 characters or more, one of them a digit or punctuation
+#: (keys and JWTs have them; "the standard bearer of his party" keeps its words)
+_BEARER = re.compile(r"(\b(?:[Bb]earer|BEARER)\s+)"
+                     r"(?=[^\s\"',;}\]\\]*[0-9._~+/=-])[^\s\"',;}\]\\]{8,}")
 
 _lock = threading.Lock()
 _secrets: tuple[str, ...] = ()  # longest first, so a key holding another is masked whole
@@ -78,7 +77,7 @@ def scrub(text: str) -> str:
     if "@" in text:
         text = _URL_USERINFO.sub(lambda m: m.group(1) + MASK + "@", text)
     text = _AUTH_HEADER.sub(lambda m: m.group(1) + MASK, text)
-    return _CREDENTIAL.sub(lambda m: (m.group(1) or m.group(2)) + MASK, text)
+    return _BEARER.sub(lambda m: m.group(1) + MASK, text)
 
 
 def scrub_data(value: Any) -> Any:
