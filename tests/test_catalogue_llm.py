@@ -1,10 +1,17 @@
 """Catalogue: the LLM runs under a hostile server and a careless user (issue 44).
 
-A server's answer that breaks its request (more tokens than asked, ids that are not integers of
-the vocabulary, a token after the EOS token) ends the run with exit 3 and one line naming the
-endpoint, and the run is never a result; the task's settings are bounded before anything runs.
-Each case asserts the exit code, the line, the record, and that nothing outside the run's
-folder changed.
+* Results that can be trusted: a server's answer that breaks its request (more tokens than
+  asked, ids that are not integers of the vocabulary, a token after the EOS token) ends the run
+  with exit 3 and one line naming the endpoint, never a result; any streaming backend's answers
+  are checked too; the task's max_new_tokens is bounded before anything runs.
+* Secrets: a key the server echoes, and URL credentials, are in no file of the run, the index
+  or the output; a key given where a variable's name belongs is refused without being shown.
+* An endpoint client with bounds: each stall ends by the request's own deadline, each response
+  beyond a bound fails at once in one line, memory bounded, parsing linear; endpoints that are
+  no http URL are exit 2 before a run directory is made.
+
+Each case asserts the exit code, the line, the record, and that nothing outside the run's folder
+changed.
 """
 
 from __future__ import annotations
