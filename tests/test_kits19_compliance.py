@@ -50,9 +50,12 @@ def test_test01_passes_and_the_official_script_agrees(runs: dict[str, Path],
     code = main(["compliance", "--audit", "TEST01", "--reference-perf", str(runs["perf"]),
                  "--reference-accuracy", str(runs["acc"]), "--output", str(out),
                  "--no-progress"])
-    assert code == 0
     ours = {f.name: official_passes(f.read_text()) for f in (out / "TEST01").glob("verify_*.txt")}
-    assert ours == {"verify_accuracy.txt": True, "verify_performance.txt": True}
+    # the accuracy part is deterministic; the performance part compares two timed runs within
+    # 10 %, which a loaded machine may break: it must agree with the official script, below
+    assert ours["verify_accuracy.txt"] and set(ours) == {"verify_accuracy.txt",
+                                                          "verify_performance.txt"}
+    assert code == (0 if all(ours.values()) else 1)
     [audit] = [p for p in (runs["root"] / "runs" / "compliance" / "TEST01" / "3d-unet-99")
                .iterdir() if p.is_dir()]
     config = (audit / "audit.config").read_text()
