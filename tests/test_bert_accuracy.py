@@ -11,6 +11,7 @@ import pytest
 from mlharness.errors import DatasetError
 from mlharness.tasks.question_answering.evaluate import evaluate, exact_match, f1, normalize_answer
 from mlharness.tasks.question_answering.postprocess import best_indexes, final_text
+from mlharness.tasks import benchmark_rules
 from mlharness.tasks.question_answering.task import BertSquadTask
 from synthetic_squad import make_squad, make_vocab
 
@@ -90,7 +91,8 @@ def oracle_entries(task: BertSquadTask) -> list[tuple[int, bytes]]:
 def test_oracle_logits_score_100(tmp_path: Path) -> None:
     squad = make_squad(tmp_path / "dev-v1.1.json", articles=3, seed=11)
     vocab = make_vocab(tmp_path / "vocab.txt", squad)
-    task = BertSquadTask("bert-99", squad, vocab, cache_dir=tmp_path / "cache")
+    task = BertSquadTask("bert-99", squad, vocab, cache_dir=tmp_path / "cache",
+                         rules=benchmark_rules("bert-99"))
     result = task.score(oracle_entries(task))
     # answers longer than 30 pieces cannot be predicted; everything else must be exact
     assert result.value == 100.0 and result.details["exact_match"] == 100.0
