@@ -8,6 +8,10 @@ STAMP := $(VENV)/.installed
 # the official scripts' own Python (tests/referee.py): what they import, apart from ours
 REFEREE := .venv-referee
 REFEREE_STAMP := $(REFEREE)/.installed
+# the YOLO reference's Python (ultralytics on a torch/torchvision pair that loads; see
+# tests/referee-yolo-requirements.txt): a venv of its own
+REFEREE_YOLO := .venv-referee-yolo
+REFEREE_YOLO_STAMP := $(REFEREE_YOLO)/.installed
 # Installs skip byte-compiling (half the base install, 3/4 of the extras'): Python writes the
 # bytecode of what is imported once, on first use. So PYTHONDONTWRITEBYTECODE (set by some
 # containers) is unexported: with it, every process would compile from source again. The tests
@@ -16,7 +20,7 @@ REFEREE_STAMP := $(REFEREE)/.installed
 unexport PYTHONDONTWRITEBYTECODE
 PIP_INSTALL = pip install --quiet --no-compile
 
-.PHONY: demo test venv referee clean bench
+.PHONY: demo test venv referee referee-yolo clean bench
 
 $(BASE_STAMP): pyproject.toml
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
@@ -41,6 +45,13 @@ $(REFEREE_STAMP): tests/referee-requirements.txt
 
 referee: $(REFEREE_STAMP)
 
+$(REFEREE_YOLO_STAMP): tests/referee-yolo-requirements.txt
+	test -x $(REFEREE_YOLO)/bin/python || $(PYTHON) -m venv $(REFEREE_YOLO)
+	$(REFEREE_YOLO)/bin/$(PIP_INSTALL) -r tests/referee-yolo-requirements.txt
+	touch $(REFEREE_YOLO_STAMP)
+
+referee-yolo: $(REFEREE_YOLO_STAMP)
+
 demo: $(BASE_STAMP)
 	$(BIN)/mlharness demo
 
@@ -53,12 +64,12 @@ test: export PYTHONPYCACHEPREFIX := $(CURDIR)/$(VENV)/pycache
 # it installs every extra: a test that finds one missing fails instead of skipping (conftest.py)
 test: export MLHARNESS_REQUIRE_EXTRAS := 1
 test:
-	@# the two environments are independent: built side by side
-	$(MAKE) --no-print-directory -j2 $(STAMP) $(REFEREE_STAMP)
+	@# the three environments are independent: built side by side
+	$(MAKE) --no-print-directory -j3 $(STAMP) $(REFEREE_STAMP) $(REFEREE_YOLO_STAMP)
 	$(BIN)/python -m pytest -q -n $(TEST_WORKERS) --dist loadgroup --no-loadscope-reorder
 
 bench: $(STAMP)
 	$(BIN)/python benchmarks/overhead.py
 
 clean:
-	rm -rf $(VENV) $(REFEREE) runs build .pytest_cache
+	rm -rf $(VENV) $(REFEREE) $(REFEREE_YOLO) runs build .pytest_cache

@@ -10,6 +10,12 @@ The official scripts run in the referee's own Python, ``MLPERF_REFEREE_PYTHON``,
 ``tests/referee-requirements.txt``: they import what mlharness does not (``six``,
 ``pkg_resources``, ``transformers``) and must not lean on our environment.
 
+The YOLO reference (``vision/classification_and_detection/yolo/``) runs ultralytics, which needs
+a torch and torchvision that load together: it has a Python of its own, ``MLPERF_YOLO_PYTHON``, by
+default ``.venv-referee-yolo/bin/python`` (``make referee-yolo``, part of ``make test``, from
+``tests/referee-yolo-requirements.txt``); :func:`yolo_python` runs it offline, its settings in a
+folder of the test's.
+
 A missing piece skips the test with the reason; under ``CI=true`` it fails instead, so CI never
 passes without the comparisons. Mark a test ``@official(...)`` (checked before it runs) or call
 :func:`require` where the comparison starts, after the test's own checks.
@@ -32,6 +38,11 @@ REFEREE_PYTHON = Path(os.environ.get("MLPERF_REFEREE_PYTHON")
                       or REPO / ".venv-referee" / "bin" / "python")
 #: what the official scripts import beyond the standard library (see referee-requirements.txt)
 REFEREE_MODULES = ("numpy", "six", "pkg_resources", "transformers", "pycocotools", "yaml", "cv2")
+YOLO_PYTHON = Path(os.environ.get("MLPERF_YOLO_PYTHON")
+                   or REPO / ".venv-referee-yolo" / "bin" / "python")
+#: what the YOLO reference and the tests' model builder import
+YOLO_MODULES = ("ultralytics", "torchvision.ops", "mlperf_loadgen", "pycocotools", "onnx",
+                "onnxslim")
 IN_CI = os.environ.get("CI", "").lower() in ("1", "true", "yes")
 
 official = pytest.mark.official
@@ -112,3 +123,38 @@ def run(script: str, *args: str, cwd: Path | None = None, check: bool = False,
     """Run the official ``INFERENCE/script`` in the referee's Python."""
     require(script, python=True)
     return python(str(INFERENCE / script), *args, cwd=cwd, check=check, timeout=timeout)
+
+
+@functools.lru_cache(maxsize=None)
+def _yolo_problem() -> str | None:
+    if not YOLO_PYTHON.is_file():
+        return (f"the YOLO referee's Python is not at {YOLO_PYTHON}: run `make referee-yolo` "
+                "(or set MLPERF_YOLO_PYTHON)")
+    probe = subprocess.run([str(YOLO_PYTHON), "-c", f"import {', '.join(YOLO_MODULES)}"],
+                           capture_output=True, text=True, timeout=300,
+                           env=dict(os.environ, YOLO_OFFLINE="1", YOLO_CONFIG_DIR=os.devnull))
+    if probe.returncode != 0:
+        last = (probe.stderr.strip().splitlines() or ["?"])[-1]
+        return f"the YOLO referee's Python {YOLO_PYTHON} lacks a module ({last}): " \
+               "run `make referee-yolo`"
+    return None
+
+
+def yolo_python(*args: str, cwd: Path, check: bool = True,
+                timeout: float = 600) -> subprocess.CompletedProcess[str]:
+    """Run the YOLO referee's Python with ``args`` in ``cwd``: ultralytics offline (no network
+    probe), its settings under ``cwd/.ultralytics``, nothing of ours on the path."""
+    reason = missing() or _yolo_problem()
+    if reason is not None:
+        if IN_CI:
+            pytest.fail(f"CI must run the official comparison: {reason}", pytrace=False)
+        pytest.skip(reason)
+    env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
+    env.update(YOLO_OFFLINE="1", YOLO_CONFIG_DIR=str(cwd / ".ultralytics"),
+               YOLO_VERBOSE="false")
+    proc = subprocess.run([str(YOLO_PYTHON), *args], cwd=cwd, env=env, capture_output=True,
+                          text=True, timeout=timeout)
+    if check:
+        assert proc.returncode == 0, \
+            f"{' '.join(args)[:300]} failed:\n{proc.stdout[-2000:]}{proc.stderr[-3000:]}"
+    return proc
