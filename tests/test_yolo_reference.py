@@ -11,6 +11,7 @@ may fall either side.
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 import numpy as np
@@ -37,6 +38,12 @@ def world(tmp_path_factory: pytest.TempPathFactory) -> ys.YoloWorld:
 @pytest.fixture(scope="module")
 def reference_pt(world: ys.YoloWorld) -> dict[int, bytes]:
     return ys.run_reference(world, world.pt, world.root / "ref-pt")
+
+
+@pytest.fixture(scope="module")
+def reference_onnx(world: ys.YoloWorld) -> dict[int, bytes]:
+    """ultralytics on the dynamic ONNX export: it letterboxes to the stride, as on the .pt."""
+    return ys.run_reference(world, world.onnx, world.root / "ref-onnx")
 
 
 def predictor(model: Path, backend: str):
@@ -97,10 +104,9 @@ def test_the_world_is_worth_comparing(world: ys.YoloWorld, reference_pt) -> None
 
 
 @referee.official(ys.YOLO_DIR)
-def test_equal_to_the_reference_on_the_same_onnx(world: ys.YoloWorld) -> None:
-    """ultralytics on the dynamic ONNX export letterboxes to the stride (as on the .pt): same
-    runtime, same input, the same rows bit for bit, batched or not."""
-    ref = ys.run_reference(world, world.onnx, world.root / "ref-onnx")
+def test_equal_to_the_reference_on_the_same_onnx(world: ys.YoloWorld, reference_onnx) -> None:
+    """Same runtime, same input: the same rows bit for bit, batched or not."""
+    ref = reference_onnx
     assert ours(world, world.onnx) == ref
     assert ours(world, world.onnx, batched=False) == ref
 
@@ -135,3 +141,51 @@ def test_map_equals_accuracy_coco(world: ys.YoloWorld, reference_pt, tmp_path: P
     assert result.text.splitlines()[-1] == official_ours
     assert 5.0 < result.value < 95.0
     assert official_ours == official_ref
+
+
+def run_cli(world: ys.YoloWorld, tmp_path: Path, *flags: str) -> tuple[int, Path]:
+    from mlharness.cli.main import main
+
+    runs = tmp_path / "runs"
+    code = main(["run", "-b", "yolo-99", "--model", str(world.onnx), "--dataset",
+                 str(world.coco), "--cache-dir", str(world.root / "cache"), "--no-progress",
+                 "--output-dir", str(runs), "--test", "--threads", "1", *flags])
+    [run_dir] = [p for p in (runs / "yolo-99").iterdir() if p.is_dir()]
+    return code, run_dir
+
+
+@referee.official(ys.YOLO_DIR, ys.ACCURACY_COCO, python=True)
+@pytest.mark.parametrize("scenario", ["Offline", "MultiStream"])
+def test_accuracy_run_gives_the_reference_detections_and_map(
+        world: ys.YoloWorld, reference_onnx, tmp_path: Path, scenario: str) -> None:
+    """``mlharness run --mode accuracy``: batches split by shape (Offline: all five samples in
+    one query; MultiStream: queries of eight), the log's rows those of the reference on the
+    same ONNX, its accuracy.txt line the official script's on the reference's log."""
+    ref = reference_onnx
+    ys.ground_truth_from(world, ref)
+    try:
+        code, run_dir = run_cli(world, tmp_path, "--scenario", scenario, "--mode", "accuracy",
+                                "--batch-size", "4")
+        official_ref = ys.official_map(world, ref, tmp_path / "ref")
+    finally:
+        ys.write_annotations(world, world.image_list(), [])
+    assert ys.read_log(run_dir / "mlperf_log_accuracy.json") == ref
+    assert (run_dir / "accuracy.txt").read_text().strip().splitlines()[-1] == official_ref
+    assert code in (0, 1)  # 1: a random model misses the 52.87 mAP target
+
+
+@pytest.mark.parametrize("scenario", ["SingleStream", "MultiStream", "Offline"])
+def test_performance_runs(world: ys.YoloWorld, tmp_path: Path, scenario: str) -> None:
+    """Each edge scenario runs under mlperf.conf's yolo key; 4 queries are too few for early
+    stopping's latency estimate (SingleStream, MultiStream), the only reason LoadGen may give."""
+    batch = [] if scenario == "SingleStream" else ["--batch-size", "4"]
+    code, run_dir = run_cli(world, tmp_path, "--scenario", scenario, "--min-query-count", "4",
+                            "--min-duration", "0", *batch)
+    record = json.loads((run_dir / "run.json").read_text())
+    assert record["status"] == "ok" and record["task"]["loadgen_model"] == "yolo"
+    result = record["result"]
+    assert result["valid"] or result["reasons"] == [
+        "early stopping not met (too few queries for the latency estimate)"], result
+    assert code == (0 if result["valid"] else 1)
+    assert result["effective"]["effective_performance_sample_count"] == 64
+    assert f"yolo.{scenario}." in (run_dir / "user.conf").read_text()

@@ -1,0 +1,136 @@
+"""yolo-95 / yolo-99 without the referee: the round's facts, the licence filter, letterbox
+geometry, the choice of letterbox from the model's input, batching by shape."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import cv2
+import numpy as np
+import pytest
+
+from mlharness.errors import ConfigError, DatasetError, ModelError
+from mlharness.rules import facts
+from mlharness.tasks import TaskOptions, TensorSpec, create_task
+from mlharness.tasks.vision.coco_safe import safe_annotations
+from mlharness.tasks.vision.letterbox import LetterboxConfig, placement
+from mlharness.tasks.vision.yolo_postprocess import NmsSettings, detect, nms, response_rows
+from mlharness.tasks.yolo import YoloOptions, letterbox_for
+
+
+def test_round_facts() -> None:
+    for name, fraction in (("yolo-95", 0.95), ("yolo-99", 0.99)):
+        f = facts(name)
+        assert f is not None and f.loadgen_model == "yolo" and f.accuracy_metric == "mAP"
+        assert f.accuracy_target == pytest.approx(53.4 * fraction)
+        assert (f.dataset_size, f.performance_sample_count) == (1525, 64)
+        assert f.compliance_tests == ("TEST01",)
+        assert f.scenarios_for("edge") == ("SingleStream", "MultiStream", "Offline")
+        assert f.parse_accuracy("mAP=51.234%") == pytest.approx(51.234)
+
+
+def test_safe_licences() -> None:
+    urls = {1: "http://creativecommons.org/licenses/by-nc-sa/2.0/",
+            2: "http://creativecommons.org/licenses/by-nc/2.0/",
+            3: "http://creativecommons.org/licenses/by-nc-nd/2.0/",
+            4: "http://creativecommons.org/licenses/by/2.0/",
+            5: "http://creativecommons.org/licenses/by-sa/2.0/",
+            6: "http://creativecommons.org/licenses/by-nd/2.0/",
+            7: "http://flickr.com/commons/usage/",
+            8: "http://www.usa.gov/copyright.shtml"}
+    coco = {"info": {"v": 1}, "licenses": [{"id": k, "url": u} for k, u in urls.items()],
+            "images": [{"id": 10 + k, "license": k} for k in (8, 1, 4, 2, 5, 3, 6, 7)],
+            "annotations": [{"id": 1, "image_id": 11}, {"id": 2, "image_id": 18},
+                            {"id": 3, "image_id": 14}],
+            "categories": [{"id": 1}]}
+    out = safe_annotations(coco)
+    assert [i["id"] for i in out["images"]] == [18, 14, 15, 16, 17]  # file order kept
+    assert [a["id"] for a in out["annotations"]] == [2, 3]
+    assert list(out) == ["info", "licenses", "images", "annotations", "categories"]
+
+
+@pytest.mark.parametrize("h0, w0, rect, shape, pads", [
+    (480, 640, True, (480, 640), (0, 0, 0, 0)),
+    (427, 640, True, (448, 640), (10, 11, 0, 0)),
+    (1080, 810, True, (640, 480), (0, 0, 0, 0)),
+    (600, 512, True, (640, 576), (0, 0, 15, 15)),
+    (90, 140, True, (416, 640), (2, 3, 0, 0)),  # scaled up: 411 rows, 5 of padding
+    (427, 640, False, (640, 640), (106, 107, 0, 0)),
+])
+def test_letterbox_geometry(h0, w0, rect, shape, pads) -> None:
+    place = placement(h0, w0, LetterboxConfig(rect=rect))
+    assert place.shape == shape
+    assert (place.top, place.bottom, place.left, place.right) == pads
+
+
+def test_letterbox_follows_the_model_input() -> None:
+    dynamic = [TensorSpec("images", "float32", (None, 3, None, None))]
+    fixed = [TensorSpec("images", "float32", (1, 3, 640, 640))]
+    assert letterbox_for(YoloOptions(), dynamic) == LetterboxConfig(rect=True)
+    assert letterbox_for(YoloOptions(), None) == LetterboxConfig(rect=True)
+    assert letterbox_for(YoloOptions(rect=False), dynamic) == LetterboxConfig(rect=False)
+    assert letterbox_for(YoloOptions(), fixed) == LetterboxConfig(rect=False)
+    with pytest.raises(ConfigError, match="free height and width"):
+        letterbox_for(YoloOptions(rect=True), fixed)
+    with pytest.raises(ModelError, match="square"):
+        letterbox_for(YoloOptions(), [TensorSpec("images", "float32", (1, 3, 640, 480))])
+
+
+def test_nms_keeps_by_score_and_class() -> None:
+    boxes = np.array([[0, 0, 10, 10], [1, 1, 10, 10], [0, 0, 10, 10], [50, 50, 60, 60]],
+                     np.float32)
+    scores = np.array([0.5, 0.9, 0.8, 0.1], np.float32)
+    assert nms(boxes, scores, 0.7, 300).tolist() == [1, 3]
+    assert nms(boxes, scores, 0.7, 1).tolist() == [1]
+    # raw output: 2 anchors, 3 classes; the second below conf -> one row, COCO id of class 2 = 3
+    raw = np.array([[320, 100], [240, 100], [64, 10], [48, 10],
+                    [0.1, 0.0005], [0.2, 0.0001], [0.6, 0.0002]], np.float32)
+    found = detect(raw, (480, 640), (480, 640), NmsSettings())
+    rows = response_rows(7, found, (480, 640))
+    np.testing.assert_allclose(rows, [[7, 0.45, 0.45, 0.55, 0.55, 0.6, 3]], rtol=1e-6)
+
+
+def write_dataset(root: Path, sizes: list[tuple[int, int]]) -> Path:
+    (root / "val2017_safe").mkdir(parents=True)
+    images = []
+    for i, (h, w) in enumerate(sizes):
+        name = f"{i:012d}.jpg"
+        cv2.imwrite(str(root / "val2017_safe" / name), np.full((h, w, 3), 40 * i, np.uint8))
+        images.append({"id": 100 + i, "file_name": name, "height": h, "width": w, "license": 4})
+    (root / "annotations").mkdir()
+    (root / "annotations" / "instances_val2017.json").write_text(json.dumps(
+        {"images": images, "annotations": [], "categories": [{"id": 1, "name": "person"}]}))
+    return root
+
+
+def test_task_batches_by_shape(tmp_path: Path) -> None:
+    data = write_dataset(tmp_path / "coco", [(480, 640), (640, 480), (480, 640), (427, 640)])
+    task = create_task("yolo-99", TaskOptions(dataset=data, cache_dir=tmp_path / "cache"))
+    assert task.loadgen_model == "yolo" and task.total_count() == 4
+    assert task.performance_count() == 4  # 64, capped by the dataset
+    assert task.model_inputs[0].shape == (None, 3, None, None)
+    task.prepare()
+    task.load_samples([0, 1, 2, 3])
+    assert task.groups([3, 0, 1, 2]) == [[3], [0, 2], [1]]
+    assert task.warmup_batches([0, 0]) == [[0, 0], [1, 1], [3, 3]]
+    calls = []
+
+    def predict(inputs: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
+        x = inputs["images"]
+        calls.append(x.shape)
+        assert x.dtype == np.float32 and 0 <= x.min() and x.max() <= 1
+        return {"output0": np.zeros((x.shape[0], 84, 10), np.float32)}
+
+    assert task.infer(predict, [3, 0, 1, 2]) == [b""] * 4
+    assert calls == [(1, 3, 448, 640), (2, 3, 480, 640), (1, 3, 640, 480)]
+    with pytest.raises(ModelError, match="different letterboxed shapes"):
+        task.batch_inputs([0, 1])
+    with pytest.raises(ModelError, match="no output"):
+        task.encode_responses([0], {"boxes": np.zeros(1)})
+    square = create_task("yolo-95", TaskOptions(
+        dataset=data, cache_dir=tmp_path / "cache",
+        model_inputs=[TensorSpec("images", "float32", (None, 3, 640, 640))]))
+    assert square.model_inputs[0].shape == (None, 3, 640, 640)
+    with pytest.raises(DatasetError, match="needs --dataset"):
+        create_task("yolo-99", TaskOptions())
