@@ -134,3 +134,30 @@ def test_task_batches_by_shape(tmp_path: Path) -> None:
     assert square.model_inputs[0].shape == (None, 3, 640, 640)
     with pytest.raises(DatasetError, match="needs --dataset"):
         create_task("yolo-99", TaskOptions())
+
+
+def test_coco_safe_built_from_val2017(tmp_path: Path) -> None:
+    """`get coco-safe --from` a COCO val2017 folder: the official filter, the filtered file
+    written as json.dump writes it, links to the safe images, checked by count."""
+    from mlharness.artefacts.adopt import _coco_safe_from_val2017
+    from mlharness.artefacts.errors import ArtefactError
+    from mlharness.artefacts.layouts import check_coco_safe
+
+    source = write_dataset(tmp_path / "coco", [(32, 48)] * 4)
+    (source / "val2017_safe").rename(source / "val2017")
+    ann = source / "annotations" / "instances_val2017.json"
+    coco = json.loads(ann.read_text())
+    coco["licenses"] = [{"id": 4, "url": "http://creativecommons.org/licenses/by/2.0/"},
+                        {"id": 2, "url": "http://creativecommons.org/licenses/by-nc/2.0/"}]
+    coco["images"][1]["license"] = 2
+    ann.write_text(json.dumps(coco))
+    dest = tmp_path / "cache" / "coco-safe"
+    dest.parent.mkdir()
+    assert _coco_safe_from_val2017(source, dest, expected=3) == 3
+    written = (dest / "annotations" / "instances_val2017.json").read_text()
+    assert written == json.dumps(json.loads(written))  # json.dump's defaults
+    assert sorted(p.name for p in (dest / "val2017_safe").iterdir()) == [
+        "000000000000.jpg", "000000000002.jpg", "000000000003.jpg"]
+    assert check_coco_safe(dest, expected=3) == 3
+    with pytest.raises(ArtefactError, match="1,525"):
+        check_coco_safe(dest, expected=1525)

@@ -5,7 +5,7 @@ MLCommons keeps the val2017 images whose licence URL names CC BY, CC BY-SA, CC B
 ``vision/classification_and_detection/yolo/filter_coco_safe_images.py`` and
 ``create_safe_annotations.py``): 1,525 of the 5,000. The filtered annotation file keeps COCO's
 ``info``, ``licenses`` and ``categories``, the safe images in val2017's order and their
-annotations. The published folder (and what those scripts write) is::
+annotations (the filter itself: :mod:`mlharness.artefacts.coco_filter`). The published folder (and what those scripts write) is::
 
     <dir>/val2017_safe/<file_name>          the 1,525 images
     <dir>/annotations/instances_val2017.json  the filtered annotations
@@ -17,11 +17,14 @@ and ``accuracy-coco.py`` count.
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
-from typing import Any
 
+from mlharness.artefacts.coco_filter import (SAFE_LICENCE_KEYWORDS, safe_annotations,
+                                             safe_images, safe_licence_ids)
 from mlharness.errors import DatasetError
+
+__all__ = ["ANNOTATIONS", "IMAGE_DIRS", "SAFE_IMAGES", "SAFE_LICENCE_KEYWORDS", "VAL2017_IMAGES",
+           "annotations_path", "image_dir", "safe_annotations", "safe_images", "safe_licence_ids"]
 
 #: the annotation file under the dataset folder (accuracy-coco.py's path)
 ANNOTATIONS = Path("annotations") / "instances_val2017.json"
@@ -31,49 +34,6 @@ IMAGE_DIRS = (Path("val2017_safe"), Path("val2017"), Path("."))
 SAFE_IMAGES = 1525
 #: COCO val2017's size
 VAL2017_IMAGES = 5000
-
-#: a licence URL containing one of these (lower-cased) is safe (filter_coco_safe_images.py)
-SAFE_LICENCE_KEYWORDS = (
-    "creativecommons.org/licenses/by/",
-    "creativecommons.org/licenses/by-sa/",
-    "creativecommons.org/licenses/by-nd",
-    "flickr.com/commons/usage",
-    "www.usa.gov",
-)
-
-
-def safe_licence_ids(coco: dict[str, Any]) -> set[Any]:
-    """The ids of ``coco["licenses"]`` whose URL names a safe licence."""
-    return {lic.get("id") for lic in coco.get("licenses", [])
-            if any(k in str(lic.get("url", "")).lower() for k in SAFE_LICENCE_KEYWORDS)}
-
-
-def safe_images(coco: dict[str, Any]) -> list[dict[str, Any]]:
-    """The images of a COCO annotation dict under a safe licence, in file order."""
-    safe = safe_licence_ids(coco)
-    return [img for img in coco["images"] if img.get("license") in safe]
-
-
-def safe_annotations(coco: dict[str, Any]) -> dict[str, Any]:
-    """The filtered annotation dict, laid out as ``create_safe_annotations.py`` writes it."""
-    images = safe_images(coco)
-    ids = {img["id"] for img in images}
-    return {
-        "info": coco.get("info", {}),
-        "licenses": coco.get("licenses", []),
-        "images": images,
-        "annotations": [a for a in coco["annotations"] if a["image_id"] in ids],
-        "categories": coco.get("categories", []),
-    }
-
-
-def dump_like_official(data: dict[str, Any], path: Path) -> None:
-    """Write ``data`` as the official script does (``json.dump`` with its defaults)."""
-    tmp = path.with_name(f".{path.name}.tmp")
-    with open(tmp, "w") as fh:
-        json.dump(data, fh)
-    tmp.replace(path)
-
 
 def annotations_path(dataset_dir: Path, override: Path | str | None = None) -> Path:
     """The dataset's COCO-format annotation file (``--task-option annotations=`` overrides)."""
