@@ -11,7 +11,7 @@ import numpy as np
 import pytest
 
 from mlharness.errors import ConfigError, DatasetError, ModelError
-from mlharness.rules import facts
+from mlharness.rules import rules_for
 from mlharness.tasks import TaskOptions, TensorSpec, create_task
 from mlharness.tasks.vision.coco_safe import safe_annotations
 from mlharness.tasks.vision.letterbox import LetterboxConfig, placement
@@ -21,13 +21,13 @@ from mlharness.tasks.yolo import YoloOptions, letterbox_for
 
 def test_round_facts() -> None:
     for name, fraction in (("yolo-95", 0.95), ("yolo-99", 0.99)):
-        f = facts(name)
-        assert f is not None and f.loadgen_model == "yolo" and f.accuracy_metric == "mAP"
+        f = rules_for(name, "v6.1")
+        assert f.loadgen_model == "yolo" and f.accuracy_metric == "mAP"
         assert f.accuracy_target == pytest.approx(53.4 * fraction)
         assert (f.dataset_size, f.performance_sample_count) == (1525, 64)
         assert f.compliance_tests == ("TEST01",)
         assert f.scenarios_for("edge") == ("SingleStream", "MultiStream", "Offline")
-        assert f.parse_accuracy("mAP=51.234%") == pytest.approx(51.234)
+        assert f.accuracy_value("mAP=51.234%") == pytest.approx(51.234)
 
 
 def test_safe_licences() -> None:

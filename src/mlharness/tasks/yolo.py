@@ -21,7 +21,6 @@ from pydantic import Field
 
 from mlharness.errors import ConfigError, DatasetError, ModelError
 from mlharness.options import Options
-from mlharness.rules import facts as round_facts
 from mlharness.tasks.base import AccuracyResult, Predict, TaskOptions, TensorSpec
 from mlharness.tasks.vision.cache import SampleCache, default_root
 from mlharness.tasks.vision.coco_map import coco_map
@@ -44,7 +43,8 @@ class YoloTask(ImageSetTask):
     missing_hint = "`mlharness get coco-safe --from DIR` builds the subset from COCO val2017"
 
     def __init__(self, name: str, dataset_dir: Path, letterbox: LetterboxConfig,
-                 nms: NmsSettings, target: float | None, annotations: Path | None = None,
+                 nms: NmsSettings, target: float | None, loadgen_model: str = "yolo",
+                 annotations: Path | None = None,
                  performance_count: int | None = None, max_samples: int | None = None,
                  cache: SampleCache | None = None, prepare_workers: int | None = None) -> None:
         dataset_dir = Path(dataset_dir).expanduser().absolute()
@@ -57,7 +57,7 @@ class YoloTask(ImageSetTask):
         self.nms = nms
         side = None if letterbox.rect else letterbox.imgsz
         spec = TensorSpec(INPUT, "float32", (None, 3, side, side))
-        super().__init__(name, "yolo", dataset_dir, LetterboxPreprocessor(letterbox), spec,
+        super().__init__(name, loadgen_model, dataset_dir, LetterboxPreprocessor(letterbox), spec,
                          target, performance_count, cache, prepare_workers)
 
     def total_count(self) -> int:
@@ -178,22 +178,24 @@ def create(name: str, options: TaskOptions) -> YoloTask:
     ``annotations/instances_val2017.json`` and ``val2017_safe/``). ``--task-option`` keys:
     :class:`YoloOptions`."""
     opts = options.parsed(YoloOptions)
-    facts = round_facts(name)  # accuracy target and performance sample count: rules/*.toml
-    assert facts is not None, f"no round describes {name}"
+    rules = options.require_rules(name)  # loadgen model, accuracy target, performance count
     if options.dataset is None:
         raise DatasetError(f"{name} needs --dataset",
                            hint="the COCO safe subset's folder (`mlharness get coco-safe`)")
     letterbox = letterbox_for(opts, options.model_inputs)
-    return YoloTask(
+    task = YoloTask(
         name=name,
         dataset_dir=Path(options.dataset),
         letterbox=letterbox,
         nms=NmsSettings(),
-        target=facts.accuracy_target,
+        target=rules.accuracy_target,
+        loadgen_model=rules.loadgen_model,
         annotations=Path(opts.annotations) if opts.annotations else None,
-        performance_count=facts.performance_sample_count,
+        performance_count=rules.performance_sample_count,
         max_samples=options.max_samples,
         cache=SampleCache(default_root(options.cache_dir), LetterboxPreprocessor(letterbox),
                           describe={"preprocessing": letterbox.to_dict()}),
         prepare_workers=opts.prepare_workers,
     )
+    task.rules = rules
+    return task
