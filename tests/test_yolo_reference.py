@@ -1,6 +1,8 @@
 """YOLO's pre- and post-processing against the reference run unmodified: ``yolo_loadgen.py``
-(ultralytics, in the YOLO referee's Python) on a random-weight YOLO11 and real photographs, and
-``tools/accuracy-coco.py`` on the logs.
+(ultralytics, in the YOLO referee's Python) on a random-weight YOLO11 and real photographs,
+ultralytics' own NMS on raw outputs, and ``tools/accuracy-coco.py`` on the logs. The world (model
+and photographs) is the session's (``conftest.yolo_world``), shared with
+``test_yolo_submission.py``.
 
 Tolerances, stated once: against the reference on the same ONNX file (ultralytics runs it on
 onnxruntime) the rows are equal bit for bit; against the reference's PyTorch checkpoint run,
@@ -11,7 +13,6 @@ may fall either side.
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 
 import numpy as np
@@ -20,10 +21,9 @@ import pytest
 import referee
 import yolo_support as ys
 from mlharness.tasks.vision.coco_map import coco_map
-from mlharness.tasks.vision.letterbox import (LetterboxConfig, LetterboxPreprocessor,
-                                              model_input, unpack)
+from mlharness.tasks.vision.letterbox import LetterboxConfig, LetterboxPreprocessor, unpack
 from mlharness.tasks.vision.openimages import read_images
-from mlharness.tasks.vision.yolo_postprocess import NmsSettings, detect, response_rows
+from mlharness.tasks.vision.yolo_postprocess import CLASS_OFFSET, NmsSettings, select
 
 pytestmark = pytest.mark.slow
 SCORE_TOL = 1e-4
@@ -31,8 +31,8 @@ BOX_TOL = 1e-4
 
 
 @pytest.fixture(scope="module")
-def world(tmp_path_factory: pytest.TempPathFactory) -> ys.YoloWorld:
-    return ys.build_world(tmp_path_factory.mktemp("yolo"))
+def world(yolo_world: ys.YoloWorld) -> ys.YoloWorld:
+    return yolo_world
 
 
 @pytest.fixture(scope="module")
@@ -46,41 +46,10 @@ def reference_onnx(world: ys.YoloWorld) -> dict[int, bytes]:
     return ys.run_reference(world, world.onnx, world.root / "ref-onnx")
 
 
-def predictor(model: Path, backend: str):
-    """``inputs -> output0`` on onnxruntime or OpenVINO (one thread: a shared machine)."""
-    if backend == "onnxruntime":
-        import onnxruntime as ort
-
-        opts = ort.SessionOptions()
-        opts.intra_op_num_threads = 1
-        session = ort.InferenceSession(str(model), opts, providers=["CPUExecutionProvider"])
-        return lambda x: session.run(["output0"], {"images": x})[0]
-    import openvino as ov
-
-    compiled = ov.Core().compile_model(str(model), "CPU", {"INFERENCE_NUM_THREADS": 1,
-                                                          "INFERENCE_PRECISION_HINT": "f32"})
-    return lambda x: compiled(x)[compiled.output(0)]
-
-
 def ours(world: ys.YoloWorld, model: Path, *, rect: bool = True, backend: str = "onnxruntime",
          batched: bool = True) -> dict[int, bytes]:
-    """Every image through mlharness's letterbox, the runtime and the NMS; images of one
-    letterboxed shape in one batch (``batched``)."""
-    prep = LetterboxPreprocessor(LetterboxConfig(rect=rect))
-    run = predictor(model, backend)
-    samples = [unpack(prep(world.images / img["file_name"])) for img in world.image_list()]
-    groups: dict[tuple[int, ...], list[int]] = {}
-    for idx, (_, boxed) in enumerate(samples):
-        groups.setdefault(boxed.shape if batched else (idx,), []).append(idx)
-    out: dict[int, bytes] = {}
-    for members in groups.values():
-        raw = run(model_input([samples[i][1] for i in members]))
-        assert raw.shape[0] == len(members)
-        for row, idx in zip(raw, members):
-            original, boxed = samples[idx]
-            found = detect(row, boxed.shape[:2], original, NmsSettings())
-            out[idx] = response_rows(idx, found, original).tobytes()
-    return out
+    names = [image["file_name"] for image in world.image_list()]
+    return ys.ours(world.images, names, model, LetterboxConfig(rect=rect), backend, batched)
 
 
 def assert_same(ref: dict[int, bytes], got: dict[int, bytes], score_tol: float,
@@ -125,6 +94,59 @@ def test_within_tolerance_of_the_reference_checkpoint_run(world: ys.YoloWorld, r
     assert_same(reference_pt, ours(world, world.onnx, backend=backend), SCORE_TOL, BOX_TOL)
 
 
+def raw_cases(world: ys.YoloWorld) -> dict[str, np.ndarray]:
+    """Raw outputs ``[84, anchors]`` to run NMS on: the world's model on its photographs (every
+    anchor a candidate, 300 kept), and made-up ones: boxes on a coarse grid (equal boxes, IoU
+    exactly at thresholds), scores of two decimals (ties everywhere), few classes (long
+    suppression chains), one class, nothing above 0.001, fewer than 300 survivors."""
+    import onnxruntime as ort
+
+    from mlharness.tasks.vision.letterbox import model_input
+
+    session = ort.InferenceSession(str(world.onnx), providers=["CPUExecutionProvider"])
+    prep = LetterboxPreprocessor(LetterboxConfig())
+    cases = {}
+    for k, image in enumerate(world.image_list()[:3]):
+        boxed = unpack(prep(world.images / image["file_name"]))[1]
+        cases[f"raw_photo{k}"] = session.run(None, {"images": model_input([boxed])})[0][0]
+    rng = np.random.default_rng(7)
+    for k in range(24):
+        n = int(rng.choice([1, 40, 900, 4000]))
+        xy = rng.uniform(0, 640, (2, n))
+        wh = rng.uniform(4, 200, (2, n))
+        if k % 2:
+            xy, wh = np.round(xy / 16) * 16, np.round(wh / 16) * 16 + 16
+        classes = int(rng.choice([1, 3, 80]))
+        scores = np.full((80, n), 1e-4)
+        best = rng.uniform(0, 1, n) ** 3 if k % 3 else np.round(rng.uniform(0, 1, n), 2)
+        if k == 5:
+            best[:] = 0.0005  # nothing above conf
+        scores[rng.integers(0, classes, n), np.arange(n)] = best
+        cases[f"raw_made{k}"] = np.concatenate([xy, wh, scores]).astype(np.float32)
+    return cases
+
+
+@referee.official(ys.YOLO_DIR)
+def test_nms_equals_ultralytics(world: ys.YoloWorld, tmp_path: Path) -> None:
+    """mlharness's vectorised candidate filter and class-aware NMS against ultralytics'
+    ``non_max_suppression`` with torchvision's kernel (the reference's settings): the same boxes,
+    scores and classes, bit for bit, in the same order."""
+    cases = raw_cases(world)
+    np.savez(tmp_path / "in.npz", **cases)
+    referee.yolo_python(str(ys.TESTS / "yolo_referee_nms.py"), str(tmp_path / "in.npz"),
+                        str(tmp_path / "out.npz"), cwd=tmp_path)
+    theirs = np.load(tmp_path / "out.npz")
+    sizes = []
+    for name, raw in cases.items():
+        boxes, scores, labels = select(raw, NmsSettings())
+        mine = np.concatenate([boxes, scores[:, None], labels[:, None].astype(np.float32)], 1)
+        ref = theirs["det_" + name.split("_", 1)[1]]
+        assert mine.tobytes() == ref.tobytes(), (name, len(mine), len(ref))
+        sizes.append(len(ref))
+    assert 0 in sizes and 300 in sizes and any(0 < n < 300 for n in sizes)
+    assert CLASS_OFFSET == 7680
+
+
 @referee.official(ys.YOLO_DIR, ys.ACCURACY_COCO, python=True)
 def test_map_equals_accuracy_coco(world: ys.YoloWorld, reference_pt, tmp_path: Path) -> None:
     """On annotations drawn from the detections (mAP neither 0 nor 100): our mAP of our log is
@@ -155,16 +177,16 @@ def run_cli(world: ys.YoloWorld, tmp_path: Path, *flags: str) -> tuple[int, Path
 
 
 @referee.official(ys.YOLO_DIR, ys.ACCURACY_COCO, python=True)
-@pytest.mark.parametrize("scenario", ["Offline", "MultiStream"])
 def test_accuracy_run_gives_the_reference_detections_and_map(
-        world: ys.YoloWorld, reference_onnx, tmp_path: Path, scenario: str) -> None:
-    """``mlharness run --mode accuracy``: batches split by shape (Offline: all five samples in
-    one query; MultiStream: queries of eight), the log's rows those of the reference on the
-    same ONNX, its accuracy.txt line the official script's on the reference's log."""
+        world: ys.YoloWorld, reference_onnx, tmp_path: Path) -> None:
+    """``mlharness run --mode accuracy``: Offline's one query of all five samples sorted by
+    shape and cut into batches of four, each split by shape; the log's rows those of the
+    reference on the same ONNX, its accuracy.txt line the official script's on the reference's
+    log. (The three scenarios' accuracy runs and performance runs: test_yolo_submission.py.)"""
     ref = reference_onnx
     ys.ground_truth_from(world, ref)
     try:
-        code, run_dir = run_cli(world, tmp_path, "--scenario", scenario, "--mode", "accuracy",
+        code, run_dir = run_cli(world, tmp_path, "--scenario", "Offline", "--mode", "accuracy",
                                 "--batch-size", "4")
         official_ref = ys.official_map(world, ref, tmp_path / "ref")
     finally:
@@ -172,20 +194,3 @@ def test_accuracy_run_gives_the_reference_detections_and_map(
     assert ys.read_log(run_dir / "mlperf_log_accuracy.json") == ref
     assert (run_dir / "accuracy.txt").read_text().strip().splitlines()[-1] == official_ref
     assert code in (0, 1)  # 1: a random model misses the 52.87 mAP target
-
-
-@pytest.mark.parametrize("scenario", ["SingleStream", "MultiStream", "Offline"])
-def test_performance_runs(world: ys.YoloWorld, tmp_path: Path, scenario: str) -> None:
-    """Each edge scenario runs under mlperf.conf's yolo key; 4 queries are too few for early
-    stopping's latency estimate (SingleStream, MultiStream), the only reason LoadGen may give."""
-    batch = [] if scenario == "SingleStream" else ["--batch-size", "4"]
-    code, run_dir = run_cli(world, tmp_path, "--scenario", scenario, "--min-query-count", "4",
-                            "--min-duration", "0", *batch)
-    record = json.loads((run_dir / "run.json").read_text())
-    assert record["status"] == "ok" and record["task"]["loadgen_model"] == "yolo"
-    result = record["result"]
-    assert result["valid"] or result["reasons"] == [
-        "early stopping not met (too few queries for the latency estimate)"], result
-    assert code == (0 if result["valid"] else 1)
-    assert result["effective"]["effective_performance_sample_count"] == 64
-    assert f"yolo.{scenario}." in (run_dir / "user.conf").read_text()

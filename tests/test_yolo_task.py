@@ -91,6 +91,48 @@ def test_nms_keeps_by_score_and_class() -> None:
     np.testing.assert_allclose(rows, [[7, 0.45, 0.45, 0.55, 0.55, 0.6, 3]], rtol=1e-6)
 
 
+def sequential_nms(boxes: np.ndarray, scores: np.ndarray, iou: float, limit: int) -> list[int]:
+    """torchvision's CPU kernel as a plain loop (float32 IoU, compared as a double)."""
+    order = np.argsort(-scores, kind="stable")
+    x1, y1, x2, y2 = boxes.T
+    areas = (x2 - x1) * (y2 - y1)
+    dropped = np.zeros(len(order), dtype=bool)
+    keep: list[int] = []
+    for a, i in enumerate(order):
+        if dropped[i]:
+            continue
+        keep.append(int(i))
+        for j in order[a + 1:]:
+            if dropped[j]:
+                continue
+            w = max(np.float32(0), min(x2[i], x2[j]) - max(x1[i], x1[j]))
+            h = max(np.float32(0), min(y2[i], y2[j]) - max(y1[i], y1[j]))
+            inter = w * h
+            if float(inter / (areas[i] + areas[j] - inter)) > iou:
+                dropped[j] = True
+    return keep[:limit]
+
+
+def test_vectorised_nms_equals_the_sequential_loop() -> None:
+    """Blocks, ties (scores of one decimal), boxes on a grid (IoU exactly at 0.7 and equal
+    boxes), chains across block borders, the limit inside a block; torchvision itself:
+    test_yolo_reference.py."""
+    rng = np.random.default_rng(3)
+    for trial in range(60):
+        n = int(rng.choice([1, 2, 63, 64, 65, 300, 700]))
+        xy = rng.uniform(0, 100, (n, 2))
+        wh = rng.uniform(2, 40, (n, 2))
+        if trial % 2:
+            xy, wh = np.round(xy / 10) * 10, np.round(wh / 10) * 10 + 10
+        boxes = np.concatenate([xy, xy + wh], 1).astype(np.float32)
+        scores = rng.uniform(0, 1, n).astype(np.float32)
+        if trial % 3 == 0:
+            scores = np.round(scores, 1).astype(np.float32)
+        limit = int(rng.choice([1, 7, 300]))
+        assert nms(boxes, scores, 0.7, limit).tolist() == sequential_nms(boxes, scores, 0.7,
+                                                                         limit)
+
+
 def write_dataset(root: Path, sizes: list[tuple[int, int]]) -> Path:
     (root / "val2017_safe").mkdir(parents=True)
     images = []
@@ -113,6 +155,8 @@ def test_task_batches_by_shape(tmp_path: Path) -> None:
     task.prepare()
     task.load_samples([0, 1, 2, 3])
     assert task.groups([3, 0, 1, 2]) == [[3], [0, 2], [1]]
+    # Offline's length sort (descending) puts equal shapes side by side
+    assert sorted(range(4), key=task.sample_length, reverse=True) == [1, 0, 2, 3]
     assert task.warmup_batches([0, 0]) == [[0, 0], [1, 1], [3, 3]]
     calls = []
 

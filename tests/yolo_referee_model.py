@@ -2,9 +2,10 @@
 ultralytics' own ``yolo11n.yaml`` (the official model is YOLO11-L: the same architecture,
 larger), no download.
 
-Usage: ``python yolo_referee_model.py OUT_DIR [IMAGE...]`` writes ``OUT_DIR/yolo11n-random.pt``
-(saved by ultralytics, as its published checkpoints are: fp16 weights), its ONNX exports
-``yolo11n-random.onnx`` (dynamic batch, height, width) and ``yolo11n-random-640.onnx`` (fixed
+Usage: ``python yolo_referee_model.py [--size S] OUT_DIR [IMAGE...]`` writes
+``OUT_DIR/yolo11S-random.pt`` (``S``: n by default, l for the benchmark's size; saved by
+ultralytics, as its published checkpoints are: fp16 weights), its ONNX exports
+``yolo11S-random.onnx`` (dynamic batch, height, width) and ``yolo11S-random-640.onnx`` (fixed
 1 x 3 x 640 x 640), and copies ultralytics' sample photographs (``bus.jpg``, ``zidane.jpg``)
 into ``OUT_DIR``.
 
@@ -33,15 +34,19 @@ from ultralytics.utils import ASSETS
 
 
 def main() -> None:
-    out = Path(sys.argv[1])
+    args = sys.argv[1:]
+    size = "n"
+    if args[:1] == ["--size"]:
+        size, args = args[1], args[2:]
+    out = Path(args[0])
     out.mkdir(parents=True, exist_ok=True)
     for name in ("bus.jpg", "zidane.jpg"):
         shutil.copyfile(ASSETS / name, out / name)
-    paths = [out / "bus.jpg", out / "zidane.jpg", *map(Path, sys.argv[2:])]
+    paths = [out / "bus.jpg", out / "zidane.jpg", *map(Path, args[1:])]
     images = [cv2.imread(str(p)) for p in paths]
 
     torch.manual_seed(0)
-    model = YOLO("yolo11n.yaml")
+    model = YOLO(f"yolo11{size}.yaml")
     net = model.model
     head = net.model[-1]
     boxed = np.stack([LetterBox((640, 640))(image=im) for im in images])
@@ -60,11 +65,11 @@ def main() -> None:
     for bn in bns:
         bn.momentum = 0.03
     net.eval()
-    pt = out / "yolo11n-random.pt"
+    pt = out / f"yolo11{size}-random.pt"
     model.save(str(pt))
-    # both exports write yolo11n-random.onnx beside the checkpoint: the fixed one first
+    # both exports write yolo11S-random.onnx beside the checkpoint: the fixed one first
     fixed = YOLO(str(pt)).export(format="onnx", dynamic=False, imgsz=640)
-    shutil.move(fixed, out / "yolo11n-random-640.onnx")
+    shutil.move(fixed, out / f"yolo11{size}-random-640.onnx")
     YOLO(str(pt)).export(format="onnx", dynamic=True, imgsz=640)
 
 

@@ -14,6 +14,9 @@ import cv2
 import numpy as np
 
 import referee
+from mlharness.tasks.vision.letterbox import (LetterboxConfig, LetterboxPreprocessor,
+                                              model_input, unpack)
+from mlharness.tasks.vision.yolo_postprocess import NmsSettings, detect, response_rows
 
 TESTS = Path(__file__).resolve().parent
 YOLO_DIR = "vision/classification_and_detection/yolo"
@@ -33,18 +36,19 @@ class YoloWorld:
     root: Path
     model_dir: Path
     coco: Path  # the dataset folder: val2017_safe/ + annotations/instances_val2017.json
+    size: str = "n"  # YOLO11's size: n in the tests, l is the benchmark's
 
     @property
     def pt(self) -> Path:
-        return self.model_dir / "yolo11n-random.pt"
+        return self.model_dir / f"yolo11{self.size}-random.pt"
 
     @property
     def onnx(self) -> Path:
-        return self.model_dir / "yolo11n-random.onnx"
+        return self.model_dir / f"yolo11{self.size}-random.onnx"
 
     @property
     def onnx640(self) -> Path:
-        return self.model_dir / "yolo11n-random-640.onnx"
+        return self.model_dir / f"yolo11{self.size}-random-640.onnx"
 
     @property
     def images(self) -> Path:
@@ -81,13 +85,13 @@ def photographs(model_dir: Path, images: Path) -> list[str]:
     return [f"00000000000{i}.jpg" for i in range(1, 6)]
 
 
-def build_world(root: Path) -> YoloWorld:
+def build_world(root: Path, size: str = "n") -> YoloWorld:
     """Model (ultralytics, in the YOLO referee's Python) and dataset under ``root``."""
     model_dir = root / "model"
     coco = root / "coco"
-    world = YoloWorld(root, model_dir, coco)
-    referee.yolo_python(str(TESTS / "yolo_referee_model.py"), str(model_dir), str(hopper()),
-                        cwd=root, timeout=900)
+    world = YoloWorld(root, model_dir, coco, size)
+    referee.yolo_python(str(TESTS / "yolo_referee_model.py"), "--size", size, str(model_dir),
+                        str(hopper()), cwd=root, timeout=1800)
     names = photographs(model_dir, world.images)
     images = []
     for number, name in enumerate(names, 1):
@@ -97,6 +101,75 @@ def build_world(root: Path) -> YoloWorld:
                        "coco_url": f"http://images.cocodataset.org/val2017/{name}"})
     write_annotations(world, images, [])
     return world
+
+
+def predictor(model: Path, backend: str = "onnxruntime"):
+    """``inputs -> output0`` on onnxruntime or OpenVINO (one thread: a shared machine)."""
+    if backend == "onnxruntime":
+        import onnxruntime as ort
+
+        opts = ort.SessionOptions()
+        opts.intra_op_num_threads = 1
+        session = ort.InferenceSession(str(model), opts, providers=["CPUExecutionProvider"])
+        return lambda x: session.run(["output0"], {"images": x})[0]
+    import openvino as ov
+
+    compiled = ov.Core().compile_model(str(model), "CPU", {"INFERENCE_NUM_THREADS": 1,
+                                                          "INFERENCE_PRECISION_HINT": "f32"})
+    return lambda x: compiled(x)[compiled.output(0)]
+
+
+def ours(images: Path, names: list[str], model: Path, config: LetterboxConfig | None = None,
+         backend: str = "onnxruntime", batched: bool = True) -> dict[int, bytes]:
+    """The response of each image ``names[i]`` (QSL index i) through mlharness's letterbox, the
+    runtime and the NMS; images of one letterboxed shape in one batch (``batched``)."""
+    prep = LetterboxPreprocessor(config or LetterboxConfig())
+    run = predictor(model, backend)
+    samples = [unpack(prep(images / name)) for name in names]
+    groups: dict[tuple[int, ...], list[int]] = {}
+    for idx, (_, boxed) in enumerate(samples):
+        groups.setdefault(boxed.shape if batched else (idx,), []).append(idx)
+    out: dict[int, bytes] = {}
+    for members in groups.values():
+        raw = run(model_input([samples[i][1] for i in members]))
+        assert raw.shape[0] == len(members)
+        for row, idx in zip(raw, members):
+            original, boxed = samples[idx]
+            found = detect(row, boxed.shape[:2], original, NmsSettings())
+            out[idx] = response_rows(idx, found, original).tobytes()
+    return out
+
+
+def self_labelled(world: YoloWorld, root: Path, imgsz: int, count: int = 1525) -> Path:
+    """A dataset of ``count`` images (the world's five photographs in turn, copied: a dataset's
+    links may not leave its folder) whose annotations are the model's own detections above one
+    score threshold, at ``imgsz``: every detection above it is right and every one below comes
+    after all of those, so mAP is 100 (the benchmark's target is reachable with random
+    weights). Returns the dataset folder."""
+    names = [image["file_name"] for image in world.image_list()]
+    shutil.copytree(world.images, root / "val2017_safe")
+    found = ours(world.images, names, world.onnx, LetterboxConfig(imgsz=imgsz))
+    rows = [np.frombuffer(found[i], np.float32).reshape(-1, 7) for i in range(len(names))]
+    # above the 101st score of every photograph: at most 100 objects each (COCO's maxDets)
+    cut = max((float(np.sort(r[:, 5])[::-1][100]) for r in rows if len(r) > 100), default=0.0)
+    higher = min(float(s) for r in rows for s in r[:, 5] if s > cut)
+    threshold = (cut + higher) / 2
+    sizes = {i["file_name"]: (i["height"], i["width"]) for i in world.image_list()}
+    images, anns = [], []
+    for k in range(count):
+        name = names[k % len(names)]
+        h, w = sizes[name]
+        images.append({"id": k + 1, "file_name": name, "height": h, "width": w, "license": 3,
+                       "coco_url": f"http://images.cocodataset.org/val2017/{name}"})
+        for row in rows[k % len(names)]:
+            if row[5] > threshold:
+                x, y = float(row[2]) * w, float(row[1]) * h
+                bw, bh = float(row[4]) * w - x, float(row[3]) * h - y
+                anns.append({"id": len(anns) + 1, "image_id": k + 1, "iscrowd": 0,
+                             "category_id": int(row[6]), "area": bw * bh, "bbox": [x, y, bw, bh]})
+    dataset = YoloWorld(root, world.model_dir, root, world.size)
+    write_annotations(dataset, images, anns)
+    return root
 
 
 def write_annotations(world: YoloWorld, images: list[dict], annotations: list[dict]) -> None:

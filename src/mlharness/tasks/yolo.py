@@ -75,6 +75,12 @@ class YoloTask(ImageSetTask):
         image = self.images[index]
         return placement(image.height, image.width, self.letterbox).shape
 
+    def sample_length(self, index: int) -> int:
+        """The letterboxed shape as one number (height, then width), so Offline's length sort
+        puts samples of one shape side by side and a batch is mostly one runtime call."""
+        h, w = self.shape_of(index)
+        return h << 16 | w
+
     def groups(self, indices: Sequence[int]) -> list[list[int]]:
         """``indices`` split by letterboxed shape, in order of first appearance."""
         by_shape: dict[tuple[int, int], list[int]] = {}

@@ -63,46 +63,79 @@ class Detections:
     classes: np.ndarray  # int64 [n]
 
 
+#: candidates NMS takes first (by score), then twice as many each round, up to the last
+_FIRST_BLOCK, _LAST_BLOCK = 64, 1024
+
+
+def _overlapping(x1: np.ndarray, y1: np.ndarray, x2: np.ndarray, y2: np.ndarray,
+                 areas: np.ndarray, rows: np.ndarray, cols: np.ndarray, iou: float
+                 ) -> np.ndarray:
+    """``[rows, cols]``: whether IoU(box row, box col) is above ``iou``, each pair computed in
+    torchvision's float32 steps (``inter / (area_a + area_b - inter)``, compared as a double)."""
+    w = np.minimum(x2[rows, None], x2[None, cols]) - np.maximum(x1[rows, None], x1[None, cols])
+    h = np.minimum(y2[rows, None], y2[None, cols]) - np.maximum(y1[rows, None], y1[None, cols])
+    np.maximum(w, np.float32(0), out=w)
+    np.maximum(h, np.float32(0), out=h)
+    inter = w * h
+    union = areas[rows, None] + areas[None, cols]
+    union -= inter
+    return (inter / union).astype(np.float64) > iou
+
+
+def _settle(over: np.ndarray) -> np.ndarray:
+    """Greedy NMS inside one block: ``over[i, j]`` (i before j) says box i would drop box j.
+    Box j stays iff no box before it that stays drops it; iterating that rule from "all stay"
+    fixes one more box each round and stops at its only fixed point, greedy NMS's answer."""
+    over = np.triu(over, 1)
+    alive: np.ndarray = np.ones(len(over), dtype=bool)
+    while True:
+        now: np.ndarray = ~(over & alive[:, None]).any(axis=0)
+        if (now == alive).all():
+            return alive
+        alive = now
+
+
 def nms(boxes: np.ndarray, scores: np.ndarray, iou: float, limit: int) -> np.ndarray:
-    """Indices kept by greedy NMS, by descending score, at most ``limit`` (float32 arithmetic
-    in the order torchvision's CPU kernel uses)."""
+    """Indices kept by greedy NMS, by descending score (a stable sort, as torchvision's CPU
+    kernel), at most ``limit``; each IoU in torchvision's float32 arithmetic.
+
+    Vectorised by blocks of the score order: a block's boxes are first checked against every box
+    kept so far (all of them earlier), then settled among themselves (:func:`_settle`); blocks
+    stop once ``limit`` boxes are kept. The decisions are the sequential loop's: a box is
+    dropped iff an earlier kept box overlaps it above ``iou``."""
     order = np.argsort(-scores, kind="stable")
-    x1, y1, x2, y2 = (np.ascontiguousarray(boxes[order, k]) for k in range(4))
+    ordered = boxes[order]
+    x1, y1, x2, y2 = (np.ascontiguousarray(ordered[:, k]) for k in range(4))
     areas = (x2 - x1) * (y2 - y1)
-    alive = np.ones(len(order), dtype=bool)
-    keep: list[int] = []
-    for i in range(len(order)):
-        if not alive[i]:
-            continue
-        keep.append(int(order[i]))
-        if len(keep) == limit:
-            break
-        rest = np.flatnonzero(alive[i + 1:]) + i + 1
-        if not len(rest):
-            break
-        w = np.maximum(np.float32(0), np.minimum(x2[i], x2[rest]) - np.maximum(x1[i], x1[rest]))
-        h = np.maximum(np.float32(0), np.minimum(y2[i], y2[rest]) - np.maximum(y1[i], y1[rest]))
-        inter = w * h
-        overlap = inter / (areas[i] + areas[rest] - inter)
-        alive[rest[overlap.astype(np.float64) > iou]] = False
-    return np.array(keep, dtype=np.int64)
+    kept = np.zeros(0, dtype=np.int64)
+    start, size = 0, _FIRST_BLOCK
+    while start < len(order) and len(kept) < limit:
+        block = np.arange(start, min(len(order), start + size))
+        if len(kept):
+            block = block[~_overlapping(x1, y1, x2, y2, areas, kept, block, iou).any(axis=0)]
+        if len(block) > 1:
+            block = block[_settle(_overlapping(x1, y1, x2, y2, areas, block, block, iou))]
+        kept = np.concatenate([kept, block])
+        start += size
+        size = min(2 * size, _LAST_BLOCK)
+    return order[kept[:limit]]
 
 
 def select(prediction: np.ndarray, settings: NmsSettings) -> tuple[np.ndarray, np.ndarray,
                                                                    np.ndarray]:
     """``[4 + nc, anchors]`` raw output -> kept (xyxy input-pixel boxes, scores, classes)."""
-    pred = np.asarray(prediction, dtype=np.float32).T
-    cls_scores = pred[:, 4:]
-    best = cls_scores.max(axis=1)
-    cand = pred[best > settings.conf]
+    pred = np.asarray(prediction, dtype=np.float32)
+    class_scores = pred[4:]
+    best = class_scores.max(axis=0)
+    cand = np.flatnonzero(best > settings.conf)
     if not len(cand):
         empty = np.zeros((0,), np.float32)
         return np.zeros((0, 4), np.float32), empty, np.zeros((0,), np.int64)
-    scores_all = cand[:, 4:]
-    labels = scores_all.argmax(axis=1)
-    scores = scores_all[np.arange(len(cand)), labels]
-    half = cand[:, 2:4] / np.float32(2)
-    boxes = np.concatenate([cand[:, :2] - half, cand[:, :2] + half], axis=1)
+    labels = class_scores[:, cand].argmax(axis=0)
+    scores = best[cand]
+    xy, wh = pred[0:2, cand].T, pred[2:4, cand].T
+    half = wh / np.float32(2)
+    boxes = np.concatenate([xy - half, xy + half], axis=1)
     if len(cand) > MAX_NMS:  # never with 640-pixel inputs (8,400 anchors)
         top = np.argsort(-scores, kind="stable")[:MAX_NMS]
         boxes, scores, labels = boxes[top], scores[top], labels[top]
