@@ -205,3 +205,59 @@ def test_coco_safe_built_from_val2017(tmp_path: Path) -> None:
     assert check_coco_safe(dest, expected=3) == 3
     with pytest.raises(ArtefactError, match="1,525"):
         check_coco_safe(dest, expected=1525)
+
+
+def write_coco_zips(folder: Path, safe: int, unsafe: int) -> dict[str, str]:
+    """``val2017.zip`` and ``annotations_trainval2017.zip`` laid out as cocodataset.org's (the
+    same tiny JPEG under every name), ``safe`` images under CC BY and ``unsafe`` under CC BY-NC;
+    returns their md5."""
+    import hashlib
+    import zipfile
+
+    folder.mkdir(parents=True)
+    jpeg = cv2.imencode(".jpg", np.full((8, 12, 3), 90, np.uint8))[1].tobytes()
+    images = [{"id": i, "file_name": f"{i:012d}.jpg", "height": 8, "width": 12,
+               "license": 4 if i % 3 or i >= 3 * unsafe else 2} for i in range(safe + unsafe)]
+    coco = {"info": {"year": 2017}, "images": images, "categories": [{"id": 1}],
+            "licenses": [{"id": 4, "url": "http://creativecommons.org/licenses/by/2.0/"},
+                         {"id": 2, "url": "http://creativecommons.org/licenses/by-nc/2.0/"}],
+            "annotations": [{"id": i, "image_id": i, "category_id": 1, "bbox": [1, 1, 4, 4]}
+                            for i in range(safe + unsafe)]}
+    with zipfile.ZipFile(folder / "annotations_trainval2017.zip", "w") as zf:
+        zf.writestr("annotations/instances_val2017.json", json.dumps(coco))
+        zf.writestr("annotations/captions_val2017.json", "{}")
+    with zipfile.ZipFile(folder / "val2017.zip", "w") as zf:
+        zf.writestr("val2017/", "")
+        for image in images:
+            zf.writestr("val2017/" + image["file_name"], jpeg)
+    return {p.name: hashlib.md5(p.read_bytes()).hexdigest() for p in folder.glob("*.zip")}
+
+
+def test_coco_safe_from_the_official_zips(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+                                          capsys: pytest.CaptureFixture[str]) -> None:
+    """`get coco-safe --from DIR` with COCO's two zips: md5 checked, the annotation file read
+    from its zip and filtered, only the 1,525 safe images extracted; a copy whose md5 is not
+    the published one, or half of the pair, is refused with a hint."""
+    from mlharness.artefacts import coco_zips
+    from mlharness.cli.main import main
+
+    zips = tmp_path / "downloads"
+    cache = tmp_path / "cache"
+    md5 = write_coco_zips(zips, safe=1525, unsafe=40)
+    assert main(["get", "coco-safe", "--from", str(zips), "--cache-dir", str(cache)]) == 2
+    assert "is not COCO's annotations_trainval2017.zip" in capsys.readouterr().err
+    monkeypatch.setattr(coco_zips, "PUBLISHED_MD5", md5)
+    assert main(["get", "coco-safe", "--from", str(zips / "val2017.zip"),
+                 "--cache-dir", str(cache)]) == 0
+    dest = cache / "artefacts" / "datasets" / "coco-safe"
+    subset = json.loads((dest / "annotations" / "instances_val2017.json").read_text())
+    assert len(subset["images"]) == 1525 and {i["license"] for i in subset["images"]} == {4}
+    assert len(subset["annotations"]) == 1525
+    assert len(list((dest / "val2017_safe").iterdir())) == 1525
+    assert not (dest / "val2017_safe").is_symlink()
+    task = create_task("yolo-99", TaskOptions(dataset=dest, cache_dir=tmp_path / "pre"))
+    assert task.total_count() == 1525
+    (zips / "annotations_trainval2017.zip").unlink()
+    capsys.readouterr()
+    assert main(["get", "coco-safe", "--from", str(zips), "--cache-dir", str(cache)]) == 2
+    assert "annotations_trainval2017.zip is not in" in capsys.readouterr().err

@@ -15,6 +15,7 @@ from mlharness.artefacts.catalogue import Artefact
 from mlharness.artefacts.digest import algorithm, file_digest, matches, mismatch_text
 from mlharness.artefacts.errors import ArtefactError, ChecksumMismatch
 from mlharness.artefacts.coco_filter import dump_like_official, safe_annotations
+from mlharness.artefacts.coco_zips import PUBLISHED_MD5, coco_safe_from_zips, zips_of
 from mlharness.artefacts.layouts import (COCO_ANNOTATIONS, check_coco_safe, check_imagenet,
                                          check_openimages)
 from mlharness.artefacts.unpack import unpack
@@ -35,7 +36,7 @@ def adopt(artefact: Artefact, source: Path, root: Path, *, aux: Path | None = No
         raise ArtefactError(f"{artefact.name} ships with mlharness; nothing to adopt",
                             hint=f"drop --from: `mlharness get {artefact.name}`")
     if artefact.is_folder:
-        return _adopt_folder(artefact, source, root, aux)
+        return _adopt_folder(artefact, source, root, aux, on_bytes)
     return _adopt_file(artefact, _the_file(artefact, source), root, on_bytes)
 
 
@@ -81,9 +82,18 @@ def _linked(source: Path, link: Path) -> bool:
     return True
 
 
-def _adopt_folder(artefact: Artefact, source: Path, root: Path, aux: Path | None) -> Path:
+def _adopt_folder(artefact: Artefact, source: Path, root: Path, aux: Path | None,
+                  on_bytes: OnBytes | None = None) -> Path:
     if artefact.layout == "imagenet" and source.is_file() and tarfile.is_tarfile(source):
         return _imagenet_from_archive(artefact, source, root, aux)
+    zips = zips_of(source) if artefact.layout == "coco-safe" else None
+    if zips is not None:  # COCO's val2017.zip + annotations_trainval2017.zip
+        dest = target(artefact, root)
+        dest.parent.mkdir(parents=True, exist_ok=True)
+        count = coco_safe_from_zips(*zips, dest, artefact.items or 0, on_bytes)
+        write_stamp(dest, artefact, "unverified", source=f"--from {source}", images=count,
+                    zips_md5={z.name: PUBLISHED_MD5[z.name] for z in zips})
+        return dest
     if not source.is_dir():
         raise ArtefactError(f"--from {source}: {artefact.name} is a folder, this is a file",
                             hint="give the folder")
