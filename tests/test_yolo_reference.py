@@ -13,6 +13,7 @@ may fall either side.
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 import numpy as np
@@ -194,3 +195,30 @@ def test_accuracy_run_gives_the_reference_detections_and_map(
     assert ys.read_log(run_dir / "mlperf_log_accuracy.json") == ref
     assert (run_dir / "accuracy.txt").read_text().strip().splitlines()[-1] == official_ref
     assert code in (0, 1)  # 1: a random model misses the 52.87 mAP target
+
+
+def test_int8_calibration_keeps_the_head_and_runs(world: ys.YoloWorld, tmp_path: Path) -> None:
+    """``mlharness calibrate -b yolo-99`` (QDQ for onnxruntime, on the photographs: no official
+    YOLO list) quantises the convolutions but not the head's DFL and box decoding, and the int8
+    model runs an accuracy pass (how close it stays to fp32 is no test on random weights: a
+    random network amplifies any rounding, docs/yolo.md)."""
+    import onnx
+
+    from mlharness.cli.main import main
+
+    names = tmp_path / "calibration.txt"
+    names.write_text("".join(i["file_name"] + "\n" for i in world.image_list()))
+    target = tmp_path / "yolo.int8.onnx"
+    assert main(["calibrate", "-b", "yolo-99", "--model", str(world.onnx), "--dataset",
+                 str(world.coco), "--calibration-list", str(names), "--output", str(target),
+                 "--cache-dir", str(world.root / "cache"), "--no-progress"]) == 0
+    record = json.loads(target.with_name(target.name + ".calibration.json").read_text())
+    assert "/model.23/dfl/conv/Conv" in record["kept_fp32"]
+    graph = onnx.load(str(target)).graph
+    dequantised = {o for n in graph.node if n.op_type == "DequantizeLinear" for o in n.output}
+    convs = {n.name: n for n in graph.node if n.op_type == "Conv"}
+    assert not set(convs["/model.23/dfl/conv/Conv"].input) & dequantised
+    assert set(convs["/model.0/conv/Conv"].input) & dequantised
+    code, run_dir = run_cli(world, tmp_path, "--model", str(target), "--precision", "int8",
+                            "--mode", "accuracy", "--scenario", "Offline")
+    assert json.loads((run_dir / "run.json").read_text())["status"] == "ok"

@@ -261,3 +261,19 @@ def test_coco_safe_from_the_official_zips(tmp_path: Path, monkeypatch: pytest.Mo
     capsys.readouterr()
     assert main(["get", "coco-safe", "--from", str(zips), "--cache-dir", str(cache)]) == 2
     assert "annotations_trainval2017.zip is not in" in capsys.readouterr().err
+
+
+def test_int8_keeps_the_heads_box_decoding_in_fp32(tmp_path: Path) -> None:
+    """What calibrate keeps in fp32 for YOLO (ultralytics' own int8 recipe): the head's own
+    operations, its DFL and its class sigmoid; never the head's convolutions or the rest."""
+    data = write_dataset(tmp_path / "coco", [(480, 640)])
+    task = create_task("yolo-99", TaskOptions(dataset=data, cache_dir=tmp_path / "cache"))
+    ops = [("/model.0/conv/Conv", "Conv"), ("/model.0/act/Sigmoid", "Sigmoid"),
+           ("/model.23/cv2.0/cv2.0.0/conv/Conv", "Conv"), ("/model.23/Concat", "Concat"),
+           ("/model.23/dfl/Softmax", "Softmax"), ("/model.23/dfl/conv/Conv", "Conv"),
+           ("/model.23/Sub", "Sub"), ("/model.23/Mul_2", "Mul"), ("/model.23/Sigmoid", "Sigmoid"),
+           ("/model.23/cv3.2/cv3.2.2/Conv", "Conv")]
+    assert task.kept_fp32(ops) == ["/model.23/Concat", "/model.23/dfl/Softmax",
+                                   "/model.23/dfl/conv/Conv", "/model.23/Sub", "/model.23/Mul_2",
+                                   "/model.23/Sigmoid"]
+    assert task.kept_fp32([("a", "Conv")]) == []

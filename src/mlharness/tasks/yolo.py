@@ -128,6 +128,20 @@ class YoloTask(ImageSetTask):
         for group in self.groups(indices):
             yield self.batch_inputs(group)
 
+    def kept_fp32(self, ops: list[tuple[str, str]]) -> list[str]:
+        """The detection head's box decoding, as ultralytics' own int8 export keeps it
+        (ultralytics 8.4.190 ``utils/export/openvino.py``: the head's own operations, its DFL
+        and its class sigmoid): in int8, box coordinates of up to 640 pixels and the DFL's
+        weights 0..15 would be rounded to a few percent. The head is the scope of the model's
+        last Sigmoid (``/model.23`` in an ONNX export of YOLO11); its convolutions (``cv2``,
+        ``cv3``) are quantised."""
+        sigmoids = [name for name, kind in ops if kind == "Sigmoid"]
+        if not sigmoids or "/" not in sigmoids[-1]:
+            return []
+        head = sigmoids[-1].rsplit("/", 1)[0] + "/"
+        return [name for name, _ in ops if name.startswith(head)
+                and ("/" not in name[len(head):] or name[len(head):].startswith("dfl"))]
+
     def warmup_batches(self, batch: list[int]) -> list[list[int]]:
         """A batch of ``len(batch)`` per letterboxed shape of the dataset (from the annotations'
         sizes), so a runtime builds each shape's kernels before LoadGen starts."""
