@@ -6,16 +6,19 @@ the machine, a table, and per precision
     RATIO mlharness/reference Offline samples/s = X  [fp32 onnxruntime, mAP 100.0% of fp32]
 
 The model is a random-weight YOLO11 of the benchmark's size (``--size l``; ``n`` for a quick look)
-built by ultralytics from its own yaml, exported to ONNX with dynamic axes; the images the tests'
-photographs (four letterboxed shapes). Accuracy is mAP on annotations made from mlharness's fp32
-detections (``yolo_support.self_labelled``: fp32 scores 100%), so a precision's mAP is how much of
-fp32's answer it keeps; yolo-99 asks 99% of the reference's mAP. int8 is calibrated on the same
-photographs (there is no official YOLO calibration list: docs/yolo.md). The reference forces a
+built by ultralytics from its own yaml, or a trained checkpoint you have (``--checkpoint
+yolo11l.pt``), exported to ONNX with dynamic axes; the images the tests' photographs (four
+letterboxed shapes). Accuracy is mAP on annotations made from mlharness's fp32 detections
+(``yolo_support.self_labelled``: fp32 scores 100%), so a precision's mAP is how much of fp32's
+answer it keeps; yolo-99 asks 99% of the reference's mAP. On random weights that column says
+little: a random network amplifies any rounding (docs/yolo.md); give ``--checkpoint``. int8 is
+calibrated on the same photographs (there is no official YOLO calibration list: docs/yolo.md). The reference forces a
 600 s minimum in performance mode; its Offline query is sized from ``target_qps`` instead
 (user.conf), so both sides answer ``--samples`` samples. Needs ``make referee-yolo``.
 
     python benchmarks/yolo_cpu.py [--size l] [--samples 64] [--batch-size 8] [--threads N]
         [--variants fp32:onnxruntime,fp32:openvino,bf16:openvino,int8:openvino] [--world DIR]
+        [--checkpoint yolo11l.pt]
 """
 
 from __future__ import annotations
@@ -83,7 +86,7 @@ def calibrated(world: ys.YoloWorld, data: Path, backend: str, work: Path) -> Pat
     names = work / "calibration.txt"
     names.write_text("".join(i["file_name"] + "\n" for i in world.image_list()))
     suffix = ".xml" if backend == "openvino" else ".onnx"
-    target = work / f"yolo11{world.size}-random.int8{suffix}"
+    target = work / f"{world.onnx.stem}.int8{suffix}"
     code = main(["calibrate", "-b", "yolo-99", "--model", str(world.onnx), "--dataset",
                  str(data), "--backend", backend, "--calibration-list", str(names),
                  "--output", str(target), "--cache-dir", str(work / "cache"), "--no-progress"])
@@ -119,12 +122,15 @@ def main() -> None:
                         help="precision:backend pairs, comma-separated (first: the fp32 base)")
     parser.add_argument("--world", type=Path, default=None,
                         help="a folder yolo_support.build_world(DIR, size) made earlier")
+    parser.add_argument("--checkpoint", type=Path, default=None,
+                        help="a trained checkpoint (e.g. the published yolo11l.pt) instead of "
+                             "random weights: then the accuracy column means what it says")
     args = parser.parse_args()
     print(f"machine: {machine()}", flush=True)
     with tempfile.TemporaryDirectory(prefix="yolo-bench-") as tmp:
         root = Path(tmp)
         world = (ys.YoloWorld(args.world, args.world / "model", args.world / "coco", args.size)
-                 if args.world else ys.build_world(root / "world", args.size))
+                 if args.world else ys.build_world(root / "world", args.size, args.checkpoint))
         # the photographs, annotated with mlharness's fp32 detections (mAP 100 in fp32)
         data = ys.self_labelled(world, root / "data", 640, count=len(world.image_list()))
         ref = reference_rate(world, root / "ref", args.samples)

@@ -27,10 +27,13 @@ from mlharness.submission.official import run_official
 pytestmark = pytest.mark.slow
 IMGSZ = 32
 SCENARIOS = ("SingleStream", "MultiStream", "Offline")
-#: targets given, not measured (probe runs would take longer than the runs); Offline's query
-#: (target x 2 s) at least the 1,525 samples a closed Offline run must issue
-TARGETS = {"SingleStream": {"target_latency": 5.0}, "MultiStream": {"target_latency": 40.0},
-           "Offline": {"target_qps": 1000.0}}
+#: targets given, not measured (probe runs would take longer than the runs), on the side that
+#: keeps a run VALID however fast the machine: latency hints below any real latency (LoadGen
+#: then schedules more queries than the run needs, never too few), and an Offline query
+#: (target x 0.2 s: 4,000 samples, at least the 1,525 a closed Offline run must issue) that
+#: takes longer than its 0.2 s
+TARGETS = {"SingleStream": {"target_latency": 0.2}, "MultiStream": {"target_latency": 1.0},
+           "Offline": {"target_qps": 20000.0, "min_duration": 200}}
 
 
 @pytest.fixture(scope="module")
@@ -43,9 +46,9 @@ def runs(yolo_world: ys.YoloWorld, tmp_path_factory: pytest.TempPathFactory) -> 
                    task_option={"imgsz": IMGSZ})
     for scenario in SCENARIOS:
         batch = {} if scenario == "SingleStream" else {"batch_size": 8}
-        spec = base.replace(scenario=scenario, **TARGETS[scenario], **batch)
+        spec = base.replace(scenario=scenario, **batch)
         acc = execute(spec.replace(mode="accuracy"))
-        perf = execute(spec.replace(mode="performance"))
+        perf = execute(spec.replace(mode="performance", **TARGETS[scenario]))
         assert acc.status == "ok" and perf.status == "ok", (acc.status, perf.status)
         assert acc.accuracy is not None and acc.accuracy.value == pytest.approx(100.0)
         assert acc.accuracy.passed and acc.accuracy.details["images"] == 1525
@@ -74,7 +77,8 @@ def test_open_submission_the_checker_accepts_but_for_the_duration(runs: Path,
         assert "mAP=100.000%" in text and "hash=" in text
         assert (scen / "accuracy" / "mlperf_log_accuracy.json").stat().st_size <= 10 * 1024
         assert json.loads((scen / "measurements.json").read_text())["input_data_types"]
-    assert [p.code for p in result.problems] == ["test-duration"] * 3
+    assert [p.code for p in result.problems] == ["test-duration"] * 3, \
+        [(p.code, p.message) for p in result.problems]
     referee.require("tools/submission/submission_checker/main.py", python=True)
     official = run_official(out, referee.INFERENCE, "v6.1", python=referee.REFEREE_PYTHON)
     assert {p.code for p in official.problems} == {"test-duration"}, official.text[-3000:]
@@ -95,7 +99,8 @@ def test_closed_submission_lays_out_test01(runs: Path, tmp_path: Path) -> None:
     # an audit slower or faster than its reference by over 10% fails TEST01's performance
     # check: load-dependent on a shared machine, like the duration nothing else
     load = {"compliance-failed"}
-    assert {"test-duration"} <= {p.code for p in result.problems} <= {"test-duration", *load}
+    assert {"test-duration"} <= {p.code for p in result.problems} <= {"test-duration", *load}, \
+        [(p.code, p.message) for p in result.problems]
     referee.require("tools/submission/submission_checker/main.py", python=True)
     official = run_official(out, referee.INFERENCE, "v6.1", python=referee.REFEREE_PYTHON)
     codes = {p.code for p in official.problems}

@@ -2,12 +2,13 @@
 ultralytics' own ``yolo11n.yaml`` (the official model is YOLO11-L: the same architecture,
 larger), no download.
 
-Usage: ``python yolo_referee_model.py [--size S] OUT_DIR [IMAGE...]`` writes
+Usage: ``python yolo_referee_model.py [--size S | --checkpoint PT] OUT_DIR [IMAGE...]`` writes
 ``OUT_DIR/yolo11S-random.pt`` (``S``: n by default, l for the benchmark's size; saved by
 ultralytics, as its published checkpoints are: fp16 weights), its ONNX exports
 ``yolo11S-random.onnx`` (dynamic batch, height, width) and ``yolo11S-random-640.onnx`` (fixed
 1 x 3 x 640 x 640), and copies ultralytics' sample photographs (``bus.jpg``, ``zidane.jpg``)
-into ``OUT_DIR``.
+into ``OUT_DIR``. ``--checkpoint PT``: a trained checkpoint you have (e.g. the published
+``yolo11l.pt``) copied as ``OUT_DIR/<its name>`` and exported the same way, instead.
 
 A freshly initialised YOLO answers the same for every image: its activations vanish layer by
 layer (to ~1e-10 at the head) and the class biases start at about -11 (scores ~1e-5, nothing
@@ -35,13 +36,20 @@ from ultralytics.utils import ASSETS
 
 def main() -> None:
     args = sys.argv[1:]
-    size = "n"
+    size, checkpoint = "n", None
     if args[:1] == ["--size"]:
         size, args = args[1], args[2:]
+    if args[:1] == ["--checkpoint"]:
+        checkpoint, args = Path(args[1]), args[2:]
     out = Path(args[0])
     out.mkdir(parents=True, exist_ok=True)
     for name in ("bus.jpg", "zidane.jpg"):
         shutil.copyfile(ASSETS / name, out / name)
+    if checkpoint is not None:
+        pt = out / checkpoint.name
+        shutil.copyfile(checkpoint, pt)
+        export(pt)
+        return
     paths = [out / "bus.jpg", out / "zidane.jpg", *map(Path, args[1:])]
     images = [cv2.imread(str(p)) for p in paths]
 
@@ -67,9 +75,14 @@ def main() -> None:
     net.eval()
     pt = out / f"yolo11{size}-random.pt"
     model.save(str(pt))
-    # both exports write yolo11S-random.onnx beside the checkpoint: the fixed one first
+    export(pt)
+
+
+def export(pt: Path) -> None:
+    """``<pt stem>-640.onnx`` (fixed 640 x 640) and ``<pt stem>.onnx`` (dynamic) beside ``pt``."""
+    # both exports write <stem>.onnx beside the checkpoint: the fixed one first
     fixed = YOLO(str(pt)).export(format="onnx", dynamic=False, imgsz=640)
-    shutil.move(fixed, out / f"yolo11{size}-random-640.onnx")
+    shutil.move(fixed, pt.with_name(pt.stem + "-640.onnx"))
     YOLO(str(pt)).export(format="onnx", dynamic=True, imgsz=640)
 
 

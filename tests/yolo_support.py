@@ -37,18 +37,19 @@ class YoloWorld:
     model_dir: Path
     coco: Path  # the dataset folder: val2017_safe/ + annotations/instances_val2017.json
     size: str = "n"  # YOLO11's size: n in the tests, l is the benchmark's
+    stem: str = ""  # the model files' name: yolo11<size>-random unless a checkpoint was given
 
     @property
     def pt(self) -> Path:
-        return self.model_dir / f"yolo11{self.size}-random.pt"
+        return self.model_dir / f"{self.stem or f'yolo11{self.size}-random'}.pt"
 
     @property
     def onnx(self) -> Path:
-        return self.model_dir / f"yolo11{self.size}-random.onnx"
+        return self.pt.with_suffix(".onnx")
 
     @property
     def onnx640(self) -> Path:
-        return self.model_dir / f"yolo11{self.size}-random-640.onnx"
+        return self.pt.with_name(self.pt.stem + "-640.onnx")
 
     @property
     def images(self) -> Path:
@@ -85,12 +86,14 @@ def photographs(model_dir: Path, images: Path) -> list[str]:
     return [f"00000000000{i}.jpg" for i in range(1, 6)]
 
 
-def build_world(root: Path, size: str = "n") -> YoloWorld:
-    """Model (ultralytics, in the YOLO referee's Python) and dataset under ``root``."""
+def build_world(root: Path, size: str = "n", checkpoint: Path | None = None) -> YoloWorld:
+    """Model (ultralytics, in the YOLO referee's Python: random weights of ``size``, or a
+    trained ``checkpoint`` exported) and dataset under ``root``."""
     model_dir = root / "model"
     coco = root / "coco"
-    world = YoloWorld(root, model_dir, coco, size)
-    referee.yolo_python(str(TESTS / "yolo_referee_model.py"), "--size", size, str(model_dir),
+    world = YoloWorld(root, model_dir, coco, size, checkpoint.stem if checkpoint else "")
+    which = ["--checkpoint", str(Path(checkpoint).resolve())] if checkpoint else ["--size", size]
+    referee.yolo_python(str(TESTS / "yolo_referee_model.py"), *which, str(model_dir),
                         str(hopper()), cwd=root, timeout=1800)
     names = photographs(model_dir, world.images)
     images = []
@@ -167,7 +170,7 @@ def self_labelled(world: YoloWorld, root: Path, imgsz: int, count: int = 1525) -
                 bw, bh = float(row[4]) * w - x, float(row[3]) * h - y
                 anns.append({"id": len(anns) + 1, "image_id": k + 1, "iscrowd": 0,
                              "category_id": int(row[6]), "area": bw * bh, "bbox": [x, y, bw, bh]})
-    dataset = YoloWorld(root, world.model_dir, root, world.size)
+    dataset = YoloWorld(root, world.model_dir, root, world.size, world.stem)
     write_annotations(dataset, images, anns)
     return root
 
