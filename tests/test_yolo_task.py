@@ -118,8 +118,8 @@ def test_vectorised_nms_equals_the_sequential_loop() -> None:
     boxes), chains across block borders, the limit inside a block; torchvision itself:
     test_yolo_reference.py."""
     rng = np.random.default_rng(3)
-    for trial in range(60):
-        n = int(rng.choice([1, 2, 63, 64, 65, 300, 700]))
+    for trial in range(40):
+        n = int(rng.choice([1, 2, 63, 64, 65, 130, 300]))
         xy = rng.uniform(0, 100, (n, 2))
         wh = rng.uniform(2, 40, (n, 2))
         if trial % 2:
