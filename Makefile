@@ -8,10 +8,11 @@ STAMP := $(VENV)/.installed
 # the official scripts' own Python (tests/referee.py): what they import, apart from ours
 REFEREE := .venv-referee
 REFEREE_STAMP := $(REFEREE)/.installed
-# the 3D-UNet scripts' own Python: pandas<2 and an older SciPy, which the shared referee's numpy 2
-# cannot hold (tests/referee-kits19-requirements.txt)
-REFEREE_KITS19 := .venv-referee-kits19
-REFEREE_KITS19_STAMP := $(REFEREE_KITS19)/.installed
+# the referees that cannot share that Python, each .venv-referee-NAME from
+# tests/referee-NAME-requirements.txt (`make referee-NAME`): kits19 (3D-UNet: pandas<2 and an older
+# SciPy beside numpy 2), yolo (ultralytics on the torch/torchvision pair that loads)
+REFEREE_NAMES := kits19 yolo
+REFEREE_STAMPS := $(REFEREE_STAMP) $(foreach n,$(REFEREE_NAMES),.venv-referee-$(n)/.installed)
 # Installs skip byte-compiling (half the base install, 3/4 of the extras'): Python writes the
 # bytecode of what is imported once, on first use. So PYTHONDONTWRITEBYTECODE (set by some
 # containers) is unexported: with it, every process would compile from source again. The tests
@@ -20,7 +21,7 @@ REFEREE_KITS19_STAMP := $(REFEREE_KITS19)/.installed
 unexport PYTHONDONTWRITEBYTECODE
 PIP_INSTALL = pip install --quiet --no-compile
 
-.PHONY: demo test venv referee referee-kits19 clean bench
+.PHONY: demo test venv referee $(addprefix referee-,$(REFEREE_NAMES)) clean bench
 
 $(BASE_STAMP): pyproject.toml
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
@@ -45,12 +46,12 @@ $(REFEREE_STAMP): tests/referee-requirements.txt
 
 referee: $(REFEREE_STAMP)
 
-$(REFEREE_KITS19_STAMP): tests/referee-kits19-requirements.txt
-	test -x $(REFEREE_KITS19)/bin/python || $(PYTHON) -m venv $(REFEREE_KITS19)
-	$(REFEREE_KITS19)/bin/$(PIP_INSTALL) -r tests/referee-kits19-requirements.txt
-	touch $(REFEREE_KITS19_STAMP)
+.venv-referee-%/.installed: tests/referee-%-requirements.txt
+	test -x .venv-referee-$*/bin/python || $(PYTHON) -m venv .venv-referee-$*
+	.venv-referee-$*/bin/$(PIP_INSTALL) -r $<
+	touch $@
 
-referee-kits19: $(REFEREE_KITS19_STAMP)
+$(addprefix referee-,$(REFEREE_NAMES)): referee-%: .venv-referee-%/.installed
 
 demo: $(BASE_STAMP)
 	$(BIN)/mlharness demo
@@ -65,11 +66,11 @@ test: export PYTHONPYCACHEPREFIX := $(CURDIR)/$(VENV)/pycache
 test: export MLHARNESS_REQUIRE_EXTRAS := 1
 test:
 	@# the environments are independent: built side by side
-	$(MAKE) --no-print-directory -j3 $(STAMP) $(REFEREE_STAMP) $(REFEREE_KITS19_STAMP)
+	$(MAKE) --no-print-directory -j3 $(STAMP) $(REFEREE_STAMPS)
 	$(BIN)/python -m pytest -q -n $(TEST_WORKERS) --dist loadgroup --no-loadscope-reorder
 
 bench: $(STAMP)
 	$(BIN)/python benchmarks/overhead.py
 
 clean:
-	rm -rf $(VENV) $(REFEREE) $(REFEREE_KITS19) runs build .pytest_cache
+	rm -rf $(VENV) $(REFEREE) $(addprefix .venv-referee-,$(REFEREE_NAMES)) runs build .pytest_cache

@@ -79,6 +79,24 @@ def _inductor_header_dir(temp: Path):
     return restore
 
 
+@pytest.fixture(scope="session")
+def yolo_world(tmp_path_factory: pytest.TempPathFactory):
+    """The YOLO comparisons' model and photographs (``yolo_support.build_world``: ultralytics
+    builds a random-weight YOLO11n in the YOLO referee's Python), built once per session for
+    the modules of the ``yolo`` group. ``MLHARNESS_YOLO_WORLD=DIR``: a copy of the world
+    ``build_world(DIR)`` made earlier (while working on the tests)."""
+    import shutil
+
+    import yolo_support
+
+    root = tmp_path_factory.mktemp("yolo")
+    earlier = os.environ.get("MLHARNESS_YOLO_WORLD")
+    if earlier:
+        shutil.copytree(earlier, root, dirs_exist_ok=True, ignore=shutil.ignore_patterns("cache"))
+        return yolo_support.YoloWorld(root, root / "model", root / "coco")
+    return yolo_support.build_world(root)
+
+
 @pytest.fixture
 def runs_dir(tmp_path: Path) -> Path:
     return tmp_path / "runs"
@@ -101,13 +119,14 @@ def pytest_runtest_setup(item: pytest.Item) -> None:
 #: session's demo runs folder (``store_support.demo_runs``), then made once instead of per worker
 SHARED_GROUPS = {"test_power_e2e": "power", "test_power_faults": "power",
                  "test_power_unit": "power", "test_store": "demo_runs", "test_compare": "demo_runs",
-                 "test_report": "demo_runs"}
+                 "test_report": "demo_runs", "test_yolo_reference": "yolo",
+                 "test_yolo_submission": "yolo"}
 
 
 #: the groups that take longest, longest first (seconds of one worker, measured with
 #: ``--durations=0`` on 2 shared cores): handed out first, so the short ones fill in at the end
 #: instead of one worker starting a 3-minute module while the other has nothing left
-SLOWEST_FIRST = ("test_kits19_reference", "test_pytorch_backend", "test_reduced_precision",
+SLOWEST_FIRST = ("test_kits19_reference", "yolo", "test_pytorch_backend", "test_reduced_precision",
                  "test_submission_e2e", "test_kits19_submission", "test_kits19_blocks",
                  "test_kits19_compliance", "test_kits19_pytorch",
                  "power", "test_compliance_e2e", "test_llm_submission", "test_llm_compliance",

@@ -15,6 +15,11 @@ referee cannot hold beside its numpy 2 (``pandas<2``, a SciPy with ``scipy.signa
 they run in their own Python, ``MLPERF_REFEREE_KITS19_PYTHON``, by default
 ``.venv-referee-kits19/bin/python``, which ``make referee-kits19`` (part of ``make test``) builds
 from ``tests/referee-kits19-requirements.txt``; mark such tests ``@official(..., kits19=True)``.
+The YOLO reference (``vision/classification_and_detection/yolo/``) runs ultralytics, which needs
+a torch and torchvision that load together: it has a Python of its own, ``MLPERF_YOLO_PYTHON``, by
+default ``.venv-referee-yolo/bin/python`` (``make referee-yolo``, part of ``make test``, from
+``tests/referee-yolo-requirements.txt``); :func:`yolo_python` runs it offline, its settings in a
+folder of the test's.
 
 A missing piece skips the test with the reason; under ``CI=true`` it fails instead, so CI never
 passes without the comparisons. Mark a test ``@official(...)`` (checked before it runs) or call
@@ -45,6 +50,11 @@ KITS19_MODULES = ("numpy", "scipy.signal", "scipy.ndimage.interpolation", "panda
 KITS19_DIR = "vision/medical_imaging/3d-unet-kits19"
 #: what the official scripts import beyond the standard library (see referee-requirements.txt)
 REFEREE_MODULES = ("numpy", "six", "pkg_resources", "transformers", "pycocotools", "yaml", "cv2")
+YOLO_PYTHON = Path(os.environ.get("MLPERF_YOLO_PYTHON")
+                   or REPO / ".venv-referee-yolo" / "bin" / "python")
+#: what the YOLO reference and the tests' model builder import
+YOLO_MODULES = ("ultralytics", "torchvision.ops", "mlperf_loadgen", "pycocotools", "onnx",
+                "onnxslim")
 IN_CI = os.environ.get("CI", "").lower() in ("1", "true", "yes")
 
 official = pytest.mark.official
@@ -163,4 +173,36 @@ def kits19_run(script: str, *args: str, cwd: Path, env: dict[str, str] | None = 
                           cwd=cwd, env=full_env, capture_output=True, text=True, timeout=timeout)
     assert proc.returncode == 0 or not check, \
         f"{script} {' '.join(args)[:300]} failed:\n{proc.stdout[-3000:]}{proc.stderr[-3000:]}"
+@functools.lru_cache(maxsize=None)
+def _yolo_problem() -> str | None:
+    if not YOLO_PYTHON.is_file():
+        return (f"the YOLO referee's Python is not at {YOLO_PYTHON}: run `make referee-yolo` "
+                "(or set MLPERF_YOLO_PYTHON)")
+    probe = subprocess.run([str(YOLO_PYTHON), "-c", f"import {', '.join(YOLO_MODULES)}"],
+                           capture_output=True, text=True, timeout=300,
+                           env=dict(os.environ, YOLO_OFFLINE="1", YOLO_CONFIG_DIR=os.devnull))
+    if probe.returncode != 0:
+        last = (probe.stderr.strip().splitlines() or ["?"])[-1]
+        return f"the YOLO referee's Python {YOLO_PYTHON} lacks a module ({last}): " \
+               "run `make referee-yolo`"
+    return None
+
+
+def yolo_python(*args: str, cwd: Path, check: bool = True,
+                timeout: float = 600) -> subprocess.CompletedProcess[str]:
+    """Run the YOLO referee's Python with ``args`` in ``cwd``: ultralytics offline (no network
+    probe), its settings under ``cwd/.ultralytics``, nothing of ours on the path."""
+    reason = missing() or _yolo_problem()
+    if reason is not None:
+        if IN_CI:
+            pytest.fail(f"CI must run the official comparison: {reason}", pytrace=False)
+        pytest.skip(reason)
+    env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
+    env.update(YOLO_OFFLINE="1", YOLO_CONFIG_DIR=str(cwd / ".ultralytics"),
+               YOLO_VERBOSE="false")
+    proc = subprocess.run([str(YOLO_PYTHON), *args], cwd=cwd, env=env, capture_output=True,
+                          text=True, timeout=timeout)
+    if check:
+        assert proc.returncode == 0, \
+            f"{' '.join(args)[:300]} failed:\n{proc.stdout[-2000:]}{proc.stderr[-3000:]}"
     return proc

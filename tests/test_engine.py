@@ -210,9 +210,11 @@ class ShapedTask(CountingTask):
 def test_warm_up_runs_each_shape_the_task_names_on_every_worker() -> None:
     backend = DoublingBackend()
     engine = Engine(ShapedTask(), backend, policy_for("Offline", 2), Recorder(), workers=2)
-    engine.warm_up(2)
+    heard = []  # each batch is progress for the run's stall clock
+    engine.warm_up(2, on_batch=lambda: heard.append(1))
     # 3 shapes x 2 batches x 2 workers, every batch the full batch size
     assert sorted(map(tuple, backend.batches)) == sorted([(i, i) for i in (30, 20, 10)] * 4)
+    assert len(heard) == 12
     assert engine.completed == 0 and engine.batches == 0 and engine.warmup_shapes == 3
 
 

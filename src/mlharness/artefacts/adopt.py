@@ -14,7 +14,10 @@ from mlharness.artefacts.cache import (download_path, part_path, remove_quietly,
 from mlharness.artefacts.catalogue import Artefact
 from mlharness.artefacts.digest import algorithm, file_digest, matches, mismatch_text
 from mlharness.artefacts.errors import ArtefactError, ChecksumMismatch
-from mlharness.artefacts.layouts import check_imagenet, check_kits19, check_openimages
+from mlharness.artefacts.coco_filter import dump_like_official, safe_annotations
+from mlharness.artefacts.coco_zips import PUBLISHED_MD5, coco_safe_from_zips, zips_of
+from mlharness.artefacts.layouts import (COCO_ANNOTATIONS, check_coco_safe, check_imagenet,
+                                         check_kits19, check_openimages)
 from mlharness.artefacts.unpack import unpack
 from mlharness.files import write_text_atomic
 
@@ -33,7 +36,7 @@ def adopt(artefact: Artefact, source: Path, root: Path, *, aux: Path | None = No
         raise ArtefactError(f"{artefact.name} ships with mlharness; nothing to adopt",
                             hint=f"drop --from: `mlharness get {artefact.name}`")
     if artefact.is_folder:
-        return _adopt_folder(artefact, source, root, aux)
+        return _adopt_folder(artefact, source, root, aux, on_bytes)
     return _adopt_file(artefact, _the_file(artefact, source), root, on_bytes)
 
 
@@ -79,9 +82,18 @@ def _linked(source: Path, link: Path) -> bool:
     return True
 
 
-def _adopt_folder(artefact: Artefact, source: Path, root: Path, aux: Path | None) -> Path:
+def _adopt_folder(artefact: Artefact, source: Path, root: Path, aux: Path | None,
+                  on_bytes: OnBytes | None = None) -> Path:
     if artefact.layout == "imagenet" and source.is_file() and tarfile.is_tarfile(source):
         return _imagenet_from_archive(artefact, source, root, aux)
+    zips = zips_of(source) if artefact.layout == "coco-safe" else None
+    if zips is not None:  # COCO's val2017.zip + annotations_trainval2017.zip
+        dest = target(artefact, root)
+        dest.parent.mkdir(parents=True, exist_ok=True)
+        count = coco_safe_from_zips(*zips, dest, artefact.items or 0, on_bytes)
+        write_stamp(dest, artefact, "unverified", source=f"--from {source}", images=count,
+                    zips_md5={z.name: PUBLISHED_MD5[z.name] for z in zips})
+        return dest
     if not source.is_dir():
         raise ArtefactError(f"--from {source}: {artefact.name} is a folder, this is a file",
                             hint="give the folder")
@@ -100,6 +112,11 @@ def _adopt_folder(artefact: Artefact, source: Path, root: Path, aux: Path | None
         _link(dest, source)
     elif artefact.layout == "kits19":
         extra["cases"] = check_kits19(source)
+        _link(dest, source)
+    elif artefact.layout == "coco-safe" and (source / "val2017").is_dir():
+        extra["images"] = _coco_safe_from_val2017(source, dest, artefact.items or 0)
+    elif artefact.layout == "coco-safe":
+        extra["images"] = check_coco_safe(source, expected=artefact.items or 0)
         _link(dest, source)
     else:
         _link(dest, source)
@@ -153,6 +170,42 @@ def _imagenet_from_aux(source: Path, val_txt: Path, dest: Path, expected: int) -
     write_text_atomic(tmp / "val_map.txt", text)
     try:
         count = check_imagenet(tmp, expected=expected)
+    except ArtefactError:
+        shutil.rmtree(tmp)
+        raise
+    if dest.is_symlink():
+        dest.unlink()
+    elif dest.exists():
+        shutil.rmtree(dest)
+    tmp.rename(dest)
+    return count
+
+
+def _coco_safe_from_val2017(source: Path, dest: Path, expected: int) -> int:
+    """COCO val2017 as the user has it (``val2017/`` + ``annotations/instances_val2017.json``,
+    5,000 images) filtered the official way into a cache folder: the filtered annotation file
+    and links to the safe images, checked as a whole (count, licences, files)."""
+    import json
+
+    annotations = source / COCO_ANNOTATIONS
+    try:
+        coco = json.loads(annotations.read_text(encoding="utf-8"))
+        subset = safe_annotations(coco)
+    except (OSError, ValueError, KeyError, TypeError) as exc:
+        raise ArtefactError(f"{annotations}: not COCO's val2017 annotation file ({exc})",
+                            hint="unpack annotations_trainval2017.zip into DIR/annotations") from exc
+    tmp = dest.with_name(f".{dest.name}.tmp")
+    if tmp.exists():
+        shutil.rmtree(tmp)
+    (tmp / "val2017_safe").mkdir(parents=True)
+    (tmp / "annotations").mkdir()
+    for image in subset["images"]:
+        name = str(image["file_name"])
+        if (source / "val2017" / name).is_file():
+            (tmp / "val2017_safe" / name).symlink_to(source / "val2017" / name)
+    dump_like_official(subset, tmp / COCO_ANNOTATIONS)
+    try:
+        count = check_coco_safe(tmp, expected=expected)
     except ArtefactError:
         shutil.rmtree(tmp)
         raise

@@ -13,7 +13,7 @@ from mlharness.artefacts.catalogue import Artefact, Catalogue
 from mlharness.artefacts.digest import algorithm, file_digest, matches, mismatch_text
 from mlharness.artefacts.download import Progress, Report
 from mlharness.artefacts.errors import ArtefactError
-from mlharness.artefacts.layouts import check_imagenet, check_openimages
+from mlharness.artefacts.layouts import check_coco_safe, check_imagenet, check_openimages
 from mlharness.artefacts.service import bundled
 
 
@@ -52,7 +52,8 @@ def _check_one(artefact: Artefact, root: Path, report: Report) -> Checked:
         if not (where.exists() and read_stamp(where)):
             return Checked(artefact.name, "missing", where)
         if artefact.layout:
-            checker = check_imagenet if artefact.layout == "imagenet" else check_openimages
+            checker = {"imagenet": check_imagenet, "openimages": check_openimages,
+                       "coco-safe": check_coco_safe}[artefact.layout]
             try:
                 count = checker(where, expected=artefact.items or 0)
             except ArtefactError as exc:

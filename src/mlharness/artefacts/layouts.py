@@ -5,6 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Callable
 
+from mlharness.artefacts.coco_filter import safe_licence_ids
 from mlharness.artefacts.errors import ArtefactError
 
 #: the ImageNet 2012 validation set: images, classes
@@ -101,3 +102,40 @@ def check_kits19(folder: Path) -> int:
                             hint="download with github.com/neheller/kits19 "
                                  "(python -m starter_code.get_imaging) and give its data/ folder")
     return sum(1 for p in data.glob("case_*/imaging.nii.gz"))
+#: the COCO safe subset's annotation file (tools/accuracy-coco.py's path under --coco-dir)
+COCO_ANNOTATIONS = "annotations/instances_val2017.json"
+
+
+def check_coco_safe(folder: Path, *, expected: int,
+                    on_count: Callable[[int, int], None] | None = None) -> int:
+    """Check a COCO safe-subset folder (``annotations/instances_val2017.json`` +
+    ``val2017_safe/``): ``expected`` images listed, each under a safe licence (the official
+    filter's keywords) and present; returns the image count."""
+    import json
+
+    annotations = folder / COCO_ANNOTATIONS
+    if not annotations.is_file():
+        raise ArtefactError(f"{folder}: no {COCO_ANNOTATIONS}",
+                            hint="give the published subset's folder, or COCO val2017's "
+                                 "(val2017/ + annotations/) to build it from")
+    try:
+        coco = json.loads(annotations.read_text(encoding="utf-8"))
+        images = coco["images"]
+    except (OSError, ValueError, KeyError, TypeError) as exc:
+        raise ArtefactError(f"{annotations}: not a COCO annotation file ({exc})",
+                            hint="use the subset's instances_val2017.json") from exc
+    if expected and len(images) != expected:
+        raise ArtefactError(f"{annotations}: {len(images):,} images listed, the licence-safe "
+                            f"subset has {expected:,}", hint="use the complete subset")
+    safe = safe_licence_ids(coco)
+    for number, image in enumerate(images, 1):
+        if image.get("license") not in safe:
+            raise ArtefactError(f"{annotations}: image {image.get('file_name')} is not under a "
+                                "safe licence", hint="this is not the licence-safe subset")
+        name = str(image.get("file_name", ""))
+        if not any((folder / sub / name).is_file() for sub in ("val2017_safe", "val2017", ".")):
+            raise ArtefactError(f"{folder}: image {name} is missing",
+                                hint="copy the whole subset (val2017_safe/)")
+        if on_count and number % 500 == 0:
+            on_count(number, len(images))
+    return len(images)

@@ -79,6 +79,14 @@ def _quantize_int8(model: Path, target: Path) -> None:
                          extra_options={"MatMulConstBOnly": True})
 
 
+def onnx_ops(model: Path) -> list[tuple[str, str]]:
+    """``(name, op type)`` of every named node of the ONNX graph (not its subgraphs)."""
+    import onnx
+
+    graph = onnx.load(str(model), load_external_data=False).graph
+    return [(node.name, node.op_type) for node in graph.node if node.name]
+
+
 def small_output_nodes(model: Path, limit: int = MIN_QUANTISED_OUTPUTS) -> list[str]:
     """Names of MatMul/Gemm nodes whose weight is an initializer with fewer than ``limit`` output
     columns (the QA head); tensors stored outside the file are read from their shape only."""
@@ -130,9 +138,9 @@ def quantize_calibrated(model: Path, target: Path, batches: list[dict], method: 
                         task: CalibrationTask) -> dict:
     """Static int8 (QDQ: int8 weights per channel, uint8 activations with ranges measured on
     ``batches``) of ``model`` into ``target``; the heads with fewer than
-    ``MIN_QUANTISED_OUTPUTS`` output columns stay fp32. onnxruntime runs the QDQ file with int8
-    kernels, and OpenVINO reads the same file as int8. ``task`` is not read: the recipe is the
-    same for every model. Returns what was done (for the calibration record)."""
+    ``MIN_QUANTISED_OUTPUTS`` output columns stay fp32, and what the ``task`` keeps
+    (``kept_fp32``). onnxruntime runs the QDQ file with int8 kernels, and OpenVINO reads the
+    same file as int8. Returns what was done (for the calibration record)."""
     import onnxruntime as ort
     from onnxruntime.quantization import (CalibrationDataReader, CalibrationMethod, QuantFormat,
                                           QuantType, quantize_static)
@@ -150,7 +158,7 @@ def quantize_calibrated(model: Path, target: Path, batches: list[dict], method: 
         def get_next(self) -> dict | None:
             return next(self.items, None)
 
-    excluded = small_output_nodes(model)
+    excluded = small_output_nodes(model) + task.kept_fp32(onnx_ops(model))
     with quantised_file(model, target, "calibrated int8 quantisation",
                          "check the model runs in fp32 first") as tmp:
         quantize_static(str(model), tmp, Reader(), quant_format=QuantFormat.QDQ,

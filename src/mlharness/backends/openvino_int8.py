@@ -72,8 +72,9 @@ def quantize_nncf(model: Path, target: Path, batches: list[dict], method: str,
     nncf = require_nncf(method)
     transformer = task.transformer
     logging.getLogger("nncf").setLevel(logging.WARNING)
-    excluded = small_output_nodes(model)
     network = ov.Core().read_model(str(model))
+    excluded = small_output_nodes(model) + task.kept_fp32(
+        [(op.get_friendly_name(), op.get_type_name()) for op in network.get_ordered_ops()])
     with quantised_file(model, target, "NNCF int8 quantisation",
                          "check the model runs in fp32 with --backend openvino first") as tmp:
         quantized = nncf.quantize(

@@ -36,6 +36,11 @@ class CalibrationTask(Protocol):
 
     def index_ranges(self) -> dict[str, IndexRange]: ...
 
+    def kept_fp32(self, ops: list[tuple[str, str]]) -> list[str]:
+        """Names among the model's operations ``(name, type)`` that the quantiser keeps in
+        fp32 beside its own choice (YOLO: the head's box decoding)."""
+        ...
+
 
 #: writes the int8 model: ``(source model, target, calibration batches, method, task)`` -> what
 #: was done (for the calibration record)

@@ -59,7 +59,8 @@ def warm_up(home: SampleHome, engine: Engine, batches: int, phase: PhaseHook) ->
     home.load(needed)
     try:
         phase(WARMUP_PHASE)
-        return engine.warm_up(batches, 0)
+        # each batch is progress: a slow model warming up many shapes outlasts the stall clock
+        return engine.warm_up(batches, 0, lambda: phase(WARMUP_PHASE))
     finally:
         home.unload(needed)
 

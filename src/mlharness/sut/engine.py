@@ -99,10 +99,12 @@ class Engine:
         batch = [index] * (1 if self.policy.inline else self.policy.max_batch)
         return self.task.warmup_batches(batch)
 
-    def warm_up(self, batches: int, index: int = 0) -> float:
+    def warm_up(self, batches: int, index: int = 0,
+                on_batch: Callable[[], None] | None = None) -> float:
         """Run ``batches`` untimed batches of each of :meth:`warmup_plan`'s batches on every
         worker's backend at once, before LoadGen starts, and return the seconds it took (the
-        samples they name must be loaded).
+        samples they name must be loaded). ``on_batch`` hears each batch done (progress for
+        the stall clock: a slow model's warm-up of many shapes outlasts it).
 
         First calls pay one-time costs (kernel JIT, memory pools, per-stream setup, kernels built
         per input shape) that a short timed run would otherwise count; the official vision
@@ -117,6 +119,8 @@ class Engine:
         if self._holder is not None:
             for batch in plan:
                 self._holder.warm_up(batches, batch)
+                if on_batch is not None:
+                    on_batch()
             return time.monotonic() - t0
         errors: list[BaseException] = []
 
@@ -127,6 +131,8 @@ class Engine:
                 for batch in plan:
                     for _ in range(batches):
                         self.task.infer(predict, batch)
+                        if on_batch is not None:
+                            on_batch()
             except BaseException as exc:  # noqa: BLE001 - re-raised on the caller's thread
                 errors.append(exc)
 

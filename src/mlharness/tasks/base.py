@@ -200,6 +200,11 @@ class TensorTask(Task):
         against the model's tables before a run. The default: none."""
         return {}
 
+    def kept_fp32(self, ops: list[tuple[str, str]]) -> list[str]:
+        """Names among the model's operations ``(name, type)`` that ``mlharness calibrate``
+        keeps in fp32, beside each quantiser's own choice. The default: none."""
+        return []
+
     def warmup_batches(self, batch: list[int]) -> list[list[int]]:
         """The batches a warm-up runs, given one ``batch`` of the first sample: one per input
         shape the run will feed, so runtimes that build kernels per shape (OpenVINO, oneDNN's
