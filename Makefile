@@ -8,6 +8,12 @@ STAMP := $(VENV)/.installed
 # the official scripts' own Python (tests/referee.py): what they import, apart from ours
 REFEREE := .venv-referee
 REFEREE_STAMP := $(REFEREE)/.installed
+# whisper's referee (speech2text/): its accuracy script imports openai-whisper, which imports torch
+WHISPER_REFEREE := .venv-referee-whisper
+WHISPER_REFEREE_STAMP := $(WHISPER_REFEREE)/.installed
+# openai-whisper without its triton requirement (a GPU compiler, never imported on the way to its
+# normaliser): installed apart, with --no-deps, in the test venv and whisper's referee
+OPENAI_WHISPER := openai-whisper==20250625
 # Installs skip byte-compiling (half the base install, 3/4 of the extras'): Python writes the
 # bytecode of what is imported once, on first use. So PYTHONDONTWRITEBYTECODE (set by some
 # containers) is unexported: with it, every process would compile from source again. The tests
@@ -16,7 +22,7 @@ REFEREE_STAMP := $(REFEREE)/.installed
 unexport PYTHONDONTWRITEBYTECODE
 PIP_INSTALL = pip install --quiet --no-compile
 
-.PHONY: demo test venv referee clean bench
+.PHONY: demo test venv referee referee-whisper clean bench
 
 $(BASE_STAMP): pyproject.toml
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
@@ -29,7 +35,8 @@ NEED_KB := 3500000
 $(STAMP): $(BASE_STAMP)
 	@free=$$(df -Pk . | awk 'NR==2 {print $$4}'); [ "$${free:-0}" -ge $(NEED_KB) ] || echo \
 	  "warning: $$(( $${free:-0} / 1024 )) MB free here; the test environment needs about 3.5 GB" >&2
-	$(BIN)/$(PIP_INSTALL) -e '.[dev,report,ray,power,openvino,torch,llm]'
+	$(BIN)/$(PIP_INSTALL) -e '.[dev,report,ray,power,openvino,torch,llm,whisper]'
+	$(BIN)/$(PIP_INSTALL) --no-deps $(OPENAI_WHISPER)
 	touch $(STAMP)
 
 venv: $(STAMP)
@@ -40,6 +47,14 @@ $(REFEREE_STAMP): tests/referee-requirements.txt
 	touch $(REFEREE_STAMP)
 
 referee: $(REFEREE_STAMP)
+
+$(WHISPER_REFEREE_STAMP): tests/referee-whisper-requirements.txt
+	test -x $(WHISPER_REFEREE)/bin/python || $(PYTHON) -m venv $(WHISPER_REFEREE)
+	$(WHISPER_REFEREE)/bin/$(PIP_INSTALL) -r tests/referee-whisper-requirements.txt
+	$(WHISPER_REFEREE)/bin/$(PIP_INSTALL) --no-deps $(OPENAI_WHISPER)
+	touch $(WHISPER_REFEREE_STAMP)
+
+referee-whisper: $(WHISPER_REFEREE_STAMP)
 
 demo: $(BASE_STAMP)
 	$(BIN)/mlharness demo
@@ -54,11 +69,11 @@ test: export PYTHONPYCACHEPREFIX := $(CURDIR)/$(VENV)/pycache
 test: export MLHARNESS_REQUIRE_EXTRAS := 1
 test:
 	@# the two environments are independent: built side by side
-	$(MAKE) --no-print-directory -j2 $(STAMP) $(REFEREE_STAMP)
+	$(MAKE) --no-print-directory -j2 $(STAMP) $(REFEREE_STAMP) $(WHISPER_REFEREE_STAMP)
 	$(BIN)/python -m pytest -q -n $(TEST_WORKERS) --dist loadgroup --no-loadscope-reorder
 
 bench: $(STAMP)
 	$(BIN)/python benchmarks/overhead.py
 
 clean:
-	rm -rf $(VENV) $(REFEREE) runs build .pytest_cache
+	rm -rf $(VENV) $(REFEREE) $(WHISPER_REFEREE) runs build .pytest_cache

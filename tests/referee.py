@@ -30,6 +30,11 @@ INFERENCE = Path(os.environ.get("MLPERF_INFERENCE_DIR")
 TOKENIZATION = INFERENCE.parent / "bert-tokenization"
 REFEREE_PYTHON = Path(os.environ.get("MLPERF_REFEREE_PYTHON")
                       or REPO / ".venv-referee" / "bin" / "python")
+#: whisper's referee (speech2text/): a Python of its own, since openai-whisper needs torch
+#: (``make referee-whisper`` builds it from tests/referee-whisper-requirements.txt)
+WHISPER_PYTHON = Path(os.environ.get("MLPERF_WHISPER_REFEREE_PYTHON")
+                      or REPO / ".venv-referee-whisper" / "bin" / "python")
+WHISPER_MODULES = ("numpy", "torch", "whisper.normalizers", "librosa", "soundfile", "sox", "pandas")
 #: what the official scripts import beyond the standard library (see referee-requirements.txt)
 REFEREE_MODULES = ("numpy", "six", "pkg_resources", "transformers", "pycocotools", "yaml", "cv2")
 IN_CI = os.environ.get("CI", "").lower() in ("1", "true", "yes")
@@ -112,3 +117,41 @@ def run(script: str, *args: str, cwd: Path | None = None, check: bool = False,
     """Run the official ``INFERENCE/script`` in the referee's Python."""
     require(script, python=True)
     return python(str(INFERENCE / script), *args, cwd=cwd, check=check, timeout=timeout)
+
+
+@functools.lru_cache(maxsize=None)
+def _whisper_problem() -> str | None:
+    if not WHISPER_PYTHON.is_file():
+        return (f"whisper's referee Python is not at {WHISPER_PYTHON}: run `make referee-whisper` "
+                "(or set MLPERF_WHISPER_REFEREE_PYTHON)")
+    probe = subprocess.run([str(WHISPER_PYTHON), "-c", f"import {', '.join(WHISPER_MODULES)}"],
+                           capture_output=True, text=True, timeout=300)
+    if probe.returncode != 0:
+        last = (probe.stderr.strip().splitlines() or ["?"])[-1]
+        return f"whisper's referee Python {WHISPER_PYTHON} lacks a module ({last}): " \
+               "run `make referee-whisper`"
+    return None
+
+
+def whisper_python(*args: str, cwd: Path | None = None,
+                   timeout: float = 600) -> subprocess.CompletedProcess[str]:
+    """Run whisper's referee Python with ``args`` (nothing of ours on its path); it must
+    succeed."""
+    reason = _whisper_problem()
+    if reason is not None:
+        if IN_CI:
+            pytest.fail(f"CI must run the official comparison: {reason}", pytrace=False)
+        pytest.skip(reason)
+    proc = subprocess.run([str(WHISPER_PYTHON), *args], cwd=cwd, capture_output=True,
+                          text=True, timeout=timeout, env=dict(os.environ, PYTHONPATH=""))
+    assert proc.returncode == 0, \
+        f"{' '.join(args)[:300]} failed:\n{proc.stdout[-2000:]}{proc.stderr[-3000:]}"
+    return proc
+
+
+def whisper(script: str, *args: str, cwd: Path | None = None,
+            timeout: float = 600) -> subprocess.CompletedProcess[str]:
+    """Run the official ``INFERENCE/script`` (``speech2text/...``) in whisper's referee
+    Python; it must succeed."""
+    require(script)
+    return whisper_python(str(INFERENCE / script), *args, cwd=cwd, timeout=timeout)
