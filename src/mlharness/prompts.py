@@ -24,3 +24,17 @@ class GenerationRequest:
     top_k: int = 1  # 1: greedy; -1: no limit
     #: chat messages (``[{"role": ..., "content": ...}]``) for servers reached by chat
     messages: tuple[dict[str, str], ...] | None = None
+    #: speech to text: the clip's audio file (16 kHz WAV bytes), sent to a transcription server
+    #: as is and decoded by an in-process model; ``input_ids`` / ``text`` are then the decoder's
+    #: prompt
+    audio: bytes | None = None
+
+
+@dataclass(frozen=True)
+class TextAnswer:
+    """An answer given as text with the number of tokens generated, without the ids: what a
+    transcription server returns (``on_done`` takes it in place of the ids; the task encodes
+    the text, LoadGen's ``n_tokens`` is ``n_tokens``)."""
+
+    text: str
+    n_tokens: int

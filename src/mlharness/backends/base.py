@@ -15,7 +15,7 @@ import numpy as np
 from mlharness.errors import ModelError
 from mlharness.names import DEFAULT_PRECISION, Precision
 from mlharness.options import FreeOptions, Options, parse_options
-from mlharness.prompts import GenerationRequest
+from mlharness.prompts import GenerationRequest, TextAnswer
 from mlharness.tensors import IndexRange, TensorSpec
 
 O = TypeVar("O", bound=Options)
@@ -126,7 +126,7 @@ class SampleBackend(Protocol):
 #: called by a text-generation backend, from any thread: at the first token(s) (their ids), at
 #: the end (every output id; ``n_tokens`` is ``len(ids)``), or on a failure (one line)
 OnFirst = Callable[[list[int]], None]
-OnDone = Callable[[list[int]], None]
+OnDone = Callable[[list[int] | TextAnswer], None]
 OnError = Callable[[str], None]
 
 

@@ -7,6 +7,7 @@ another rate is refused rather than resampled differently). The model pads each 
 from __future__ import annotations
 
 from pathlib import Path
+from typing import BinaryIO
 
 import numpy as np
 
@@ -38,12 +39,30 @@ def load(path: Path) -> np.ndarray:
     if rate != SAMPLE_RATE:
         raise DatasetError(f"{path} is sampled at {rate} Hz; whisper's clips are {SAMPLE_RATE} Hz",
                            "resample it to 16 kHz first (the reference's clips all are)")
-    if data.shape[1] == 1:
-        return np.ascontiguousarray(data[:, 0])
-    return data.mean(axis=1, dtype=np.float32)  # librosa.to_mono: the channels' mean
+    return _mono(data)
 
 
 def write(path: Path, samples: np.ndarray, rate: int = SAMPLE_RATE) -> None:
     """Write ``samples`` as ``soundfile.write`` does by the file's suffix (16-bit PCM for WAV and
     FLAC), as the reference's repacking writes its clips."""
     _soundfile().write(str(path), samples, rate)
+
+
+def decode(source: BinaryIO | Path) -> np.ndarray:
+    """:func:`load` of an open file or its bytes (``io.BytesIO``): a clip held in memory."""
+    sf = _soundfile()
+    try:
+        data, rate = sf.read(source, dtype="float32", always_2d=True)
+    except (OSError, RuntimeError) as exc:
+        raise DatasetError(f"cannot decode a clip's audio: {exc}",
+                           "the clips are 16 kHz WAV (or FLAC) files") from exc
+    if rate != SAMPLE_RATE:
+        raise DatasetError(f"a clip is sampled at {rate} Hz; whisper's clips are {SAMPLE_RATE} Hz",
+                           "resample it to 16 kHz first (the reference's clips all are)")
+    return _mono(data)
+
+
+def _mono(data: np.ndarray) -> np.ndarray:
+    if data.shape[1] == 1:
+        return np.ascontiguousarray(data[:, 0])
+    return data.mean(axis=1, dtype=np.float32)  # librosa.to_mono: the channels' mean

@@ -16,6 +16,7 @@ import time
 from typing import Any, Callable, Sequence
 
 from mlharness.backends.base import StreamingBackend
+from mlharness.prompts import TextAnswer
 from mlharness.tasks.base import GenerationTask
 
 TokenSink = Callable[[int, Sequence[int]], None]
@@ -83,16 +84,19 @@ class StreamEngine:
             self._first_token(rid, ids)
         return first
 
-    def _on_done(self, rid: int, index: int) -> Callable[[list[int]], None]:
-        def done(ids: list[int]) -> None:
+    def _on_done(self, rid: int, index: int) -> Callable[[list[int] | TextAnswer], None]:
+        def done(ids: list[int] | TextAnswer) -> None:
+            n_tokens = ids.n_tokens if isinstance(ids, TextAnswer) else len(ids)
             with self._lock:
                 if rid not in self._outstanding:
                     return
                 reported = self._outstanding.pop(rid)
-                self.tokens += len(ids)
+                self.tokens += n_tokens
             if not reported:  # a backend that found no first token (an empty answer)
-                self._first_token(rid, ids[:1])
-            self._complete(rid, self.task.encode_output(index, ids), len(ids))
+                self._first_token(rid, [] if isinstance(ids, TextAnswer) else ids[:1])
+            payload = (self.task.encode_text(index, ids.text) if isinstance(ids, TextAnswer)
+                       else self.task.encode_output(index, ids))
+            self._complete(rid, payload, n_tokens)
             self.completed += 1
         return done
 

@@ -203,3 +203,11 @@ class GenerationTask(Task):
         """The LoadGen response of sample ``index``'s generated token ids (its ``n_tokens`` is
         ``len(ids)``). The default: the ids as int32, as every reference LLM SUT logs them."""
         return np.asarray(ids, dtype=np.int32).tobytes()
+
+    def encode_text(self, index: int, text: str) -> bytes:
+        """The LoadGen response of an answer a backend gave as text only (a transcription
+        server: :class:`~mlharness.prompts.TextAnswer`). The default refuses: a benchmark
+        whose response is token ids needs them."""
+        raise ConfigError(f"{self.name} logs token ids, and the backend answered with text only",
+                          "use a backend that returns token ids (--backend openai on "
+                          "/v1/completions, or hf)")
