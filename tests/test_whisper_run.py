@@ -1,0 +1,105 @@
+"""Whisper end to end on a random-weight tiny Whisper of large-v3's shape (the real tokenizer,
+speech spoken by espeak-ng): the hf backend's batched greedy pass equals a plain step-by-step
+argmax without a cache, its features equal openai-whisper's log-mel, and an accuracy run's
+accuracy.txt equals accuracy_eval.py run unmodified on the run's own log."""
+
+from __future__ import annotations
+
+import io
+import json
+import threading
+from pathlib import Path
+
+import numpy as np
+import pytest
+import referee
+import whisper_fixtures as wf
+from catalogue_support import run_cli
+from extras import has_extra
+
+from mlharness.speech import audio, labels, repack
+from mlharness.speech.manifest import MANIFEST_NAME, read_manifest
+
+pytestmark = [pytest.mark.slow,
+              pytest.mark.skipif(not (has_extra("torch") and has_extra("soundfile")
+                                      and has_extra("whisper")),
+                                 reason="the whisper extra is missing")]
+
+
+@pytest.fixture(scope="module")
+def case(tmp_path_factory):
+    tmp = tmp_path_factory.mktemp("whisper_run")
+    base = wf.librispeech(tmp)
+    repack.repack(base, tmp / "data")
+    model = wf.tiny_whisper(tmp / "model")
+    return {"tmp": tmp, "data": tmp / "data", "model": model,
+            "manifest": tmp / "data" / MANIFEST_NAME}
+
+
+def _clips(case) -> list[bytes]:
+    return [c.audio.read_bytes() for c in read_manifest(case["manifest"]).clips]
+
+
+def test_batched_greedy_equals_a_plain_loop(case):
+    import torch
+    from transformers import WhisperForConditionalGeneration
+
+    from mlharness.backends.hf_whisper import WhisperModel
+
+    runner = WhisperModel(case["model"], "fp32", None)
+    prompt = [50258, 50259, 50360, 50364]
+    clips = _clips(case)
+    limits = [12, 5, 12, 9]  # clips leave the batch at different steps
+    firsts: dict[int, list[int]] = {}
+    batched = runner.transcribe(clips, prompt, limits, lambda k, ids: firsts.setdefault(k, ids),
+                                threading.Event())
+    net = WhisperForConditionalGeneration.from_pretrained(case["model"]).eval()
+    for k, clip in enumerate(clips):
+        ids = list(prompt)
+        with torch.inference_mode():
+            encoded = net.model.encoder(runner.log_mel([clip])).last_hidden_state
+            for _ in range(limits[k]):  # the whole sequence again at every step, no cache
+                logits = net(encoder_outputs=(encoded,), decoder_input_ids=torch.tensor([ids]),
+                             use_cache=False).logits
+                ids.append(int(logits[0, -1].argmax()))
+                if ids[-1] == net.config.eos_token_id:
+                    break
+        assert batched[k] == ids[len(prompt):], k
+        assert firsts[k] == batched[k][:1]
+
+
+def test_features_equal_openai_whispers_log_mel(case):
+    import whisper as openai_whisper
+
+    from mlharness.backends.hf_whisper import WhisperModel
+
+    runner = WhisperModel(case["model"], "fp32", None)
+    clip = _clips(case)[0]
+    ours = runner.log_mel([clip])[0].numpy()
+    samples = audio.decode(io.BytesIO(clip))
+    theirs = openai_whisper.log_mel_spectrogram(
+        openai_whisper.pad_or_trim(samples), n_mels=128).numpy()
+    assert ours.shape == theirs.shape == (128, 3000)
+    np.testing.assert_allclose(ours, theirs, atol=2e-3)
+
+
+def test_accuracy_run_equals_accuracy_eval(case, tmp_path, capsys):
+    result = run_cli(["run", "-b", "whisper", "--backend", "hf", "--model", case["model"],
+                      "--dataset", case["data"], "--mode", "accuracy", "--output-dir", tmp_path,
+                      "--task-option", "max_new_tokens=24", "--batch-size", "3"], capsys)
+    run_dir = next((tmp_path / "whisper").glob("Offline-accuracy-*"))
+    record = json.loads((run_dir / "run.json").read_text())
+    assert result.code == 1, (result.out[-2000:], result.err[-2000:])  # below the target
+    accuracy = record["accuracy"]
+    assert accuracy["metric"] == "ACCURACY" and accuracy["details"]["clips"] == 4
+    assert any("max_new_tokens 24" in f for f in accuracy["failures"])
+    log = json.loads((run_dir / "mlperf_log_accuracy.json").read_text())
+    assert sorted(e["qsl_idx"] for e in log) == [0, 1, 2, 3]
+    for entry in log:  # int64 label indices
+        labels.decode_response(bytes.fromhex(entry["data"]))
+        assert 1 <= entry["token_count"] <= 24
+    line = referee.whisper("speech2text/accuracy_eval.py", "--log_dir", str(run_dir),
+                           "--dataset_dir", str(case["data"]), "--manifest",
+                           str(case["manifest"])).stdout.strip().splitlines()[-1]
+    assert (run_dir / "accuracy.txt").read_text().strip() == line
+    assert "Word Error Rate" in result.out + result.err or "ACCURACY" in result.out
