@@ -8,7 +8,6 @@ from __future__ import annotations
 import io
 import json
 import threading
-from pathlib import Path
 
 import numpy as np
 import pytest
