@@ -30,6 +30,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import os
 import threading
 import time
 from pathlib import Path
@@ -39,8 +40,10 @@ from pydantic import Field, field_validator
 
 from mlharness.backends.base import BackendOptions, GenerationRequest, OnDone, OnError, OnFirst
 from mlharness.backends.openai_stream import ClientSettings, EndpointError, OpenAIStreamClient
+from mlharness.backends.openai_transcribe import Transcriber, TranscriptionError
 from mlharness.errors import ConfigError, HarnessError, one_line
 from mlharness.options import Options
+from mlharness.prompts import TextAnswer
 from mlharness.tensors import TensorSpec
 
 log = logging.getLogger(__name__)
@@ -234,7 +237,8 @@ class OpenAIBackend:
         assert self._loop is not None
         call.task = self._loop.create_task(self._run(call))
 
-    def _finish(self, call: _Call, ids: list[int] | None, error: str | None) -> None:
+    def _finish(self, call: _Call, ids: list[int] | TextAnswer | None,
+                error: str | None) -> None:
         """``on_done(ids)`` or ``on_error(error)``, once per call whoever calls this."""
         with self._lock:
             if call not in self._live:
@@ -289,12 +293,19 @@ class OpenAIBackend:
             endpoint.outstanding += 1
             endpoint.sent += 1
             try:
-                result = await endpoint.client.complete(
-                    prompt, request.max_new_tokens, on_first_token=first, chat=opts.chat,
-                    tokenize=self._tokenize, **body)
-            except (EndpointError, OSError) as exc:
+                if request.audio is not None:  # speech to text (openai_transcribe.py)
+                    answer: list[int] | TextAnswer = await Transcriber(
+                        endpoint.url, opts.served_model, os.environ.get(opts.api_key_env),
+                        opts.connect_timeout_s, opts.stall_timeout_s,
+                    ).transcribe(request, lambda ids: first(ids, 0.0))
+                else:
+                    answer = (await endpoint.client.complete(
+                        prompt, request.max_new_tokens, on_first_token=first, chat=opts.chat,
+                        tokenize=self._tokenize, **body)).token_ids
+            except (EndpointError, TranscriptionError, OSError) as exc:
                 endpoint.failed += 1
-                why = _line(exc) if isinstance(exc, EndpointError) else \
+                why = str(exc) if isinstance(exc, TranscriptionError) else _line(exc) \
+                    if isinstance(exc, EndpointError) else \
                     f"{endpoint.url}: {one_line(exc)}"
                 if call.first_sent:
                     self._finish(call, None, why)
@@ -312,7 +323,7 @@ class OpenAIBackend:
             finally:
                 endpoint.outstanding -= 1
             endpoint.resting_until = 0.0
-            self._finish(call, result.token_ids, None)
+            self._finish(call, answer, None)
             return
 
     # -- shutdown ---------------------------------------------------------------------------

@@ -81,7 +81,8 @@ class WhisperTask(GenerationTask):
         """Find every clip's audio (a manifest with the container's absolute paths is read
         from wherever its folder is now) and the tokenizer, before LoadGen starts."""
         self.manifest = relocated(self.manifest)
-        self.tokenizer()
+        if self.tokenizer_dir is not None:
+            self.tokenizer()
 
     def load_samples(self, indices: Sequence[int]) -> None:
         """The clips' audio files, as bytes (the reference holds every clip in memory)."""
@@ -139,8 +140,11 @@ class WhisperTask(GenerationTask):
                                   "give the whisper-large-v3 folder (tokenizer.json)") from exc
         return self._tokenizer
 
-    def prompt_ids(self) -> tuple[int, ...]:
-        """The decoder prompt as the model's tokenizer encodes it (four special tokens)."""
+    def prompt_ids(self) -> tuple[int, ...] | None:
+        """The decoder prompt as the model's tokenizer encodes it (four special tokens); None
+        without a tokenizer (a transcription server builds the prompt itself)."""
+        if self.tokenizer_dir is None:
+            return None
         if self._prompt_ids is None:
             tokenizer = self.tokenizer()
             with self._tokenizer_lock:
