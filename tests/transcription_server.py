@@ -13,6 +13,11 @@ from email.policy import HTTP
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 
+class _Server(ThreadingHTTPServer):
+    request_queue_size = 1024  # the openai backend opens up to 256 connections at once
+    daemon_threads = True
+
+
 class TranscriptionServer:
     """``answers``: sha256 of a clip's bytes -> (text, completion_tokens)."""
 
@@ -61,7 +66,7 @@ class TranscriptionServer:
                     self.wfile.write(f"{len(chunk):x}\r\n".encode() + chunk + b"\r\n")
                 self.wfile.write(b"0\r\n\r\n")
 
-        self.httpd = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self.httpd = _Server(("127.0.0.1", 0), Handler)
         self.url = f"http://127.0.0.1:{self.httpd.server_address[1]}"
         self.thread = threading.Thread(target=self.httpd.serve_forever, daemon=True)
 
