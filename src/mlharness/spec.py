@@ -26,8 +26,8 @@ from mlharness.distribution import (LEGACY_NAMES, POOL_KEYS, RAY_KEYS, REMOTE_KE
 from mlharness.flags import HOW, LOADGEN, WHAT, Flag, user_conf_owners
 from mlharness.loadgen.settings import (MAX_COUNT, MAX_DURATION_MS, EffectiveSettings, TestConfig,
                                         check_user_conf_key, effective_settings)
-from mlharness.rules import llm
 from mlharness.rules.loader import DEFAULT_ROUND
+from mlharness.tasks import benchmark_rules
 from mlharness.names import (DEFAULT_MODE, DEFAULT_PRECISION, DEFAULT_SCENARIO, Mode, Precision,
                              Scenario)
 
@@ -363,7 +363,7 @@ def check_consistency(spec: RunSpec) -> None:
         raise RuleError("--server-latency applies to the Server scenario only",
                     "drop it or use --scenario Server")
     if s == Scenario.INTERACTIVE:
-        bench = llm.load().find(spec.benchmark)
+        bench = benchmark_rules(spec.benchmark, spec.round)
         if bench is None or bench.interactive_loadgen_model is None:
             raise RuleError(f"{spec.benchmark} has no Interactive scenario",
                             "Interactive is an LLM scenario (e.g. -b llama3.1-8b); use Server")

@@ -30,7 +30,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
-import os
+import re
 import threading
 import time
 from pathlib import Path
@@ -38,12 +38,14 @@ from typing import Any, Callable
 
 from pydantic import Field, field_validator
 
-from mlharness.backends.base import BackendOptions, GenerationRequest, OnDone, OnError, OnFirst
+from mlharness.backends.base import (BackendOptions, GenerationRequest, OnDone, OnError, OnFirst,
+                                    StreamingBackend)
 from mlharness.backends.openai_stream import ClientSettings, EndpointError, OpenAIStreamClient
-from mlharness.backends.openai_transcribe import Transcriber, TranscriptionError
+from mlharness.distribution import check_endpoint
 from mlharness.errors import ConfigError, HarnessError, one_line
-from mlharness.options import Options
-from mlharness.prompts import TextAnswer
+from mlharness.options import Options, RuleError
+from mlharness.prompts import Generated
+from mlharness.redact import register_env, register_url, scrub
 from mlharness.tensors import TensorSpec
 
 log = logging.getLogger(__name__)
@@ -71,8 +73,13 @@ class OpenAIOptions(Options):
     #: server that refuses keys OpenAI's API lacks (``transformers serve`` answers 422), which
     #: then gets only ``temperature`` and ``top_p`` of the sampling, and needs ``tokenizer``
     extensions: bool = True
-    stall_timeout_s: float = Field(default=120.0, gt=0)
+    #: seconds without a whole header block or event before a request is stalled: below the
+    #: run's --stall-timeout (60 s), so the request's own line, naming the endpoint, comes first
+    stall_timeout_s: float = Field(default=30.0, gt=0)
     connect_timeout_s: float = Field(default=10.0, gt=0)
+    #: bytes of one line of a response body (an SSE event), and of its status and headers
+    max_event_bytes: int = Field(default=1 << 20, ge=1024)
+    max_header_bytes: int = Field(default=64 << 10, ge=1024)
 
     @field_validator("endpoints", mode="before")
     @classmethod
@@ -82,12 +89,37 @@ class OpenAIOptions(Options):
         if isinstance(value, (list, tuple)):
             value = [_base_url(str(v)) for v in value]
             if len(set(value)) != len(value):
-                raise ValueError(f"an endpoint is given twice: {value}")
+                raise RuleError(f"an endpoint is given twice: {scrub(', '.join(value))}",
+                                "list each server once")
         return value
+
+    @field_validator("api_key_env")
+    @classmethod
+    def _env_name(cls, value: str) -> str:
+        """A variable's NAME: a key given here by mistake is refused, and never shown."""
+        if value and not ENV_NAME.fullmatch(value):
+            raise RuleError("api_key_env takes the NAME of the environment variable that holds "
+                            "the API key (letters, digits and _, not starting with a digit); "
+                            "the value given is not one, perhaps the key itself (not shown)",
+                            "export OPENAI_API_KEY=<key> and leave api_key_env out, or give "
+                            "--backend-option api_key_env=YOUR_VARIABLE")
+        return value
+
+    def model_post_init(self, context: Any) -> None:
+        """This process masks the key and the endpoints' credentials wherever it writes."""
+        register_env(self.api_key_env)
+        for url in self.endpoints:
+            register_url(url)
+
+
+#: an environment variable's name (POSIX: letters, digits, underscore; no leading digit)
+ENV_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]{0,127}")
 
 
 def _base_url(url: str) -> str:
-    url = url.strip().rstrip("/")
+    url = check_endpoint(url).rstrip("/")
+    if "://" not in url:
+        url = f"http://{url}"
     return url[: -len("/v1")] if url.endswith("/v1") else url
 
 
@@ -97,7 +129,7 @@ class _Endpoint:
     __slots__ = ("url", "client", "outstanding", "sent", "failed", "resting_until")
 
     def __init__(self, client: OpenAIStreamClient) -> None:
-        self.url = client.settings.base_url
+        self.url = client.url  # without credentials
         self.client = client
         self.outstanding = 0
         self.sent = 0
@@ -132,11 +164,10 @@ def _line(exc: BaseException) -> str:
     return one_line(exc)
 
 
-class OpenAIBackend:
+class OpenAIBackend(StreamingBackend):
     """StreamingBackend for OpenAI-compatible servers; ``model`` is ignored (the server has it)."""
 
     name = "openai"
-    generates = True
     concurrency = 256
     options_model = OpenAIOptions
 
@@ -144,6 +175,9 @@ class OpenAIBackend:
         self.options: OpenAIOptions | None = None
         self._endpoints: list[_Endpoint] = []
         self._tokenize: Callable[[str], list[int]] | None = None
+        #: the tokenizer option's vocabulary size and EOS id (a task's tokenizer comes first)
+        self._vocab_size: int | None = None
+        self._eos_id: int | None = None
         self._loop: asyncio.AbstractEventLoop | None = None
         self._thread: threading.Thread | None = None
         self._semaphore: asyncio.Semaphore | None = None
@@ -172,9 +206,11 @@ class OpenAIBackend:
         self._endpoints = [_Endpoint(OpenAIStreamClient(ClientSettings(
             base_url=url, model=opts.served_model, api_key_env=opts.api_key_env or None,
             connect_timeout_s=opts.connect_timeout_s, stall_timeout_s=opts.stall_timeout_s,
+            max_event_bytes=opts.max_event_bytes, max_header_bytes=opts.max_header_bytes,
             token_ids=opts.extensions)))
             for url in opts.endpoints]
-        self._tokenize = _tokenizer(opts.tokenizer) if opts.tokenizer else None
+        if opts.tokenizer:
+            self._tokenize, self._vocab_size, self._eos_id = _tokenizer(opts.tokenizer)
         self.options = opts
         self.concurrency = opts.concurrency
         self._start_loop()
@@ -237,8 +273,7 @@ class OpenAIBackend:
         assert self._loop is not None
         call.task = self._loop.create_task(self._run(call))
 
-    def _finish(self, call: _Call, ids: list[int] | TextAnswer | None,
-                error: str | None) -> None:
+    def _finish(self, call: _Call, ids: list[int] | None, error: str | None) -> None:
         """``on_done(ids)`` or ``on_error(error)``, once per call whoever calls this."""
         with self._lock:
             if call not in self._live:
@@ -273,7 +308,7 @@ class OpenAIBackend:
         assert self.options is not None
         opts, request = self.options, call.request
         try:
-            prompt = _prompt(request, opts.chat)
+            prompt = None if request.audio is not None else _prompt(request, opts.chat)
         except _Unsendable as exc:
             self._finish(call, None, str(exc))
             return
@@ -293,19 +328,21 @@ class OpenAIBackend:
             endpoint.outstanding += 1
             endpoint.sent += 1
             try:
-                if request.audio is not None:  # speech to text (openai_transcribe.py)
-                    answer: list[int] | TextAnswer = await Transcriber(
-                        endpoint.url, opts.served_model, os.environ.get(opts.api_key_env),
-                        opts.connect_timeout_s, opts.stall_timeout_s,
-                    ).transcribe(request, lambda ids: first(ids, 0.0))
+                if prompt is None:  # speech to text: /v1/audio/transcriptions
+                    result = await endpoint.client.transcribe(
+                        request.audio or b"", request.max_new_tokens, on_first_token=first,
+                        language="en", response_format="json",
+                        temperature=f"{request.temperature:g}")
                 else:
-                    answer = (await endpoint.client.complete(
+                    result = await endpoint.client.complete(
                         prompt, request.max_new_tokens, on_first_token=first, chat=opts.chat,
-                        tokenize=self._tokenize, **body)).token_ids
-            except (EndpointError, TranscriptionError, OSError) as exc:
+                        tokenize=self._tokenize,
+                        vocab_size=request.vocab_size or self._vocab_size,
+                        eos_token_id=(request.eos_token_id if request.eos_token_id is not None
+                                      else self._eos_id), **body)
+            except (EndpointError, OSError) as exc:
                 endpoint.failed += 1
-                why = str(exc) if isinstance(exc, TranscriptionError) else _line(exc) \
-                    if isinstance(exc, EndpointError) else \
+                why = _line(exc) if isinstance(exc, EndpointError) else \
                     f"{endpoint.url}: {one_line(exc)}"
                 if call.first_sent:
                     self._finish(call, None, why)
@@ -323,7 +360,9 @@ class OpenAIBackend:
             finally:
                 endpoint.outstanding -= 1
             endpoint.resting_until = 0.0
-            self._finish(call, answer, None)
+            # a transcription's answer is its text and the server's count (no ids)
+            self._finish(call, result.token_ids if prompt is not None else
+                         Generated([], text=result.text, n_tokens=result.n_tokens), None)
             return
 
     # -- shutdown ---------------------------------------------------------------------------
@@ -391,9 +430,10 @@ def _prompt(request: GenerationRequest, chat: bool) -> str | list[int] | list[di
                       "give --backend-option chat=true)")
 
 
-def _tokenizer(directory: Path) -> Callable[[str], list[int]]:
+def _tokenizer(directory: Path) -> tuple[Callable[[str], list[int]], int, int | None]:
     """text -> ids by the Hugging Face tokenizer in ``directory`` (nothing downloaded), without
-    special tokens: the server's output text, as its token ids would have been."""
+    special tokens: the server's output text, as its token ids would have been; and the
+    tokenizer's vocabulary size (added tokens included) and EOS id."""
     if not Path(directory).is_dir():
         raise ConfigError(f"tokenizer directory {directory} not found",
                           "give the model checkpoint's directory (tokenizer files included)")
@@ -412,4 +452,5 @@ def _tokenizer(directory: Path) -> Callable[[str], list[int]]:
     def tokenize(text: str) -> list[int]:
         return list(tok(text, add_special_tokens=False)["input_ids"])
 
-    return tokenize
+    eos = tok.eos_token_id
+    return tokenize, len(tok), eos if isinstance(eos, int) else None

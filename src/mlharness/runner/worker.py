@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import faulthandler
 import re
+import sys
 import threading
 import traceback
 from pathlib import Path
@@ -24,12 +25,13 @@ from mlharness.distributed import PoolBackend, build_pool
 from mlharness.errors import HarnessError
 from mlharness.loadgen.settings import EffectiveSettings
 from mlharness.record import SutRecord
+from mlharness.redact import ScrubbedStream, guard_output
 from mlharness.runner.inflight import InFlight
 from mlharness.runner.messages import (Channel, Counter, Crash, Done, Failed, Phase, Ready,
                                        UserError)
 from mlharness.spec import RunSpec
 from mlharness.sut import Engine, StreamEngine, policy_for
-from mlharness.sut.assemble import PhaseHook, build_instances, tensor_task
+from mlharness.sut.assemble import PhaseHook, build_instances, runtimes
 from mlharness.sut.samples import SampleHome, sample_home
 from mlharness.tasks import GenerationTask
 
@@ -133,6 +135,11 @@ def child_main(spec_data: dict[str, Any], settings: EffectiveSettings, run_dir: 
     """Entry point of the run's child process (spawned; arguments are picklable).
     ``settings``: the effective LoadGen settings the parent decided and wrote into user.conf."""
     prepare_process(str(spec_data.get("backend", "")))  # first: no other thread runs yet
+    # no secret in what the worker prints: a library's log line (asyncio's "Exception in
+    # callback"), a traceback multiprocessing prints, anything written to stderr
+    guard_output()
+    stderr = sys.stderr
+    sys.stderr = ScrubbedStream(lambda: stderr)  # type: ignore[assignment]
     if parent_pid is not None:
         watch_parent(parent_pid)
     # a runtime that crashes the process (SIGSEGV, SIGABRT) leaves every thread's Python stack
@@ -147,17 +154,19 @@ def child_main(spec_data: dict[str, Any], settings: EffectiveSettings, run_dir: 
 
     try:
         spec = RunSpec.model_validate(spec_data)
+        backend: Backend | PoolBackend
         if spec.distribution.local:
-            task, instances, placement = build_instances(spec, phase)
-            backend: Backend | PoolBackend = instances[0]
+            built, loaded_backends, placement = build_instances(spec, phase)
+            first = loaded_backends[0]
+            if isinstance(built, GenerationTask) and is_streaming(first):  # paired by assemble
+                _run_streaming(spec, settings, built, first, run_dir, channel, loaded,
+                               completed, phase)
+                return
+            task, instances = runtimes(built, loaded_backends)
+            backend = instances[0]
         else:  # serve nodes or Ray actors hold the samples and run them
             task, backend = build_pool(spec, phase)
             instances, placement = [], None
-        if isinstance(task, GenerationTask) and is_streaming(backend):  # paired by assemble
-            _run_streaming(spec, settings, task, backend, run_dir, channel, loaded, completed,
-                           phase)
-            return
-        task = tensor_task(task)
         # a model exported with a fixed batch (e.g. the official RetinaNet ONNX: 1) caps the
         # default batch size; a larger explicit --batch-size was refused by check_signature
         policy = policy_for(spec.scenario, spec.batch_size or fixed_batch(backend.inputs),
@@ -176,7 +185,7 @@ def child_main(spec_data: dict[str, Any], settings: EffectiveSettings, run_dir: 
                                     placement=placement.to_dict() if placement else None)))
 
         def on_failure(message: str) -> None:
-            channel.put(Failed(message, getattr(engine, "failure_traceback", ""), home.report()))
+            channel.put(Failed(message, engine.failure_traceback, home.report()))
 
         if home.local:  # a death by signal names the shapes in flight (runner/inflight.py)
             recorder = InFlight(Path(run_dir))

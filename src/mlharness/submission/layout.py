@@ -16,8 +16,7 @@ user.conf, README.md, <system>_<impl>_<scenario>.json}, ``compliance/<system>/<b
                                       measurements.json, user.conf, README.md
                                       TEST01/..., TEST04/...   (as the official run_verification.py writes them)
 
-The LLM benchmarks (``rules/llm_<round>.toml``, found through ``llm.round_benchmark``) lay out
-the same way; an Interactive result is ``<scenario>`` = ``Interactive`` (LoadGen's logs inside
+The LLM benchmarks lay out the same way; an Interactive result is ``<scenario>`` = ``Interactive`` (LoadGen's logs inside
 say Server, which the checker accepts for that directory), with an accuracy run of its own.
 """
 
@@ -29,7 +28,6 @@ from typing import Any
 
 from mlharness.compliance import verify
 from mlharness.errors import ConfigError
-from mlharness.rules.llm import round_benchmark
 from mlharness.rules.loader import DEFAULT_ROUND
 from mlharness.rules.model import Rules
 from mlharness.submission import documents
@@ -149,7 +147,7 @@ def lay_out(
     by_bench: dict[str, list[Run]] = {}
     refused: dict[str, ConfigError] = {}  # benchmarks that cannot count for the round: said once
     for benchmark, scenario in inventory.keys():
-        bench = round_benchmark(rules, benchmark)  # the LLM benchmarks too
+        bench = rules.find(benchmark)
         if bench is None:
             try:
                 rules.benchmark(benchmark)

@@ -10,8 +10,7 @@ from pathlib import Path
 from typing import Any
 
 from mlharness.loadgen.mllog import METRICS, TOKEN_METRICS, parse_detail_log
-from mlharness.rules.llm import LlmBenchmark, round_benchmark
-from mlharness.rules.model import Rules
+from mlharness.rules.model import BenchmarkRules, Rules
 from mlharness.files import write_bytes_atomic, write_json_atomic, write_text_atomic
 from mlharness.submission.layout import Layout
 
@@ -32,18 +31,11 @@ def rows(layout: Layout, rules: Rules) -> list[dict[str, Any]]:
     out = []
     for e in layout.entries:
         log = parse_detail_log(e.path / "performance" / "run_1" / "mlperf_log_detail.txt").values
-        bench = round_benchmark(rules, e.bench_dir)
+        bench = rules.benchmark(e.bench_dir)
         acc_text = (e.path / "accuracy" / "accuracy.txt").read_text()
-        if isinstance(bench, LlmBenchmark):
-            key, div, unit = _token_result(bench, str(log.get("effective_scenario", e.scenario)))
-            accuracy = _accuracy_column({b.metric: _raw_accuracy(acc_text, bench.accuracy_regex[
-                b.metric]) for b in bench.accuracy})
-        else:
-            key, div, unit = RESULT[e.scenario]
-            acc = e.accuracy.record.accuracy
-            acc_value = _raw_accuracy(acc_text, bench.accuracy_regex) if bench else None
-            accuracy = (f"{acc.metric if acc else (bench.accuracy_metric if bench else '')}: "
-                        f"{acc_value if acc_value is not None else ''}")
+        key, div, unit = _result(bench, str(log.get("effective_scenario", e.scenario)))
+        accuracy = _accuracy_column({b.metric: _raw_accuracy(acc_text, bench.accuracy_regex[
+            b.metric]) for b in bench.accuracy})
         value = log.get(key)
         measurements = json.loads((e.measurements_file or e.path / "measurements.json").read_text())
         power = e.performance.record.power if (e.path / "performance" / "power").is_dir() else None
@@ -93,15 +85,18 @@ def rows(layout: Layout, rules: Rules) -> list[dict[str, Any]]:
     return out
 
 
-def _token_result(bench: LlmBenchmark, scenario: str) -> tuple[str, float, str]:
-    """An LLM result's detail-log key, divisor and unit in LoadGen's ``scenario`` (the checker's
-    RESULT_FIELD_BENCHMARK_OVERWRITE and SPECIAL_UNIT_DICT): tokens/s in Offline and Server
-    (Interactive's logs say Server), a latency in ms in llama3.1-8b-edge's SingleStream."""
+def _result(bench: BenchmarkRules, scenario: str) -> tuple[str, float, str]:
+    """A result's detail-log key, divisor and unit in LoadGen's ``scenario``: the scenario's
+    usual one, or the benchmark's own (the checker's RESULT_FIELD_BENCHMARK_OVERWRITE and
+    SPECIAL_UNIT_DICT): tokens/s in Offline and Server (Interactive's logs say Server), a
+    latency in ms in llama3.1-8b-edge's SingleStream."""
     scenario = "Server" if scenario == "Interactive" else scenario
     key = bench.result_field(scenario)
+    if key is None:
+        return RESULT[scenario]
     token = TOKEN_METRICS.get(scenario)
-    if key is None or (token is not None and key == token.key):
-        return (key or "", 1.0, token.summary_unit if token else "")
+    if token is not None and key == token.key:
+        return (key, 1.0, token.summary_unit)
     return (key, METRICS[scenario].divisor, METRICS[scenario].summary_unit)
 
 

@@ -7,6 +7,8 @@ payload is the task's encoding of the generated ids, ``GenerationTask.encode_out
 The backend calls back from its own threads; no thread per request here. When the backend fails
 a request, the engine records the failure, answers every outstanding and later sample with an
 empty response so LoadGen never waits forever, and calls ``on_failure`` once (as ``Engine``).
+An answer that breaks its request (more tokens than asked, ids that are not int32 integers) is
+such a failure: a result made of it could not be trusted.
 """
 
 from __future__ import annotations
@@ -15,8 +17,8 @@ import threading
 import time
 from typing import Any, Callable, Sequence
 
-from mlharness.backends.base import StreamingBackend
-from mlharness.prompts import TextAnswer
+from mlharness.backends.base import GenerationRequest, StreamingBackend
+from mlharness.prompts import generated_tokens
 from mlharness.tasks.base import GenerationTask
 
 TokenSink = Callable[[int, Sequence[int]], None]
@@ -56,8 +58,9 @@ class StreamEngine:
                 self._answer_empty(rid)
                 continue
             self.batches += 1
-            self.backend.submit(self.task.request(index), self._on_first(rid),
-                                self._on_done(rid, index), self._on_error(rid))
+            request = self.task.request(index)
+            self.backend.submit(request, self._on_first(rid), self._on_done(rid, index, request),
+                                self._on_error(rid))
 
     def flush(self) -> None:
         """Nothing is held back: every sample is submitted when issued."""
@@ -84,19 +87,23 @@ class StreamEngine:
             self._first_token(rid, ids)
         return first
 
-    def _on_done(self, rid: int, index: int) -> Callable[[list[int] | TextAnswer], None]:
-        def done(ids: list[int] | TextAnswer) -> None:
-            n_tokens = ids.n_tokens if isinstance(ids, TextAnswer) else len(ids)
+    def _on_done(self, rid: int, index: int, request: GenerationRequest
+                 ) -> Callable[[list[int]], None]:
+        def done(ids: list[int]) -> None:
+            problem = request.answer_problem(ids, tokenizer=False)
+            if problem is not None:
+                self._on_error(rid)(f"the {self.backend.name} backend answered against the "
+                                    f"request: {problem}")
+                return
+            n_tokens = generated_tokens(ids)
             with self._lock:
                 if rid not in self._outstanding:
                     return
                 reported = self._outstanding.pop(rid)
                 self.tokens += n_tokens
             if not reported:  # a backend that found no first token (an empty answer)
-                self._first_token(rid, [] if isinstance(ids, TextAnswer) else ids[:1])
-            payload = (self.task.encode_text(index, ids.text) if isinstance(ids, TextAnswer)
-                       else self.task.encode_output(index, ids))
-            self._complete(rid, payload, n_tokens)
+                self._first_token(rid, ids[:1])
+            self._complete(rid, self.task.encode_output(index, ids), n_tokens)
             self.completed += 1
         return done
 

@@ -21,16 +21,14 @@ from pydantic import Field
 
 from mlharness.errors import ConfigError, DatasetError
 from mlharness.options import Options
-from mlharness.prompts import GenerationRequest
-from mlharness.rules import facts as round_facts
+from mlharness.prompts import Generated, GenerationRequest
+from mlharness.rules import BenchmarkRules
 from mlharness.speech import labels, wer
 from mlharness.speech.manifest import MANIFEST_NAME, Manifest, read_manifest, relocated
 from mlharness.tasks.base import AccuracyResult, GenerationTask, Progress, TaskOptions
 
 #: the decoder prompt of every request (QSL.py ``prompt``)
 PROMPT = "<|startoftranscript|><|en|><|transcribe|><|notimestamps|>"
-#: reference_SUT.py SamplingParams: temperature 0 (greedy), top_p 1, max_tokens 200
-MAX_NEW_TOKENS = 200
 
 
 class WhisperOptions(Options):
@@ -41,21 +39,32 @@ class WhisperOptions(Options):
     #: the model's Hugging Face tokenizer directory (default: --model)
     tokenizer: Path | None = None
     #: fewer new tokens than the reference's 200 (quick trials; the result says so)
-    max_new_tokens: int | None = Field(default=None, ge=1, le=MAX_NEW_TOKENS)
+    max_new_tokens: int | None = Field(default=None, ge=1)
 
 
 class WhisperTask(GenerationTask):
     """The whisper benchmark on the official manifest layout."""
 
     response_dtype = labels.RESPONSE_DTYPE
+    rules: BenchmarkRules  # always given: the sampling (generation) and the WER target
 
     def __init__(self, name: str, options: TaskOptions) -> None:
         self.name = name
-        self.facts = round_facts(name)
-        assert self.facts is not None, f"no round describes {name}"
-        self.loadgen_model = self.facts.loadgen_model
+        self.rules = options.require_rules(name)
+        if self.rules.generation is None:
+            raise ConfigError(f"{name}'s rules ({self.rules.name}) describe no generation",
+                              "whisper's [benchmarks] table needs its [generation] "
+                              "(reference_SUT.py's sampling)")
+        self.generation = self.rules.generation
+        self.loadgen_model = self.rules.loadgen_model
         parsed = options.parsed(WhisperOptions)
-        self.max_new_tokens = parsed.max_new_tokens or MAX_NEW_TOKENS
+        reference = self.generation.max_new_tokens
+        if parsed.max_new_tokens is not None and parsed.max_new_tokens > reference:
+            raise ConfigError(f"--task-option max_new_tokens={parsed.max_new_tokens} is out of "
+                              f"range: {name} allows 1..{reference} (the reference generates "
+                              f"at most {reference})", f"give a number from 1 to {reference}, "
+                              "or leave the option out")
+        self.max_new_tokens = parsed.max_new_tokens or reference
         self.manifest = _manifest(options.dataset, parsed.manifest)
         clips = len(self.manifest.clips)
         if not clips:
@@ -75,7 +84,7 @@ class WhisperTask(GenerationTask):
         return self.count
 
     def performance_count(self) -> int:
-        return min(self.count, self.facts.performance_sample_count)  # type: ignore[union-attr]
+        return min(self.count, self.rules.performance_sample_count)
 
     def prepare(self, progress: Progress | None = None) -> None:
         """Find every clip's audio (a manifest with the container's absolute paths is read
@@ -100,24 +109,26 @@ class WhisperTask(GenerationTask):
         return int(self.manifest.clips[index].duration * 1000)
 
     def request(self, index: int) -> GenerationRequest:
-        """Clip ``index``: its audio and the decoder prompt, greedy, at most 200 new tokens."""
+        """Clip ``index``: its audio and the decoder prompt, sampled as the reference does
+        (greedy, at most 200 new tokens: the rules' generation)."""
         audio = self._audio.get(index)
         if audio is None:  # a warm-up or a sample LoadGen did not load
             audio = self.manifest.clips[index].audio.read_bytes()
+        g = self.generation
         return GenerationRequest(input_ids=self.prompt_ids(), text=PROMPT,
-                                 max_new_tokens=self.max_new_tokens, min_new_tokens=1,
-                                 temperature=0.0, top_p=1.0, top_k=1, audio=audio)
+                                 max_new_tokens=self.max_new_tokens,
+                                 min_new_tokens=g.min_new_tokens, temperature=g.temperature,
+                                 top_p=g.top_p, top_k=g.top_k, audio=audio)
 
     def encode_output(self, index: int, ids: Sequence[int]) -> bytes:
-        """The generated ids as text (the model's tokenizer, special tokens skipped, as vLLM
-        detokenizes), then as label indices (reference_SUT.py)."""
+        """The transcript as label indices (reference_SUT.py): a transcription server's text
+        as it streamed it (a :class:`~mlharness.prompts.Generated` with text), else the ids'
+        text by the model's tokenizer, special tokens skipped, as vLLM detokenizes."""
+        if isinstance(ids, Generated) and ids.text is not None:
+            return labels.encode(ids.text)
         tokenizer = self.tokenizer()
         with self._tokenizer_lock:  # a fast tokenizer is not safe across threads
             text = tokenizer.decode(list(ids), skip_special_tokens=True)
-        return labels.encode(text)
-
-    def encode_text(self, index: int, text: str) -> bytes:
-        """A transcription server's text as label indices (reference_SUT.py)."""
         return labels.encode(text)
 
     # ---- the model's tokenizer --------------------------------------------------------------
@@ -168,16 +179,15 @@ class WhisperTask(GenerationTask):
             refs.append(labels.decode(labels.reference_indices(
                 self.manifest.clips[index].transcript)))
         found = wer.word_error_rate(hyps, refs)
-        facts = self.facts
-        assert facts is not None
+        rules, reference = self.rules, self.generation.max_new_tokens
         failures = []
-        if len(entries) < facts.dataset_size:
-            failures.append(f"{len(entries)} of the {facts.dataset_size} clips scored")
-        if self.max_new_tokens < MAX_NEW_TOKENS:
+        if len(entries) < rules.dataset_size:
+            failures.append(f"{len(entries)} of the {rules.dataset_size} clips scored")
+        if self.max_new_tokens < reference:
             failures.append(f"max_new_tokens {self.max_new_tokens} < the reference's "
-                            f"{MAX_NEW_TOKENS}")
-        return AccuracyResult(metric=facts.accuracy_metric, value=(1 - found.wer) * 100,
-                              text=found.accuracy_line() + "\n", target=facts.accuracy_target,
+                            f"{reference}")
+        return AccuracyResult(metric=rules.accuracy_metric, value=(1 - found.wer) * 100,
+                              text=found.accuracy_line() + "\n", target=rules.accuracy_target,
                               failures=failures,
                               details={"wer": found.wer * 100, "errors": found.errors,
                                        "words": found.words, "clips": found.clips})

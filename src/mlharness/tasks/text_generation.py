@@ -2,7 +2,7 @@
 gpt-oss-120b): prompts from the reference dataset file, the reference harness's sampling, and
 accuracy scored offline exactly as the official scripts do.
 
-Everything that differs between them is data in ``rules/llm_<round>.toml`` (model keys, limits,
+Everything that differs between them is data in ``rules/<round>.toml`` (model keys, limits,
 sampling, targets) plus the scorer chosen by the dataset below. A text-generation backend
 (``--backend openai`` or ``hf``) streams the answer; LoadGen logs the output token ids (int32, as
 every reference SUT writes them), which the scorer decodes with the model's tokenizer.
@@ -16,10 +16,10 @@ from typing import Any, Callable, Sequence
 import numpy as np
 
 from mlharness.errors import ConfigError, DatasetError
-from mlharness.llm import datasets, exact_match, gpt_oss_accuracy, rouge
+from mlharness.llm import datasets, eos, exact_match, gpt_oss_accuracy, rouge
 from mlharness.options import Options
 from mlharness.prompts import GenerationRequest
-from mlharness.rules import llm
+from mlharness.rules import BenchmarkRules
 from mlharness.tasks.base import AccuracyResult, GenerationTask, TaskOptions
 
 #: the files a Hugging Face tokenizer directory holds (any one will do)
@@ -32,7 +32,8 @@ class TextGenerationOptions(Options):
     #: the model's Hugging Face tokenizer directory, to decode the accuracy log (default: --model
     #: when it is such a directory)
     tokenizer: Path | None = None
-    #: fewer new tokens than the reference harness (quick trials; the result says so)
+    #: fewer new tokens than the reference harness (quick trials; the result says so):
+    #: 1 .. the benchmark's reference count (rules/<round>.toml ``generation``)
     max_new_tokens: int | None = None
 
 
@@ -42,22 +43,35 @@ Scorer = Callable[["TextGenerationTask", list[int], list[np.ndarray]], AccuracyR
 class TextGenerationTask(GenerationTask):
     """One LLM benchmark of the round's rules: prompts in, token ids out."""
 
+    rules: BenchmarkRules  # always given (its generation settings and scorer come from them)
+
     def __init__(self, name: str, options: TaskOptions) -> None:
         self.name = name
-        self.rules = llm.load().benchmark(name)
+        self.rules = options.require_rules(name)
+        if self.rules.generation is None:
+            raise ConfigError(f"{name}'s rules ({self.rules.name}) describe no generation",
+                              "a text-generation benchmark's [benchmarks] table needs its "
+                              "[generation] (the reference harness's sampling)")
+        self.generation = self.rules.generation
         self.loadgen_model = self.rules.loadgen_model
         parsed = options.parsed(TextGenerationOptions)
-        self.max_new_tokens = parsed.max_new_tokens or self.rules.generation.max_new_tokens
+        self.max_new_tokens = _max_new_tokens(name, parsed.max_new_tokens,
+                                              self.generation.max_new_tokens)
         self.tokenizer = parsed.tokenizer or _tokenizer_dir(options.model)
         if options.dataset is None:
             raise DatasetError(f"{name} needs its dataset file",
                                f"give --dataset FILE: the {self.rules.dataset} file the "
                                f"reference harness reads (docs/llm.md)")
-        self.dataset = datasets.read(name, options.dataset)
+        self.dataset = datasets.read(self.rules, options.dataset)
         if not self.dataset.samples:
             raise DatasetError(f"{options.dataset} holds no samples", "is it the right file?")
         count = len(self.dataset.samples)
         self.count = min(count, options.max_samples) if options.max_samples else count
+        tok = self.tokenizer
+        #: what an answer's ids are checked against: the tokenizer's vocabulary size and EOS id
+        self.vocab_size, self.eos_token_id = ((eos.vocab_size(tok), eos.eos_token_id(tok))
+                                              if tok is not None and Path(tok).is_dir()
+                                              else (None, None))
 
     # ---- what LoadGen and the SUT ask ---------------------------------------------------------
 
@@ -79,12 +93,13 @@ class TextGenerationTask(GenerationTask):
     def request(self, index: int) -> GenerationRequest:
         """Sample ``index`` as a prompt with the reference harness's sampling."""
         sample = self.dataset.samples[index]
-        g = self.rules.generation
+        g = self.generation
         ids = tuple(sample.input_ids) if sample.input_ids is not None else None
         return GenerationRequest(input_ids=ids, text=sample.prompt,
                                  max_new_tokens=self.max_new_tokens,
                                  min_new_tokens=min(g.min_new_tokens, self.max_new_tokens),
-                                 temperature=g.temperature, top_p=g.top_p, top_k=g.top_k)
+                                 temperature=g.temperature, top_p=g.top_p, top_k=g.top_k,
+                                 vocab_size=self.vocab_size, eos_token_id=self.eos_token_id)
 
     def sample_length(self, index: int) -> int:
         ids = self.dataset.samples[index].input_ids
@@ -106,7 +121,7 @@ class TextGenerationTask(GenerationTask):
             first.setdefault(index, ids)
         if not every:
             raise DatasetError("the accuracy log has no entries", "re-run the accuracy test")
-        scorer = SCORERS[self.rules.dataset]
+        scorer = SCORERS[self.rules.dataset or ""]
         if scorer is _score_gpt_oss:  # its script scores every entry, duplicates included
             return scorer(self, [i for i, _ in every], [t for _, t in every])
         return scorer(self, list(first), list(first.values()))
@@ -186,13 +201,24 @@ def _judged(task: TextGenerationTask, value: float | None, partial: float,
     return task.result(metrics, line(), "exact_match")
 
 
-#: the scorer of each reference dataset (rules/llm_<round>.toml ``dataset``)
+#: the scorer of each reference dataset (rules/<round>.toml ``dataset``)
 SCORERS: dict[str, Scorer] = {
     "cnn_dailymail": _score_rouge,
     "open_orca": _score_rouge,
     "deepseek_r1_mixed": _score_exact_match,
     "gpt_oss_mixed": _score_gpt_oss,
 }
+
+
+def _max_new_tokens(name: str, given: int | None, reference: int) -> int:
+    """``--task-option max_new_tokens``: 1 .. the reference harness's count (None: that)."""
+    if given is None:
+        return reference
+    if not 1 <= given <= reference:
+        raise ConfigError(f"--task-option max_new_tokens={given} is out of range: {name} "
+                          f"allows 1..{reference} (the reference harness generates {reference})",
+                          f"give a number from 1 to {reference}, or leave the option out")
+    return given
 
 
 def _tokenizer_dir(model: Path | None) -> Path | None:

@@ -18,9 +18,9 @@ from typing import Any, Callable
 from mlharness.errors import HarnessError, RunFailed
 from mlharness.loadgen.mllog import METRICS, TOKEN_METRICS, parse_detail_log
 from mlharness.names import Scenario
-from mlharness.rules import llm
 from mlharness.runner import RunProgress, execute
 from mlharness.spec import RunSpec
+from mlharness.tasks import benchmark_rules
 
 ProgressSink = Callable[[RunProgress], None]
 TUNE_DIR = "_tune"
@@ -118,9 +118,10 @@ def short_of_queries(point: Point) -> bool:
 
 
 def token_run(benchmark: str) -> bool:
-    """``benchmark`` is an LLM benchmark: LoadGen judges its Server and Interactive runs by TTFT
-    and TPOT (``use_token_latencies``), and reports tokens/s."""
-    return llm.load().find(benchmark) is not None
+    """LoadGen judges ``benchmark``'s Server and Interactive runs by TTFT and TPOT and reports
+    tokens/s (its rules' ``use_token_latencies``)."""
+    bench = benchmark_rules(benchmark)
+    return bench is not None and bench.uses_token_latencies
 
 
 def engine_settings(spec: RunSpec) -> dict[str, Any]:
