@@ -98,10 +98,13 @@ def pytest_runtest_setup(item: pytest.Item) -> None:
 
 
 #: modules that share a worker: a fixed resource (the NTP responder on 127.0.0.1:123), or the
-#: session's demo runs folder (``store_support.demo_runs``), then made once instead of per worker
+#: session's demo runs folder (``store_support.demo_runs``) or whisper's speech and model
+#: (``whisper_fixtures.session_data``), then made once instead of per worker
 SHARED_GROUPS = {"test_power_e2e": "power", "test_power_faults": "power",
                  "test_power_unit": "power", "test_store": "demo_runs", "test_compare": "demo_runs",
-                 "test_report": "demo_runs"}
+                 "test_report": "demo_runs", "test_whisper_data": "whisper",
+                 "test_whisper_run": "whisper", "test_whisper_endpoint": "whisper",
+                 "test_whisper_compliance": "whisper"}
 
 
 #: the groups that take longest, longest first (seconds of one worker, measured with

@@ -26,12 +26,8 @@ pytestmark = pytest.mark.skipif(not has_extra("soundfile"), reason="soundfile mi
 
 @pytest.fixture(scope="module")
 def data(tmp_path_factory):
-    """A LibriSpeech tree and our repacked dataset of it."""
-    tmp = tmp_path_factory.mktemp("whisper")
-    base = wf.librispeech(tmp)
-    ours = tmp / "ours"
-    manifest = repack.repack(base, ours)
-    return {"tmp": tmp, "librispeech": base, "data": ours, "manifest": manifest}
+    """The session's LibriSpeech tree and our repacked dataset of it."""
+    return wf.session_data(tmp_path_factory)
 
 
 def _official_repack(data) -> tuple[Path, Path]:

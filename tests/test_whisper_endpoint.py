@@ -5,6 +5,7 @@ completion_tokens LoadGen's n_tokens, and accuracy.txt equals accuracy_eval.py o
 
 from __future__ import annotations
 
+import asyncio
 import hashlib
 import json
 
@@ -15,7 +16,6 @@ from catalogue_support import run_cli
 from extras import has_extra
 from transcription_server import TranscriptionServer
 
-from mlharness.speech import repack
 from mlharness.speech.manifest import MANIFEST_NAME, read_manifest
 
 pytestmark = pytest.mark.skipif(not has_extra("soundfile"), reason="soundfile missing")
@@ -23,14 +23,13 @@ pytestmark = pytest.mark.skipif(not has_extra("soundfile"), reason="soundfile mi
 
 @pytest.fixture(scope="module")
 def case(tmp_path_factory):
-    tmp = tmp_path_factory.mktemp("whisper_endpoint")
-    repack.repack(wf.librispeech(tmp), tmp / "data")
-    clips = read_manifest(tmp / "data" / MANIFEST_NAME).clips
+    data = wf.session_data(tmp_path_factory)["data"]
+    clips = read_manifest(data / MANIFEST_NAME).clips
     # clip 2's answer misses its last word: WER above 0
     answers = {hashlib.sha256(c.audio.read_bytes()).hexdigest():
                (" " + (c.transcript.rsplit(" ", 1)[0] if k == 2 else c.transcript).upper(),
                 10 + k) for k, c in enumerate(clips)}
-    return {"data": tmp / "data", "answers": answers, "clips": clips}
+    return {"data": data, "answers": answers, "clips": clips}
 
 
 def _run(case, out, capsys, url: str, *args: str):
@@ -66,3 +65,50 @@ def test_a_server_without_token_counts_fails_the_run(case, tmp_path, capsys):
         result = _run(case, tmp_path, capsys, server.url, "--mode", "accuracy")
     assert result.code == 3, (result.out[-1500:], result.err[-1500:])
     assert "completion_tokens" in result.err + result.out
+
+
+CLIP = b"RIFF-not-really-a-clip"
+ANSWERS = {hashlib.sha256(CLIP).hexdigest(): (" Hello there.", 5)}
+
+
+def _transcribe(url: str, max_tokens: int = 200, **settings):
+    from mlharness.backends.openai_stream import ClientSettings, OpenAIStreamClient
+
+    client = OpenAIStreamClient(ClientSettings(base_url=url, model="openai/whisper-large-v3",
+                                               **settings))
+    firsts = []
+    result = asyncio.run(client.transcribe(CLIP, max_tokens, lambda ids, at: firsts.append(ids),
+                                           language="en"))
+    return result, firsts
+
+
+def test_the_client_streams_a_transcript_with_the_servers_count():
+    with TranscriptionServer(ANSWERS) as server:
+        result, firsts = _transcribe(server.url)
+    assert (result.text, result.n_tokens, result.token_ids, firsts) == (" Hello there.", 5, [],
+                                                                         [[]])
+    assert server.forms[0]["max_completion_tokens"] == "200"
+
+
+@pytest.mark.parametrize("case, settings, message", [
+    ("no usage", {}, "streamed no usage.completion_tokens"),
+    ("inflated", {}, "counted 500 completion_tokens for 4 pieces of text of a request of at "
+                     "most 200"),
+    ("stall", {"stall_timeout_s": 0.5}, "stalled: no progress for 0.5 s while waiting for the "
+                                        "first token"),
+    ("huge", {"max_event_bytes": 1 << 20}, "sent a line (an event) of more than 1 MiB"),
+    ("endless", {}, "events without a token"),
+])
+def test_a_hostile_transcription_server_fails_the_request_in_one_line(case, settings, message):
+    """The transcription client keeps the completion client's bounds and errors: one line
+    naming the endpoint, the stall deadline, the event size, the endless stream, the count."""
+    from mlharness.backends.openai_sse import EndpointError
+
+    answers = {k: (text, 500 if case == "inflated" else n) for k, (text, n) in ANSWERS.items()}
+    hostile = case if case in ("stall", "huge", "endless") else None
+    with TranscriptionServer(answers, usage=case != "no usage", hostile=hostile) as server:
+        with pytest.raises(EndpointError) as caught:
+            _transcribe(server.url, **settings)
+    text = caught.value.message
+    assert f"{server.url}/v1/audio/transcriptions" in text and message in text
+    assert "\n" not in text and caught.value.hint

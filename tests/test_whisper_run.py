@@ -16,8 +16,8 @@ import whisper_fixtures as wf
 from catalogue_support import run_cli
 from extras import has_extra
 
-from mlharness.speech import audio, labels, repack
-from mlharness.speech.manifest import MANIFEST_NAME, read_manifest
+from mlharness.speech import audio, labels
+from mlharness.speech.manifest import read_manifest
 
 pytestmark = [pytest.mark.slow,
               pytest.mark.skipif(not (has_extra("torch") and has_extra("soundfile")
@@ -27,12 +27,7 @@ pytestmark = [pytest.mark.slow,
 
 @pytest.fixture(scope="module")
 def case(tmp_path_factory):
-    tmp = tmp_path_factory.mktemp("whisper_run")
-    base = wf.librispeech(tmp)
-    repack.repack(base, tmp / "data")
-    model = wf.tiny_whisper(tmp / "model")
-    return {"tmp": tmp, "data": tmp / "data", "model": model,
-            "manifest": tmp / "data" / MANIFEST_NAME}
+    return {**wf.session_data(tmp_path_factory), "model": wf.session_model(tmp_path_factory)}
 
 
 def _clips(case) -> list[bytes]:

@@ -19,10 +19,14 @@ class _Server(ThreadingHTTPServer):
 
 
 class TranscriptionServer:
-    """``answers``: sha256 of a clip's bytes -> (text, completion_tokens)."""
+    """``answers``: sha256 of a clip's bytes -> (text, completion_tokens). ``hostile``: how the
+    server misbehaves instead of answering: ``"stall"`` (headers, then nothing), ``"huge"`` (an
+    event of 2 MiB), ``"endless"`` (events without text, forever)."""
 
-    def __init__(self, answers: dict[str, tuple[str, int]], usage: bool = True) -> None:
-        self.answers, self.usage = answers, usage
+    def __init__(self, answers: dict[str, tuple[str, int]], usage: bool = True,
+                 hostile: str | None = None) -> None:
+        self.answers, self.usage, self.hostile = answers, usage, hostile
+        self.stop = threading.Event()
         self.forms: list[dict[str, str]] = []
         server = self
 
@@ -55,6 +59,9 @@ class TranscriptionServer:
                 self.send_header("Content-Type", "text/event-stream")
                 self.send_header("Transfer-Encoding", "chunked")
                 self.end_headers()
+                if server.hostile is not None:
+                    self._misbehave(server.hostile)
+                    return
                 third = max(1, len(text) // 3)
                 events = [{"choices": [{"delta": {"content": text[i:i + third]}}]}
                           for i in range(0, len(text), third)]
@@ -66,6 +73,24 @@ class TranscriptionServer:
                     self.wfile.write(f"{len(chunk):x}\r\n".encode() + chunk + b"\r\n")
                 self.wfile.write(b"0\r\n\r\n")
 
+            def _chunk(self, data: bytes) -> None:
+                self.wfile.write(f"{len(data):x}\r\n".encode() + data + b"\r\n")
+                self.wfile.flush()
+
+            def _misbehave(self, how: str) -> None:
+                try:
+                    if how == "stall":
+                        self.wfile.flush()
+                        server.stop.wait(30)
+                    elif how == "huge":
+                        self._chunk(b'data: {"choices": [{"delta": {"content": "'
+                                    + b"a" * (2 << 20) + b'"}}]}\n\n')
+                    elif how == "endless":
+                        while not server.stop.is_set():
+                            self._chunk(b'data: {"choices": [{"delta": {}}]}\n\n')
+                except OSError:
+                    pass  # the client hung up, as it should
+
         self.httpd = _Server(("127.0.0.1", 0), Handler)
         self.url = f"http://127.0.0.1:{self.httpd.server_address[1]}"
         self.thread = threading.Thread(target=self.httpd.serve_forever, daemon=True)
@@ -75,6 +100,7 @@ class TranscriptionServer:
         return self
 
     def __exit__(self, *exc: object) -> None:
+        self.stop.set()
         self.httpd.shutdown()
         self.httpd.server_close()
         self.thread.join()

@@ -12,6 +12,7 @@ import shutil
 import subprocess
 import tempfile
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import pytest
@@ -51,6 +52,32 @@ CHAPTERS = {
         "Twenty-five dollars, ten percent, and 3rd of May.",
     ],
 }
+
+
+#: what the session made once (session_data, session_model), shared by the whisper modules
+#: (conftest.py runs them on one worker under ``make test``)
+_made: dict[str, Any] = {}
+
+
+def session_data(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
+    """The session's LibriSpeech tree and its repacked dataset, made on first use (espeak-ng
+    takes most of a minute): ``{"tmp", "librispeech", "data", "manifest"}``. Read only: a test
+    that changes data copies it first."""
+    if "data" not in _made:
+        from mlharness.speech import repack
+
+        tmp = tmp_path_factory.mktemp("whisper_session")
+        base = librispeech(tmp)
+        _made.update(tmp=tmp, librispeech=base, manifest=repack.repack(base, tmp / "data"),
+                     data=tmp / "data")
+    return _made
+
+
+def session_model(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """The session's random-weight tiny Whisper (made on first use)."""
+    if "model" not in _made:
+        _made["model"] = tiny_whisper(session_data(tmp_path_factory)["tmp"] / "model")
+    return _made["model"]
 
 
 def need_program(program: str, package: str | None = None) -> str:
