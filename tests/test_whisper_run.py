@@ -97,3 +97,43 @@ def test_accuracy_run_equals_accuracy_eval(case, tmp_path, capsys):
                            str(case["manifest"])).stdout.strip().splitlines()[-1]
     assert (run_dir / "accuracy.txt").read_text().strip() == line
     assert "Word Error Rate" in result.out + result.err or "ACCURACY" in result.out
+
+
+@pytest.mark.parametrize("precision", ["bf16", "int8"])
+def test_reduced_precision_transcribes(case, precision):
+    """bf16 (this CPU's bf16 units, else refused: test below) and dynamic int8 run the same
+    batched greedy pass: weights in bf16 / int8 linear layers, each clip's ids end at EOS or
+    the limit, the first token first."""
+    import torch
+
+    from mlharness.backends.hf_whisper import WhisperModel
+    from mlharness.hostinfo import matrix_isa
+
+    if precision == "bf16" and matrix_isa()["bf16"] is None:
+        pytest.skip("no bf16 units here: the refusal is tested instead")
+    runner = WhisperModel(case["model"], precision, None)
+    linear = runner.net.model.decoder.layers[0].fc1
+    if precision == "bf16":
+        assert linear.weight.dtype == torch.bfloat16
+        assert runner.log_mel(_clips(case)[:1]).dtype == torch.bfloat16
+    else:
+        assert type(linear).__module__.startswith("torch.ao.nn.quantized.dynamic")
+    firsts: dict[int, list[int]] = {}
+    out = runner.transcribe(_clips(case), [50258, 50259, 50360, 50364], [6, 3, 6, 6],
+                            lambda k, ids: firsts.setdefault(k, ids), threading.Event())
+    for k, ids in enumerate(out):
+        assert 1 <= len(ids) <= [6, 3, 6, 6][k] and firsts[k] == ids[:1]
+        assert runner.eos not in ids[:-1]
+
+
+def test_bf16_is_refused_without_bf16_units(case, monkeypatch):
+    """Under oneDNN's ISA cap below bf16 (as on a CPU without AVX512_BF16 or AMX) --precision
+    bf16 is one line saying why, before the model loads."""
+    from mlharness.backends.base import BackendOptions
+    from mlharness.backends.hf_speech import HfSpeech
+    from mlharness.errors import ConfigError
+
+    monkeypatch.setenv("ONEDNN_MAX_CPU_ISA", "AVX512_CORE_VNNI")
+    with pytest.raises(ConfigError, match="no bf16 units .* under ONEDNN_MAX_CPU_ISA="
+                                          "AVX512_CORE_VNNI"):
+        HfSpeech().load(case["model"], BackendOptions(precision="bf16"), 1)

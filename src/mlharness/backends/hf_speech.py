@@ -15,6 +15,7 @@ from typing import Any
 
 from mlharness.backends.base import BackendOptions, GenerationRequest, OnDone, OnError, OnFirst
 from mlharness.errors import ConfigError, ModelError, one_line
+from mlharness.hostinfo import matrix_isa
 
 log = logging.getLogger(__name__)
 
@@ -42,6 +43,13 @@ class HfSpeech:
         if options.precision not in PRECISIONS:
             raise ConfigError(f"the hf backend does not run whisper at --precision "
                               f"{options.precision}", "use --precision fp32, bf16 or int8")
+        isa = matrix_isa()
+        if options.precision == "bf16" and isa["bf16"] is None:
+            cap = isa.get("onednn_max_cpu_isa")
+            raise ConfigError("this CPU has no bf16 units (AVX512_BF16 or AMX)"
+                              + (f" under ONEDNN_MAX_CPU_ISA={cap}" if cap else "")
+                              + ": bf16 would be emulated, slower than fp32",
+                              "use --precision fp32, or int8 (dynamic)")
         # lazy: torch and transformers load only with a model
         from mlharness.backends import hf_whisper
 

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import io
 import threading
+import warnings
 from pathlib import Path
 from typing import Callable, Sequence
 
@@ -39,9 +40,8 @@ class WhisperModel:
         self.dtype = DTYPES[precision]
         net = WhisperForConditionalGeneration.from_pretrained(
             directory, local_files_only=True, dtype=self.dtype).eval()
-        if precision == "int8":  # dynamic int8: the linear layers' weights, activations per batch
-            net = torch.ao.quantization.quantize_dynamic(net, {torch.nn.Linear},
-                                                         dtype=torch.qint8)
+        if precision == "int8":
+            net = _dynamic_int8(net)
         self.net = net
         self.features = WhisperFeatureExtractor.from_pretrained(directory, local_files_only=True)
         config = net.config
@@ -93,3 +93,19 @@ class WhisperModel:
                 alive = [alive[r] for r in keep]
             step_ids = torch.tensor(chosen, dtype=torch.long).unsqueeze(1)
         return outputs
+
+
+def _dynamic_int8(net: WhisperForConditionalGeneration) -> WhisperForConditionalGeneration:
+    """Every linear layer quantised dynamically: int8 weights per output channel, int8
+    activations ranged per call (as the pytorch backend quantises BERT)."""
+    from torch.ao.quantization import per_channel_dynamic_qconfig, quantize_dynamic
+
+    # torch 2.13 still has torch.ao quantisation but calls it deprecated (torchao is its
+    # successor): the pinned version is what runs, so its warnings are not the user's
+    with warnings.catch_warnings():
+        warnings.filterwarnings("ignore", message=".*torch.ao.quantization is deprecated",
+                                category=DeprecationWarning)
+        warnings.filterwarnings("ignore", message=".*quantize_per_.*deprecated",
+                                category=UserWarning)
+        return quantize_dynamic(net, {torch.nn.Linear: per_channel_dynamic_qconfig},
+                                dtype=torch.qint8)
