@@ -104,7 +104,7 @@ SHARED_GROUPS = {"test_power_e2e": "power", "test_power_faults": "power",
                  "test_power_unit": "power", "test_store": "demo_runs", "test_compare": "demo_runs",
                  "test_report": "demo_runs", "test_whisper_data": "whisper",
                  "test_whisper_run": "whisper", "test_whisper_endpoint": "whisper",
-                 "test_whisper_compliance": "whisper"}
+                 "test_whisper_get": "whisper", "test_whisper_compliance": "whisper"}
 
 
 #: the groups that take longest, longest first (seconds of one worker, measured with

@@ -78,3 +78,33 @@ def check_openimages(folder: Path, *, expected: int) -> int:
             raise ArtefactError(f"{folder}: image {name} is missing",
                                 hint="`mlharness get openimages-mlperf` fetches what is missing")
     return len(images)
+
+
+def check_librispeech_repack(folder: Path, *, expected: int) -> int:
+    """Check a whisper dataset folder (the reference's DATA_DIR): ``dev-all-repack.json``
+    keeps ``expected`` clips of at most 30 s, as the reference's manifest reader keeps them,
+    and every clip's audio is in ``dev-all-repack/``; returns the clip count."""
+    from mlharness.errors import DatasetError
+    from mlharness.speech.manifest import MANIFEST_NAME, read_manifest, relocated
+
+    manifest = folder / MANIFEST_NAME
+    if not manifest.is_file():
+        raise ArtefactError(f"{folder}: no {MANIFEST_NAME}",
+                            hint="give the folder download_dataset.sh (or the MLCommons "
+                            "preprocessed download) wrote, or `mlharness get "
+                            "whisper-librispeech` builds one")
+    try:
+        clips = relocated(read_manifest(manifest, folder)).clips
+    except DatasetError as exc:
+        raise ArtefactError(f"{folder}: {exc.message}", hint=exc.hint) from None
+    if expected and len(clips) != expected:
+        raise ArtefactError(f"{manifest}: {len(clips):,} clips of at most 30 s, the whisper "
+                            f"dataset has {expected:,}",
+                            hint="use the complete dev-clean + dev-other repack")
+    return len(clips)
+
+
+#: each folder layout's check (``folder, expected=`` -> the count) and what it counts
+LAYOUT_CHECKS: dict[str, tuple[Callable[..., int], str]] = {
+    "imagenet": (check_imagenet, "images"), "openimages": (check_openimages, "images"),
+    "librispeech-repack": (check_librispeech_repack, "clips")}

@@ -46,6 +46,7 @@ _Job = tuple[GenerationRequest, OnFirst, OnDone, OnError]
 
 class HfBackend(StreamingBackend):
     name = "hf"
+    model_framework = "hf"  # a Hugging Face checkpoint folder (whisper-large-v3 from the cache)
     options_model = HfOptions
 
     def __init__(self) -> None:
