@@ -56,8 +56,23 @@ def test_accuracy_through_a_transcription_server(case, tmp_path, capsys):
     assert (run_dir / "accuracy.txt").read_text().strip() == line
     record = json.loads((run_dir / "run.json").read_text())
     words = len(case["clips"][2].transcript.split())
-    assert record["accuracy"]["details"]["errors"] == 1
-    assert record["accuracy"]["details"]["words"] > words
+    details = record["accuracy"]["details"]
+    assert details["errors"] == 1 and details["words"] > words
+    # the screen shows the word error rate and what the target allows, not "ACCURACY"
+    shown = f"WER {100 / details['words']:.3f}% (<= 3.046%)"
+    assert record["accuracy"]["shown"] == shown and shown in result.out
+
+
+def test_an_offline_run_shows_tokens_and_samples_per_second(case, tmp_path, capsys):
+    with TranscriptionServer(case["answers"]) as server:
+        result = _run(case, tmp_path, capsys, server.url, "-s", "Offline", "--target-qps",
+                      "200", "--min-duration", "300")
+    assert result.code == 0, (result.out[-1500:], result.err[-1500:])
+    run_dir = next((tmp_path / "whisper").glob("Offline-performance-*"))
+    res = json.loads((run_dir / "run.json").read_text())["result"]
+    assert (res["metric"], res["unit"]) == ("result_tokens_per_second", "tokens/s")
+    assert res["valid"] is True and res["value"] > res["samples_per_s"] > 0
+    assert f"{res['samples_per_s']:,.2f} samples/s)" in result.out and "tok/s (" in result.out
 
 
 def test_a_server_without_token_counts_fails_the_run(case, tmp_path, capsys):

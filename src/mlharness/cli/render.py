@@ -113,7 +113,9 @@ def format_metric(result: LoadGenResult | None) -> str:
     if "ms" in unit:
         return f"{value:,.3f} ms"
     if "tokens" in unit:
-        return f"{value:,.1f} tok/s" + (" done" if unit.startswith("completed") else "")
+        rate = (f" ({result.samples_per_s:,.2f} samples/s)"
+                if result.samples_per_s is not None else "")
+        return f"{value:,.1f} tok/s" + (" done" if unit.startswith("completed") else "") + rate
     return f"{value:,.1f} " + ("QPS done" if unit.startswith("completed") else "samples/s")
 
 
@@ -129,6 +131,8 @@ def token_cell(result: LoadGenResult | None, name: str) -> str:
 def accuracy_cell(acc: AccuracyResult | None) -> str:
     if acc is None:
         return "-"
+    if acc.shown:
+        return acc.shown
     target = f" (>= {acc.target:.2f})" if acc.target is not None else ""
     return f"{acc.metric} {acc.value:.3f}%{target}"
 

@@ -186,9 +186,11 @@ class WhisperTask(GenerationTask):
         if self.max_new_tokens < reference:
             failures.append(f"max_new_tokens {self.max_new_tokens} < the reference's "
                             f"{reference}")
+        allowed = 100 - rules.accuracy_target  # accuracy = 100 - WER (accuracy_eval.py)
         return AccuracyResult(metric=rules.accuracy_metric, value=(1 - found.wer) * 100,
                               text=found.accuracy_line() + "\n", target=rules.accuracy_target,
                               failures=failures,
+                              shown=f"WER {found.wer * 100:.3f}% (<= {allowed:.3f}%)",
                               details={"wer": found.wer * 100, "errors": found.errors,
                                        "words": found.words, "clips": found.clips})
 
