@@ -86,8 +86,9 @@ class RunSpec(BaseModel):
 
     # ---- what to run
     benchmark: Annotated[str, Flag(
-        "demo, resnet50, retinanet, bert-99, bert-99.9, or an LLM: llama3.1-8b, llama3.1-8b-edge, "
-        "llama2-70b-99.9, deepseek-r1, gpt-oss-120b", "NAME", WHAT, "-b")]
+        "demo, resnet50, retinanet, bert-99, bert-99.9, whisper (speech to text), or an LLM: "
+        "llama3.1-8b, llama3.1-8b-edge, llama2-70b-99.9, deepseek-r1, gpt-oss-120b", "NAME", WHAT,
+        "-b")]
     scenario: Annotated[Scenario, Flag(
         "SingleStream, MultiStream, Server or Offline (default {default}); Interactive for the "
         "LLMs", "NAME", WHAT, "-s")] = DEFAULT_SCENARIO
