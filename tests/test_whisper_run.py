@@ -137,3 +137,45 @@ def test_bf16_is_refused_without_bf16_units(case, monkeypatch):
     with pytest.raises(ConfigError, match="no bf16 units .* under ONEDNN_MAX_CPU_ISA="
                                           "AVX512_CORE_VNNI"):
         HfSpeech().load(case["model"], BackendOptions(precision="bf16"), 1)
+
+
+def test_the_batch_size_bounds_each_pass_and_threads_reach_torch(case):
+    """--batch-size: a pass takes what is queued, up to the batch size (the knob tune
+    searches); --threads: torch's intra-op threads in the worker process."""
+    import torch
+
+    from mlharness.backends.base import BackendOptions
+    from mlharness.backends.hf_speech import HfSpeech
+
+    speech = HfSpeech()
+    for batch, sizes in ((4, [4, 2]), (1, [1] * 6)):
+        speech.batch = batch
+        for k in range(6):
+            speech._queue.put((k, None, None, None))  # type: ignore[arg-type]
+        assert [len(speech._take() or []) for _ in sizes] == sizes
+    before = torch.get_num_threads()
+    loaded = HfSpeech()
+    try:
+        loaded.load(case["model"], BackendOptions(threads=1, batch_size=8), 1)
+        assert torch.get_num_threads() == 1 and loaded.describe()["batch_size"] == 8
+    finally:
+        loaded.close()
+        torch.set_num_threads(before)
+
+
+def test_tune_finds_the_offline_batch_size(case, tmp_path, capsys):
+    """``tune --search batch_size=1,4``: both tuned with quick Offline probes of the hf
+    backend, the faster kept in the SUT configuration with its target."""
+    sut = tmp_path / "box.toml"
+    result = run_cli(["tune", "-b", "whisper", "--backend", "hf", "-m", case["model"], "-d",
+                      case["data"], "-s", "Offline", "--search", "batch_size=1,4", "--threads",
+                      "1", "--quick", "--stall-timeout", "300", "--task-option",
+                      "max_new_tokens=16", "--output-dir", tmp_path / "runs", "--sut", sut],
+                     capsys)
+    assert result.code == 0, (result.out[-2000:], result.err[-2000:])
+    import tomllib
+
+    entry = tomllib.loads(sut.read_text())["benchmarks"]["whisper"]["Offline"]
+    assert entry["target_qps"] > 0 and entry["settings"]["batch_size"] in (1, 4)
+    assert entry["settings"]["threads"] == 1 and entry["settings"]["backend"] == "hf"
+    assert "batch_size=1" in result.err and "batch_size=4" in result.err
