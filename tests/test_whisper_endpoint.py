@@ -16,6 +16,7 @@ from catalogue_support import run_cli
 from extras import has_extra
 from transcription_server import TranscriptionServer
 
+from mlharness.speech import labels
 from mlharness.speech.manifest import MANIFEST_NAME, read_manifest
 
 pytestmark = pytest.mark.skipif(not has_extra("soundfile"), reason="soundfile missing")
@@ -127,3 +128,29 @@ def test_a_hostile_transcription_server_fails_the_request_in_one_line(case, sett
     text = caught.value.message
     assert f"{server.url}/v1/audio/transcriptions" in text and message in text
     assert "\n" not in text and caught.value.hint
+
+
+def test_the_manifest_is_the_source_of_sample_order(case, tmp_path, capsys):
+    """Sample k is the manifest's k-th kept clip, whatever order the manifest lists them in
+    (the reference's repack writes its file system's directory order): with the manifest
+    reversed, every logged qsl_idx carries the transcript of that manifest entry, and
+    accuracy_eval.py reading the same manifest agrees."""
+    entries = json.loads((case["data"] / MANIFEST_NAME).read_text())
+    manifest = tmp_path / "reversed.json"
+    manifest.write_text(json.dumps(entries[::-1]))
+    with TranscriptionServer(case["answers"]) as server:
+        _run(case, tmp_path, capsys, server.url, "--mode", "accuracy", "--task-option",
+             f"manifest={manifest}")
+    run_dir = next((tmp_path / "whisper").glob("Offline-accuracy-*"))
+    clips = read_manifest(manifest, case["data"]).clips
+    by_file = {c.audio.name: k for k, c in enumerate(case["clips"])}
+    for entry in json.loads((run_dir / "mlperf_log_accuracy.json").read_text()):
+        clip = clips[entry["qsl_idx"]]
+        said = labels.decode_response(bytes.fromhex(entry["data"]))
+        expected = case["clips"][by_file[clip.audio.name]].transcript
+        if by_file[clip.audio.name] != 2:  # clip 2's answer misses its last word
+            assert said == labels.decode(labels.transcript_indices(expected))
+    line = referee.whisper("speech2text/accuracy_eval.py", "--log_dir", str(run_dir),
+                           "--dataset_dir", str(case["data"]), "--manifest",
+                           str(manifest)).stdout.strip().splitlines()[-1]
+    assert (run_dir / "accuracy.txt").read_text().strip() == line
