@@ -19,6 +19,11 @@ streams text without token ids needs ``tokenizer`` (a local Hugging Face tokeniz
 the text is tokenized, without special tokens, the first chunk's for ``on_first`` and the whole
 output's for ``on_done``.
 
+A request that carries audio (whisper) goes to ``/v1/audio/transcriptions`` instead
+(:meth:`~mlharness.backends.openai_stream.OpenAIStreamClient.transcribe`, within the same
+bounds); its answer is the transcript with the server's token count,
+``Generated([], text=..., n_tokens=...)``.
+
 An endpoint named by IP address (``http://127.0.0.1:8000``) needs no name lookup; a host name
 is looked up for every request, on asyncio's small thread pool.
 
