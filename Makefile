@@ -10,9 +10,13 @@ REFEREE := .venv-referee
 REFEREE_STAMP := $(REFEREE)/.installed
 # the referees that cannot share that Python, each .venv-referee-NAME from
 # tests/referee-NAME-requirements.txt (`make referee-NAME`): kits19 (3D-UNet: pandas<2 and an older
-# SciPy beside numpy 2), yolo (ultralytics on the torch/torchvision pair that loads)
-REFEREE_NAMES := kits19 yolo
+# SciPy beside numpy 2), yolo (ultralytics on the torch/torchvision pair that loads), whisper
+# (speech2text/'s accuracy script imports openai-whisper, which imports torch)
+REFEREE_NAMES := kits19 yolo whisper
 REFEREE_STAMPS := $(REFEREE_STAMP) $(foreach n,$(REFEREE_NAMES),.venv-referee-$(n)/.installed)
+# openai-whisper without its triton requirement (a GPU compiler, never imported on the way to its
+# normaliser): installed apart, with --no-deps, in the test venv and whisper's referee
+OPENAI_WHISPER := openai-whisper==20250625
 # Installs skip byte-compiling (half the base install, 3/4 of the extras'): Python writes the
 # bytecode of what is imported once, on first use. So PYTHONDONTWRITEBYTECODE (set by some
 # containers) is unexported: with it, every process would compile from source again. The tests
@@ -34,7 +38,8 @@ NEED_KB := 3500000
 $(STAMP): $(BASE_STAMP)
 	@free=$$(df -Pk . | awk 'NR==2 {print $$4}'); [ "$${free:-0}" -ge $(NEED_KB) ] || echo \
 	  "warning: $$(( $${free:-0} / 1024 )) MB free here; the test environment needs about 3.5 GB" >&2
-	$(BIN)/$(PIP_INSTALL) -e '.[dev,report,ray,power,openvino,torch,llm,3d-unet]'
+	$(BIN)/$(PIP_INSTALL) -e '.[dev,report,ray,power,openvino,torch,llm,3d-unet,whisper]'
+	$(BIN)/$(PIP_INSTALL) --no-deps $(OPENAI_WHISPER)
 	touch $(STAMP)
 
 venv: $(STAMP)
@@ -49,6 +54,13 @@ referee: $(REFEREE_STAMP)
 .venv-referee-%/.installed: tests/referee-%-requirements.txt
 	test -x .venv-referee-$*/bin/python || $(PYTHON) -m venv .venv-referee-$*
 	.venv-referee-$*/bin/$(PIP_INSTALL) -r $<
+	touch $@
+
+# whisper's also takes openai-whisper apart (see OPENAI_WHISPER)
+.venv-referee-whisper/.installed: tests/referee-whisper-requirements.txt
+	test -x .venv-referee-whisper/bin/python || $(PYTHON) -m venv .venv-referee-whisper
+	.venv-referee-whisper/bin/$(PIP_INSTALL) -r $<
+	.venv-referee-whisper/bin/$(PIP_INSTALL) --no-deps $(OPENAI_WHISPER)
 	touch $@
 
 $(addprefix referee-,$(REFEREE_NAMES)): referee-%: .venv-referee-%/.installed

@@ -116,17 +116,21 @@ def pytest_runtest_setup(item: pytest.Item) -> None:
 
 
 #: modules that share a worker: a fixed resource (the NTP responder on 127.0.0.1:123), or the
-#: session's demo runs folder (``store_support.demo_runs``), then made once instead of per worker
+#: session's demo runs folder (``store_support.demo_runs``) or whisper's speech and model
+#: (``whisper_fixtures.session_data``), then made once instead of per worker
 SHARED_GROUPS = {"test_power_e2e": "power", "test_power_faults": "power",
                  "test_power_unit": "power", "test_store": "demo_runs", "test_compare": "demo_runs",
                  "test_report": "demo_runs", "test_yolo_reference": "yolo",
-                 "test_yolo_submission": "yolo"}
+                 "test_yolo_submission": "yolo", "test_whisper_data": "whisper",
+                 "test_whisper_run": "whisper", "test_whisper_endpoint": "whisper",
+                 "test_whisper_get": "whisper", "test_whisper_compliance": "whisper"}
 
 
 #: the groups that take longest, longest first (seconds of one worker, measured with
 #: ``--durations=0`` on 2 shared cores): handed out first, so the short ones fill in at the end
 #: instead of one worker starting a 3-minute module while the other has nothing left
-SLOWEST_FIRST = ("test_kits19_reference", "yolo", "test_pytorch_backend", "test_reduced_precision",
+SLOWEST_FIRST = ("test_kits19_reference", "yolo", "whisper", "test_pytorch_backend",
+                 "test_reduced_precision",
                  "test_submission_e2e", "test_kits19_submission", "test_kits19_blocks",
                  "test_kits19_compliance", "test_kits19_pytorch",
                  "power", "test_compliance_e2e", "test_llm_submission", "test_llm_compliance",

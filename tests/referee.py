@@ -10,16 +10,13 @@ The official scripts run in the referee's own Python, ``MLPERF_REFEREE_PYTHON``,
 ``tests/referee-requirements.txt``: they import what mlharness does not (``six``,
 ``pkg_resources``, ``transformers``) and must not lean on our environment.
 
-The 3D-UNet scripts (``vision/medical_imaging/3d-unet-kits19/``) need releases the shared
-referee cannot hold beside its numpy 2 (``pandas<2``, a SciPy with ``scipy.signal.gaussian``):
-they run in their own Python, ``MLPERF_REFEREE_KITS19_PYTHON``, by default
-``.venv-referee-kits19/bin/python``, which ``make referee-kits19`` (part of ``make test``) builds
-from ``tests/referee-kits19-requirements.txt``; mark such tests ``@official(..., kits19=True)``.
-The YOLO reference (``vision/classification_and_detection/yolo/``) runs ultralytics, which needs
-a torch and torchvision that load together: it has a Python of its own, ``MLPERF_YOLO_PYTHON``, by
-default ``.venv-referee-yolo/bin/python`` (``make referee-yolo``, part of ``make test``, from
-``tests/referee-yolo-requirements.txt``); :func:`yolo_python` runs it offline, its settings in a
-folder of the test's.
+Some official scripts need releases that Python cannot hold beside the others; each has a Python
+of its own, a :class:`Venv` in ``VENVS``: ``.venv-referee-NAME/bin/python`` (or the variable it
+names), which ``make referee-NAME`` (part of ``make test``) builds from
+``tests/referee-NAME-requirements.txt``: ``kits19`` (3D-UNet: ``pandas<2``, a SciPy with
+``scipy.signal.gaussian``), ``yolo`` (ultralytics on a torch and torchvision that load together),
+``whisper`` (openai-whisper's normaliser, which imports torch). Mark a test
+``@official(..., kits19=True)`` or call ``VENVS[NAME].run(...)``.
 
 A missing piece skips the test with the reason; under ``CI=true`` it fails instead, so CI never
 passes without the comparisons. Mark a test ``@official(...)`` (checked before it runs) or call
@@ -31,6 +28,7 @@ from __future__ import annotations
 import functools
 import os
 import subprocess
+from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
@@ -41,20 +39,8 @@ INFERENCE = Path(os.environ.get("MLPERF_INFERENCE_DIR")
 TOKENIZATION = INFERENCE.parent / "bert-tokenization"
 REFEREE_PYTHON = Path(os.environ.get("MLPERF_REFEREE_PYTHON")
                       or REPO / ".venv-referee" / "bin" / "python")
-KITS19_PYTHON = Path(os.environ.get("MLPERF_REFEREE_KITS19_PYTHON")
-                     or REPO / ".venv-referee-kits19" / "bin" / "python")
-#: what the 3D-UNet scripts import (see referee-kits19-requirements.txt)
-KITS19_MODULES = ("numpy", "scipy.signal", "scipy.ndimage.interpolation", "pandas", "nibabel",
-                  "onnxruntime", "mlperf_loadgen")
-#: the 3D-UNet reference's folder under the checkout
-KITS19_DIR = "vision/medical_imaging/3d-unet-kits19"
 #: what the official scripts import beyond the standard library (see referee-requirements.txt)
 REFEREE_MODULES = ("numpy", "six", "pkg_resources", "transformers", "pycocotools", "yaml", "cv2")
-YOLO_PYTHON = Path(os.environ.get("MLPERF_YOLO_PYTHON")
-                   or REPO / ".venv-referee-yolo" / "bin" / "python")
-#: what the YOLO reference and the tests' model builder import
-YOLO_MODULES = ("ultralytics", "torchvision.ops", "mlperf_loadgen", "pycocotools", "onnx",
-                "onnxslim")
 IN_CI = os.environ.get("CI", "").lower() in ("1", "true", "yes")
 
 official = pytest.mark.official
@@ -75,21 +61,82 @@ def _python_problem() -> str | None:
     return None
 
 
+@dataclass(frozen=True)
+class Venv:
+    """A referee Python of its own: where it is, what it must import, how a script runs in it."""
+
+    name: str  # make referee-NAME, .venv-referee-NAME, tests/referee-NAME-requirements.txt
+    what: str  # as messages name it
+    variable: str  # the environment variable that moves it
+    modules: tuple[str, ...]  # what it must import
+    check: str = ""  # Python that must run after the imports (versions the scripts need)
+    env: tuple[tuple[str, str], ...] = ()  # set for every run (never PYTHONPATH: ours stays out)
+
+    @property
+    def python(self) -> Path:
+        return Path(os.environ.get(self.variable)
+                    or REPO / f".venv-referee-{self.name}" / "bin" / "python")
+
+    def problem(self) -> str | None:
+        """Why it cannot run (None when it can)."""
+        return missing() or _venv_problem(self)
+
+    def require(self) -> None:
+        """Skip (fail under CI=true) unless it can run."""
+        _skip_or_fail(self.problem())
+
+    def run(self, *args: str, cwd: Path | None = None, env: dict[str, str] | None = None,
+            check: bool = True, timeout: float = 900) -> subprocess.CompletedProcess[str]:
+        """Run its Python with ``args`` (nothing of ours on its path); with ``check`` it must
+        succeed, and a failure shows its output."""
+        self.require()
+        full = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
+        full.update(self.env, **(env or {}))
+        proc = subprocess.run([str(self.python), *args], cwd=cwd, env=full, capture_output=True,
+                              text=True, timeout=timeout)
+        assert proc.returncode == 0 or not check, \
+            f"{' '.join(args)[:300]} failed:\n{proc.stdout[-3000:]}{proc.stderr[-3000:]}"
+        return proc
+
+
 @functools.lru_cache(maxsize=None)
-def _kits19_problem() -> str | None:
-    if not KITS19_PYTHON.is_file():
-        return (f"the 3D-UNet referee's Python is not at {KITS19_PYTHON}: run `make "
-                "referee-kits19` (or set MLPERF_REFEREE_KITS19_PYTHON)")
-    probe = subprocess.run(
-        [str(KITS19_PYTHON), "-c",
-         f"import {', '.join(KITS19_MODULES)}; import pandas, scipy.signal; "
-         "assert pandas.__version__ < '2' and hasattr(scipy.signal, 'gaussian')"],
-        capture_output=True, text=True, timeout=300)
+def _venv_problem(venv: Venv) -> str | None:
+    python = venv.python
+    if not python.is_file():
+        return (f"{venv.what}'s Python is not at {python}: run `make referee-{venv.name}` "
+                f"(or set {venv.variable})")
+    code = f"import {', '.join(venv.modules)}" + (f"; {venv.check}" if venv.check else "")
+    probe = subprocess.run([str(python), "-c", code], capture_output=True, text=True,
+                           timeout=300, env=dict(os.environ, **dict(venv.env)))
     if probe.returncode != 0:
         last = (probe.stderr.strip().splitlines() or ["?"])[-1]
-        return (f"the 3D-UNet referee's Python {KITS19_PYTHON} is not as "
-                f"tests/referee-kits19-requirements.txt says ({last}): run `make referee-kits19`")
+        return (f"{venv.what}'s Python {python} is not as tests/referee-{venv.name}-"
+                f"requirements.txt says ({last}): run `make referee-{venv.name}`")
     return None
+
+
+#: the referees with a Python of their own, by name
+VENVS = {v.name: v for v in (
+    Venv("kits19", "the 3D-UNet referee", "MLPERF_REFEREE_KITS19_PYTHON",
+         ("numpy", "scipy.signal", "scipy.ndimage.interpolation", "pandas", "nibabel",
+          "onnxruntime", "mlperf_loadgen"),
+         check="assert pandas.__version__ < '2' and hasattr(scipy.signal, 'gaussian')"),
+    Venv("yolo", "the YOLO referee", "MLPERF_YOLO_PYTHON",
+         ("ultralytics", "torchvision.ops", "mlperf_loadgen", "pycocotools", "onnx", "onnxslim"),
+         env=(("YOLO_OFFLINE", "1"), ("YOLO_VERBOSE", "false"))),
+    Venv("whisper", "whisper's referee", "MLPERF_WHISPER_REFEREE_PYTHON",
+         ("numpy", "torch", "whisper.normalizers", "librosa", "soundfile", "sox", "pandas")),
+)}
+#: the 3D-UNet reference's folder under the checkout
+KITS19_DIR = "vision/medical_imaging/3d-unet-kits19"
+
+
+def _skip_or_fail(reason: str | None) -> None:
+    if reason is None:
+        return
+    if IN_CI:
+        pytest.fail(f"CI must run the official comparison: {reason}", pytrace=False)
+    pytest.skip(reason)
 
 
 def missing(*paths: str, python: bool = False, kits19: bool = False) -> str | None:
@@ -105,18 +152,13 @@ def missing(*paths: str, python: bool = False, kits19: bool = False) -> str | No
             return f"the BERT tokenization module is not at {TOKENIZATION}/tokenization.py"
         return _python_problem()
     if kits19:
-        return _kits19_problem()
+        return _venv_problem(VENVS["kits19"])
     return None
 
 
 def require(*paths: str, python: bool = False, kits19: bool = False) -> None:
     """Skip (fail under CI=true) unless the referee and ``paths`` under it are there."""
-    reason = missing(*paths, python=python, kits19=kits19)
-    if reason is None:
-        return
-    if IN_CI:
-        pytest.fail(f"CI must run the official comparison: {reason}", pytrace=False)
-    pytest.skip(reason)
+    _skip_or_fail(missing(*paths, python=python, kits19=kits19))
 
 
 #: earlier rounds' official files (checker, mlperf.conf, compliance) at each round's tag
@@ -161,48 +203,32 @@ def kits19_run(script: str, *args: str, cwd: Path, env: dict[str, str] | None = 
     """Run the official ``KITS19_DIR/script`` unmodified in the 3D-UNet referee's Python.
 
     The scripts read ``meta/*.json`` from the working directory (``global_vars.py``): ``cwd``
-    gets a link to the official ``meta/`` folder. Fails with the output when the script does.
-    """
+    gets a link to the official ``meta/`` folder."""
     require(f"{KITS19_DIR}/{script}", kits19=True)
     meta = Path(cwd) / "meta"
     if not meta.exists():
         meta.symlink_to(INFERENCE / KITS19_DIR / "meta")
-    full_env = dict(os.environ, **(env or {}))
-    full_env.pop("PYTHONPATH", None)  # nothing of ours on its path
-    proc = subprocess.run([str(KITS19_PYTHON), str(INFERENCE / KITS19_DIR / script), *args],
-                          cwd=cwd, env=full_env, capture_output=True, text=True, timeout=timeout)
-    assert proc.returncode == 0 or not check, \
-        f"{script} {' '.join(args)[:300]} failed:\n{proc.stdout[-3000:]}{proc.stderr[-3000:]}"
-@functools.lru_cache(maxsize=None)
-def _yolo_problem() -> str | None:
-    if not YOLO_PYTHON.is_file():
-        return (f"the YOLO referee's Python is not at {YOLO_PYTHON}: run `make referee-yolo` "
-                "(or set MLPERF_YOLO_PYTHON)")
-    probe = subprocess.run([str(YOLO_PYTHON), "-c", f"import {', '.join(YOLO_MODULES)}"],
-                           capture_output=True, text=True, timeout=300,
-                           env=dict(os.environ, YOLO_OFFLINE="1", YOLO_CONFIG_DIR=os.devnull))
-    if probe.returncode != 0:
-        last = (probe.stderr.strip().splitlines() or ["?"])[-1]
-        return f"the YOLO referee's Python {YOLO_PYTHON} lacks a module ({last}): " \
-               "run `make referee-yolo`"
-    return None
+    return VENVS["kits19"].run(str(INFERENCE / KITS19_DIR / script), *args, cwd=cwd, env=env,
+                               check=check, timeout=timeout)
 
 
 def yolo_python(*args: str, cwd: Path, check: bool = True,
                 timeout: float = 600) -> subprocess.CompletedProcess[str]:
     """Run the YOLO referee's Python with ``args`` in ``cwd``: ultralytics offline (no network
-    probe), its settings under ``cwd/.ultralytics``, nothing of ours on the path."""
-    reason = missing() or _yolo_problem()
-    if reason is not None:
-        if IN_CI:
-            pytest.fail(f"CI must run the official comparison: {reason}", pytrace=False)
-        pytest.skip(reason)
-    env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
-    env.update(YOLO_OFFLINE="1", YOLO_CONFIG_DIR=str(cwd / ".ultralytics"),
-               YOLO_VERBOSE="false")
-    proc = subprocess.run([str(YOLO_PYTHON), *args], cwd=cwd, env=env, capture_output=True,
-                          text=True, timeout=timeout)
-    if check:
-        assert proc.returncode == 0, \
-            f"{' '.join(args)[:300]} failed:\n{proc.stdout[-2000:]}{proc.stderr[-3000:]}"
-    return proc
+    probe), its settings under ``cwd/.ultralytics``."""
+    return VENVS["yolo"].run(*args, cwd=cwd, env={"YOLO_CONFIG_DIR": str(cwd / ".ultralytics")},
+                             check=check, timeout=timeout)
+
+
+def whisper_python(*args: str, cwd: Path | None = None,
+                   timeout: float = 600) -> subprocess.CompletedProcess[str]:
+    """Run whisper's referee Python with ``args``; it must succeed."""
+    return VENVS["whisper"].run(*args, cwd=cwd, timeout=timeout)
+
+
+def whisper(script: str, *args: str, cwd: Path | None = None,
+            timeout: float = 600) -> subprocess.CompletedProcess[str]:
+    """Run the official ``INFERENCE/script`` (``speech2text/...``) in whisper's referee
+    Python; it must succeed."""
+    require(script)
+    return whisper_python(str(INFERENCE / script), *args, cwd=cwd, timeout=timeout)

@@ -13,6 +13,10 @@ A loaded server, for tests whose latency limits must bind at a known rate (tune)
   wait is part of their time to first token (prefill queueing), so TTFT grows without bound
   once requests arrive faster than ``max_streams / stream time``.
 
+A transcription server (whisper): with ``transcripts=FILE`` (a JSON object: sha256 of a clip's
+audio -> [text, n_tokens]) a request with audio is answered by its clip's text and token count,
+``Generated([], text, n_tokens)``, as the openai backend answers from /v1/audio/transcriptions.
+
 Faults TEST06 must catch: ``bad_first=1`` reports a first token other than the output's,
 ``eos=ID`` ends every output in ``eos_repeat`` (default 2) tokens ``ID``.
 """
@@ -20,6 +24,7 @@ Faults TEST06 must catch: ``bad_first=1`` reports a first token other than the o
 from __future__ import annotations
 
 import collections
+import hashlib
 import heapq
 import itertools
 import json
@@ -30,6 +35,7 @@ from typing import Any, Callable
 
 from mlharness.backends.base import BackendOptions, StreamingBackend
 from mlharness.options import Options
+from mlharness.prompts import Generated, generated_tokens
 
 
 class TimedOptions(Options):
@@ -44,6 +50,7 @@ class TimedOptions(Options):
     first_id: int = 100
     fail_at: int = 0
     outputs: Path | None = None  # a JSON list of [prompt ids, output ids]: that prompt's answer
+    transcripts: Path | None = None  # {sha256 of a clip: [text, n_tokens]}: that clip's answer
     bad_first: bool = False
     eos: int | None = None
     eos_repeat: int = 2
@@ -64,6 +71,7 @@ class TimedStream(StreamingBackend):
         self.outputs = {tuple(p): list(o) for p, o in json.loads(
             opts.outputs.read_text())} if opts.outputs else {}
         self.eos, self.eos_repeat = opts.eos, opts.eos_repeat
+        self.transcripts = json.loads(opts.transcripts.read_text()) if opts.transcripts else {}
         self.submitted = 0
         self._events: list[tuple[float, int, Callable[[], None]]] = []
         self._seq = itertools.count()
@@ -111,6 +119,9 @@ class TimedStream(StreamingBackend):
         self._start(now, streams, request, on_first, on_done)
 
     def _answer(self, request: Any) -> list[int]:
+        if self.transcripts and request.audio is not None:
+            text, n_tokens = self.transcripts[hashlib.sha256(request.audio).hexdigest()]
+            return Generated([], text=text, n_tokens=min(n_tokens, request.max_new_tokens))
         if self.outputs:
             ids = self.outputs[tuple(request.input_ids)][:request.max_new_tokens]
         else:
@@ -124,7 +135,7 @@ class TimedStream(StreamingBackend):
         ids = self._answer(request)
         first = [ids[0] + 1] if self.bad_first else ids[:1]
         gap = self.gap_s + self.gap_per_stream_s * streams
-        end = now + self.ttft_s + gap * (len(ids) - 1)
+        end = now + self.ttft_s + gap * (max(generated_tokens(ids), 1) - 1)
         self._at(now + self.ttft_s, lambda: on_first(first))
         self._at(end, lambda: self._finish(end, ids, on_done))
 

@@ -13,8 +13,9 @@ from mlharness.errors import ConfigError
 from mlharness import rules
 
 OFFICIAL = referee.INFERENCE / "tools" / "submission"
+# the generation benchmarks: the LLMs, and whisper (its decoder generates the transcript)
 NAMES = ("llama3.1-8b", "llama3.1-8b-edge", "llama2-70b-99.9", "llama2-70b-99", "deepseek-r1",
-         "gpt-oss-120b")
+         "gpt-oss-120b", "whisper")
 
 
 def _llms(r: rules.Rules) -> dict[str, rules.BenchmarkRules]:

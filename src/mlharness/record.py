@@ -198,8 +198,9 @@ class RunRecord(BaseModel):
             verdict = {True: "PASS", False: "FAIL", None: "DONE"}[acc.passed]
             failures = list(acc.failures)
             if acc.passed is False and acc.target is not None and acc.value < acc.target:
-                failures.insert(0, f"{acc.metric} {acc.value:.3f} is below the target "
-                                   f"{acc.target:.3f}")
+                failures.insert(0, f"{acc.shown} misses its target" if acc.shown else
+                                f"{acc.metric} {acc.value:.3f} is below the target "
+                                f"{acc.target:.3f}")
             return verdict, "; ".join(failures) if acc.passed is False else ""
         if self.result is not None and self.result.valid:
             return "VALID", ""

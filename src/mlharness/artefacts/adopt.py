@@ -16,8 +16,8 @@ from mlharness.artefacts.digest import algorithm, file_digest, matches, mismatch
 from mlharness.artefacts.errors import ArtefactError, ChecksumMismatch
 from mlharness.artefacts.coco_filter import dump_like_official, safe_annotations
 from mlharness.artefacts.coco_zips import PUBLISHED_MD5, coco_safe_from_zips, zips_of
-from mlharness.artefacts.layouts import (COCO_ANNOTATIONS, check_coco_safe, check_imagenet,
-                                         check_kits19, check_openimages)
+from mlharness.artefacts.layouts import (COCO_ANNOTATIONS, LAYOUT_CHECKS, check_coco_safe,
+                                         check_imagenet)
 from mlharness.artefacts.unpack import unpack
 from mlharness.files import write_text_atomic
 
@@ -107,16 +107,11 @@ def _adopt_folder(artefact: Artefact, source: Path, root: Path, aux: Path | None
             _link(dest, source)
         else:
             extra["images"] = _imagenet_from_aux(source, aux / "val.txt", dest, expected)
-    elif artefact.layout == "openimages":
-        extra["images"] = check_openimages(source, expected=artefact.items or 0)
-        _link(dest, source)
-    elif artefact.layout == "kits19":
-        extra["cases"] = check_kits19(source)
-        _link(dest, source)
     elif artefact.layout == "coco-safe" and (source / "val2017").is_dir():
         extra["images"] = _coco_safe_from_val2017(source, dest, artefact.items or 0)
-    elif artefact.layout == "coco-safe":
-        extra["images"] = check_coco_safe(source, expected=artefact.items or 0)
+    elif artefact.layout:  # every other layout is checked where it is, then linked
+        checker, counted = LAYOUT_CHECKS[artefact.layout]
+        extra[counted] = checker(source, expected=artefact.items or 0)
         _link(dest, source)
     else:
         _link(dest, source)

@@ -43,7 +43,8 @@ class Artefact(BaseModel):
     size: int | None = None
     unpack: Literal["zip", "tar.gz"] | None = None
     unpacked: str | None = None
-    layout: Literal["imagenet", "openimages", "kits19", "coco-safe"] | None = None
+    layout: Literal["imagenet", "openimages", "kits19", "coco-safe",
+                    "librispeech-repack"] | None = None
     folder: bool = False
     items: int | None = None
     requires: list[str] = []
@@ -83,8 +84,10 @@ class Artefact(BaseModel):
             raise ValueError("access = bundled needs `bundled` (its path inside mlharness)")
         if self.is_folder and self.verified:
             raise ValueError("a folder has no single digest: give `unverified` (and a layout)")
-        if self.access == "prepare" and not (self.requires and self.item_url and self.layout):
-            raise ValueError("access = prepare needs requires, item_url and layout")
+        if self.access == "prepare" and not (self.requires and self.layout):
+            raise ValueError("access = prepare needs requires and layout")
+        if self.access == "prepare" and self.layout == "openimages" and not self.item_url:
+            raise ValueError("the openimages layout is prepared image by image: give item_url")
         if bool(self.unpack) != bool(self.unpacked):
             raise ValueError("unpack and unpacked go together")
         return self

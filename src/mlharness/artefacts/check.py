@@ -13,7 +13,7 @@ from mlharness.artefacts.catalogue import Artefact, Catalogue
 from mlharness.artefacts.digest import algorithm, file_digest, matches, mismatch_text
 from mlharness.artefacts.download import Progress, Report
 from mlharness.artefacts.errors import ArtefactError
-from mlharness.artefacts.layouts import check_coco_safe, check_imagenet, check_openimages
+from mlharness.artefacts.layouts import LAYOUT_CHECKS
 from mlharness.artefacts.service import bundled
 
 
@@ -52,15 +52,14 @@ def _check_one(artefact: Artefact, root: Path, report: Report) -> Checked:
         if not (where.exists() and read_stamp(where)):
             return Checked(artefact.name, "missing", where)
         if artefact.layout:
-            checker = {"imagenet": check_imagenet, "openimages": check_openimages,
-                       "coco-safe": check_coco_safe}[artefact.layout]
+            checker, items = LAYOUT_CHECKS[artefact.layout]
             try:
                 count = checker(where, expected=artefact.items or 0)
             except ArtefactError as exc:
                 remove_quietly(stamp_path(where))
                 return Checked(artefact.name, "bad", where, exc.message)
-            return Checked(artefact.name, "ok", where, f"{count:,} images, "
-                           f"{artefact.layout} layout checked (no per-image digests published)")
+            return Checked(artefact.name, "ok", where, f"{count:,} {items}, "
+                           f"{artefact.layout} layout checked (no per-item digests published)")
         return Checked(artefact.name, "unverified", where, "a folder: no published digest")
     archive = download_path(artefact, root)
     if not archive.is_file():

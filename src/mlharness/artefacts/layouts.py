@@ -87,10 +87,11 @@ def check_openimages(folder: Path, *, expected: int) -> int:
 KITS19_LABELLED = 210
 
 
-def check_kits19(folder: Path) -> int:
+def check_kits19(folder: Path, *, expected: int = 0) -> int:
     """Check a KiTS19 folder (or the kits19 clone holding ``data/``): every labelled case
-    ``case_00000`` .. ``case_00209`` has its imaging and segmentation; returns the case count.
-    The task checks the 43 inference cases again when it runs."""
+    ``case_00000`` .. ``case_00209`` has its imaging and segmentation; returns the case count
+    (``expected`` is not used: the unlabelled test cases may be there or not). The task checks
+    the 43 inference cases again when it runs."""
     data = folder / "data" if not any(folder.glob("case_*")) else folder
     missing = [f"case_{n:05d}" for n in range(KITS19_LABELLED)
                if not ((data / f"case_{n:05d}" / "imaging.nii.gz").is_file()
@@ -102,6 +103,8 @@ def check_kits19(folder: Path) -> int:
                             hint="download with github.com/neheller/kits19 "
                                  "(python -m starter_code.get_imaging) and give its data/ folder")
     return sum(1 for p in data.glob("case_*/imaging.nii.gz"))
+
+
 #: the COCO safe subset's annotation file (tools/accuracy-coco.py's path under --coco-dir)
 COCO_ANNOTATIONS = "annotations/instances_val2017.json"
 
@@ -139,3 +142,32 @@ def check_coco_safe(folder: Path, *, expected: int,
         if on_count and number % 500 == 0:
             on_count(number, len(images))
     return len(images)
+def check_librispeech_repack(folder: Path, *, expected: int) -> int:
+    """Check a whisper dataset folder (the reference's DATA_DIR): ``dev-all-repack.json``
+    keeps ``expected`` clips of at most 30 s, as the reference's manifest reader keeps them,
+    and every clip's audio is in ``dev-all-repack/``; returns the clip count."""
+    from mlharness.errors import DatasetError
+    from mlharness.speech.manifest import MANIFEST_NAME, read_manifest, relocated
+
+    manifest = folder / MANIFEST_NAME
+    if not manifest.is_file():
+        raise ArtefactError(f"{folder}: no {MANIFEST_NAME}",
+                            hint="give the folder download_dataset.sh (or the MLCommons "
+                            "preprocessed download) wrote, or `mlharness get "
+                            "whisper-librispeech` builds one")
+    try:
+        clips = relocated(read_manifest(manifest, folder)).clips
+    except DatasetError as exc:
+        raise ArtefactError(f"{folder}: {exc.message}", hint=exc.hint) from None
+    if expected and len(clips) != expected:
+        raise ArtefactError(f"{manifest}: {len(clips):,} clips of at most 30 s, the whisper "
+                            f"dataset has {expected:,}",
+                            hint="use the complete dev-clean + dev-other repack")
+    return len(clips)
+
+
+#: each folder layout's check (``folder, expected=`` -> the count) and what it counts
+LAYOUT_CHECKS: dict[str, tuple[Callable[..., int], str]] = {
+    "imagenet": (check_imagenet, "images"), "openimages": (check_openimages, "images"),
+    "kits19": (check_kits19, "cases"), "coco-safe": (check_coco_safe, "images"),
+    "librispeech-repack": (check_librispeech_repack, "clips")}

@@ -1,10 +1,14 @@
 """Datasets built as the official tools build them: the OpenImages MLPerf subset is its
 verified annotation file plus every image it lists, fetched in parallel from the public bucket
-the official script (tools/openimages.py) reads, each checked against its annotation."""
+the official script (tools/openimages.py) reads, each checked against its annotation; the
+whisper dataset is LibriSpeech dev-clean + dev-other (md5-verified archives) repacked into
+clips of at most 30 s as speech2text/download_dataset.sh repacks them (speech/repack.py)."""
 
 from __future__ import annotations
 
+import os
 import shutil
+import tempfile
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from threading import Lock
@@ -14,7 +18,8 @@ from mlharness.artefacts.catalogue import Artefact
 from mlharness.artefacts.download import Policy, Progress, Report, Transient, fetch_file
 from mlharness.artefacts.errors import DownloadFailed
 from mlharness.artefacts.layouts import (OPENIMAGES_ANNOTATIONS, OPENIMAGES_IMAGES,
-                                         check_openimages, openimages_images)
+                                         check_librispeech_repack, check_openimages,
+                                         openimages_images)
 
 #: parallel image downloads (the official script uses a thread pool too)
 WORKERS = 8
@@ -89,3 +94,47 @@ def _image_checked(part: Path, width: int, height: int) -> str:
         remove_quietly(part)
         raise Transient(f"image is {size[0]}x{size[1]}, its annotation says {width}x{height}")
     return f"{width}x{height}"
+
+
+def prepare_librispeech(artefact: Artefact, root: Path, unpacked: list[Path], *,
+                        report: Report | None = None) -> Path:
+    """Build ``<cache>/<artefact.path>`` (``dev-all-repack.json`` and ``dev-all-repack/``)
+    from the unpacked LibriSpeech archives (each holding ``LibriSpeech/<subset>/``), in a
+    temporary sibling renamed into place once checked: complete or not at all."""
+    from mlharness.errors import DatasetError
+    from mlharness.speech import repack
+
+    report = report or (lambda _p: None)
+    folder = root / artefact.path
+    folder.parent.mkdir(parents=True, exist_ok=True)
+    work = Path(tempfile.mkdtemp(prefix=f".{folder.name}.", suffix=".tmp", dir=folder.parent))
+    try:
+        librispeech = work / "LibriSpeech"  # one root holding every subset, by links
+        librispeech.mkdir()
+        for archive in unpacked:
+            if not (archive / "LibriSpeech").is_dir():
+                raise DownloadFailed(f"{artefact.name}: {archive} holds no LibriSpeech/ folder",
+                                     hint="the archive is not the published one: `mlharness "
+                                     "get --check`, then get it again")
+            for subset in sorted((archive / "LibriSpeech").iterdir()):
+                if subset.is_dir():
+                    os.symlink(subset, librispeech / subset.name, target_is_directory=True)
+
+        def progress(done: int, total: int, _label: str) -> None:
+            report(Progress(artefact.name, "items", done, total, message="chapters repacked"))
+
+        out = work / "out"
+        try:
+            repack.repack(librispeech, out, progress)
+        except DatasetError as exc:
+            raise DownloadFailed(f"{artefact.name}: {exc.message}", hint=exc.hint) from None
+        count = check_librispeech_repack(out, expected=artefact.items or 0)
+        if folder.is_symlink() or folder.is_file():
+            folder.unlink()
+        elif folder.exists():
+            shutil.rmtree(folder)
+        out.rename(folder)
+    finally:
+        shutil.rmtree(work, ignore_errors=True)
+    write_stamp(folder, artefact, "unverified", source="prepared", clips=count)
+    return folder

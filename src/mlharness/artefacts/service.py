@@ -14,7 +14,7 @@ from mlharness.artefacts.catalogue import Artefact, Catalogue
 from mlharness.artefacts.digest import algorithm, file_digest, matches, mismatch_text
 from mlharness.artefacts.download import Policy, Progress, Report, fetch
 from mlharness.artefacts.errors import ArtefactError
-from mlharness.artefacts.prepare import prepare_openimages
+from mlharness.artefacts.prepare import prepare_librispeech, prepare_openimages
 from mlharness.artefacts.unpack import unpack
 
 
@@ -69,9 +69,12 @@ def _prepared(artefact: Artefact, root: Path, mirror: str | None, policy: Policy
                             hint="pass the catalogue")
     needed = [get(catalogue.get(name), root, mirror=mirror, policy=policy, report=report,
                   catalogue=catalogue) for name in artefact.requires]
-    annotations = needed[0].path / "openimages-mlperf.json"
-    folder = prepare_openimages(artefact, root, annotations, mirror=mirror, policy=policy,
-                                report=report)
+    if artefact.layout == "librispeech-repack":
+        folder = prepare_librispeech(artefact, root, [n.path for n in needed], report=report)
+    else:
+        annotations = needed[0].path / "openimages-mlperf.json"
+        folder = prepare_openimages(artefact, root, annotations, mirror=mirror, policy=policy,
+                                    report=report)
     return Outcome(artefact.name, folder, "prepared", None, False)
 
 

@@ -21,6 +21,7 @@ from pydantic import Field
 
 from mlharness.backends.base import (BackendOptions, GenerationRequest, OnDone, OnError,
                                      OnFirst, StreamingBackend)
+from mlharness.backends.hf_speech import HfSpeech
 from mlharness.errors import ConfigError, ModelError, one_line
 from mlharness.options import Options
 
@@ -45,6 +46,7 @@ _Job = tuple[GenerationRequest, OnFirst, OnDone, OnError]
 
 class HfBackend(StreamingBackend):
     name = "hf"
+    model_framework = "hf"  # a Hugging Face checkpoint folder (whisper-large-v3 from the cache)
     options_model = HfOptions
 
     def __init__(self) -> None:
@@ -60,6 +62,7 @@ class HfBackend(StreamingBackend):
         self._closing = threading.Event()
         self._tokenize_lock = threading.Lock()  # a fast tokenizer is not safe across threads
         self._generation: Any = None  # hf_generate, once a model is loaded
+        self._speech: HfSpeech | None = None  # a Whisper model (hf_speech.py)
 
     @classmethod
     def framework(cls) -> str:
@@ -76,6 +79,12 @@ class HfBackend(StreamingBackend):
         if options.device != "cpu":
             raise ConfigError("the hf backend is built for cpu here",
                               hint="drop --device or use --device cpu")
+        if _is_whisper(Path(model)):  # speech to text: batched transcription (hf_speech.py)
+            self._speech = HfSpeech()
+            self._speech.load(Path(model), options, options.extra_as(HfOptions).concurrency)
+            self.model, self.directory = self._speech.model, Path(model)
+            self.concurrency = self._speech.concurrency * self._speech.batch
+            return
         if options.precision not in DTYPES:
             raise ConfigError(f"the hf backend does not run --precision {options.precision}",
                               hint="use --precision fp32 or bf16")
@@ -110,6 +119,9 @@ class HfBackend(StreamingBackend):
     def submit(self, request: GenerationRequest, on_first: OnFirst, on_done: OnDone,
                on_error: OnError) -> None:
         """Queue ``request``; a worker thread generates it."""
+        if self._speech is not None:
+            self._speech.submit(request, on_first, on_done, on_error)
+            return
         if self.model is None or self._closing.is_set():
             _call(on_error, "backend closed" if self._closing.is_set() else "backend not loaded")
             return
@@ -117,6 +129,8 @@ class HfBackend(StreamingBackend):
 
     def close(self) -> None:
         """Stop generations in flight, fail the queued requests, join the worker threads."""
+        if self._speech is not None:
+            self._speech.close()
         self._closing.set()
         for _ in self._workers:
             self._queue.put(None)
@@ -156,6 +170,8 @@ class HfBackend(StreamingBackend):
                                          self.eos_token_id, on_first, self._closing)
 
     def describe(self) -> dict[str, Any]:
+        if self._speech is not None:
+            return self._speech.describe()
         config = getattr(self.model, "config", None)
         own = getattr(self.model, "generation_config", None)
         eos = self.eos_token_id if self.eos_token_id is not None else getattr(own, "eos_token_id",
@@ -175,3 +191,15 @@ def _call(callback: Any, value: Any) -> None:
         callback(value)
     except Exception:  # noqa: BLE001 - the caller's bug, not the backend's
         log.exception("hf backend: a completion callback raised")
+
+
+def _is_whisper(directory: Path) -> bool:
+    """Whether the model directory holds a Whisper checkpoint (its config.json's model_type),
+    read without transformers."""
+    import json
+
+    try:
+        config = json.loads((directory / "config.json").read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return False
+    return isinstance(config, dict) and config.get("model_type") == "whisper"

@@ -19,6 +19,11 @@ streams text without token ids needs ``tokenizer`` (a local Hugging Face tokeniz
 the text is tokenized, without special tokens, the first chunk's for ``on_first`` and the whole
 output's for ``on_done``.
 
+A request that carries audio (whisper) goes to ``/v1/audio/transcriptions`` instead
+(:meth:`~mlharness.backends.openai_stream.OpenAIStreamClient.transcribe`, within the same
+bounds); its answer is the transcript with the server's token count,
+``Generated([], text=..., n_tokens=...)``.
+
 An endpoint named by IP address (``http://127.0.0.1:8000``) needs no name lookup; a host name
 is looked up for every request, on asyncio's small thread pool.
 
@@ -44,6 +49,7 @@ from mlharness.backends.openai_stream import ClientSettings, EndpointError, Open
 from mlharness.distribution import check_endpoint
 from mlharness.errors import ConfigError, HarnessError, one_line
 from mlharness.options import Options, RuleError
+from mlharness.prompts import Generated
 from mlharness.redact import register_env, register_url, scrub
 from mlharness.tensors import TensorSpec
 
@@ -307,7 +313,7 @@ class OpenAIBackend(StreamingBackend):
         assert self.options is not None
         opts, request = self.options, call.request
         try:
-            prompt = _prompt(request, opts.chat)
+            prompt = None if request.audio is not None else _prompt(request, opts.chat)
         except _Unsendable as exc:
             self._finish(call, None, str(exc))
             return
@@ -327,11 +333,18 @@ class OpenAIBackend(StreamingBackend):
             endpoint.outstanding += 1
             endpoint.sent += 1
             try:
-                result = await endpoint.client.complete(
-                    prompt, request.max_new_tokens, on_first_token=first, chat=opts.chat,
-                    tokenize=self._tokenize, vocab_size=request.vocab_size or self._vocab_size,
-                    eos_token_id=(request.eos_token_id if request.eos_token_id is not None
-                                  else self._eos_id), **body)
+                if prompt is None:  # speech to text: /v1/audio/transcriptions
+                    result = await endpoint.client.transcribe(
+                        request.audio or b"", request.max_new_tokens, on_first_token=first,
+                        language="en", response_format="json",
+                        temperature=f"{request.temperature:g}")
+                else:
+                    result = await endpoint.client.complete(
+                        prompt, request.max_new_tokens, on_first_token=first, chat=opts.chat,
+                        tokenize=self._tokenize,
+                        vocab_size=request.vocab_size or self._vocab_size,
+                        eos_token_id=(request.eos_token_id if request.eos_token_id is not None
+                                      else self._eos_id), **body)
             except (EndpointError, OSError) as exc:
                 endpoint.failed += 1
                 why = _line(exc) if isinstance(exc, EndpointError) else \
@@ -352,7 +365,9 @@ class OpenAIBackend(StreamingBackend):
             finally:
                 endpoint.outstanding -= 1
             endpoint.resting_until = 0.0
-            self._finish(call, result.token_ids, None)
+            # a transcription's answer is its text and the server's count (no ids)
+            self._finish(call, result.token_ids if prompt is not None else
+                         Generated([], text=result.text, n_tokens=result.n_tokens), None)
             return
 
     # -- shutdown ---------------------------------------------------------------------------

@@ -108,6 +108,9 @@ class SseResponse(asyncio.Protocol):
         self.ids: list[int] = []
         self.text: list[str] = []
         self.finish: str | None = None
+        #: the last ``usage.completion_tokens`` an event reported (a transcription server
+        #: counts its tokens so: its stream carries text without ids); None: none did
+        self.completion_tokens: int | None = None
         self.first_at: float | None = None
         self._on_first = on_first
         self._state = _HEAD
@@ -337,6 +340,9 @@ class SseResponse(asyncio.Protocol):
             raise EndpointError(f"{self.where} reported an error mid-stream after "
                                 f"{len(self.ids)} tokens: {_server_says(event)}",
                                 "see the server's log")
+        usage = event.get("usage")
+        if type(usage) is dict and type(usage.get("completion_tokens")) is int:
+            self.completion_tokens = usage["completion_tokens"]
         choices = event.get("choices")
         if not choices:
             self._finished = False

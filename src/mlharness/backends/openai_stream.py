@@ -25,12 +25,14 @@ import json
 import os
 import time
 from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
 from typing import Any
 from urllib.parse import urlsplit
 
 from pydantic import BaseModel, Field
 
 from mlharness.backends.openai_sse import Bounds, EndpointError, Expected, SseResponse
+from mlharness.backends.openai_transcribe import TRANSCRIPTIONS, multipart
 from mlharness.errors import ConfigError
 from mlharness.prompts import INT32_LIMIT
 from mlharness.redact import register
@@ -148,14 +150,71 @@ class OpenAIStreamClient:
             body["return_token_ids"] = True
         body["messages" if chat else "prompt"] = prompt
         body.update(extra)
-        where = self.endpoint(chat)
-        start = time.perf_counter()
-        guard = _StallGuard(self.settings.stall_timeout_s)
+        path = "/v1/chat/completions" if chat else "/v1/completions"
         expected = Expected(max_tokens, min(vocab_size or INT32_LIMIT, INT32_LIMIT),
                             vocab_size is not None, eos_token_id)
+        payload = _Payload(path, json.dumps(body).encode(), "application/json")
+
+        async def stream(guard: _StallGuard, start: float) -> StreamResult:
+            response = await self._exchange(payload, chat, guard, start, on_first_token,
+                                            tokenize, expected)
+            ids, text = response.ids, "".join(response.text)
+            if text and not ids:
+                if tokenize is None:
+                    raise _no_ids(self.url + path)
+                ids = tokenize(text)[:expected.max_tokens]
+            return _result(response, ids, len(ids), start)
+
+        result = await self._guarded(self.url + path, stream)
+        if on_done is not None:
+            await _maybe_await(on_done(result))
+        return result
+
+    async def transcribe(self, audio: bytes, max_tokens: int,
+                         on_first_token: FirstToken | None = None,
+                         **fields: str) -> StreamResult:
+        """Send one audio file to ``/v1/audio/transcriptions`` (a multipart form: the file, the
+        model, ``max_completion_tokens``, ``stream`` and ``stream_include_usage``, then
+        ``fields``) and stream its transcript. The stream is text without ids:
+        ``on_first_token([], ttft_s)`` comes with the first piece, and the result's ``n_tokens``
+        is the server's ``usage.completion_tokens`` (no ids: ``token_ids`` is empty). A stream
+        that reports no count, or one above ``max_tokens`` or below its text pieces, fails as
+        any broken answer, naming the endpoint."""
+        where = self.url + TRANSCRIPTIONS
+        form = {"model": self.settings.model, "max_completion_tokens": str(max_tokens),
+                "stream": "true", "stream_include_usage": "true", **fields}
+        body, content_type = multipart(form, audio)
+        payload = _Payload(TRANSCRIPTIONS, body, content_type)
+        expected = Expected(max_tokens)
+
+        async def stream(guard: _StallGuard, start: float) -> StreamResult:
+            response = await self._exchange(payload, True, guard, start, on_first_token,
+                                            lambda text: [], expected)
+            count = response.completion_tokens
+            pieces = len(response.text)
+            if count is None:
+                raise EndpointError(f"{where} streamed no usage.completion_tokens: LoadGen's "
+                                    "n_tokens (tokens/s) cannot be measured without it",
+                                    "a vLLM server sends it with stream_include_usage=true; "
+                                    "is this an OpenAI-compatible transcription server?")
+            if not pieces <= count <= max_tokens:
+                raise EndpointError(f"{where} counted {count} completion_tokens for "
+                                    f"{pieces} pieces of text of a request of at most "
+                                    f"{max_tokens}", "an answer that breaks its request "
+                                    "cannot be part of a result; see the server's log")
+            return _result(response, [], count, start)
+
+        return await self._guarded(where, stream)
+
+    async def _guarded(self, where: str,
+                       stream: Callable[[_StallGuard, float], Awaitable[StreamResult]]
+                       ) -> StreamResult:
+        """``stream(guard, start)`` under a stall guard: no progress for ``stall_timeout_s``
+        ends it with one line naming ``where``, what it waited for and what trickled in."""
+        start = time.perf_counter()
+        guard = _StallGuard(self.settings.stall_timeout_s)
         try:
-            result = await self._stream(where, chat, body, guard, start, on_first_token,
-                                        tokenize, expected)
+            return await stream(guard, start)
         except asyncio.CancelledError:
             if guard.expired():
                 came = (f"{guard.trickled} bytes trickled in, no whole event" if guard.trickled
@@ -168,14 +227,13 @@ class OpenAIStreamClient:
             raise
         finally:
             guard.stop()
-        if on_done is not None:
-            await _maybe_await(on_done(result))
-        return result
 
-    async def _stream(self, where: str, chat: bool, body: dict[str, Any], guard: _StallGuard,
-                      start: float, on_first_token: FirstToken | None,
-                      tokenize: Callable[[str], list[int]] | None,
-                      expected: Expected) -> StreamResult:
+    async def _exchange(self, payload: _Payload, chat: bool, guard: _StallGuard, start: float,
+                        on_first_token: FirstToken | None,
+                        tokenize: Callable[[str], list[int]] | None,
+                        expected: Expected) -> SseResponse:
+        """Send ``payload`` and read the streamed response to its end, within the bounds."""
+        where = self.url + payload.path
         pending: list[Awaitable[None]] = []
 
         def first(ids: list[int], text: str, at: float) -> None:
@@ -195,22 +253,14 @@ class OpenAIStreamClient:
                                                        self.settings.stall_timeout_s / 2)))
         await self._connect(where, response)
         try:
-            self._send(response, "/v1/chat/completions" if chat else "/v1/completions", body)
+            self._send(response, payload)
             await response.done
         finally:
             if response.transport is not None:
                 response.transport.close()
         for value in pending:
             await value
-        ids, text = response.ids, "".join(response.text)
-        if text and not ids:
-            if tokenize is None:
-                raise _no_ids(where)
-            ids = tokenize(text)[:expected.max_tokens]
-        total = time.perf_counter() - start
-        ttft = response.first_at - start if response.first_at is not None else total
-        return StreamResult(token_ids=ids, text=text, n_tokens=len(ids), ttft_s=ttft,
-                            total_s=total, finish_reason=response.finish)
+        return response
 
     async def _connect(self, where: str, response: SseResponse) -> None:
         loop = asyncio.get_running_loop()
@@ -223,15 +273,31 @@ class OpenAIStreamClient:
                                 "is the LLM server up and listening there?") from exc
         response.transport = transport  # uvloop calls connection_made only after this returns
 
-    def _send(self, response: SseResponse, path: str, body: dict[str, Any]) -> None:
-        payload = json.dumps(body).encode()
-        head = [f"POST {self._prefix}{path} HTTP/1.1", f"Host: {self._hostport}",
-                "Content-Type: application/json", "Accept: text/event-stream",
-                f"Content-Length: {len(payload)}", "Connection: close"]
+    def _send(self, response: SseResponse, payload: _Payload) -> None:
+        head = [f"POST {self._prefix}{payload.path} HTTP/1.1", f"Host: {self._hostport}",
+                f"Content-Type: {payload.content_type}", "Accept: text/event-stream",
+                f"Content-Length: {len(payload.body)}", "Connection: close"]
         if self._auth.reveal():
             head.append(f"Authorization: {self._auth.reveal()}")
         if response.transport is not None and not response.done.done():
-            response.transport.write(("\r\n".join(head) + "\r\n\r\n").encode() + payload)
+            response.transport.write(("\r\n".join(head) + "\r\n\r\n").encode() + payload.body)
+
+
+@dataclass(frozen=True)
+class _Payload:
+    """What one request sends: its path, body and content type."""
+
+    path: str
+    body: bytes
+    content_type: str
+
+
+def _result(response: SseResponse, ids: list[int], n_tokens: int, start: float
+            ) -> StreamResult:
+    total = time.perf_counter() - start
+    ttft = response.first_at - start if response.first_at is not None else total
+    return StreamResult(token_ids=ids, text="".join(response.text), n_tokens=n_tokens,
+                        ttft_s=ttft, total_s=total, finish_reason=response.finish)
 
 
 class _StallGuard:

@@ -57,8 +57,10 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--benchmark", "-b", metavar="NAME",
                    help="without NAMEs: what `run -b NAME` takes from the cache; with --list: "
                    "only this benchmark's artefacts")
-    p.add_argument("--format", dest="framework", choices=("onnx", "pytorch"), default="onnx",
-                   help="with -b: the model format (onnx for onnxruntime/openvino, pytorch)")
+    p.add_argument("--format", dest="framework", choices=("onnx", "pytorch", "hf"),
+                   default=None, help="with -b: the model format (onnx for onnxruntime/"
+                   "openvino, pytorch, hf for --backend hf; default: onnx, or the only format "
+                   "the benchmark's model comes in: hf for whisper)")
     p.add_argument("--cache-dir", type=Path, metavar="DIR",
                    help="cache root (default $MLHARNESS_CACHE or ~/.cache/mlharness)")
     p.add_argument("--catalogue", type=Path, metavar="FILE",
@@ -112,12 +114,18 @@ def get_command(args: argparse.Namespace) -> int:
     return _get(entries, adopt_into, catalogue, root, args)
 
 
-def _run_defaults(catalogue: Catalogue, benchmark: str, framework: str) -> list[str]:
-    """The artefacts `run -b BENCHMARK` takes from the cache for a model format."""
+def _run_defaults(catalogue: Catalogue, benchmark: str, framework: str | None) -> list[str]:
+    """The artefacts `run -b BENCHMARK` takes from the cache for a model format (None: onnx,
+    or the only format the benchmark's model comes in)."""
     chosen = catalogue.defaults.get(benchmark)
     if chosen is None:
         raise ConfigError(f"no defaults for benchmark {benchmark!r} in the catalogue",
                           hint=f"benchmarks with defaults: {', '.join(catalogue.defaults)}")
+    if framework is None:
+        framework = next(iter(chosen.model)) if len(chosen.model) == 1 else "onnx"
+    elif framework not in chosen.model:
+        raise ConfigError(f"{benchmark}'s model comes in no {framework} format here",
+                          hint="give --format " + " or ".join(chosen.model))
     model = chosen.model.get(framework)
     names = [model, *chosen.also.get(framework, []), chosen.dataset, chosen.vocab]
     return [name for name in names if name]

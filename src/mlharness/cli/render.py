@@ -114,7 +114,9 @@ def format_metric(result: LoadGenResult | None) -> str:
     if "ms" in unit:
         return f"{value:,.3f} ms"
     if "tokens" in unit:
-        return f"{value:,.1f} tok/s" + (" done" if unit.startswith("completed") else "")
+        rate = (f" ({result.samples_per_s:,.2f} samples/s)"
+                if result.samples_per_s is not None else "")
+        return f"{value:,.1f} tok/s" + (" done" if unit.startswith("completed") else "") + rate
     return f"{value:,.1f} " + ("QPS done" if unit.startswith("completed") else "samples/s")
 
 
@@ -130,6 +132,8 @@ def token_cell(result: LoadGenResult | None, name: str) -> str:
 def accuracy_cell(acc: AccuracyResult | None) -> str:
     if acc is None:
         return "-"
+    if acc.shown:
+        return acc.shown
     target = ""
     if acc.target is not None:
         target = (f" (>= {acc.target:.4f})" if acc.metric in FRACTION_METRICS

@@ -114,6 +114,8 @@ class LoadGenResult:
     effective: dict[str, Any] = field(default_factory=dict)
     #: a token run's TTFT / TPOT (p99, mean) and their limits, in ms (the LLM benchmarks)
     tokens_ms: dict[str, float] = field(default_factory=dict)
+    #: a token run's samples per second beside its tokens/s (Offline: both are logged)
+    samples_per_s: StrictFloat | None = None
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -158,6 +160,9 @@ def result_from_detail(log: DetailLog) -> LoadGenResult:
     for key, name in TOKEN_LATENCIES.items():
         if tokens and isinstance(v.get(key), (int, float)):
             result.tokens_ms[name] = float(v[key]) / 1e6
+    rate = v.get("result_samples_per_second")
+    if tokens and isinstance(rate, (int, float)) and not isinstance(rate, bool):
+        result.samples_per_s = float(rate)
     if mode == "performance":
         for key, reason in _CONDITIONS.items():
             if key in v:

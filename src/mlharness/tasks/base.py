@@ -51,6 +51,9 @@ class AccuracyResult:
     passed: bool | None = None
     #: other bounds the run failed, each in words (an LLM's ROUGE-2, its generated length)
     failures: list[str] = field(default_factory=list)
+    #: how the result screen shows the score where the metric's name says little (whisper's
+    #: ``ACCURACY`` is 100 - WER: ``WER 2.067% (<= 3.046%)``); None: ``metric value% (>= target)``
+    shown: str | None = None
 
     def __post_init__(self) -> None:
         self.passed = (None if self.target is None
@@ -59,7 +62,7 @@ class AccuracyResult:
     def to_dict(self) -> dict[str, Any]:
         return {"metric": self.metric, "value": self.value, "target": self.target,
                 "passed": self.passed, "text": self.text, "details": self.details,
-                "failures": self.failures}
+                "failures": self.failures, "shown": self.shown}
 
 
 @dataclass
