@@ -196,6 +196,11 @@ class StreamingBackend(BackendBase):
     def close(self) -> None:
         """Finish or cancel what is in flight and release threads and connections."""
 
+    def sends(self, request: GenerationRequest) -> str | None:
+        """In words, the form ``request`` goes to the model in (token ids, text, chat messages
+        and where), for run.json; None: not told."""
+        return None
+
 
 def is_streaming(backend: object) -> TypeGuard[StreamingBackend]:
     """Whether ``backend`` generates text token by token (the streaming SUT path)."""

@@ -151,6 +151,10 @@ class HfBackend(StreamingBackend):
         with self._tokenize_lock:
             return list(self.tokenizer(request.text)["input_ids"])
 
+    def sends(self, request: GenerationRequest) -> str | None:
+        return ("token ids, in this process" if request.input_ids is not None
+                else "text tokenized here, in this process")
+
     def _generate(self, request: GenerationRequest, on_first: OnFirst) -> list[int]:
         return self._generation.generate(self.model, self._prompt(request), request,
                                          self.eos_token_id, on_first, self._closing)

@@ -40,10 +40,12 @@ from pydantic import Field, field_validator
 
 from mlharness.backends.base import (BackendOptions, GenerationRequest, OnDone, OnError, OnFirst,
                                     StreamingBackend)
-from mlharness.backends.openai_stream import ClientSettings, EndpointError, OpenAIStreamClient
+from mlharness.backends.openai_stream import (ClientSettings, EndpointError, OpenAIStreamClient,
+                                              TextTokenizer)
 from mlharness.distribution import check_endpoint
 from mlharness.errors import ConfigError, HarnessError, one_line
 from mlharness.options import Options, RuleError
+from mlharness.prompts import Generated
 from mlharness.redact import register_env, register_url, scrub
 from mlharness.tensors import TensorSpec
 
@@ -72,6 +74,10 @@ class OpenAIOptions(Options):
     #: server that refuses keys OpenAI's API lacks (``transformers serve`` answers 422), which
     #: then gets only ``temperature`` and ``top_p`` of the sampling, and needs ``tokenizer``
     extensions: bool = True
+    #: with chat: send the benchmark's reference chat template with the messages where it has
+    #: one (llama3.1-8b: the BOS and the prompt, so the server's prompt is tok_input; vLLM needs
+    #: --trust-request-chat-template); false, or without extensions: the server's own template
+    chat_template: bool = True
     #: seconds without a whole header block or event before a request is stalled: below the
     #: run's --stall-timeout (60 s), so the request's own line, naming the endpoint, comes first
     stall_timeout_s: float = Field(default=30.0, gt=0)
@@ -173,7 +179,7 @@ class OpenAIBackend(StreamingBackend):
     def __init__(self) -> None:
         self.options: OpenAIOptions | None = None
         self._endpoints: list[_Endpoint] = []
-        self._tokenize: Callable[[str], list[int]] | None = None
+        self._tokenize: TextTokenizer | None = None
         #: the tokenizer option's vocabulary size and EOS id (a task's tokenizer comes first)
         self._vocab_size: int | None = None
         self._eos_id: int | None = None
@@ -233,6 +239,21 @@ class OpenAIBackend(StreamingBackend):
     def inputs(self) -> list[TensorSpec] | None:
         return None  # no model here: the server has it
 
+    def sends(self, request: GenerationRequest) -> str | None:
+        """The prompt's form and where it goes (run.json's backend ``prompt``)."""
+        if self.options is None:
+            return None
+        opts = self.options
+        if not opts.chat:
+            form = ("token ids" if request.input_ids is not None
+                    else "text" if request.text is not None else "nothing")
+            return f"{form} to /v1/completions"
+        form = ("the reference's chat messages" if request.messages
+                else "the text as a user message" if request.text is not None else "nothing")
+        template = ("with the benchmark's reference chat template"
+                    if _reference_template(request, opts) else "with the server's chat template")
+        return f"{form} to /v1/chat/completions, {template}"
+
     def describe(self) -> dict[str, Any]:
         """The settings, never the API key (only the variable's name)."""
         opts = self.options
@@ -242,6 +263,7 @@ class OpenAIBackend(StreamingBackend):
                 "served_model": opts.served_model, "chat": opts.chat,
                 "concurrency": opts.concurrency, "failover": opts.failover,
                 "api_key_env": opts.api_key_env, "extensions": opts.extensions,
+                "chat_template": opts.chat_template,
                 "tokenizer": str(opts.tokenizer) if opts.tokenizer else None}
 
     def report(self) -> dict[str, Any]:
@@ -316,6 +338,8 @@ class OpenAIBackend(StreamingBackend):
             body["min_tokens"] = request.min_new_tokens
             if request.top_k != -1:  # -1: no limit, the server's default (vLLM: -1 or 0)
                 body["top_k"] = request.top_k
+        if _reference_template(request, opts):
+            body["chat_template"] = request.chat_template
 
         def first(ids: list[int], _ttft: float) -> None:
             call.first_sent = True
@@ -352,7 +376,7 @@ class OpenAIBackend(StreamingBackend):
             finally:
                 endpoint.outstanding -= 1
             endpoint.resting_until = 0.0
-            self._finish(call, result.token_ids, None)
+            self._finish(call, Generated(result.token_ids, text=result.text), None)
             return
 
     # -- shutdown ---------------------------------------------------------------------------
@@ -402,15 +426,24 @@ class _Unsendable(Exception):
     """A request this backend's settings cannot send (the message says why)."""
 
 
-def _prompt(request: GenerationRequest, chat: bool) -> str | list[int] | list[dict[str, str]]:
-    """What the request sends: messages (chat), token ids or text."""
+def _reference_template(request: GenerationRequest, opts: OpenAIOptions) -> bool:
+    """Whether a chat request carries the benchmark's reference chat template (an extension
+    key: vLLM's, with --trust-request-chat-template)."""
+    return bool(opts.chat and opts.extensions and opts.chat_template and request.messages
+                and request.chat_template)
+
+
+def _prompt(request: GenerationRequest, chat: bool) -> str | list[int] | list[dict[str, Any]]:
+    """What the request sends: messages (chat: the reference's, else the text as the user's
+    message), token ids or text."""
     if chat:
         if request.messages:
             return [dict(m) for m in request.messages]
         if request.text is not None:
             return [{"role": "user", "content": request.text}]
-        raise _Unsendable("a chat request needs text or messages, and this one has token ids "
-                          "only (hint: without --backend-option chat=true the ids go to "
+        raise _Unsendable("a chat request needs text or messages, and this benchmark's data set "
+                          "gives token ids only (its reference sends them to the server as ids; "
+                          "hint: leave --backend-option chat=true out: the ids then go to "
                           "/v1/completions)")
     if request.input_ids is not None:
         return list(request.input_ids)
@@ -420,7 +453,7 @@ def _prompt(request: GenerationRequest, chat: bool) -> str | list[int] | list[di
                       "give --backend-option chat=true)")
 
 
-def _tokenizer(directory: Path) -> tuple[Callable[[str], list[int]], int, int | None]:
+def _tokenizer(directory: Path) -> tuple[TextTokenizer, int, int | None]:
     """text -> ids by the Hugging Face tokenizer in ``directory`` (nothing downloaded), without
     special tokens: the server's output text, as its token ids would have been; and the
     tokenizer's vocabulary size (added tokens included) and EOS id."""
@@ -439,8 +472,19 @@ def _tokenizer(directory: Path) -> tuple[Callable[[str], list[int]], int, int | 
                           "give the model checkpoint's directory (tokenizer files included)"
                           ) from exc
 
-    def tokenize(text: str) -> list[int]:
-        return list(tok(text, add_special_tokens=False)["input_ids"])
-
     eos = tok.eos_token_id
-    return tokenize, len(tok), eos if isinstance(eos, int) else None
+    return _HfText(tok), len(tok), eos if isinstance(eos, int) else None
+
+
+class _HfText(TextTokenizer):
+    """A Hugging Face tokenizer as the client's :class:`TextTokenizer`."""
+
+    def __init__(self, tok: Any) -> None:
+        self._tok = tok
+
+    def encode(self, text: str) -> list[int]:
+        return list(self._tok(text, add_special_tokens=False)["input_ids"])
+
+    def decode(self, ids: list[int]) -> str:
+        return str(self._tok.decode(ids, skip_special_tokens=False,
+                                    clean_up_tokenization_spaces=False))

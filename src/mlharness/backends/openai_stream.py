@@ -126,7 +126,7 @@ class OpenAIStreamClient:
         path = "/v1/chat/completions" if chat else "/v1/completions"
         return f"{self.url}{path}"
 
-    async def complete(self, prompt: str | list[int] | list[dict[str, str]], max_tokens: int,
+    async def complete(self, prompt: str | list[int] | list[dict[str, Any]], max_tokens: int,
                        on_first_token: FirstToken | None = None, on_done: Done | None = None,
                        chat: bool = False, tokenize: Callable[[str], list[int]] | None = None,
                        vocab_size: int | None = None, eos_token_id: int | None = None,
@@ -156,6 +156,12 @@ class OpenAIStreamClient:
         try:
             result = await self._stream(where, chat, body, guard, start, on_first_token,
                                         tokenize, expected)
+        except EndpointError as exc:
+            if exc.status:  # a refusal: name the backend option that fixes it, where one does
+                raise EndpointError(exc.message, refusal_hint(exc, self.settings.model, chat,
+                                                              set(body), self.url),
+                                    exc.status, exc.said) from None
+            raise
         except asyncio.CancelledError:
             if guard.expired():
                 came = (f"{guard.trickled} bytes trickled in, no whole event" if guard.trickled
@@ -178,11 +184,17 @@ class OpenAIStreamClient:
                       expected: Expected) -> StreamResult:
         pending: list[Awaitable[None]] = []
 
+        reported: list[int] = []
+
         def first(ids: list[int], text: str, at: float) -> None:
             if not ids:
                 if tokenize is None:
                     raise _no_ids(where)
-                ids = tokenize(text)[:expected.max_tokens]
+                # one id: the first of the chunk's text, which the whole answer's ids will
+                # begin with (answer_ids); a chunk's later ids are the likeliest to change
+                # once more text follows ("A " alone ends in a space token, "A tree" does not)
+                ids = tokenize(text)[:1]
+            reported[:] = ids
             if on_first_token is not None:
                 value = on_first_token(ids, at - start)
                 if inspect.isawaitable(value):
@@ -206,7 +218,7 @@ class OpenAIStreamClient:
         if text and not ids:
             if tokenize is None:
                 raise _no_ids(where)
-            ids = tokenize(text)[:expected.max_tokens]
+            ids = answer_ids(tokenize, text, reported)[:expected.max_tokens]
         total = time.perf_counter() - start
         ttft = response.first_at - start if response.first_at is not None else total
         return StreamResult(token_ids=ids, text=text, n_tokens=len(ids), ttft_s=ttft,
@@ -272,6 +284,77 @@ class _StallGuard:
 
     def stop(self) -> None:
         self._handle.cancel()
+
+
+def answer_ids(tokenize: Callable[[str], list[int]], text: str, first: list[int]) -> list[int]:
+    """The ids of a text-only server's whole answer: ``tokenize.answer`` where the tokenizer
+    has one (the answer's ids begin with ``first``, the ids LoadGen got as its first token,
+    which TEST06 compares), else plain ``tokenize(text)``."""
+    if isinstance(tokenize, TextTokenizer):
+        return tokenize.answer(text, first)
+    return tokenize(text)
+
+
+class TextTokenizer:
+    """Text -> token ids by the model's tokenizer (no special tokens) for a server that streams
+    text, from an ``encode`` and a ``decode``. A whole answer's ids: the text tokenized
+    whole when that begins with ``first`` (nearly always); else ``first`` followed by the rest of
+    the text tokenized, when that decodes to the same text; else the whole text's ids (the
+    first-token check of TEST06 would then fail for it)."""
+
+    def encode(self, text: str) -> list[int]:
+        raise NotImplementedError
+
+    def decode(self, ids: list[int]) -> str:
+        raise NotImplementedError
+
+    def __call__(self, text: str) -> list[int]:
+        return self.encode(text)
+
+    def answer(self, text: str, first: list[int]) -> list[int]:
+        ids = self.encode(text)
+        if not first or ids[:len(first)] == first:
+            return ids
+        head = self.decode(first)
+        if not head or not text.startswith(head):
+            return ids
+        spliced = list(first) + self.encode(text[len(head):])
+        return spliced if self.decode(spliced) == self.decode(ids) else ids
+
+
+#: request keys vLLM reads that OpenAI's API lacks (the openai backend's ``extensions``); a
+#: strict server (``transformers serve``) refuses each with HTTP 422
+EXTENSION_KEYS = ("return_token_ids", "min_tokens", "top_k", "chat_template")
+
+
+def refusal_hint(exc: EndpointError, model: str, chat: bool, sent: set[str], url: str) -> str:
+    """The hint of an HTTP refusal: the ``--backend-option`` that fixes it where the status and
+    the server's words tell which (extensions, chat, served_model), else the refusal's own."""
+    said = exc.said.lower()
+    named_model = "model" in said or (model and model.lower() in said)
+    refused = [k for k in EXTENSION_KEYS if k in sent and k in said]
+    if "trust-request-chat-template" in said:
+        return ("vLLM refuses the benchmark's reference chat template unless started with "
+                "--trust-request-chat-template (as the MLCommons endpoints client needs); or give "
+                "--backend-option chat_template=false for the server's own template")
+    if exc.status in (400, 422) and refused:
+        return (f"this server refuses {', '.join(refused)}, which OpenAI's API lacks: give "
+                "--backend-option extensions=false (and tokenizer=DIR, the model's tokenizer: "
+                "such a server streams text, not token ids)")
+    if exc.status == 404 and not named_model:
+        if not chat:
+            return ("the server has no /v1/completions (transformers serve, like many, offers "
+                    "only chat): give --backend-option chat=true")
+        return ("the server has no /v1/chat/completions: leave --backend-option chat=true out "
+                "(prompts then go to /v1/completions)")
+    if exc.status in (400, 404) and named_model:
+        return (f"is served_model={model!r} the name this server knows the model by? give "
+                f"--backend-option served_model=NAME as it lists it (GET {url}/v1/models)")
+    if exc.status == 500:
+        return (f"see the server's log; a model the server cannot load is one cause: "
+                f"served_model={model!r} must be the name (transformers serve: the model's "
+                "directory or hub id) of a model it can load, with a chat template for chat")
+    return exc.hint
 
 
 def _no_ids(where: str) -> EndpointError:

@@ -135,7 +135,8 @@ def _spec_mapping(args: argparse.Namespace) -> dict[str, Any]:
             if not isinstance(table, dict):
                 raise ConfigError(f"{key} in the TOML must be a table of KEY = VALUE",
                                   hint=f"e.g. [run.{key}] with one key per line")
-            data[key] = {**table, **{k: parse_scalar(v) for k, v in value}}
+            data[key] = {**table, **{k: parse_scalar(v) if isinstance(v, str) else v
+                                   for k, v in value}}
         else:
             data[key] = value
     if distribution:

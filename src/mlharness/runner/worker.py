@@ -83,7 +83,11 @@ def _run_streaming(spec: RunSpec, settings: EffectiveSettings, task: GenerationT
                                            run_test)
 
     warmup = spec.warmup if spec.mode == "performance" else 0
-    channel.put(Ready(task.describe(), backend.describe(), task.total_count(),
+    described = backend.describe()
+    sends = backend.sends(task.request(0)) if task.total_count() else None
+    if sends:  # which form the prompts went in: token ids, text or chat messages
+        described["prompt"] = sends
+    channel.put(Ready(task.describe(), described, task.total_count(),
                       task.performance_count(),
                       SutRecord(streaming=True, concurrency=backend.concurrency,
                                 warmup_requests=warmup)))

@@ -95,10 +95,13 @@ class TextGenerationTask(GenerationTask):
         sample = self.dataset.samples[index]
         g = self.generation
         ids = tuple(sample.input_ids) if sample.input_ids is not None else None
+        messages = tuple(sample.messages) if sample.messages else None
         return GenerationRequest(input_ids=ids, text=sample.prompt,
                                  max_new_tokens=self.max_new_tokens,
                                  min_new_tokens=min(g.min_new_tokens, self.max_new_tokens),
                                  temperature=g.temperature, top_p=g.top_p, top_k=g.top_k,
+                                 messages=messages,
+                                 chat_template=g.chat_template if messages else None,
                                  vocab_size=self.vocab_size, eos_token_id=self.eos_token_id)
 
     def sample_length(self, index: int) -> int:
