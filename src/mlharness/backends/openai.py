@@ -5,7 +5,8 @@ llama.cpp's server, ``transformers serve``), streamed token by token (the Stream
 One asyncio event loop on one daemon thread runs every request as a coroutine of
 :class:`~mlharness.backends.openai_stream.OpenAIStreamClient` (no thread per request);
 ``submit`` hands the request to it with ``call_soon_threadsafe`` and returns. A
-semaphore keeps at most ``concurrency`` requests on the wire in total; the rest wait, in order.
+limit keeps at most ``concurrency`` requests on the wire in total (a number, or ``auto``: measured
+by :mod:`~mlharness.backends.openai_admit`); the rest wait, in order.
 Each request goes to the endpoint with the fewest outstanding requests (on a tie, the one sent
 the fewest so far, so requests sent one at a time take turns), as the remote pool of
 :mod:`mlharness.distributed.pool` dispatches. An endpoint that failed a request before its first
@@ -34,12 +35,13 @@ import re
 import threading
 import time
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any, Callable, Literal
 
 from pydantic import Field, field_validator
 
 from mlharness.backends.base import (BackendOptions, GenerationRequest, OnDone, OnError, OnFirst,
                                     StreamingBackend)
+from mlharness.backends.openai_admit import Admission
 from mlharness.backends.openai_stream import (ClientSettings, EndpointError, OpenAIStreamClient,
                                               TextTokenizer)
 from mlharness.distribution import check_endpoint
@@ -55,6 +57,7 @@ log = logging.getLogger(__name__)
 #: (while another endpoint is not): a dead server costs a refused connection now and then, not
 #: half the requests
 RESTING_S = 1.0
+OBSERVE_S = 0.25  # how often the concurrency search (auto) looks at the servers
 CLOSED = "backend closed"
 
 
@@ -67,7 +70,10 @@ class OpenAIOptions(Options):
     served_model: str = ""  # the model name the server knows (``"model"`` of each request)
     chat: bool = False  # /v1/chat/completions (the request's messages, or its text as one)
     api_key_env: str = "OPENAI_API_KEY"  # the environment variable holding the key
-    concurrency: int = Field(default=256, ge=1)  # requests in flight, over all endpoints
+    #: requests in flight over all endpoints: a number, or auto (measured: from 8, doubled
+    #: while that streams more, up to max_concurrency; backends/openai_admit.py)
+    concurrency: int | Literal["auto"] = "auto"
+    max_concurrency: int = Field(default=256, ge=1)  # auto's ceiling
     failover: bool = False  # a request failed before its first token is sent once elsewhere
     tokenizer: Path | None = None  # for servers that stream text without token ids
     #: send vLLM's request keys (``return_token_ids``, ``min_tokens``, ``top_k``); false for a
@@ -185,7 +191,8 @@ class OpenAIBackend(StreamingBackend):
         self._eos_id: int | None = None
         self._loop: asyncio.AbstractEventLoop | None = None
         self._thread: threading.Thread | None = None
-        self._semaphore: asyncio.Semaphore | None = None
+        self._admission: Admission | None = None
+        self._timer: asyncio.TimerHandle | None = None
         self._lock = threading.Lock()
         self._live: set[_Call] = set()  # unfinished calls
         self._closed = False
@@ -217,16 +224,22 @@ class OpenAIBackend(StreamingBackend):
         if opts.tokenizer:
             self._tokenize, self._vocab_size, self._eos_id = _tokenizer(opts.tokenizer)
         self.options = opts
-        self.concurrency = opts.concurrency
-        self._start_loop()
+        given = opts.concurrency if isinstance(opts.concurrency, int) else None
+        if given is not None and given < 1:
+            raise ConfigError(f"--backend-option concurrency={given} is not a positive number",
+                              "give a number of requests, or auto (measured)")
+        self.concurrency = given or opts.max_concurrency
+        self._start_loop(Admission(given, opts.max_concurrency))
 
-    def _start_loop(self) -> None:
+    def _start_loop(self, admission: Admission) -> None:
         loop = _new_loop()
         ready = threading.Event()
 
         def run() -> None:
             asyncio.set_event_loop(loop)
-            self._semaphore = asyncio.Semaphore(self.concurrency)
+            self._admission = admission
+            if self._admission.measured:
+                self._timer = loop.call_later(OBSERVE_S, self._observe)
             ready.set()
             loop.run_forever()
 
@@ -267,10 +280,35 @@ class OpenAIBackend(StreamingBackend):
                 "tokenizer": str(opts.tokenizer) if opts.tokenizer else None}
 
     def report(self) -> dict[str, Any]:
-        """Requests sent to and failed by each endpoint, and failovers, so far."""
+        """Requests sent to and failed by each endpoint, failovers, and how the concurrency was
+        chosen, so far."""
         return {"sent": {e.url: e.sent for e in self._endpoints},
                 "failed": {e.url: e.failed for e in self._endpoints},
-                "failovers": self.failovers}
+                "failovers": self.failovers,
+                "concurrency": self._admission.report() if self._admission else None}
+
+    def issue_pattern(self, all_at_once: bool) -> None:
+        """auto: measured when LoadGen issues everything at once (Offline: a flood a slow server
+        must not get); paced queries (Server, Interactive) go out as they come, up to
+        max_concurrency (a limit would only add its queue to their TTFT)."""
+        if self._admission is not None and not all_at_once and self._loop is not None:
+            self._loop.call_soon_threadsafe(self._admission.pace)
+
+    def progress(self) -> int:
+        """Events streamed so far by every endpoint (each request's header block and events):
+        the run's stall clock counts them as progress."""
+        return sum(e.client.activity.events for e in self._endpoints)
+
+    def _observe(self) -> None:
+        """On the loop, every OBSERVE_S: the concurrency search looks at the servers."""
+        admission = self._admission
+        if admission is None or self._closed or self._loop is None:
+            return
+        activity = [e.client.activity for e in self._endpoints]
+        admission.observe(self._loop.time(), sum(a.events for a in activity),
+                          sum(a.first_tokens for a in activity))
+        if admission.measured and admission.settled is None:
+            self._timer = self._loop.call_later(OBSERVE_S, self._observe)
 
     # -- requests ---------------------------------------------------------------------------
 
@@ -310,10 +348,13 @@ class OpenAIBackend(StreamingBackend):
             _safely(call.on_done, ids)
 
     async def _run(self, call: _Call) -> None:
-        assert self._semaphore is not None
+        assert self._admission is not None
         try:
-            async with self._semaphore:
+            await self._admission.acquire()
+            try:
                 await self._send(call)
+            finally:
+                self._admission.release()
         except asyncio.CancelledError:
             self._finish(call, None, f"{CLOSED} while the request was in flight")
             raise

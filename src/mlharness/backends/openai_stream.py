@@ -102,6 +102,7 @@ class OpenAIStreamClient:
             raise ConfigError(f"LLM server URL {settings.base_url!r} is not http://host:port",
                               "e.g. http://127.0.0.1:8000 (https is not supported yet)")
         self.settings = settings
+        self.activity = Activity()  # what this server streamed, over all requests
         self._host, self._port = url.hostname, url.port or 80
         self._hostport = url.netloc.rpartition("@")[2]  # no credentials; IPv6 in brackets
         self._prefix = url.path.rstrip("/")
@@ -150,7 +151,8 @@ class OpenAIStreamClient:
         body.update(extra)
         where = self.endpoint(chat)
         start = time.perf_counter()
-        guard = _StallGuard(self.settings.stall_timeout_s)
+        guard = _StallGuard(self.settings.stall_timeout_s, self.activity)
+        self.activity.in_flight += 1
         expected = Expected(max_tokens, min(vocab_size or INT32_LIMIT, INT32_LIMIT),
                             vocab_size is not None, eos_token_id)
         try:
@@ -166,7 +168,12 @@ class OpenAIStreamClient:
             if guard.expired():
                 came = (f"{guard.trickled} bytes trickled in, no whole event" if guard.trickled
                         else "nothing came")
+                others = self.activity.in_flight - 1
                 raise EndpointError(f"{where} stalled: no progress for "
+                                    f"{self.settings.stall_timeout_s:g} s while {guard.what} "
+                                    f"({came}; nor from its {others} other requests in flight)"
+                                    if others else
+                                    f"{where} stalled: no progress for "
                                     f"{self.settings.stall_timeout_s:g} s while {guard.what} "
                                     f"({came})", "the server is overloaded or hung; raise the "
                                     "openai backend option stall_timeout_s only if it is just "
@@ -174,6 +181,7 @@ class OpenAIStreamClient:
             raise
         finally:
             guard.stop()
+            self.activity.in_flight -= 1
         if on_done is not None:
             await _maybe_await(on_done(result))
         return result
@@ -195,6 +203,7 @@ class OpenAIStreamClient:
                 # once more text follows ("A " alone ends in a space token, "A tree" does not)
                 ids = tokenize(text)[:1]
             reported[:] = ids
+            self.activity.first_tokens += 1
             if on_first_token is not None:
                 value = on_first_token(ids, at - start)
                 if inspect.isawaitable(value):
@@ -246,32 +255,56 @@ class OpenAIStreamClient:
             response.transport.write(("\r\n".join(head) + "\r\n\r\n").encode() + payload)
 
 
+#: what a request's guard says once its first token came (``SseResponse``)
+STREAMING = "streaming"
+
+
+class Activity:
+    """What one server streamed, over all its requests: ``events`` (whole header blocks and
+    events) and the loop time of the last, ``first_tokens`` answers begun, and ``in_flight``
+    requests. A request waiting for its first token while the server streams others is
+    queued there, not stalled (its guard reads ``last``); the backend's concurrency search
+    reads the counts. Touched on the loop's thread only."""
+
+    __slots__ = ("events", "last", "first_tokens", "in_flight")
+
+    def __init__(self) -> None:
+        self.events = 0
+        self.last = 0.0
+        self.first_tokens = 0
+        self.in_flight = 0
+
+
 class _StallGuard:
-    """Cancels the request's task when it has not progressed for ``stall_s`` (``expired``
-    then says so): no whole header block or event, however many bytes trickled in. One timer
-    per ``stall_s``, re-armed lazily from the time of the last progress: a timeout around every
-    read (``asyncio.wait_for``: a task and a timer each) cost as much CPU as the rest of the
-    client at a thousand streams."""
+    """Cancels the request's task when it has not progressed for ``stall_s`` (``expired`` then
+    says so): no whole header block or event, however many bytes trickled in; before its first
+    token, while no other request to its server progressed either (it is queued there). One timer per ``stall_s``, re-armed lazily from the time of
+    the last progress: a timeout around every read (``asyncio.wait_for``: a task and a timer
+    each) cost as much CPU as the rest of the client at a thousand streams."""
 
     __slots__ = ("_loop", "_task", "_stall_s", "_last", "_handle", "_fired", "what",
-                 "trickled")
+                 "trickled", "_server")
 
-    def __init__(self, stall_s: float) -> None:
+    def __init__(self, stall_s: float, server: Activity | None = None) -> None:
         self._loop = asyncio.get_running_loop()
         self._task = asyncio.current_task()
         self._stall_s = stall_s
         self._last = self._loop.time()
+        self._server = server if server is not None else Activity()
         self._fired = False
         self.what = "connecting"  # what the request was waiting for (in the message)
         self.trickled = 0  # bytes that came since the last progress
         self._handle = self._loop.call_at(self._last + stall_s, self._check)
 
     def touch(self) -> None:
-        self._last = self._loop.time()
+        self._last = self._server.last = self._loop.time()
+        self._server.events += 1
         self.trickled = 0
 
     def _check(self) -> None:
-        due = self._last + self._stall_s
+        # streaming: its own clock; before its first token: queued while the server streams
+        last = self._last if self.what == STREAMING else max(self._last, self._server.last)
+        due = last + self._stall_s
         if self._loop.time() < due:
             self._handle = self._loop.call_at(due, self._check)
         elif self._task is not None:
@@ -343,10 +376,10 @@ def refusal_hint(exc: EndpointError, model: str, chat: bool, sent: set[str], url
                 "such a server streams text, not token ids)")
     if exc.status == 404 and not named_model:
         if not chat:
-            return ("the server has no /v1/completions (transformers serve, like many, offers "
-                    "only chat): give --backend-option chat=true")
-        return ("the server has no /v1/chat/completions: leave --backend-option chat=true out "
-                "(prompts then go to /v1/completions)")
+            return ("no /v1/completions there: check the URL; a server that offers only chat "
+                    "(transformers serve) needs --backend-option chat=true")
+        return ("no /v1/chat/completions there: check the URL; a server without chat needs "
+                "--backend-option chat=true left out (prompts then go to /v1/completions)")
     if exc.status in (400, 404) and named_model:
         return (f"is served_model={model!r} the name this server knows the model by? give "
                 f"--backend-option served_model=NAME as it lists it (GET {url}/v1/models)")
