@@ -354,6 +354,7 @@ class OpenAIBackend(StreamingBackend):
             try:
                 await self._send(call)
             finally:
+                self._admission.open()  # ended without a token: the next may go all the same
                 self._admission.release()
         except asyncio.CancelledError:
             self._finish(call, None, f"{CLOSED} while the request was in flight")
@@ -384,6 +385,8 @@ class OpenAIBackend(StreamingBackend):
 
         def first(ids: list[int], _ttft: float) -> None:
             call.first_sent = True
+            if self._admission is not None:
+                self._admission.open()
             _safely(call.on_first, ids)
 
         endpoint = self._pick(None)

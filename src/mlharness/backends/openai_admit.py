@@ -3,7 +3,10 @@
 A fixed ``concurrency=N`` admits N requests at once (the rest wait, in order). ``auto`` (the
 default) sends paced queries (Server, Interactive) as they come, up to ``cap`` (a client limit
 would only add its queue to their TTFT), and, when LoadGen issues every sample at once
-(Offline), measures what the servers sustain instead of flooding them: it starts at ``START``
+(Offline), measures what the servers sustain instead of flooding them. Whatever the limit, the
+first request goes alone until its answer begins: ``transformers serve`` loads its model at its
+first request, and several first requests at once load it in several threads that break each
+other ("Cannot copy out of meta tensor", HTTP 500). Then: it starts at ``START``
 requests and, while requests are waiting for a slot (the servers, not the load, are the limit),
 doubles the limit as long as each doubling streams at least ``GAIN`` more events per second than
 the best level so far; when one does not, it settles on that best level. Each level is measured
@@ -44,14 +47,27 @@ class Admission:
         self.levels: list[dict[str, Any]] = []  # each level measured: limit, events/s
         self.settled: int | None = None
         self._waiters: deque[asyncio.Future[None]] = deque()
+        #: until the first answer begins, one request at a time: a server that loads its model
+        #: at its first request (transformers serve) breaks when many arrive together
+        self.opened = False
         self._phase = "idle"  # idle | ramp | measure
         self._t0 = 0.0
         self._mark = 0  # events (measure) or first tokens (ramp) when the phase began
 
     # -- the semaphore ----------------------------------------------------------------------
 
+    @property
+    def _room(self) -> int:
+        return self.limit if self.opened else 1
+
+    def open(self) -> None:
+        """The first answer began (or ended): the limit applies from now on."""
+        if not self.opened:
+            self.opened = True
+            self._wake()
+
     async def acquire(self) -> None:
-        if self.in_flight < self.limit and not self._waiters:
+        if self.in_flight < self._room and not self._waiters:
             self._admit()
             return
         waiter: asyncio.Future[None] = asyncio.get_running_loop().create_future()
@@ -74,7 +90,7 @@ class Admission:
         self.peak = max(self.peak, self.in_flight)
 
     def _wake(self) -> None:
-        while self._waiters and self.in_flight < self.limit:
+        while self._waiters and self.in_flight < self._room:
             waiter = self._waiters.popleft()
             if not waiter.done():
                 self._admit()
@@ -96,6 +112,8 @@ class Admission:
     def observe(self, now: float, events: int, first_tokens: int) -> None:
         """One look at the servers (``now``: the loop's time; ``events``, ``first_tokens``:
         their running totals): raises the limit while that streams more, else settles."""
+        if first_tokens and not self.opened:
+            self.open()
         if not self.measured or self.settled is not None:
             return
         saturated = bool(self._waiters) and self.in_flight >= self.limit

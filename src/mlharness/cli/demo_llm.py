@@ -77,6 +77,10 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     llm.add_argument("--model", type=Path, metavar="DIR",
                      help="--llm: a Hugging Face causal-LM directory to use instead of the "
                           "packaged SmolLM2 (config.json, weights, tokenizer)")
+    llm.add_argument("--prepare", type=Path, metavar="DIR",
+                     help="--llm: no runs; write the demo's data set into DIR, make the model "
+                          "directory (with its chat template) and print how to serve it with "
+                          "`transformers serve` and run against it (docs/llm.md)")
     llm.add_argument("--server-queries", type=int, metavar="N",
                      help=f"--llm: queries of the Server run (default {SERVER_QUERIES}, fewer "
                           f"if they would take over {SERVER_SECONDS:g} s; LoadGen's early "
@@ -178,6 +182,8 @@ def llm_demo_command(args: argparse.Namespace) -> int:
                               "pip would compile)", highlight=False, soft_wrap=True)
         return 2
     model, name = model_directory(args, say)
+    if args.prepare is not None:
+        return prepare_serving(args, model, name)
     data = demo.write_dataset(Path(args.output_dir) / "_llm_demo" / "cnn_eval.json", model)
     base = RunSpec(benchmark=BENCHMARK, scenario="Offline", mode="accuracy", backend="hf",
                    model=model, dataset=data.absolute(), output_dir=args.output_dir,
@@ -258,6 +264,57 @@ def llm_demo_command(args: argparse.Namespace) -> int:
         show_results([o.record for o in outcomes], name, accuracy.record,
                      server.record if server is not None else None, args, server_note)
     return exit_code(accuracy, offline, server)
+
+
+#: what `transformers serve` imports besides transformers and torch (transformers[serving], in
+#: the llm-demo extra): import name -> distribution
+SERVING_NEEDS = {"fastapi": "fastapi", "uvicorn": "uvicorn", "openai": "openai",
+                 "accelerate": "accelerate"}
+SERVE_PORT = 8000
+
+
+def prepare_serving(args: argparse.Namespace, model: Path, name: str) -> int:
+    """``--prepare DIR``: the data set in DIR and the commands that serve the model and run the
+    quick start against it (printed, and written to DIR/commands.sh)."""
+    folder = args.prepare.absolute()
+    data = demo.write_dataset(folder / "cnn_eval.json", model)
+    url = f"http://127.0.0.1:{SERVE_PORT}"
+    server = (f"transformers serve --host 127.0.0.1 --port {SERVE_PORT} --device cpu "
+              "--dtype float32")
+    options = (f"--backend openai --endpoint {url} --backend-option served_model={model} "
+               "--backend-option chat=true --backend-option extensions=false "
+               f"--backend-option tokenizer={model}")
+    run = f"mlharness run -b {BENCHMARK} --dataset {data} {options}"
+    commands = [
+        f"{server} &",
+        f"{run} -s Offline --mode accuracy",
+        f"{run} -s Offline --target-qps auto",
+        f"{run} -s Server --target-qps auto",
+        f"mlharness compliance --reference-perf {args.output_dir}/{BENCHMARK}/"
+        f"Offline-performance-<t> --output compliance/{BENCHMARK}/Offline",
+    ]
+    script = folder / "commands.sh"
+    script.write_text("#!/bin/sh\n# mlharness demo --llm --prepare: the demo model served by "
+                      "transformers serve, and the LLM quick start against it (docs/llm.md)\n"
+                      + "\n".join(commands) + "\n")
+    lacking = [dist for mod, dist in SERVING_NEEDS.items()
+               if importlib.util.find_spec(mod) is None]
+    say = lambda text: console.print(text, highlight=False, soft_wrap=True)  # noqa: E731
+    say(f"[bold]{escape(name)}[/]: {escape(str(model))}")
+    say("  de-quantised once from the GGUF; its tokenizer as the file says (EOS <|im_end|>, no "
+        "BOS added) and its chat template, so a server that loads it answers as --backend hf")
+    say(f"[bold]data set[/]: {escape(str(data))} ({len(demo.articles())} articles)")
+    say("[bold]serve it[/] (the model loads at the first request, ~10 s):")
+    say(f"  {escape(commands[0])}")
+    say("[bold]then[/] (chat=true: transformers serve offers only /v1/chat/completions; "
+        "extensions=false: it refuses vLLM's keys; tokenizer=: it streams text, not ids):")
+    for command in commands[1:]:
+        say(f"  {escape(command)}")
+    say(f"[dim]written to {escape(str(script))}[/]")
+    if lacking:
+        say(f"[yellow]note:[/] transformers serve needs {escape(', '.join(lacking))}: "
+            f"{escape(install_command())}")
+    return 0
 
 
 def ended_early(record: RunRecord) -> bool:

@@ -309,3 +309,20 @@ def show_record(record: RunRecord, run_dir: Path) -> None:
     elif not record.spec.valid and verdict in ("VALID", "PASS"):
         console.print("[yellow]note:[/] --test run: fine for checking, too short for a submission "
                       "(use --valid)")
+    if not record.spec.valid and record.status == "ok":
+        short = short_llm_note(record)
+        if short:
+            console.print(f"[yellow]note:[/] {escape(short)}", highlight=False)
+
+
+def short_llm_note(record: RunRecord) -> str:
+    """How a --test LLM run was made short, and how to run it full length ('' otherwise)."""
+    settings = record.settings
+    key = "performance_sample_count_override"
+    if settings.sources.get(key) != "test-run":
+        return ""
+    count = settings.values.get(key)
+    what = ("samples" if record.spec.scenario == "Offline" else "distinct prompts")
+    return (f"--test {record.benchmark} run: {count:g} {what} (performance_sample_count "
+            f"{count:g}, not the whole data set mlperf.conf sets), a short trial; --valid (or "
+            "--performance-sample-count N) runs the full length")

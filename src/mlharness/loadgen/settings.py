@@ -41,6 +41,13 @@ TEST_MIN_QUERY_COUNT = {"SingleStream": 64, "MultiStream": 662, "Server": 100, "
 #: TTFT and TPOT at p99, which needs 459 queries when all are within the limits (LoadGen 6.0:
 #: "Processed 120 queries ... would need to run at least 339 more"; loadgen/early_stopping.cc)
 TEST_MIN_TOKEN_SERVER_QUERIES = 460
+#: the samples a --test run of a token benchmark (the LLMs) loads, where mlperf.conf sets the
+#: whole data set (llama3.1-8b 13,368) and equal issue (``sample_concatenate_permutation``)
+#: rounds every run up to a multiple of it: Offline then issued all 13,368 samples and Server
+#: 13,368 queries, minutes to hours, and a lowered ``max_query_count`` made LoadGen log an error
+#: (INVALID). Offline: 100 samples; Server and Interactive: the 460 queries of early stopping.
+#: ``--valid``, or ``--performance-sample-count N``, runs the full length.
+TEST_TOKEN_PERFORMANCE_SAMPLES = {"Offline": 100, "Server": TEST_MIN_TOKEN_SERVER_QUERIES}
 
 #: keys LoadGen reads from a user.conf (``TestSettings::FromConfig`` in
 #: ``loadgen/test_settings_internal.cc``; the seeds, ``accuracy_log_probability`` and ``test05*``
@@ -303,10 +310,14 @@ def effective_settings(cfg: TestConfig, conf: Mapping[str, str] | None = None) -
     test: dict[str, Any] = {}
     if cfg.short:
         queries = TEST_MIN_QUERY_COUNT[cfg.scenario]
-        if cfg.scenario == Scenario.SERVER and _mlperf_conf(
-                conf, cfg.model, cfg.scenario, "use_token_latencies") == "1":
+        tokens = _mlperf_conf(conf, cfg.model, cfg.scenario, "use_token_latencies") == "1"
+        if cfg.scenario == Scenario.SERVER and tokens:
             queries = TEST_MIN_TOKEN_SERVER_QUERIES
         test = {"min_duration": TEST_MIN_DURATION_MS, "min_query_count": queries}
+        samples = TEST_TOKEN_PERFORMANCE_SAMPLES.get(cfg.scenario) if tokens else None
+        whole = _mlperf_conf(conf, cfg.model, cfg.scenario, "performance_sample_count_override")
+        if samples and cfg.mode == "performance" and whole and _number(whole) > samples:
+            test["performance_sample_count_override"] = samples
     layers.append(("test-run", test))
     user_conf: dict[str, Any] = {}
     values: dict[str, Any] = {}
