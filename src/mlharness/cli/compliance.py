@@ -4,7 +4,6 @@ and verify it as the official scripts do."""
 from __future__ import annotations
 
 import argparse
-import sys
 from pathlib import Path
 from typing import Any
 
@@ -208,7 +207,7 @@ def compliance_command(args: argparse.Namespace) -> int:
             if not args.json:
                 console.print(f"running the {test} audit: {spec.benchmark} {spec.scenario} "
                               f"performance with the official audit.config …")
-            show = not args.no_progress and not args.json and sys.stderr.isatty()
+            show = not args.no_progress and not args.json  # a bar, or lines in a log
             with LiveProgress(enabled=show) as bar:
                 audit_run = run_audit(test, spec, spec.output_dir / "compliance" / test, bar,
                                       dataset=args.test07_dataset if test == "TEST07"

@@ -19,7 +19,6 @@ from __future__ import annotations
 import argparse
 import dataclasses
 import importlib.util
-import sys
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Callable
 
@@ -160,7 +159,7 @@ def llm_demo_command(args: argparse.Namespace) -> int:
     from mlharness.runner import execute
     from mlharness.tune import offline as offline_tune
 
-    show = not args.no_progress and not args.json and sys.stderr.isatty()
+    show = not args.no_progress and not args.json  # a bar on a terminal, else lines
 
     def say(text: str) -> None:
         if not args.json:

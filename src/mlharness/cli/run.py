@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import argparse
-import sys
 from pathlib import Path
 from typing import Any
 
@@ -244,8 +243,7 @@ def run_command(args: argparse.Namespace) -> int:
                 lambda text: console_err.print(f"[bold]power:[/] {escape(text)}", highlight=False))
             record = run_power(spec, power, say)
         else:
-            with LiveProgress(enabled=not args.no_progress and not args.json
-                              and sys.stderr.isatty()) as bar:
+            with LiveProgress(enabled=not args.no_progress and not args.json) as bar:
                 record = execute(spec, bar)
     finally:
         if meter:
@@ -271,7 +269,7 @@ def resolved_spec(spec: RunSpec, explicit: set[str] | None = None, quiet: bool =
         if not quiet:
             console.print(escape(text))
 
-    with LiveProgress(enabled=progress and not quiet and sys.stderr.isatty()) as bar:
+    with LiveProgress(enabled=progress and not quiet) as bar:
         return resolve_targets(spec, explicit=explicit, progress=bar, notify=notify)
 
 
