@@ -177,6 +177,8 @@ class TestConfig:
     sut: dict[str, Any] = field(default_factory=dict)
     #: the user.conf keys among the flags' whose value was measured by probe runs, not given
     measured: tuple[str, ...] = ()
+    #: the task's performance sample count (None: unknown): a short LLM run loads no more
+    dataset_samples: int | None = None
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -315,6 +317,8 @@ def effective_settings(cfg: TestConfig, conf: Mapping[str, str] | None = None) -
             queries = TEST_MIN_TOKEN_SERVER_QUERIES
         test = {"min_duration": TEST_MIN_DURATION_MS, "min_query_count": queries}
         samples = TEST_TOKEN_PERFORMANCE_SAMPLES.get(cfg.scenario) if tokens else None
+        if samples and cfg.dataset_samples:  # a small data set: its own count (equal issue
+            samples = min(samples, cfg.dataset_samples)  # then rounds to multiples of it)
         whole = _mlperf_conf(conf, cfg.model, cfg.scenario, "performance_sample_count_override")
         if samples and cfg.mode == "performance" and whole and _number(whole) > samples:
             test["performance_sample_count_override"] = samples

@@ -194,7 +194,8 @@ def _execute(spec: RunSpec, progress: ProgressSink | None,
     if spec.mode == "accuracy":  # what scoring needs, before the first sample rather than after
         task.check_scoring()
     task.prepare(lambda done, total, label: emit(RunProgress("prepare", done, total, label=label)))
-    settings = spec.settings(task.loadgen_model_for(spec.scenario))
+    settings = spec.settings(task.loadgen_model_for(spec.scenario),
+                             samples=task.performance_count())
     run_dir = new_run_dir(spec.output_dir, spec.benchmark, spec.scenario,
                           spec.label or spec.mode)
     write_text_atomic(run_dir / "user.conf", settings.render_user_conf())
