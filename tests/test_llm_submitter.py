@@ -173,6 +173,22 @@ def test_the_chat_forms_of_the_other_data_sets(tmp_path):
         {"role": "user", "content": "p"}]
 
 
+def test_chat_with_a_data_set_of_token_ids_only_is_refused_before_anything_is_sent(tmp_path,
+                                                                                   capsys):
+    import pandas as pd
+
+    oss = tmp_path / "gpt_oss.pkl"
+    pd.DataFrame({"tok_input": [[5, 6, 7]], "dataset": ["aime25"],
+                  "ground_truth": ["12"]}).to_pickle(oss)
+    with ScriptedServer(Script(ttft_s=0.005, gap_s=0.001, n_tokens=3)) as server:
+        ran = run_cli(["run", "-b", "gpt-oss-120b", "--backend", "openai", "--endpoint",
+                       server.url, "--backend-option", f"served_model={SERVED}",
+                       "--backend-option", "chat=true", "--dataset", oss, "-s", "Offline",
+                       "--target-qps", "5", "--output-dir", tmp_path / "runs",
+                       "--no-progress"], capsys)
+        assert ran.code == 2 and "token ids only" in ran.err and not server.seen
+
+
 # ---- 4. scoring needs before the run; `mlharness score` ----------------------------------------
 
 def test_an_accuracy_run_without_a_tokenizer_is_refused_before_any_request(case, tmp_path,

@@ -257,6 +257,11 @@ class OpenAIBackend(StreamingBackend):
         if self.options is None:
             return None
         opts = self.options
+        try:
+            _prompt(request, opts.chat)
+        except _Unsendable as exc:  # refused before the run: exit 2, nothing sent
+            message, _, hint = str(exc).partition(" (hint: ")
+            raise ConfigError(message, hint.rstrip(")")) from None
         if not opts.chat:
             form = ("token ids" if request.input_ids is not None
                     else "text" if request.text is not None else "nothing")
