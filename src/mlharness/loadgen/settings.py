@@ -43,10 +43,12 @@ TEST_MIN_QUERY_COUNT = {"SingleStream": 64, "MultiStream": 662, "Server": 100, "
 TEST_MIN_TOKEN_SERVER_QUERIES = 460
 #: the samples a --test run of a token benchmark (the LLMs) loads, where mlperf.conf sets the
 #: whole data set (llama3.1-8b 13,368) and equal issue (``sample_concatenate_permutation``)
-#: rounds every run up to a multiple of it: Offline then issued all 13,368 samples and Server
-#: 13,368 queries, minutes to hours, and a lowered ``max_query_count`` made LoadGen log an error
-#: (INVALID). Offline: 100 samples; Server and Interactive: the 460 queries of early stopping.
-#: ``--valid``, or ``--performance-sample-count N``, runs the full length.
+#: rounds a run up to a multiple of the samples loaded (LoadGen 6.0.17: 110 Offline samples
+#: became 112 with 8 loaded): Offline then issued all 13,368 samples and Server 13,368 queries,
+#: minutes to hours, and a lowered ``max_query_count`` made LoadGen log an error (INVALID).
+#: Offline: 100 samples; Server and Interactive: the 460 queries of early stopping. A data set
+#: no larger is left alone (its runs are short already, and the checker reads mlperf.conf's
+#: count). ``--valid``, or ``--performance-sample-count N``, runs the full length.
 TEST_TOKEN_PERFORMANCE_SAMPLES = {"Offline": 100, "Server": TEST_MIN_TOKEN_SERVER_QUERIES}
 
 #: keys LoadGen reads from a user.conf (``TestSettings::FromConfig`` in
@@ -317,8 +319,8 @@ def effective_settings(cfg: TestConfig, conf: Mapping[str, str] | None = None) -
             queries = TEST_MIN_TOKEN_SERVER_QUERIES
         test = {"min_duration": TEST_MIN_DURATION_MS, "min_query_count": queries}
         samples = TEST_TOKEN_PERFORMANCE_SAMPLES.get(cfg.scenario) if tokens else None
-        if samples and cfg.dataset_samples:  # a small data set: its own count (equal issue
-            samples = min(samples, cfg.dataset_samples)  # then rounds to multiples of it)
+        if samples and cfg.dataset_samples is not None and cfg.dataset_samples <= samples:
+            samples = None  # a data set this small is short already: left as mlperf.conf says
         whole = _mlperf_conf(conf, cfg.model, cfg.scenario, "performance_sample_count_override")
         if samples and cfg.mode == "performance" and whole and _number(whole) > samples:
             test["performance_sample_count_override"] = samples

@@ -27,8 +27,10 @@ EXPLAIN: list[tuple[str, str, str, str]] = [
      "run accuracy on the complete dataset (for synthetic practice data only, the checker's "
      "--skip-dataset-size-check exists)"),
     (r"performance_sample_count, found", "performance-sample-count",
-     "fewer samples were loadable than the round requires",
-     "use a dataset with at least that many samples and drop --performance-sample-count"),
+     "fewer samples were loadable than the round requires (a --test LLM run loads a short "
+     "sample set: 100 in Offline, 460 in Server and Interactive)",
+     "use a dataset with at least that many samples, drop --performance-sample-count and run "
+     "--valid"),
     (r"does not have all required scenarios", "scenarios-missing",
      "closed submissions need every required scenario of the suite",
      "run the missing scenarios (performance + accuracy) and submit again"),
