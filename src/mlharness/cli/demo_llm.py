@@ -284,8 +284,11 @@ def prepare_serving(args: argparse.Namespace, model: Path, name: str) -> int:
     folder = args.prepare.absolute()
     data = demo.write_dataset(folder / "cnn_eval.json", model)
     url = f"http://127.0.0.1:{SERVE_PORT}"
-    server = (f"transformers serve --host 127.0.0.1 --port {SERVE_PORT} --device cpu "
-              "--dtype float32")
+    # one torch thread per generation: transformers serve generates each request in a thread
+    # of its own, and two torch threads each on a busy 2-core machine ran 100x slower (a first
+    # token after 108 s, against 1 s with one)
+    server = (f"OMP_NUM_THREADS=1 transformers serve --host 127.0.0.1 --port {SERVE_PORT} "
+              "--device cpu --dtype float32")
     options = (f"--backend openai --endpoint {url} --backend-option served_model={model} "
                "--backend-option chat=true --backend-option extensions=false "
                f"--backend-option tokenizer={model}")
