@@ -299,7 +299,7 @@ def prepare_serving(args: argparse.Namespace, model: Path, name: str) -> int:
         f"{run} -s Offline --target-qps auto",
         f"{run} -s Server --target-qps auto",
         f"mlharness compliance --reference-perf {args.output_dir}/{BENCHMARK}/"
-        f"Offline-performance-<t> --output compliance/{BENCHMARK}/Offline",
+        f"Offline-performance-<t> --output results/{BENCHMARK}/Offline",
     ]
     script = folder / "commands.sh"
     script.write_text("#!/bin/sh\n# mlharness demo --llm --prepare: the demo model served by "

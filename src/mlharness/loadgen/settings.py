@@ -247,6 +247,9 @@ class EffectiveSettings:
     values: dict[str, float | int]  # key -> value LoadGen will use (user.conf units)
     sources: dict[str, str]  # key -> flag | sut-config | test-run | mlperf.conf | loadgen-default
     user_conf: dict[str, float | int]  # the keys user.conf sets (layers flag, sut, test)
+    #: equal issue (``sample_concatenate_permutation``): LoadGen rounds the samples it issues
+    #: up to a multiple of the samples it loads
+    equal_issue: bool = False
 
     def get(self, key: str) -> float | int | None:
         return self.values.get(key)
@@ -343,8 +346,10 @@ def effective_settings(cfg: TestConfig, conf: Mapping[str, str] | None = None) -
         else:
             default = _LOADGEN_DEFAULTS.get(cfg.scenario, {}).get(key, _LOADGEN_DEFAULTS["*"].get(key))
             values[key], sources[key] = default, "loadgen-default"
+    key = "sample_concatenate_permutation"
+    equal = user_conf.get(key, _mlperf_conf(conf, cfg.model, cfg.scenario, key))
     return EffectiveSettings(cfg.model, cfg.scenario, cfg.mode, cfg.short, cfg.enable_trace,
-                             values, sources, user_conf)
+                             values, sources, user_conf, str(equal).strip() in ("1", "1.0"))
 
 
 def user_conf_entries(cfg: TestConfig) -> dict[str, Any]:

@@ -113,7 +113,13 @@ def expected_samples(settings: EffectiveSettings, task: Task) -> int | None:
         override = int(settings.values.get("accuracy_sample_count_override") or 0)
         return override or task.total_count()
     if settings.scenario == "Offline":
-        return settings.samples_per_query
+        count = settings.samples_per_query
+        loaded = min(task.performance_count(),
+                     int(settings.values.get("performance_sample_count_override") or 0)
+                     or task.performance_count())
+        if settings.equal_issue and loaded:  # rounded up to a multiple of the samples loaded
+            count = -(-count // loaded) * loaded
+        return count
     return None
 
 
