@@ -8,6 +8,10 @@ STAMP := $(VENV)/.installed
 # the official scripts' own Python (tests/referee.py): what they import, apart from ours
 REFEREE := .venv-referee
 REFEREE_STAMP := $(REFEREE)/.installed
+# the 3D-UNet scripts' own Python: pandas<2 and an older SciPy, which the shared referee's numpy 2
+# cannot hold (tests/referee-kits19-requirements.txt)
+REFEREE_KITS19 := .venv-referee-kits19
+REFEREE_KITS19_STAMP := $(REFEREE_KITS19)/.installed
 # Installs skip byte-compiling (half the base install, 3/4 of the extras'): Python writes the
 # bytecode of what is imported once, on first use. So PYTHONDONTWRITEBYTECODE (set by some
 # containers) is unexported: with it, every process would compile from source again. The tests
@@ -16,7 +20,7 @@ REFEREE_STAMP := $(REFEREE)/.installed
 unexport PYTHONDONTWRITEBYTECODE
 PIP_INSTALL = pip install --quiet --no-compile
 
-.PHONY: demo test venv referee clean bench
+.PHONY: demo test venv referee referee-kits19 clean bench
 
 $(BASE_STAMP): pyproject.toml
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
@@ -29,7 +33,7 @@ NEED_KB := 3500000
 $(STAMP): $(BASE_STAMP)
 	@free=$$(df -Pk . | awk 'NR==2 {print $$4}'); [ "$${free:-0}" -ge $(NEED_KB) ] || echo \
 	  "warning: $$(( $${free:-0} / 1024 )) MB free here; the test environment needs about 3.5 GB" >&2
-	$(BIN)/$(PIP_INSTALL) -e '.[dev,report,ray,power,openvino,torch,llm]'
+	$(BIN)/$(PIP_INSTALL) -e '.[dev,report,ray,power,openvino,torch,llm,3d-unet]'
 	touch $(STAMP)
 
 venv: $(STAMP)
@@ -40,6 +44,13 @@ $(REFEREE_STAMP): tests/referee-requirements.txt
 	touch $(REFEREE_STAMP)
 
 referee: $(REFEREE_STAMP)
+
+$(REFEREE_KITS19_STAMP): tests/referee-kits19-requirements.txt
+	test -x $(REFEREE_KITS19)/bin/python || $(PYTHON) -m venv $(REFEREE_KITS19)
+	$(REFEREE_KITS19)/bin/$(PIP_INSTALL) -r tests/referee-kits19-requirements.txt
+	touch $(REFEREE_KITS19_STAMP)
+
+referee-kits19: $(REFEREE_KITS19_STAMP)
 
 demo: $(BASE_STAMP)
 	$(BIN)/mlharness demo
@@ -53,12 +64,12 @@ test: export PYTHONPYCACHEPREFIX := $(CURDIR)/$(VENV)/pycache
 # it installs every extra: a test that finds one missing fails instead of skipping (conftest.py)
 test: export MLHARNESS_REQUIRE_EXTRAS := 1
 test:
-	@# the two environments are independent: built side by side
-	$(MAKE) --no-print-directory -j2 $(STAMP) $(REFEREE_STAMP)
+	@# the environments are independent: built side by side
+	$(MAKE) --no-print-directory -j3 $(STAMP) $(REFEREE_STAMP) $(REFEREE_KITS19_STAMP)
 	$(BIN)/python -m pytest -q -n $(TEST_WORKERS) --dist loadgroup --no-loadscope-reorder
 
 bench: $(STAMP)
 	$(BIN)/python benchmarks/overhead.py
 
 clean:
-	rm -rf $(VENV) $(REFEREE) runs build .pytest_cache
+	rm -rf $(VENV) $(REFEREE) $(REFEREE_KITS19) runs build .pytest_cache

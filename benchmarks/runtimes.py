@@ -7,7 +7,8 @@ import os
 from pathlib import Path
 from typing import Any
 
-from mlharness.calibration import CalibrationRequest, calibrate, output_path
+from mlharness.backends import quantiser_of
+from mlharness.calibration import CalibrationRequest, calibrate
 from mlharness.hostinfo import ONEDNN_ISA_VARIABLES, cpu_info, matrix_isa
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -83,7 +84,9 @@ def calibrated(benchmark: str, model: Path, dataset: Path, cache: Path,
         wanted.append(("pt2e", "pytorch", checkpoint, torch_task_option))
     out = {}
     for key, runtime, source, task_option in wanted:
-        out[key] = output_path(source, None, runtime)
+        quantising = quantiser_of(runtime)
+        assert quantising is not None, runtime
+        out[key] = quantising.default_output(source)
         if not out[key].is_file():
             calibrate(CalibrationRequest(benchmark, source, dataset, backend=runtime, vocab=vocab,
                                          cache_dir=cache, task_option=task_option))

@@ -107,7 +107,9 @@ SHARED_GROUPS = {"test_power_e2e": "power", "test_power_faults": "power",
 #: the groups that take longest, longest first (seconds of one worker, measured with
 #: ``--durations=0`` on 2 shared cores): handed out first, so the short ones fill in at the end
 #: instead of one worker starting a 3-minute module while the other has nothing left
-SLOWEST_FIRST = ("test_pytorch_backend", "test_reduced_precision", "test_submission_e2e",
+SLOWEST_FIRST = ("test_kits19_reference", "test_pytorch_backend", "test_reduced_precision",
+                 "test_submission_e2e", "test_kits19_submission", "test_kits19_blocks",
+                 "test_kits19_compliance", "test_kits19_pytorch",
                  "power", "test_compliance_e2e", "test_llm_submission", "test_llm_compliance",
                  "test_llm_run", "test_llm_demo", "test_openvino_backend", "test_catalogue_faults",
                  "test_llm_real_server", "test_llm_tune", "test_llm_results",

@@ -10,6 +10,12 @@ The official scripts run in the referee's own Python, ``MLPERF_REFEREE_PYTHON``,
 ``tests/referee-requirements.txt``: they import what mlharness does not (``six``,
 ``pkg_resources``, ``transformers``) and must not lean on our environment.
 
+The 3D-UNet scripts (``vision/medical_imaging/3d-unet-kits19/``) need releases the shared
+referee cannot hold beside its numpy 2 (``pandas<2``, a SciPy with ``scipy.signal.gaussian``):
+they run in their own Python, ``MLPERF_REFEREE_KITS19_PYTHON``, by default
+``.venv-referee-kits19/bin/python``, which ``make referee-kits19`` (part of ``make test``) builds
+from ``tests/referee-kits19-requirements.txt``; mark such tests ``@official(..., kits19=True)``.
+
 A missing piece skips the test with the reason; under ``CI=true`` it fails instead, so CI never
 passes without the comparisons. Mark a test ``@official(...)`` (checked before it runs) or call
 :func:`require` where the comparison starts, after the test's own checks.
@@ -30,6 +36,13 @@ INFERENCE = Path(os.environ.get("MLPERF_INFERENCE_DIR")
 TOKENIZATION = INFERENCE.parent / "bert-tokenization"
 REFEREE_PYTHON = Path(os.environ.get("MLPERF_REFEREE_PYTHON")
                       or REPO / ".venv-referee" / "bin" / "python")
+KITS19_PYTHON = Path(os.environ.get("MLPERF_REFEREE_KITS19_PYTHON")
+                     or REPO / ".venv-referee-kits19" / "bin" / "python")
+#: what the 3D-UNet scripts import (see referee-kits19-requirements.txt)
+KITS19_MODULES = ("numpy", "scipy.signal", "scipy.ndimage.interpolation", "pandas", "nibabel",
+                  "onnxruntime", "mlperf_loadgen")
+#: the 3D-UNet reference's folder under the checkout
+KITS19_DIR = "vision/medical_imaging/3d-unet-kits19"
 #: what the official scripts import beyond the standard library (see referee-requirements.txt)
 REFEREE_MODULES = ("numpy", "six", "pkg_resources", "transformers", "pycocotools", "yaml", "cv2")
 IN_CI = os.environ.get("CI", "").lower() in ("1", "true", "yes")
@@ -52,7 +65,24 @@ def _python_problem() -> str | None:
     return None
 
 
-def missing(*paths: str, python: bool = False) -> str | None:
+@functools.lru_cache(maxsize=None)
+def _kits19_problem() -> str | None:
+    if not KITS19_PYTHON.is_file():
+        return (f"the 3D-UNet referee's Python is not at {KITS19_PYTHON}: run `make "
+                "referee-kits19` (or set MLPERF_REFEREE_KITS19_PYTHON)")
+    probe = subprocess.run(
+        [str(KITS19_PYTHON), "-c",
+         f"import {', '.join(KITS19_MODULES)}; import pandas, scipy.signal; "
+         "assert pandas.__version__ < '2' and hasattr(scipy.signal, 'gaussian')"],
+        capture_output=True, text=True, timeout=300)
+    if probe.returncode != 0:
+        last = (probe.stderr.strip().splitlines() or ["?"])[-1]
+        return (f"the 3D-UNet referee's Python {KITS19_PYTHON} is not as "
+                f"tests/referee-kits19-requirements.txt says ({last}): run `make referee-kits19`")
+    return None
+
+
+def missing(*paths: str, python: bool = False, kits19: bool = False) -> str | None:
     """Why the referee cannot run (None when it can)."""
     if not INFERENCE.is_dir():
         return (f"official referee not found at {INFERENCE}: set MLPERF_INFERENCE_DIR to a "
@@ -64,12 +94,14 @@ def missing(*paths: str, python: bool = False) -> str | None:
         if not (TOKENIZATION / "tokenization.py").is_file():
             return f"the BERT tokenization module is not at {TOKENIZATION}/tokenization.py"
         return _python_problem()
+    if kits19:
+        return _kits19_problem()
     return None
 
 
-def require(*paths: str, python: bool = False) -> None:
+def require(*paths: str, python: bool = False, kits19: bool = False) -> None:
     """Skip (fail under CI=true) unless the referee and ``paths`` under it are there."""
-    reason = missing(*paths, python=python)
+    reason = missing(*paths, python=python, kits19=kits19)
     if reason is None:
         return
     if IN_CI:
@@ -112,3 +144,23 @@ def run(script: str, *args: str, cwd: Path | None = None, check: bool = False,
     """Run the official ``INFERENCE/script`` in the referee's Python."""
     require(script, python=True)
     return python(str(INFERENCE / script), *args, cwd=cwd, check=check, timeout=timeout)
+
+
+def kits19_run(script: str, *args: str, cwd: Path, env: dict[str, str] | None = None,
+               timeout: float = 900, check: bool = True) -> subprocess.CompletedProcess[str]:
+    """Run the official ``KITS19_DIR/script`` unmodified in the 3D-UNet referee's Python.
+
+    The scripts read ``meta/*.json`` from the working directory (``global_vars.py``): ``cwd``
+    gets a link to the official ``meta/`` folder. Fails with the output when the script does.
+    """
+    require(f"{KITS19_DIR}/{script}", kits19=True)
+    meta = Path(cwd) / "meta"
+    if not meta.exists():
+        meta.symlink_to(INFERENCE / KITS19_DIR / "meta")
+    full_env = dict(os.environ, **(env or {}))
+    full_env.pop("PYTHONPATH", None)  # nothing of ours on its path
+    proc = subprocess.run([str(KITS19_PYTHON), str(INFERENCE / KITS19_DIR / script), *args],
+                          cwd=cwd, env=full_env, capture_output=True, text=True, timeout=timeout)
+    assert proc.returncode == 0 or not check, \
+        f"{script} {' '.join(args)[:300]} failed:\n{proc.stdout[-3000:]}{proc.stderr[-3000:]}"
+    return proc

@@ -74,3 +74,15 @@ class Precision(StrEnum):
 
 
 DEFAULT_PRECISION = Precision.FP32
+
+
+#: accuracy metrics the official scripts print as a fraction, not a percentage (accuracy_kits.py:
+#: "Accuracy: mean = 0.86170"); their targets in the rules are fractions too
+FRACTION_METRICS = frozenset({"DICE"})
+
+
+def accuracy_text(metric: str, value: float) -> str:
+    """``acc 76.460%`` or ``DICE 0.86170``: an accuracy value as its script prints it."""
+    if metric in FRACTION_METRICS:
+        return f"{metric} {value:.5f}"
+    return f"{metric} {value:.3f}%"

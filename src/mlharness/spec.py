@@ -27,7 +27,7 @@ from mlharness.flags import HOW, LOADGEN, WHAT, Flag, user_conf_owners
 from mlharness.loadgen.settings import (MAX_COUNT, MAX_DURATION_MS, EffectiveSettings, TestConfig,
                                         check_user_conf_key, effective_settings)
 from mlharness.rules.loader import DEFAULT_ROUND
-from mlharness.tasks import benchmark_rules
+from mlharness.tasks import BENCHMARKS, benchmark_rules
 from mlharness.names import (DEFAULT_MODE, DEFAULT_PRECISION, DEFAULT_SCENARIO, Mode, Precision,
                              Scenario)
 
@@ -86,8 +86,8 @@ class RunSpec(BaseModel):
 
     # ---- what to run
     benchmark: Annotated[str, Flag(
-        "demo, resnet50, retinanet, bert-99, bert-99.9, or an LLM: llama3.1-8b, llama3.1-8b-edge, "
-        "llama2-70b-99.9, deepseek-r1, gpt-oss-120b", "NAME", WHAT, "-b")]
+        ", ".join(BENCHMARKS) + ", or module:factory (a task of your own)", "NAME", WHAT,
+        "-b")]
     scenario: Annotated[Scenario, Flag(
         "SingleStream, MultiStream, Server or Offline (default {default}); Interactive for the "
         "LLMs", "NAME", WHAT, "-s")] = DEFAULT_SCENARIO

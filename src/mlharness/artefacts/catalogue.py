@@ -43,7 +43,7 @@ class Artefact(BaseModel):
     size: int | None = None
     unpack: Literal["zip", "tar.gz"] | None = None
     unpacked: str | None = None
-    layout: Literal["imagenet", "openimages"] | None = None
+    layout: Literal["imagenet", "openimages", "kits19"] | None = None
     folder: bool = False
     items: int | None = None
     requires: list[str] = []

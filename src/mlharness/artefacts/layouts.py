@@ -78,3 +78,26 @@ def check_openimages(folder: Path, *, expected: int) -> int:
             raise ArtefactError(f"{folder}: image {name} is missing",
                                 hint="`mlharness get openimages-mlperf` fetches what is missing")
     return len(images)
+
+
+#: KiTS19 as github.com/neheller/kits19 downloads it (``starter_code/get_imaging.py``):
+#: ``data/case_XXXXX/imaging.nii.gz``, and ``segmentation.nii.gz`` for the 210 training cases
+#: (the 3D-UNet inference cases are among them; the reference copies case_00185 to case_00400)
+KITS19_LABELLED = 210
+
+
+def check_kits19(folder: Path) -> int:
+    """Check a KiTS19 folder (or the kits19 clone holding ``data/``): every labelled case
+    ``case_00000`` .. ``case_00209`` has its imaging and segmentation; returns the case count.
+    The task checks the 43 inference cases again when it runs."""
+    data = folder / "data" if not any(folder.glob("case_*")) else folder
+    missing = [f"case_{n:05d}" for n in range(KITS19_LABELLED)
+               if not ((data / f"case_{n:05d}" / "imaging.nii.gz").is_file()
+                       and (data / f"case_{n:05d}" / "segmentation.nii.gz").is_file())]
+    if missing:
+        more = f" and {len(missing) - 3} more" if len(missing) > 3 else ""
+        raise ArtefactError(f"{data}: {len(missing)} KiTS19 case(s) lack imaging.nii.gz or "
+                            f"segmentation.nii.gz: {', '.join(missing[:3])}{more}",
+                            hint="download with github.com/neheller/kits19 "
+                                 "(python -m starter_code.get_imaging) and give its data/ folder")
+    return sum(1 for p in data.glob("case_*/imaging.nii.gz"))

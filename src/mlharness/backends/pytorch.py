@@ -83,7 +83,8 @@ def _state_dict(path: Path) -> dict[str, Any]:
     except Exception as exc:  # torch raises assorted types for foreign files
         raise ModelError(f"torch cannot read {path}: {one_line(exc, 200)}",
                          hint="pass a state dict saved with torch.save") from exc
-    for key in ("state_dict", "model"):
+    # best_model_state_dict: 3D-UNet's training checkpoint (pytorch_checkpoint_SUT.py)
+    for key in ("state_dict", "model", "best_model_state_dict"):
         if isinstance(obj, dict) and isinstance(obj.get(key), dict):
             obj = obj[key]
     if not isinstance(obj, dict):

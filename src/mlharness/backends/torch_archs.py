@@ -92,6 +92,18 @@ def _image_inputs(task_inputs: list[TensorSpec]) -> list[TensorSpec]:
     return [TensorSpec(name, "float32", (None, 3, None, None))]
 
 
+def _unet3d_module(state: dict[str, Any], config: dict[str, Any] | None) -> Any:
+    # lazy: torch_unet3d imports torch, which the backend loads only with a model
+    from mlharness.backends.torch_unet3d import unet3d_from_state
+
+    return unet3d_from_state(state)
+
+
+def _unet3d_inputs(task_inputs: list[TensorSpec]) -> list[TensorSpec]:
+    name = task_inputs[0].name if task_inputs else "input"
+    return [TensorSpec(name, "float32", (None, 1, 128, 128, 128))]
+
+
 #: the architectures, by the name ``--backend-option arch=`` takes
 ARCHS: dict[str, TorchArch] = {
     "bert": TorchArch(
@@ -108,6 +120,14 @@ ARCHS: dict[str, TorchArch] = {
         sample=lambda specs, batch: {s.name: np.zeros((batch, 3, 224, 224), np.float32)
                                      for s in specs},
         channels_last=True),
+    # 3D-UNet (KiTS19): the official training checkpoint, 128^3 windows in, 3 classes out
+    "unet3d": TorchArch(
+        name="unet3d",
+        detect=lambda state: "input_block.conv1.0.weight" in state,
+        inputs=_unet3d_inputs, build=_unet3d_module,
+        outputs=lambda result: {"output": result.float().numpy()},
+        sample=lambda specs, batch: {s.name: np.zeros((batch, 1, 128, 128, 128), np.float32)
+                                     for s in specs}),
 }
 
 

@@ -79,6 +79,9 @@ class BenchmarkEntry:
     #: the round benchmark whose rules it runs under (a variant borrows another's: ``rules =
     #: "resnet50"``); None: no MLPerf rules (the demo, a task of your own)
     rules: str | None = None
+    #: the Offline QPS tune's first probe aims at when none is given (a benchmark whose sample
+    #: takes seconds: 3D-UNet's volumes); None: tune's default for the benchmark's kind
+    probe_start_qps: float | None = None
 
 
 def task_entries() -> dict[str, BenchmarkEntry]:
@@ -86,7 +89,7 @@ def task_entries() -> dict[str, BenchmarkEntry]:
     rules of its own name unless it names another's."""
     return {name: BenchmarkEntry(str(t["factory"]), str(t.get("summary", "")),
                                  str(t.get("title", name)), t.get("calibration"),
-                                 str(t.get("rules", name)))
+                                 str(t.get("rules", name)), t.get("probe_start_qps"))
             for name, t in _read("common.toml").get("tasks", {}).items()}
 
 

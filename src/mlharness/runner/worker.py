@@ -179,8 +179,10 @@ def child_main(spec_data: dict[str, Any], settings: EffectiveSettings, run_dir: 
             task, backend = build_pool(spec, phase)
             instances, placement = [], None
         # a model exported with a fixed batch (e.g. the official RetinaNet ONNX: 1) caps the
-        # default batch size; a larger explicit --batch-size was refused by check_signature
-        policy = policy_for(spec.scenario, spec.batch_size or fixed_batch(backend.inputs),
+        # default batch size; a larger explicit --batch-size was refused by check_signature; a
+        # task whose sample is many calls takes few samples a call (Task.samples_per_call)
+        policy = policy_for(spec.scenario, spec.batch_size or task.samples_per_call
+                            or fixed_batch(backend.inputs),
                             spec.length_sort, settings.samples_per_query)
         # here, or on nodes / replicas that load and run the samples and suggest how many
         # batches to keep in flight

@@ -170,6 +170,10 @@ class TensorTask(Task):
     kind = "tensor"
     #: an attention model (quantisers keep its softmax/layer-norm paths in higher precision)
     transformer: bool = False
+    #: the most samples one :meth:`infer` call takes unless ``--batch-size`` says (None: the
+    #: scenario's default); 1 where a sample is already many backend calls (3D-UNet's windows),
+    #: so each completes when it is done instead of with a batch of them
+    samples_per_call: int | None = None
 
     @property
     @abstractmethod

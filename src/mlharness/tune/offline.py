@@ -9,7 +9,7 @@ Each probe is long enough to be VALID; an invalid one (finished early) is repeat
 from __future__ import annotations
 
 from mlharness.spec import RunSpec
-from mlharness.tasks import benchmark_rules
+from mlharness.tasks import BENCHMARKS, benchmark_rules
 from mlharness.tune.probe import Point, PointSink, ProgressSink, probe
 
 PROBE_MS = 1000  # quick probes (a --test run measuring its own target)
@@ -52,7 +52,11 @@ def probe_offline_qps(spec: RunSpec, attempts: int = 5, progress: ProgressSink |
 
 
 def start_qps(spec: RunSpec) -> float:
-    """The first probe's target when none is given: low for an LLM benchmark."""
+    """The first probe's target when none is given: the benchmark's own (``probe_start_qps`` of
+    its [tasks] entry: a sample that takes seconds), else low for an LLM benchmark."""
+    entry = BENCHMARKS.get(spec.benchmark)
+    if entry is not None and entry.probe_start_qps:
+        return float(entry.probe_start_qps)
     bench = benchmark_rules(spec.benchmark, spec.round)
     return TOKEN_START_QPS if bench is not None and bench.generates else START_QPS
 
