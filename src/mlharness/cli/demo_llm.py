@@ -306,10 +306,11 @@ def prepare_serving(args: argparse.Namespace, model: Path, name: str) -> int:
         "# a CPU serves about one query at a time: short Server and Interactive runs at a given "
         "target (INVALID: early stopping wants 460 queries, hours here; auto's probes start at "
         "7.7 QPS), each the reference of its TEST06",
-        f"{run} -s Server --target-qps {CPU_SERVER_QPS} --min-query-count {CPU_SERVER_QUERIES} "
-        f"--task-option max_new_tokens={CPU_SERVER_TOKENS}",
-        f"{run} -s Interactive --target-qps {CPU_SERVER_QPS} --min-query-count "
-        f"{CPU_SERVER_QUERIES} --task-option max_new_tokens={CPU_SERVER_TOKENS}",
+        *(f"{run} -s {s} --target-qps {CPU_SERVER_QPS} --min-query-count {CPU_SERVER_QUERIES} "
+          f"--task-option max_new_tokens={CPU_SERVER_TOKENS}" for s in ("Server", "Interactive")),
+        "# every scenario directory of a submission holds an accuracy run of its own",
+        *(f"{run} -s {s} --mode accuracy --target-qps {CPU_SERVER_QPS} --task-option "
+          f"max_new_tokens={CPU_SERVER_TOKENS}" for s in ("Server", "Interactive")),
         *(audit.format(s=s) for s in ("Offline", "Server", "Interactive")),
         f"mlharness submit --submitter Org --division closed --system demo-cpu --runs {runs} "
         "--output submission --compliance results",
