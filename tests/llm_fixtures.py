@@ -71,10 +71,11 @@ def make_tokenizer(directory: Path, texts: list[str]) -> Path:
 
 
 def write_cnn_dataset(path: Path, pairs: list[tuple[str, str]], encode) -> Path:
-    """The llama3.1-8b reference's cnn_eval.json: records with input, tok_input, output."""
-    template = {"llama": "Summarize the following news article in 128 tokens. {input}"}
+    """The llama3.1-8b reference's cnn_eval.json: records with instruction, input (the article),
+    tok_input (the instruction filled in with it, encoded) and output."""
+    template = {"llama": "Summarize: {input}"}
     records = [{"instruction": template,
-                "input": f"Summarize: {article}", "tok_input": encode(f"Summarize: {article}"),
+                "input": article, "tok_input": encode(f"Summarize: {article}"),
                 "output": highlights} for article, highlights in pairs]
     path.write_text(json.dumps(records))
     return path

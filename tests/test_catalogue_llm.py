@@ -66,7 +66,9 @@ def _record(root: Path) -> dict[str, Any]:
 
 # ---- results that can be trusted -----------------------------------------------------------------
 
-ACCURACY = ("-s", "Offline", "--mode", "accuracy")
+ACCURACY = ("-s", "Offline", "--mode", "accuracy", "--task-option", "tokenizer={tokenizer}")
+#: a run that needs no tokenizer (an accuracy run checks for one before its first request)
+OFFLINE = ("-s", "Offline", "--target-qps", "5", "--warmup", "0")
 HOSTILE = [
     # (id, the server's script, flags, what the one line says)
     ("more-tokens-than-asked", Script(ttft_s=0.01, gap_s=0, n_tokens=1000,
@@ -164,7 +166,7 @@ def test_max_new_tokens_within_the_bounds_is_what_the_server_is_asked(llm, tmp_p
                                                                       monkeypatch) -> None:
     monkeypatch.chdir(tmp_path)
     with ScriptedServer(Script(ttft_s=0.01, gap_s=0, n_tokens=4)) as server:
-        result = _run(llm, server.url, capsys, *ACCURACY, "--task-option", "max_new_tokens=1",
+        result = _run(llm, server.url, capsys, *OFFLINE, "--task-option", "max_new_tokens=1",
                       "--max-samples", "2")
     assert server.seen and {s.body["max_tokens"] for s in server.seen} == {1}, result.err
 
@@ -194,7 +196,7 @@ def test_a_key_the_server_echoes_is_written_and_printed_nowhere(fault: str, llm,
         proc = cli_subprocess(["run", "-b", "llama3.1-8b", "--backend", "openai", "--endpoint",
                                url, "--backend-option", "served_model=tiny", "--dataset",
                                llm["dataset"], "--output-dir", "runs", "--no-progress",
-                               *ACCURACY], cwd=tmp_path, env_extra={"OPENAI_API_KEY": KEY})
+                               *OFFLINE], cwd=tmp_path, env_extra={"OPENAI_API_KEY": KEY})
         out, err = proc.communicate(timeout=180)
     assert server.seen[0].headers["authorization"] == f"Bearer {KEY}"  # it was sent
     assert proc.returncode == 3 and "Traceback" not in out + err, err
@@ -449,7 +451,7 @@ def test_a_run_against_a_stalling_server_ends_with_the_clients_line(case, llm, t
     monkeypatch.chdir(tmp_path)
     before = snapshot(tmp_path)
     with ScriptedServer(Script(act=act)) as server:
-        result = _run(llm, server.url, capsys, *ACCURACY, "--stall-timeout", "6",
+        result = _run(llm, server.url, capsys, *OFFLINE, "--stall-timeout", "6",
                       "--backend-option", "stall_timeout_s=2")
     text = result.out + result.err
     assert result.code == 3 and "Traceback" not in text, text

@@ -33,7 +33,9 @@ def test_cnn_dailymail_json(tmp_path):
     assert len(ds.samples) == 5 and ds.benchmark == "llama3.1-8b"
     assert [s.input_ids for s in ds.samples] == [r["tok_input"] for r in raw]
     assert ds.references() == [r["output"] for r in raw]
-    assert datasets.read("llama3.1-8b-edge", path).samples[0].prompt == raw[0]["input"]
+    edge = datasets.read("llama3.1-8b-edge", path).samples[0]
+    assert edge.prompt == f"Summarize: {raw[0]['input']}"  # the text tok_input encodes
+    assert edge.messages == [{"role": "user", "content": edge.prompt}]
 
 
 @referee.official("language/llama3.1-8b/dataset.py", python=True)

@@ -1,8 +1,11 @@
 """A real OpenAI-compatible server: ``transformers serve`` (transformers' FastAPI/uvicorn server)
 on a tiny random-weight Llama built here (config, weights and tokenizer made in the test,
 nothing downloaded, HF offline), streamed through ``OpenAIStreamClient`` and, end to end, by
-``mlharness run --backend openai`` (the real LoadGen, an accuracy run whose logged ids are the
-model's greedy answers).
+``mlharness run --backend openai`` through a logging proxy of the test's own
+(``llm_proxy.LoggingProxy``): what went over the wire is the truth the runs are held to. An
+accuracy run in chat mode sends the reference's chat messages and logs the model's greedy
+answers, each as many tokens as the server's text holds; an Interactive run's TTFT and TPOT are
+the proxy's, and its TEST06 audit passes (the first token reported is the answer's first).
 
 What ``transformers serve`` (4.57) is, as this test found it: ``/v1/chat/completions`` only (no
 ``/v1/completions``), text only (no token ids), no ``data: [DONE]`` at the end, HTTP 422 on any
@@ -40,6 +43,7 @@ pytest.importorskip("openai", minversion="1.98")
 pytest.importorskip("accelerate")
 
 from mlharness.backends.openai_stream import ClientSettings, OpenAIStreamClient  # noqa: E402
+from llm_proxy import LoggingProxy  # noqa: E402
 
 pytestmark = pytest.mark.slow  # the server's start (torch, transformers) takes ~20 s on 2 cores
 
@@ -107,7 +111,8 @@ def server(tmp_path_factory: pytest.TempPathFactory):
                 pytest.fail("transformers serve not ready in 180 s:\n"
                             + (root / "server.log").read_text()[-3000:])
             time.sleep(0.5)
-        yield url, model, root / "server.log"
+        with LoggingProxy(url) as proxy:
+            yield url, model, root / "server.log", proxy
     finally:
         proc.terminate()
         try:
@@ -140,7 +145,7 @@ def _words(ids: list[int]) -> list[int]:
 
 
 def test_streams_the_greedy_text_of_the_model(server) -> None:
-    url, model_dir, log = server
+    url, model_dir, log, _ = server
     transformers = hf_fixtures.import_transformers()
     tok = transformers.AutoTokenizer.from_pretrained(model_dir)
     client = OpenAIStreamClient(ClientSettings(base_url=url, model=str(model_dir),
@@ -171,7 +176,7 @@ def test_streams_the_greedy_text_of_the_model(server) -> None:
 def test_streams_chunk_by_chunk(server) -> None:
     """The answer arrives as several ``data:`` events with content (read raw off the wire), not
     one blob: the server really streams."""
-    url, model_dir, _ = server
+    url, model_dir, _, _ = server
     body = json.dumps({"model": str(model_dir), "max_tokens": MAX_TOKENS, "stream": True,
                        "messages": [{"role": "user", "content": PROMPT}]}).encode()
     request = urllib.request.Request(f"{url}/v1/chat/completions", data=body,
@@ -191,43 +196,114 @@ def test_the_default_client_is_refused_with_the_servers_words(server) -> None:
     refuses (HTTP 422); the error names the endpoint and says why."""
     from mlharness.backends.openai_stream import EndpointError
 
-    url, model_dir, _ = server
+    url, model_dir, _, _ = server
     client = OpenAIStreamClient(ClientSettings(base_url=url, model=str(model_dir)))
-    with pytest.raises(EndpointError, match=r"HTTP 422.*return_token_ids"):
+    with pytest.raises(EndpointError, match=r"HTTP 422.*return_token_ids") as refused:
         asyncio.run(client.complete([{"role": "user", "content": PROMPT}], 4, chat=True))
+    assert "--backend-option extensions=false" in refused.value.hint  # the option that fixes it
+    # no /v1/completions on this server: the hint names chat=true
+    with pytest.raises(EndpointError, match=r"HTTP 404") as missing:
+        asyncio.run(client.complete("x", 4, chat=False))
+    assert "--backend-option chat=true" in missing.value.hint
 
 
-def test_an_accuracy_run_through_the_openai_backend_logs_the_greedy_answers(
-        server, tmp_path) -> None:
-    """``mlharness run -b llama3.1-8b --backend openai`` against the real server: every sample
-    once through LoadGen, and each logged answer is what the model generates greedily here."""
+def _serve_args(proxy: LoggingProxy, model_dir: Path, data: Path, runs: Path) -> list[str]:
+    """The quick start's flags for transformers serve (docs/llm.md), through the proxy."""
+    return ["-b", "llama3.1-8b", "--backend", "openai", "--endpoint", proxy.url,
+            "--dataset", str(data), "--backend-option", f"served_model={model_dir}",
+            "--backend-option", "chat=true", "--backend-option", "extensions=false",
+            "--backend-option", f"tokenizer={model_dir}", "--task-option",
+            f"max_new_tokens={MAX_TOKENS}", "--output-dir", str(runs), "--no-progress"]
+
+
+def _dataset(model_dir: Path, path: Path) -> Path:
+    transformers = hf_fixtures.import_transformers()
+    tok = transformers.AutoTokenizer.from_pretrained(model_dir)
+    return llm_fixtures.write_cnn_dataset(path, [(p, p) for p in hf_fixtures.PROMPTS],
+                                          lambda t: tok.encode(t))
+
+
+def _tokens(model_dir: Path):
+    transformers = hf_fixtures.import_transformers()
+    tok = transformers.AutoTokenizer.from_pretrained(model_dir)
+    return lambda text: list(tok(text, add_special_tokens=False)["input_ids"])
+
+
+def test_a_chat_accuracy_run_logs_the_greedy_answers_the_proxy_saw(server, tmp_path) -> None:
+    """``mlharness run -b llama3.1-8b --mode accuracy`` in chat mode against the real server:
+    every sample once through LoadGen; the proxy saw the reference's chat message (the prompt
+    ``tok_input`` encodes) for each; each logged answer is the model's greedy generation and
+    holds as many tokens as the text the proxy relayed."""
     from mlharness.cli.main import main
     from mlharness.llm.accuracy_log import read_entries
 
-    url, model_dir, log = server
-    prompts = hf_fixtures.PROMPTS
-    transformers = hf_fixtures.import_transformers()
-    tok = transformers.AutoTokenizer.from_pretrained(model_dir)
-    data = llm_fixtures.write_cnn_dataset(tmp_path / "cnn_eval.json",
-                                          [(p, p) for p in prompts], lambda t: tok.encode(t))
+    url, model_dir, log, proxy = server
+    data = _dataset(model_dir, tmp_path / "cnn_eval.json")
     runs = tmp_path / "runs"
-    code = main(["run", "-b", "llama3.1-8b", "-s", "Offline", "--mode", "accuracy",
-                 "--backend", "openai", "--endpoint", url, "--dataset", str(data),
-                 "--backend-option", f"served_model={model_dir}", "--backend-option",
-                 "chat=true", "--backend-option", f"tokenizer={model_dir}", "--backend-option",
-                 "extensions=false", "--backend-option", "concurrency=1", "--task-option",
-                 f"max_new_tokens={MAX_TOKENS}", "--task-option", f"tokenizer={model_dir}",
-                 "--output-dir", str(runs), "--no-progress"])
+    start = len(proxy.exchanges())
+    code = main(["run", "-s", "Offline", "--mode", "accuracy",
+                 *_serve_args(proxy, model_dir, data, runs)])
     run_dir = next(runs.rglob("run.json")).parent
     record = json.loads((run_dir / "run.json").read_text())
     assert record["status"] == "ok", (record.get("error"), log.read_text()[-2000:])
     assert code in (0, 1)  # 1: a random model's ROUGE misses llama3.1-8b's target, of course
     assert record["backend"]["extensions"] is False
+    assert record["backend"]["prompt"] == ("the reference's chat messages to "
+                                           "/v1/chat/completions, with the server's chat template")
+    sent = {e.body["messages"][0]["content"]: e for e in proxy.exchanges()[start:]}
+    assert sorted(sent) == sorted(f"Summarize: {p}" for p in hf_fixtures.PROMPTS)
+    assert all("chat_template" not in e.body for e in sent.values())  # extensions=false
+    tokens = _tokens(model_dir)
     entries = {e.qsl_idx: e for e in read_entries(run_dir / "mlperf_log_accuracy.json")}
-    assert sorted(entries) == list(range(len(prompts)))
-    for i, prompt in enumerate(prompts):
+    assert sorted(entries) == list(range(len(hf_fixtures.PROMPTS)))
+    for i, prompt in enumerate(hf_fixtures.PROMPTS):
         expected, _ = _greedy_in_process(model_dir, f"Summarize: {prompt}", MAX_TOKENS)
         got = np.frombuffer(bytes.fromhex(entries[i].data), dtype=np.int32).tolist()
         assert got == _words(expected) and got, (i, got, expected)
+        assert got == tokens(sent[f"Summarize: {prompt}"].text)  # the proxy's text, tokenized
         assert entries[i].token_count == len(got)
     assert record["accuracy"]["metric"] == "ROUGE1"  # scored offline from the logged ids
+
+
+def test_interactive_token_latencies_are_the_proxys_and_test06_passes(server, tmp_path) -> None:
+    """An Interactive run against the real server through the proxy: LoadGen's mean TTFT and
+    TPOT are the proxy's (what the server delivered, measured at the wire) plus at most the
+    client's own time; then TEST06 on it: every answer's first token as reported is the
+    answer's first, and every logged count is the proxy's text's."""
+    from mlharness.cli.main import main
+    from mlharness.llm.accuracy_log import read_entries
+
+    url, model_dir, log, proxy = server
+    data = _dataset(model_dir, tmp_path / "cnn_eval.json")
+    runs = tmp_path / "runs"
+    flags = _serve_args(proxy, model_dir, data, runs)
+    start = len(proxy.exchanges())
+    main(["run", "-s", "Interactive", "--target-qps", "3", "--min-query-count", "24",
+          "--warmup", "1", *flags])
+    run_dir = next(runs.glob("llama3.1-8b/Interactive-performance-*"))
+    record = json.loads((run_dir / "run.json").read_text())
+    assert record["status"] == "ok", (record.get("error"), log.read_text()[-2000:])
+    timed = [e for e in proxy.exchanges()[start + 1:] if e.contents()]  # not the warm-up
+    assert len(timed) >= 24
+    tokens = _tokens(model_dir)
+    ttft = np.mean([e.ttft_s for e in timed]) * 1e3
+    tpot = np.mean([(e.last_s - e.ttft_s) / (len(tokens(e.text)) - 1) for e in timed
+                    if len(tokens(e.text)) > 1]) * 1e3
+    measured = record["result"]["tokens_ms"]
+    # the client adds its own send and read to what the proxy saw: never less (1 ms of clock
+    # slack), a little more (a loaded machine delays the client's loop too)
+    assert ttft - 1 <= measured["ttft_mean_ms"] <= ttft * 1.5 + 50, (measured, ttft)
+    assert tpot * 0.8 - 1 <= measured["tpot_mean_ms"] <= tpot * 1.5 + 10, (measured, tpot)
+    # TEST06 on this run: LoadGen logs every answer; the official checks pass
+    before = len(proxy.exchanges())
+    code = main(["compliance", "--no-progress", "--reference-perf", str(run_dir), "--output",
+                 str(tmp_path / "TEST06-out"), "--output-dir", str(runs)])
+    verify = (tmp_path / "TEST06-out" / "TEST06" / "verify_accuracy.txt").read_text()
+    assert code == 0, verify
+    assert "First token check pass: True" in verify and "TEST06 verification complete" in verify
+    audit = next(runs.glob("compliance/TEST06/llama3.1-8b/Interactive-TEST06-*"))
+    by_prompt = {e.body["messages"][0]["content"]: e for e in proxy.exchanges()[before:]
+                 if e.contents()}
+    for entry in read_entries(audit / "mlperf_log_accuracy.json"):
+        prompt = f"Summarize: {hf_fixtures.PROMPTS[entry.qsl_idx]}"
+        assert entry.token_count == len(tokens(by_prompt[prompt].text))

@@ -180,5 +180,6 @@ def test_a_valid_llm_run_passes_the_preflight_of_its_round(scenario):
                                  "distribution": {"endpoints": ["http://h:1"]}})
     assert rules.preflight(spec, seeds=lambda: rules.load().seeds) == []
     short = spec.replace(valid=False)
+    # a --test LLM run loads a short sample set too (performance_sample_count, "test-run")
     assert [p.code for p in rules.preflight(short, seeds=lambda: rules.load().seeds)] == [
-        "test-duration"]
+        "test-duration", "performance-sample-count"]

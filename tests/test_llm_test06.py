@@ -71,7 +71,8 @@ def test_problems_name_the_sample(tmp_path):
     r = _ours(_tampered(tmp_path, "b", CASES["count"]), "Interactive")
     assert r.problems == ["qsl_idx 2: reported n_tokens 7 but the output has 2 tokens"]
     r = _ours(_tampered(tmp_path, "c", CASES["first"]), "Server")
-    assert r.problems == ["qsl_idx 0: first token [18] is not the output's [17]"]
+    assert r.problems == ["qsl_idx 0: the first token(s) reported, [18], are not the output's "
+                          "first 1: [17]"]
     r = _ours(_tampered(tmp_path, "d", lambda e: e[3].pop("token_count")), "Offline")
     assert r.sample_length is False and "reported n_tokens None" in r.problems[0]
     d = _tampered(tmp_path, "e", lambda e: e[0].update(data="ABC"))

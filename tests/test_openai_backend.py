@@ -273,8 +273,8 @@ def test_the_api_key_is_sent_and_never_shown(backends, monkeypatch):
     assert errors and "sk-never-shown" not in shown
     assert backend.describe() == {
         "name": "openai", "endpoints": [server.url], "served_model": "served-m", "chat": False,
-        "concurrency": 256, "failover": False, "api_key_env": "MLH_TEST_OPENAI_KEY",
-        "extensions": True, "tokenizer": None}
+        "concurrency": "auto", "failover": False, "api_key_env": "MLH_TEST_OPENAI_KEY",
+        "extensions": True, "chat_template": True, "tokenizer": None}
 
 
 def test_options_are_checked_at_load():

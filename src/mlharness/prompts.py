@@ -31,6 +31,8 @@ class GenerationRequest:
     #: chat messages (``[{"role": ..., "content": ...}]``) for servers reached by chat; a
     #: content may be a list of parts (``{"type": "text", ...}``, ``{"type": "image_url", ...}``)
     messages: tuple[dict[str, Any], ...] | None = None
+    #: the chat template the reference client sends with ``messages`` (None: the server's own)
+    chat_template: str | None = None
     #: the audio to transcribe (a clip file's bytes), for speech-to-text servers
     audio: bytes | None = None
     #: the model's vocabulary size, from its tokenizer when the task has one (None: unknown,

@@ -72,6 +72,9 @@ class SutRecord(BaseModel):
     streaming: bool | None = None
     concurrency: int | None = None
     warmup_requests: int | None = None
+    #: a streaming backend's report: requests sent and failed per server, and how many it kept
+    #: in flight (given, or measured: the levels tried and where it settled)
+    stream_report: dict[str, Any] | None = None
 
     @model_serializer(mode="wrap")
     def _without_absent(self, handler: SerializerFunctionWrapHandler) -> dict[str, Any]:

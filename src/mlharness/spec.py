@@ -344,10 +344,14 @@ class RunSpec(BaseModel):
         )
 
     def settings(self, loadgen_model: str, sut: dict[str, Any] | None = None,
-                 conf: dict[str, str] | None = None) -> EffectiveSettings:
+                 conf: dict[str, str] | None = None,
+                 samples: int | None = None) -> EffectiveSettings:
         """The effective LoadGen settings of this run: user.conf, the preflight, progress and
-        run.json all read this one result (precedence: ``loadgen.settings``)."""
-        return effective_settings(self.test_config(loadgen_model, sut), conf)
+        run.json all read this one result (precedence: ``loadgen.settings``). ``samples``: the
+        task's performance sample count, which a short LLM run's sample set never exceeds."""
+        config = self.test_config(loadgen_model, sut)
+        config.dataset_samples = samples
+        return effective_settings(config, conf)
 
     def to_dict(self) -> dict[str, Any]:
         return self.model_dump(mode="json")

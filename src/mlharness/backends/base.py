@@ -196,6 +196,26 @@ class StreamingBackend(BackendBase):
     def close(self) -> None:
         """Finish or cancel what is in flight and release threads and connections."""
 
+    def issue_pattern(self, all_at_once: bool) -> None:
+        """Told before the test how LoadGen issues: every sample at once (Offline) or paced
+        (Server, Interactive, SingleStream), for a backend that sizes its concurrency by it."""
+
+    def progress(self) -> int:
+        """A count that grows while the backend streams (events or tokens received), read by
+        the run's stall clock: requests in flight and streaming are progress before any
+        completes. 0: not told (completions alone count)."""
+        return 0
+
+    def report(self) -> dict[str, Any]:
+        """What happened during the run (requests per server, how many were in flight) for
+        run.json's ``sut.stream_report``; empty: nothing to tell."""
+        return {}
+
+    def sends(self, request: GenerationRequest) -> str | None:
+        """In words, the form ``request`` goes to the model in (token ids, text, chat messages
+        and where), for run.json; None: not told."""
+        return None
+
 
 def is_streaming(backend: object) -> TypeGuard[StreamingBackend]:
     """Whether ``backend`` generates text token by token (the streaming SUT path)."""

@@ -23,6 +23,7 @@ from mlharness.backends.base import (BackendOptions, GenerationRequest, OnDone, 
                                      OnFirst, StreamingBackend)
 from mlharness.backends.hf_speech import HfSpeech
 from mlharness.errors import ConfigError, ModelError, one_line
+from mlharness.llm.demo import quiet_torch_imports
 from mlharness.options import Options
 
 log = logging.getLogger(__name__)
@@ -48,6 +49,11 @@ class HfBackend(StreamingBackend):
     name = "hf"
     model_framework = "hf"  # a Hugging Face checkpoint folder (whisper-large-v3 from the cache)
     options_model = HfOptions
+
+    @staticmethod
+    def prepare_process() -> None:
+        """The run's worker imports torch and transformers quietly (QUIET_LOGGERS)."""
+        quiet_torch_imports()
 
     def __init__(self) -> None:
         self.concurrency = 1
@@ -164,6 +170,10 @@ class HfBackend(StreamingBackend):
                              f"({self.tokenizer_problem})")
         with self._tokenize_lock:
             return list(self.tokenizer(request.text)["input_ids"])
+
+    def sends(self, request: GenerationRequest) -> str | None:
+        return ("token ids, in this process" if request.input_ids is not None
+                else "text tokenized here, in this process")
 
     def _generate(self, request: GenerationRequest, on_first: OnFirst) -> list[int]:
         return self._generation.generate(self.model, self._prompt(request), request,

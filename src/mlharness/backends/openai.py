@@ -5,7 +5,8 @@ llama.cpp's server, ``transformers serve``), streamed token by token (the Stream
 One asyncio event loop on one daemon thread runs every request as a coroutine of
 :class:`~mlharness.backends.openai_stream.OpenAIStreamClient` (no thread per request);
 ``submit`` hands the request to it with ``call_soon_threadsafe`` and returns. A
-semaphore keeps at most ``concurrency`` requests on the wire in total; the rest wait, in order.
+limit keeps at most ``concurrency`` requests on the wire in total (a number, or ``auto``: measured
+by :mod:`~mlharness.backends.openai_admit`); the rest wait, in order.
 Each request goes to the endpoint with the fewest outstanding requests (on a tie, the one sent
 the fewest so far, so requests sent one at a time take turns), as the remote pool of
 :mod:`mlharness.distributed.pool` dispatches. An endpoint that failed a request before its first
@@ -39,13 +40,15 @@ import re
 import threading
 import time
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any, Callable, Literal
 
 from pydantic import Field, field_validator
 
 from mlharness.backends.base import (BackendOptions, GenerationRequest, OnDone, OnError, OnFirst,
                                     StreamingBackend)
-from mlharness.backends.openai_stream import ClientSettings, EndpointError, OpenAIStreamClient
+from mlharness.backends.openai_admit import Admission
+from mlharness.backends.openai_stream import (ClientSettings, EndpointError, OpenAIStreamClient,
+                                              TextTokenizer)
 from mlharness.distribution import check_endpoint
 from mlharness.errors import ConfigError, HarnessError, one_line
 from mlharness.options import Options, RuleError
@@ -59,6 +62,7 @@ log = logging.getLogger(__name__)
 #: (while another endpoint is not): a dead server costs a refused connection now and then, not
 #: half the requests
 RESTING_S = 1.0
+OBSERVE_S = 0.25  # how often the concurrency search (auto) looks at the servers
 CLOSED = "backend closed"
 
 
@@ -71,13 +75,20 @@ class OpenAIOptions(Options):
     served_model: str = ""  # the model name the server knows (``"model"`` of each request)
     chat: bool = False  # /v1/chat/completions (the request's messages, or its text as one)
     api_key_env: str = "OPENAI_API_KEY"  # the environment variable holding the key
-    concurrency: int = Field(default=256, ge=1)  # requests in flight, over all endpoints
+    #: requests in flight over all endpoints: a number, or auto (measured: from 8, doubled
+    #: while that streams more, up to max_concurrency; backends/openai_admit.py)
+    concurrency: int | Literal["auto"] = "auto"
+    max_concurrency: int = Field(default=256, ge=1)  # auto's ceiling
     failover: bool = False  # a request failed before its first token is sent once elsewhere
     tokenizer: Path | None = None  # for servers that stream text without token ids
     #: send vLLM's request keys (``return_token_ids``, ``min_tokens``, ``top_k``); false for a
     #: server that refuses keys OpenAI's API lacks (``transformers serve`` answers 422), which
     #: then gets only ``temperature`` and ``top_p`` of the sampling, and needs ``tokenizer``
     extensions: bool = True
+    #: with chat: send the benchmark's reference chat template with the messages where it has
+    #: one (llama3.1-8b: the BOS and the prompt, so the server's prompt is tok_input; vLLM needs
+    #: --trust-request-chat-template); false, or without extensions: the server's own template
+    chat_template: bool = True
     #: seconds without a whole header block or event before a request is stalled: below the
     #: run's --stall-timeout (60 s), so the request's own line, naming the endpoint, comes first
     stall_timeout_s: float = Field(default=30.0, gt=0)
@@ -179,13 +190,14 @@ class OpenAIBackend(StreamingBackend):
     def __init__(self) -> None:
         self.options: OpenAIOptions | None = None
         self._endpoints: list[_Endpoint] = []
-        self._tokenize: Callable[[str], list[int]] | None = None
+        self._tokenize: TextTokenizer | None = None
         #: the tokenizer option's vocabulary size and EOS id (a task's tokenizer comes first)
         self._vocab_size: int | None = None
         self._eos_id: int | None = None
         self._loop: asyncio.AbstractEventLoop | None = None
         self._thread: threading.Thread | None = None
-        self._semaphore: asyncio.Semaphore | None = None
+        self._admission: Admission | None = None
+        self._timer: asyncio.TimerHandle | None = None
         self._lock = threading.Lock()
         self._live: set[_Call] = set()  # unfinished calls
         self._closed = False
@@ -217,16 +229,22 @@ class OpenAIBackend(StreamingBackend):
         if opts.tokenizer:
             self._tokenize, self._vocab_size, self._eos_id = _tokenizer(opts.tokenizer)
         self.options = opts
-        self.concurrency = opts.concurrency
-        self._start_loop()
+        given = opts.concurrency if isinstance(opts.concurrency, int) else None
+        if given is not None and given < 1:
+            raise ConfigError(f"--backend-option concurrency={given} is not a positive number",
+                              "give a number of requests, or auto (measured)")
+        self.concurrency = given or opts.max_concurrency
+        self._start_loop(Admission(given, opts.max_concurrency))
 
-    def _start_loop(self) -> None:
+    def _start_loop(self, admission: Admission) -> None:
         loop = _new_loop()
         ready = threading.Event()
 
         def run() -> None:
             asyncio.set_event_loop(loop)
-            self._semaphore = asyncio.Semaphore(self.concurrency)
+            self._admission = admission
+            if self._admission.measured:
+                self._timer = loop.call_later(OBSERVE_S, self._observe)
             ready.set()
             loop.run_forever()
 
@@ -239,6 +257,28 @@ class OpenAIBackend(StreamingBackend):
     def inputs(self) -> list[TensorSpec] | None:
         return None  # no model here: the server has it
 
+    def sends(self, request: GenerationRequest) -> str | None:
+        """The prompt's form and where it goes (run.json's backend ``prompt``)."""
+        if self.options is None:
+            return None
+        opts = self.options
+        if request.audio is not None:
+            return "audio as a multipart form to /v1/audio/transcriptions"
+        try:
+            _prompt(request, opts.chat)
+        except _Unsendable as exc:  # refused before the run: exit 2, nothing sent
+            message, _, hint = str(exc).partition(" (hint: ")
+            raise ConfigError(message, hint.rstrip(")")) from None
+        if not opts.chat:
+            form = ("token ids" if request.input_ids is not None
+                    else "text" if request.text is not None else "nothing")
+            return f"{form} to /v1/completions"
+        form = ("the reference's chat messages" if request.messages
+                else "the text as a user message" if request.text is not None else "nothing")
+        template = ("with the benchmark's reference chat template"
+                    if _reference_template(request, opts) else "with the server's chat template")
+        return f"{form} to /v1/chat/completions, {template}"
+
     def describe(self) -> dict[str, Any]:
         """The settings, never the API key (only the variable's name)."""
         opts = self.options
@@ -248,13 +288,39 @@ class OpenAIBackend(StreamingBackend):
                 "served_model": opts.served_model, "chat": opts.chat,
                 "concurrency": opts.concurrency, "failover": opts.failover,
                 "api_key_env": opts.api_key_env, "extensions": opts.extensions,
+                "chat_template": opts.chat_template,
                 "tokenizer": str(opts.tokenizer) if opts.tokenizer else None}
 
     def report(self) -> dict[str, Any]:
-        """Requests sent to and failed by each endpoint, and failovers, so far."""
+        """Requests sent to and failed by each endpoint, failovers, and how the concurrency was
+        chosen, so far."""
         return {"sent": {e.url: e.sent for e in self._endpoints},
                 "failed": {e.url: e.failed for e in self._endpoints},
-                "failovers": self.failovers}
+                "failovers": self.failovers,
+                "concurrency": self._admission.report() if self._admission else None}
+
+    def issue_pattern(self, all_at_once: bool) -> None:
+        """auto: measured when LoadGen issues everything at once (Offline: a flood a slow server
+        must not get); paced queries (Server, Interactive) go out as they come, up to
+        max_concurrency (a limit would only add its queue to their TTFT)."""
+        if self._admission is not None and not all_at_once and self._loop is not None:
+            self._loop.call_soon_threadsafe(self._admission.pace)
+
+    def progress(self) -> int:
+        """Events streamed so far by every endpoint (each request's header block and events):
+        the run's stall clock counts them as progress."""
+        return sum(e.client.activity.events for e in self._endpoints)
+
+    def _observe(self) -> None:
+        """On the loop, every OBSERVE_S: the concurrency search looks at the servers."""
+        admission = self._admission
+        if admission is None or self._closed or self._loop is None:
+            return
+        activity = [e.client.activity for e in self._endpoints]
+        admission.observe(self._loop.time(), sum(a.events for a in activity),
+                          sum(a.first_tokens for a in activity))
+        if admission.measured and admission.settled is None:
+            self._timer = self._loop.call_later(OBSERVE_S, self._observe)
 
     # -- requests ---------------------------------------------------------------------------
 
@@ -294,10 +360,14 @@ class OpenAIBackend(StreamingBackend):
             _safely(call.on_done, ids)
 
     async def _run(self, call: _Call) -> None:
-        assert self._semaphore is not None
+        assert self._admission is not None
         try:
-            async with self._semaphore:
+            await self._admission.acquire()
+            try:
                 await self._send(call)
+            finally:
+                self._admission.open()  # ended without a token: the next may go all the same
+                self._admission.release()
         except asyncio.CancelledError:
             self._finish(call, None, f"{CLOSED} while the request was in flight")
             raise
@@ -322,9 +392,13 @@ class OpenAIBackend(StreamingBackend):
             body["min_tokens"] = request.min_new_tokens
             if request.top_k != -1:  # -1: no limit, the server's default (vLLM: -1 or 0)
                 body["top_k"] = request.top_k
+        if _reference_template(request, opts):
+            body["chat_template"] = request.chat_template
 
         def first(ids: list[int], _ttft: float) -> None:
             call.first_sent = True
+            if self._admission is not None:
+                self._admission.open()
             _safely(call.on_first, ids)
 
         endpoint = self._pick(None)
@@ -365,9 +439,10 @@ class OpenAIBackend(StreamingBackend):
             finally:
                 endpoint.outstanding -= 1
             endpoint.resting_until = 0.0
-            # a transcription's answer is its text and the server's count (no ids)
-            self._finish(call, result.token_ids if prompt is not None else
-                         Generated([], text=result.text, n_tokens=result.n_tokens), None)
+            # the ids (none from a transcription), the text, and the count (the server's for
+            # a transcription)
+            self._finish(call, Generated(result.token_ids, text=result.text,
+                                         n_tokens=result.n_tokens), None)
             return
 
     # -- shutdown ---------------------------------------------------------------------------
@@ -417,15 +492,24 @@ class _Unsendable(Exception):
     """A request this backend's settings cannot send (the message says why)."""
 
 
-def _prompt(request: GenerationRequest, chat: bool) -> str | list[int] | list[dict[str, str]]:
-    """What the request sends: messages (chat), token ids or text."""
+def _reference_template(request: GenerationRequest, opts: OpenAIOptions) -> bool:
+    """Whether a chat request carries the benchmark's reference chat template (an extension
+    key: vLLM's, with --trust-request-chat-template)."""
+    return bool(opts.chat and opts.extensions and opts.chat_template and request.messages
+                and request.chat_template)
+
+
+def _prompt(request: GenerationRequest, chat: bool) -> str | list[int] | list[dict[str, Any]]:
+    """What the request sends: messages (chat: the reference's, else the text as the user's
+    message), token ids or text."""
     if chat:
         if request.messages:
             return [dict(m) for m in request.messages]
         if request.text is not None:
             return [{"role": "user", "content": request.text}]
-        raise _Unsendable("a chat request needs text or messages, and this one has token ids "
-                          "only (hint: without --backend-option chat=true the ids go to "
+        raise _Unsendable("a chat request needs text or messages, and this benchmark's data set "
+                          "gives token ids only (its reference sends them to the server as ids; "
+                          "hint: leave --backend-option chat=true out: the ids then go to "
                           "/v1/completions)")
     if request.input_ids is not None:
         return list(request.input_ids)
@@ -435,7 +519,7 @@ def _prompt(request: GenerationRequest, chat: bool) -> str | list[int] | list[di
                       "give --backend-option chat=true)")
 
 
-def _tokenizer(directory: Path) -> tuple[Callable[[str], list[int]], int, int | None]:
+def _tokenizer(directory: Path) -> tuple[TextTokenizer, int, int | None]:
     """text -> ids by the Hugging Face tokenizer in ``directory`` (nothing downloaded), without
     special tokens: the server's output text, as its token ids would have been; and the
     tokenizer's vocabulary size (added tokens included) and EOS id."""
@@ -454,8 +538,19 @@ def _tokenizer(directory: Path) -> tuple[Callable[[str], list[int]], int, int | 
                           "give the model checkpoint's directory (tokenizer files included)"
                           ) from exc
 
-    def tokenize(text: str) -> list[int]:
-        return list(tok(text, add_special_tokens=False)["input_ids"])
-
     eos = tok.eos_token_id
-    return tokenize, len(tok), eos if isinstance(eos, int) else None
+    return _HfText(tok), len(tok), eos if isinstance(eos, int) else None
+
+
+class _HfText(TextTokenizer):
+    """A Hugging Face tokenizer as the client's :class:`TextTokenizer`."""
+
+    def __init__(self, tok: Any) -> None:
+        self._tok = tok
+
+    def encode(self, text: str) -> list[int]:
+        return list(self._tok(text, add_special_tokens=False)["input_ids"])
+
+    def decode(self, ids: list[int]) -> str:
+        return str(self._tok.decode(ids, skip_special_tokens=False,
+                                    clean_up_tokenization_spaces=False))

@@ -41,7 +41,12 @@ _decode = json.JSONDecoder().raw_decode  # json.loads without its per-call check
 
 
 class EndpointError(RunFailed):
-    """The LLM server failed a request (refused, HTTP error, stalled, dropped, malformed)."""
+    """The LLM server failed a request (refused, HTTP error, stalled, dropped, malformed);
+    ``status`` is the HTTP status of a refusal (0: none), ``said`` the server's words."""
+
+    def __init__(self, message: str, hint: str = "", status: int = 0, said: str = "") -> None:
+        super().__init__(message, hint)
+        self.status, self.said = status, said
 
 
 class Touched(Protocol):
@@ -423,8 +428,9 @@ class SseResponse(asyncio.Protocol):
                 401: f"set the API key in ${self._key_env}",
                 404: "check the URL and that the server offers this endpoint and model"
                 }.get(self._status, "see the server's log")
-        return EndpointError(f"{self.where} answered HTTP {self._status}: "
-                             f"{_server_says(text)}", hint)
+        said = _server_says(text)
+        return EndpointError(f"{self.where} answered HTTP {self._status}: {said}", hint,
+                             self._status, said)
 
     # -- the end ------------------------------------------------------------------------------
 

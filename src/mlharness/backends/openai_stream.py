@@ -104,6 +104,7 @@ class OpenAIStreamClient:
             raise ConfigError(f"LLM server URL {settings.base_url!r} is not http://host:port",
                               "e.g. http://127.0.0.1:8000 (https is not supported yet)")
         self.settings = settings
+        self.activity = Activity()  # what this server streamed, over all requests
         self._host, self._port = url.hostname, url.port or 80
         self._hostport = url.netloc.rpartition("@")[2]  # no credentials; IPv6 in brackets
         self._prefix = url.path.rstrip("/")
@@ -128,7 +129,7 @@ class OpenAIStreamClient:
         path = "/v1/chat/completions" if chat else "/v1/completions"
         return f"{self.url}{path}"
 
-    async def complete(self, prompt: str | list[int] | list[dict[str, str]], max_tokens: int,
+    async def complete(self, prompt: str | list[int] | list[dict[str, Any]], max_tokens: int,
                        on_first_token: FirstToken | None = None, on_done: Done | None = None,
                        chat: bool = False, tokenize: Callable[[str], list[int]] | None = None,
                        vocab_size: int | None = None, eos_token_id: int | None = None,
@@ -156,16 +157,19 @@ class OpenAIStreamClient:
         payload = _Payload(path, json.dumps(body).encode(), "application/json")
 
         async def stream(guard: _StallGuard, start: float) -> StreamResult:
-            response = await self._exchange(payload, chat, guard, start, on_first_token,
-                                            tokenize, expected)
+            response, reported = await self._exchange(payload, chat, guard, start,
+                                                      on_first_token, tokenize, expected)
             ids, text = response.ids, "".join(response.text)
             if text and not ids:
                 if tokenize is None:
                     raise _no_ids(self.url + path)
-                ids = tokenize(text)[:expected.max_tokens]
+                ids = answer_ids(tokenize, text, reported)[:expected.max_tokens]
             return _result(response, ids, len(ids), start)
 
-        result = await self._guarded(self.url + path, stream)
+        def refusal(exc: EndpointError) -> str:
+            return refusal_hint(exc, self.settings.model, chat, set(body), self.url)
+
+        result = await self._guarded(self.url + path, stream, refusal)
         if on_done is not None:
             await _maybe_await(on_done(result))
         return result
@@ -188,8 +192,8 @@ class OpenAIStreamClient:
         expected = Expected(max_tokens)
 
         async def stream(guard: _StallGuard, start: float) -> StreamResult:
-            response = await self._exchange(payload, True, guard, start, on_first_token,
-                                            lambda text: [], expected)
+            response, _ = await self._exchange(payload, True, guard, start, on_first_token,
+                                               lambda text: [], expected)
             count = response.completion_tokens
             pieces = len(response.text)
             if count is None:
@@ -207,19 +211,32 @@ class OpenAIStreamClient:
         return await self._guarded(where, stream)
 
     async def _guarded(self, where: str,
-                       stream: Callable[[_StallGuard, float], Awaitable[StreamResult]]
+                       stream: Callable[[_StallGuard, float], Awaitable[StreamResult]],
+                       refusal: Callable[[EndpointError], str] | None = None
                        ) -> StreamResult:
         """``stream(guard, start)`` under a stall guard: no progress for ``stall_timeout_s``
-        ends it with one line naming ``where``, what it waited for and what trickled in."""
+        (while no other request to this server progressed either, before its first token)
+        ends it with one line naming ``where``, what it waited for and what trickled in. An
+        HTTP refusal gets ``refusal``'s hint (the backend option that fixes it)."""
         start = time.perf_counter()
-        guard = _StallGuard(self.settings.stall_timeout_s)
+        guard = _StallGuard(self.settings.stall_timeout_s, self.activity)
+        self.activity.in_flight += 1
         try:
             return await stream(guard, start)
+        except EndpointError as exc:
+            if exc.status and refusal is not None:  # name the option that fixes it, if one does
+                raise EndpointError(exc.message, refusal(exc), exc.status, exc.said) from None
+            raise
         except asyncio.CancelledError:
             if guard.expired():
                 came = (f"{guard.trickled} bytes trickled in, no whole event" if guard.trickled
                         else "nothing came")
+                others = self.activity.in_flight - 1
                 raise EndpointError(f"{where} stalled: no progress for "
+                                    f"{self.settings.stall_timeout_s:g} s while {guard.what} "
+                                    f"({came}; nor from its {others} other requests in flight)"
+                                    if others else
+                                    f"{where} stalled: no progress for "
                                     f"{self.settings.stall_timeout_s:g} s while {guard.what} "
                                     f"({came})", "the server is overloaded or hung; raise the "
                                     "openai backend option stall_timeout_s only if it is just "
@@ -227,20 +244,28 @@ class OpenAIStreamClient:
             raise
         finally:
             guard.stop()
+            self.activity.in_flight -= 1
 
     async def _exchange(self, payload: _Payload, chat: bool, guard: _StallGuard, start: float,
                         on_first_token: FirstToken | None,
                         tokenize: Callable[[str], list[int]] | None,
-                        expected: Expected) -> SseResponse:
-        """Send ``payload`` and read the streamed response to its end, within the bounds."""
+                        expected: Expected) -> tuple[SseResponse, list[int]]:
+        """Send ``payload`` and read the streamed response to its end, within the bounds;
+        returns it and the ids LoadGen got as the first token."""
         where = self.url + payload.path
         pending: list[Awaitable[None]] = []
+        reported: list[int] = []
 
         def first(ids: list[int], text: str, at: float) -> None:
             if not ids:
                 if tokenize is None:
                     raise _no_ids(where)
-                ids = tokenize(text)[:expected.max_tokens]
+                # one id: the first of the chunk's text, which the whole answer's ids will
+                # begin with (answer_ids); a chunk's later ids are the likeliest to change
+                # once more text follows ("A " alone ends in a space token, "A tree" does not)
+                ids = tokenize(text)[:1]
+            reported[:] = ids
+            self.activity.first_tokens += 1
             if on_first_token is not None:
                 value = on_first_token(ids, at - start)
                 if inspect.isawaitable(value):
@@ -260,7 +285,7 @@ class OpenAIStreamClient:
                 response.transport.close()
         for value in pending:
             await value
-        return response
+        return response, reported
 
     async def _connect(self, where: str, response: SseResponse) -> None:
         loop = asyncio.get_running_loop()
@@ -300,32 +325,56 @@ def _result(response: SseResponse, ids: list[int], n_tokens: int, start: float
                         ttft_s=ttft, total_s=total, finish_reason=response.finish)
 
 
+#: what a request's guard says once its first token came (``SseResponse``)
+STREAMING = "streaming"
+
+
+class Activity:
+    """What one server streamed, over all its requests: ``events`` (whole header blocks and
+    events) and the loop time of the last, ``first_tokens`` answers begun, and ``in_flight``
+    requests. A request waiting for its first token while the server streams others is
+    queued there, not stalled (its guard reads ``last``); the backend's concurrency search
+    reads the counts. Touched on the loop's thread only."""
+
+    __slots__ = ("events", "last", "first_tokens", "in_flight")
+
+    def __init__(self) -> None:
+        self.events = 0
+        self.last = 0.0
+        self.first_tokens = 0
+        self.in_flight = 0
+
+
 class _StallGuard:
-    """Cancels the request's task when it has not progressed for ``stall_s`` (``expired``
-    then says so): no whole header block or event, however many bytes trickled in. One timer
-    per ``stall_s``, re-armed lazily from the time of the last progress: a timeout around every
-    read (``asyncio.wait_for``: a task and a timer each) cost as much CPU as the rest of the
-    client at a thousand streams."""
+    """Cancels the request's task when it has not progressed for ``stall_s`` (``expired`` then
+    says so): no whole header block or event, however many bytes trickled in; before its first
+    token, while no other request to its server progressed either (it is queued there). One timer per ``stall_s``, re-armed lazily from the time of
+    the last progress: a timeout around every read (``asyncio.wait_for``: a task and a timer
+    each) cost as much CPU as the rest of the client at a thousand streams."""
 
     __slots__ = ("_loop", "_task", "_stall_s", "_last", "_handle", "_fired", "what",
-                 "trickled")
+                 "trickled", "_server")
 
-    def __init__(self, stall_s: float) -> None:
+    def __init__(self, stall_s: float, server: Activity | None = None) -> None:
         self._loop = asyncio.get_running_loop()
         self._task = asyncio.current_task()
         self._stall_s = stall_s
         self._last = self._loop.time()
+        self._server = server if server is not None else Activity()
         self._fired = False
         self.what = "connecting"  # what the request was waiting for (in the message)
         self.trickled = 0  # bytes that came since the last progress
         self._handle = self._loop.call_at(self._last + stall_s, self._check)
 
     def touch(self) -> None:
-        self._last = self._loop.time()
+        self._last = self._server.last = self._loop.time()
+        self._server.events += 1
         self.trickled = 0
 
     def _check(self) -> None:
-        due = self._last + self._stall_s
+        # streaming: its own clock; before its first token: queued while the server streams
+        last = self._last if self.what == STREAMING else max(self._last, self._server.last)
+        due = last + self._stall_s
         if self._loop.time() < due:
             self._handle = self._loop.call_at(due, self._check)
         elif self._task is not None:
@@ -338,6 +387,77 @@ class _StallGuard:
 
     def stop(self) -> None:
         self._handle.cancel()
+
+
+def answer_ids(tokenize: Callable[[str], list[int]], text: str, first: list[int]) -> list[int]:
+    """The ids of a text-only server's whole answer: ``tokenize.answer`` where the tokenizer
+    has one (the answer's ids begin with ``first``, the ids LoadGen got as its first token,
+    which TEST06 compares), else plain ``tokenize(text)``."""
+    if isinstance(tokenize, TextTokenizer):
+        return tokenize.answer(text, first)
+    return tokenize(text)
+
+
+class TextTokenizer:
+    """Text -> token ids by the model's tokenizer (no special tokens) for a server that streams
+    text, from an ``encode`` and a ``decode``. A whole answer's ids: the text tokenized
+    whole when that begins with ``first`` (nearly always); else ``first`` followed by the rest of
+    the text tokenized, when that decodes to the same text; else the whole text's ids (the
+    first-token check of TEST06 would then fail for it)."""
+
+    def encode(self, text: str) -> list[int]:
+        raise NotImplementedError
+
+    def decode(self, ids: list[int]) -> str:
+        raise NotImplementedError
+
+    def __call__(self, text: str) -> list[int]:
+        return self.encode(text)
+
+    def answer(self, text: str, first: list[int]) -> list[int]:
+        ids = self.encode(text)
+        if not first or ids[:len(first)] == first:
+            return ids
+        head = self.decode(first)
+        if not head or not text.startswith(head):
+            return ids
+        spliced = list(first) + self.encode(text[len(head):])
+        return spliced if self.decode(spliced) == self.decode(ids) else ids
+
+
+#: request keys vLLM reads that OpenAI's API lacks (the openai backend's ``extensions``); a
+#: strict server (``transformers serve``) refuses each with HTTP 422
+EXTENSION_KEYS = ("return_token_ids", "min_tokens", "top_k", "chat_template")
+
+
+def refusal_hint(exc: EndpointError, model: str, chat: bool, sent: set[str], url: str) -> str:
+    """The hint of an HTTP refusal: the ``--backend-option`` that fixes it where the status and
+    the server's words tell which (extensions, chat, served_model), else the refusal's own."""
+    said = exc.said.lower()
+    named_model = "model" in said or (model and model.lower() in said)
+    refused = [k for k in EXTENSION_KEYS if k in sent and k in said]
+    if "trust-request-chat-template" in said:
+        return ("vLLM refuses the benchmark's reference chat template unless started with "
+                "--trust-request-chat-template (as the MLCommons endpoints client needs); or give "
+                "--backend-option chat_template=false for the server's own template")
+    if exc.status in (400, 422) and refused:
+        return (f"this server refuses {', '.join(refused)}, which OpenAI's API lacks: give "
+                "--backend-option extensions=false (and tokenizer=DIR, the model's tokenizer: "
+                "such a server streams text, not token ids)")
+    if exc.status == 404 and not named_model:
+        if not chat:
+            return ("no /v1/completions there: check the URL; a server that offers only chat "
+                    "(transformers serve) needs --backend-option chat=true")
+        return ("no /v1/chat/completions there: check the URL; a server without chat needs "
+                "--backend-option chat=true left out (prompts then go to /v1/completions)")
+    if exc.status in (400, 404) and named_model:
+        return (f"is served_model={model!r} the name this server knows the model by? give "
+                f"--backend-option served_model=NAME as it lists it (GET {url}/v1/models)")
+    if exc.status == 500:
+        return (f"see the server's log; a model the server cannot load is one cause: "
+                f"served_model={model!r} must be the name (transformers serve: the model's "
+                "directory or hub id) of a model it can load, with a chat template for chat")
+    return exc.hint
 
 
 def _no_ids(where: str) -> EndpointError:

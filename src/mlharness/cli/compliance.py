@@ -4,7 +4,6 @@ and verify it as the official scripts do."""
 from __future__ import annotations
 
 import argparse
-import sys
 from pathlib import Path
 from typing import Any
 
@@ -135,10 +134,29 @@ def inherit_reference_settings(args: argparse.Namespace, reference: Path) -> Non
         if key in _NOT_INHERITED or not hasattr(args, key) or value is None:
             continue
         if key in TABLE_KEYS:  # KEY=VALUE lists: the reference's first, the flags' win
-            pairs = [(k, str(v)) for k, v in value.items()] + (getattr(args, key) or [])
+            inherited = dict(value)
+            if key == "backend_option":
+                _server_options(args, inherited, reference)
+            # the values as run.json holds them (a list stays a list, not its text)
+            pairs = list(inherited.items()) + (getattr(args, key) or [])
             setattr(args, key, pairs or None)
         elif getattr(args, key) is None:
             setattr(args, key, value)
+
+
+def _server_options(args: argparse.Namespace, options: dict[str, Any], reference: Path) -> None:
+    """An openai run's servers: ``--endpoint`` (and ``--failover``) given here replace the
+    reference's; endpoints whose credentials run.json holds as ``***`` must be given again."""
+    if getattr(args, "endpoints", None):
+        options.pop("endpoints", None)
+        if getattr(args, "failover", None) is not None:
+            options.pop("failover", None)
+    masked = [url for url in options.get("endpoints") or [] if "***" in str(url)]
+    if masked:
+        raise ConfigError(f"the reference run {reference} recorded its endpoint as "
+                          f"{masked[0]}: credentials are never written",
+                          "give the server again: --endpoint http://USER:PASS@HOST:PORT "
+                          "(or the API key in an environment variable, api_key_env)")
 
 
 def _tests_to_run(args: argparse.Namespace, benchmark: str) -> list[str]:
@@ -189,7 +207,7 @@ def compliance_command(args: argparse.Namespace) -> int:
             if not args.json:
                 console.print(f"running the {test} audit: {spec.benchmark} {spec.scenario} "
                               f"performance with the official audit.config …")
-            show = not args.no_progress and not args.json and sys.stderr.isatty()
+            show = not args.no_progress and not args.json  # a bar, or lines in a log
             with LiveProgress(enabled=show) as bar:
                 audit_run = run_audit(test, spec, spec.output_dir / "compliance" / test, bar,
                                       dataset=args.test07_dataset if test == "TEST07"

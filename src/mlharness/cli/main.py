@@ -26,8 +26,8 @@ from mlharness.redact import guard_output
 END_SIGNALS = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
 
 #: command modules under mlharness.cli, in the order --help lists them
-COMMANDS = ("run", "get", "tune", "demo", "compliance", "submit", "check", "system", "runs",
-            "compare", "report", "serve", "calibrate")
+COMMANDS = ("run", "get", "tune", "demo", "compliance", "score", "submit", "check", "system",
+            "runs", "compare", "report", "serve", "calibrate")
 
 
 def build_parser() -> argparse.ArgumentParser:

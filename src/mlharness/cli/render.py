@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import sys
+import time
 from collections.abc import Sequence
 from typing import Any, TextIO
 
@@ -53,18 +54,25 @@ console_err = _Console(file=_err,  # type: ignore[arg-type]
                        width=None if sys.stderr.isatty() else 110)
 
 
-class LiveProgress:
-    """A progress bar driven by RunProgress events (count-bound or time-bound)."""
+#: seconds between progress lines when stderr is not a terminal (a log, CI, a pipe)
+LINE_EVERY_S = 15.0
 
-    def __init__(self, enabled: bool = True) -> None:
-        self.enabled = enabled
+
+class LiveProgress:
+    """A progress bar driven by RunProgress events (count-bound or time-bound); when stderr is
+    not a terminal, a line every LINE_EVERY_S instead (a log shows a long probe is alive)."""
+
+    def __init__(self, enabled: bool = True, lines: bool | None = None) -> None:
+        self.lines = enabled and (not console_err.is_terminal if lines is None else lines)
+        self.enabled = enabled and not self.lines
         self.progress = Progress(
             TextColumn("[bold]{task.description}"), BarColumn(),
             TextColumn("{task.fields[detail]}"), TimeElapsedColumn(),
-            console=console_err, transient=True, disable=not enabled,
+            console=console_err, transient=True, disable=not self.enabled,
         )
         self.tasks: dict[str, TaskID] = {}
         self.step = ""  # the label of the prepare step on show
+        self._said = time.monotonic()  # when the last line was printed (or the start)
 
     def __enter__(self) -> LiveProgress:
         self.progress.__enter__()
@@ -74,6 +82,9 @@ class LiveProgress:
         self.progress.__exit__(*exc)
 
     def __call__(self, event: Any) -> None:
+        if self.lines:
+            self._line(event)
+            return
         key = "prepare" if event.phase == "prepare" else "run"
         if key == "prepare" and key in self.tasks and event.label != self.step:
             self.progress.remove_task(self.tasks.pop(key))  # the next step: a bar of its own
@@ -105,6 +116,28 @@ class LiveProgress:
         else:
             self.progress.update(tid, description=escape(event.label or event.phase),
                                  detail=detail)
+
+
+    def _line(self, event: Any) -> None:
+        """A line of progress for a log, every LINE_EVERY_S (nothing for shorter steps)."""
+        label = str(event.label or event.phase)
+        now = time.monotonic()
+        if now - self._said < LINE_EVERY_S:
+            return
+        self._said = now
+        if event.phase in ("start", "prepare") and not event.total:
+            detail = ""
+        elif event.total:
+            detail = f"{event.done:,}/{event.total:,}"
+        else:
+            detail = "loading samples" if event.phase == "load" else f"{event.done:,} done"
+        when = f"{event.elapsed_s:.0f} s" if event.elapsed_s else ""
+        if event.expected_s and event.elapsed_s:
+            when += f" of ~{event.expected_s:.0f} s"
+        parts = [p for p in (detail, when) if p]
+        console_err.print(f"progress: {escape(label)}" + (f": {', '.join(parts)}" if parts
+                                                          else ""), highlight=False,
+                          soft_wrap=True)
 
 
 def format_metric(result: LoadGenResult | None) -> str:

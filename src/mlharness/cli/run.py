@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import argparse
-import sys
 from pathlib import Path
 from typing import Any
 
@@ -135,7 +134,8 @@ def _spec_mapping(args: argparse.Namespace) -> dict[str, Any]:
             if not isinstance(table, dict):
                 raise ConfigError(f"{key} in the TOML must be a table of KEY = VALUE",
                                   hint=f"e.g. [run.{key}] with one key per line")
-            data[key] = {**table, **{k: parse_scalar(v) for k, v in value}}
+            data[key] = {**table, **{k: parse_scalar(v) if isinstance(v, str) else v
+                                   for k, v in value}}
         else:
             data[key] = value
     if distribution:
@@ -243,8 +243,7 @@ def run_command(args: argparse.Namespace) -> int:
                 lambda text: console_err.print(f"[bold]power:[/] {escape(text)}", highlight=False))
             record = run_power(spec, power, say)
         else:
-            with LiveProgress(enabled=not args.no_progress and not args.json
-                              and sys.stderr.isatty()) as bar:
+            with LiveProgress(enabled=not args.no_progress and not args.json) as bar:
                 record = execute(spec, bar)
     finally:
         if meter:
@@ -270,7 +269,7 @@ def resolved_spec(spec: RunSpec, explicit: set[str] | None = None, quiet: bool =
         if not quiet:
             console.print(escape(text))
 
-    with LiveProgress(enabled=progress and not quiet and sys.stderr.isatty()) as bar:
+    with LiveProgress(enabled=progress and not quiet) as bar:
         return resolve_targets(spec, explicit=explicit, progress=bar, notify=notify)
 
 
@@ -308,3 +307,20 @@ def show_record(record: RunRecord, run_dir: Path) -> None:
     elif not record.spec.valid and verdict in ("VALID", "PASS"):
         console.print("[yellow]note:[/] --test run: fine for checking, too short for a submission "
                       "(use --valid)")
+    if not record.spec.valid and record.status == "ok":
+        short = short_llm_note(record)
+        if short:
+            console.print(f"[yellow]note:[/] {escape(short)}", highlight=False)
+
+
+def short_llm_note(record: RunRecord) -> str:
+    """How a --test LLM run was made short, and how to run it full length ('' otherwise)."""
+    settings = record.settings
+    key = "performance_sample_count_override"
+    if settings.sources.get(key) != "test-run":
+        return ""
+    count = settings.values.get(key)
+    what = ("samples" if record.spec.scenario == "Offline" else "distinct prompts")
+    return (f"--test {record.benchmark} run: {count:g} {what} (performance_sample_count "
+            f"{count:g}, not the whole data set mlperf.conf sets), a short trial; --valid (or "
+            "--performance-sample-count N) runs the full length")

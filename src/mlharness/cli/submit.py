@@ -95,6 +95,8 @@ def run(args: argparse.Namespace) -> int:
             console.print(escape(f"  {_shown(path)}: {why}"), highlight=False)
     for note in lay.notes:
         console.print(f"  [yellow]note:[/] {escape(note)}", highlight=False)
+    for note in result.derived:
+        console.print(f"  [yellow]note:[/] {escape(note)}", highlight=False)
     if result.defaulted:
         console.print("  [yellow]system fields left at defaults:[/] " + ", ".join(result.defaulted)
                       + " (set them with --system-toml)", highlight=False)

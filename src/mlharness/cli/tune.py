@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import argparse
-import sys
 from dataclasses import asdict
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -187,7 +186,7 @@ def tune_command(args: argparse.Namespace) -> int:
     base = spec_from_args(args, scenario=scenarios[0], mode="performance", valid=False, sut=None,
                           target_qps=None, target_latency=None)
     sut = open_or_new(args.sut) if args.sut else None
-    show = not args.no_progress and not args.json and sys.stderr.isatty()
+    show = not args.no_progress and not args.json  # a bar on a terminal, else lines
     chosen, tried = [], []
     with LiveProgress(enabled=show) as bar:
         def on_point(point: Point) -> None:

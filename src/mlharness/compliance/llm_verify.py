@@ -127,7 +127,8 @@ def _tokenizer_of(spec: RunSpec | None) -> Path | None:
     if model is not None and Path(model).is_dir() and any(
             (Path(model) / f).is_file() for f in TOKENIZER_FILES):
         return Path(model)
-    return None
+    backend = (spec.backend_option or {}).get("tokenizer")  # an LLM server's text tokenizer
+    return Path(str(backend)) if backend else None
 
 
 def test06_eos(spec: RunSpec | None, given: int | None) -> tuple[int, str]:

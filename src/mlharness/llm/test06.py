@@ -76,8 +76,10 @@ def verify(entries: list[TokenEntry], scenario: str, eos_token_id: int,
                 problems.append(f"qsl_idx {e.qsl_idx}: no token_data (first token) logged")
             elif any(a != b for a, b in zip(data, first, strict=False)):
                 first_ok = False
-                problems.append(f"qsl_idx {e.qsl_idx}: first token {first[:1].tolist()} is not "
-                                f"the output's {data[:1].tolist()}")
+                n = min(len(first), len(data))
+                problems.append(f"qsl_idx {e.qsl_idx}: the first token(s) reported, "
+                                f"{first.tolist()}, are not the output's first {n}: "
+                                f"{data[:n].tolist()}")
         if len_ok and (e.token_count is None or e.token_count != len(data)):
             len_ok = False
             problems.append(f"qsl_idx {e.qsl_idx}: reported n_tokens {e.token_count} but the "

@@ -41,6 +41,15 @@ TEST_MIN_QUERY_COUNT = {"SingleStream": 64, "MultiStream": 662, "Server": 100, "
 #: TTFT and TPOT at p99, which needs 459 queries when all are within the limits (LoadGen 6.0:
 #: "Processed 120 queries ... would need to run at least 339 more"; loadgen/early_stopping.cc)
 TEST_MIN_TOKEN_SERVER_QUERIES = 460
+#: the samples a --test run of a token benchmark (the LLMs) loads, where mlperf.conf sets the
+#: whole data set (llama3.1-8b 13,368) and equal issue (``sample_concatenate_permutation``)
+#: rounds a run up to a multiple of the samples loaded (LoadGen 6.0.17: 110 Offline samples
+#: became 112 with 8 loaded): Offline then issued all 13,368 samples and Server 13,368 queries,
+#: minutes to hours, and a lowered ``max_query_count`` made LoadGen log an error (INVALID).
+#: Offline: 100 samples; Server and Interactive: the 460 queries of early stopping. A data set
+#: no larger is left alone (its runs are short already, and the checker reads mlperf.conf's
+#: count). ``--valid``, or ``--performance-sample-count N``, runs the full length.
+TEST_TOKEN_PERFORMANCE_SAMPLES = {"Offline": 100, "Server": TEST_MIN_TOKEN_SERVER_QUERIES}
 
 #: keys LoadGen reads from a user.conf (``TestSettings::FromConfig`` in
 #: ``loadgen/test_settings_internal.cc``; the seeds, ``accuracy_log_probability`` and ``test05*``
@@ -170,6 +179,8 @@ class TestConfig:
     sut: dict[str, Any] = field(default_factory=dict)
     #: the user.conf keys among the flags' whose value was measured by probe runs, not given
     measured: tuple[str, ...] = ()
+    #: the task's performance sample count (None: unknown): a short LLM run loads no more
+    dataset_samples: int | None = None
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -236,6 +247,9 @@ class EffectiveSettings:
     values: dict[str, float | int]  # key -> value LoadGen will use (user.conf units)
     sources: dict[str, str]  # key -> flag | sut-config | test-run | mlperf.conf | loadgen-default
     user_conf: dict[str, float | int]  # the keys user.conf sets (layers flag, sut, test)
+    #: equal issue (``sample_concatenate_permutation``): LoadGen rounds the samples it issues
+    #: up to a multiple of the samples it loads
+    equal_issue: bool = False
 
     def get(self, key: str) -> float | int | None:
         return self.values.get(key)
@@ -303,10 +317,16 @@ def effective_settings(cfg: TestConfig, conf: Mapping[str, str] | None = None) -
     test: dict[str, Any] = {}
     if cfg.short:
         queries = TEST_MIN_QUERY_COUNT[cfg.scenario]
-        if cfg.scenario == Scenario.SERVER and _mlperf_conf(
-                conf, cfg.model, cfg.scenario, "use_token_latencies") == "1":
+        tokens = _mlperf_conf(conf, cfg.model, cfg.scenario, "use_token_latencies") == "1"
+        if cfg.scenario == Scenario.SERVER and tokens:
             queries = TEST_MIN_TOKEN_SERVER_QUERIES
         test = {"min_duration": TEST_MIN_DURATION_MS, "min_query_count": queries}
+        samples = TEST_TOKEN_PERFORMANCE_SAMPLES.get(cfg.scenario) if tokens else None
+        if samples and cfg.dataset_samples is not None and cfg.dataset_samples <= samples:
+            samples = None  # a data set this small is short already: left as mlperf.conf says
+        whole = _mlperf_conf(conf, cfg.model, cfg.scenario, "performance_sample_count_override")
+        if samples and cfg.mode == "performance" and whole and _number(whole) > samples:
+            test["performance_sample_count_override"] = samples
     layers.append(("test-run", test))
     user_conf: dict[str, Any] = {}
     values: dict[str, Any] = {}
@@ -326,8 +346,10 @@ def effective_settings(cfg: TestConfig, conf: Mapping[str, str] | None = None) -
         else:
             default = _LOADGEN_DEFAULTS.get(cfg.scenario, {}).get(key, _LOADGEN_DEFAULTS["*"].get(key))
             values[key], sources[key] = default, "loadgen-default"
+    key = "sample_concatenate_permutation"
+    equal = user_conf.get(key, _mlperf_conf(conf, cfg.model, cfg.scenario, key))
     return EffectiveSettings(cfg.model, cfg.scenario, cfg.mode, cfg.short, cfg.enable_trace,
-                             values, sources, user_conf)
+                             values, sources, user_conf, str(equal).strip() in ("1", "1.0"))
 
 
 def user_conf_entries(cfg: TestConfig) -> dict[str, Any]:

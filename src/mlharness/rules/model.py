@@ -42,6 +42,9 @@ class Generation(_Frozen):
     temperature: float = Field(ge=0)
     top_p: float = Field(gt=0, le=1)
     top_k: int  # -1: no limit; 1: greedy
+    #: the chat template the MLCommons endpoints client sends with a chat request, so that the
+    #: server's prompt is the reference's ``tok_input`` (None: the server's own template)
+    chat_template: str | None = None
 
 
 class AccuracyBound(_Frozen):

@@ -92,7 +92,9 @@ def _performance(spec: PlannedRun, eff: EffectiveSettings, bench: BenchmarkRules
             "performance-sample-count",
             f"performance_sample_count {psc} < {bench.performance_sample_count} required for {bench.name}",
             meaning="LoadGen must be able to pick from at least that many samples held in memory",
-            fix="drop --performance-sample-count (mlperf.conf sets the right value)"))
+            fix="run --valid (a --test LLM run loads a short sample set)"
+            if eff.sources.get("performance_sample_count_override") == "test-run"
+            else "drop --performance-sample-count (mlperf.conf sets the right value)"))
     max_q = int(eff.values.get("max_query_count") or 0)
     if max_q:
         out.append(Problem(

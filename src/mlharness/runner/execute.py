@@ -36,7 +36,8 @@ from mlharness.runner.journal import Journal
 from mlharness.runner.messages import Crash, Done, Failed, Message, Phase, Ready, UserError
 from mlharness.runner.rundir import new_run_dir
 from mlharness.runner.worker import CRASH_FILE, LOADGEN_PHASE, WARMUP_PHASE, child_main
-from mlharness.spec import RunSpec
+from mlharness.redact import scrub
+from mlharness.spec import OPENAI_BACKEND, RunSpec
 from mlharness.store import git_commit_of
 from mlharness.sut.assemble import check_pairing, task_options
 from mlharness.tasks import AccuracyResult, Task, create_task
@@ -50,6 +51,9 @@ GENERATION_S_PER_QUERY = 1e-5
 #: over 4 s on two cores beside four busy processes)
 STARTUP_S = 30.0
 STARTING_PHASE = "starting the worker"
+#: the phase of a run whose test finished and whose scoring failed (run.json's error.phase):
+#: `mlharness score RUN_DIR` scores its kept log again
+SCORING_PHASE = "scoring"
 #: after a backend failure, LoadGen gets this long to finish by itself (unless more of its min
 #: duration is still ahead: then it cannot, and waiting would only delay the verdict)
 FAILURE_GRACE_S = 10.0
@@ -109,7 +113,13 @@ def expected_samples(settings: EffectiveSettings, task: Task) -> int | None:
         override = int(settings.values.get("accuracy_sample_count_override") or 0)
         return override or task.total_count()
     if settings.scenario == "Offline":
-        return settings.samples_per_query
+        count = settings.samples_per_query
+        loaded = min(task.performance_count(),
+                     int(settings.values.get("performance_sample_count_override") or 0)
+                     or task.performance_count())
+        if settings.equal_issue and loaded:  # rounded up to a multiple of the samples loaded
+            count = -(-count // loaded) * loaded
+        return count
     return None
 
 
@@ -187,8 +197,11 @@ def _execute(spec: RunSpec, progress: ProgressSink | None,
         read_token(spec.distribution.token_file)
     task = create_task(spec.benchmark, task_options(spec))
     check_pairing(spec, task)
+    if spec.mode == "accuracy":  # what scoring needs, before the first sample rather than after
+        task.check_scoring()
     task.prepare(lambda done, total, label: emit(RunProgress("prepare", done, total, label=label)))
-    settings = spec.settings(task.loadgen_model_for(spec.scenario))
+    settings = spec.settings(task.loadgen_model_for(spec.scenario),
+                             samples=task.performance_count())
     run_dir = new_run_dir(spec.output_dir, spec.benchmark, spec.scenario,
                           spec.label or spec.mode)
     write_text_atomic(run_dir / "user.conf", settings.render_user_conf())
@@ -221,7 +234,8 @@ def _execute(spec: RunSpec, progress: ProgressSink | None,
     ended = watch.done or watch.failure
     if ended is not None and ended.backend_report:  # several nodes / replicas: who served
         data.distributed = ended.backend_report  # what, who was lost, failovers
-
+    if ended is not None and ended.stream_report and data.sut is not None:
+        data.sut.stream_report = ended.stream_report  # requests per server, concurrency
     if (run_dir / "mlperf_log_detail.txt").is_file():
         try:
             record.result = data.result = parse_run_logs(run_dir)
@@ -241,10 +255,13 @@ def _execute(spec: RunSpec, progress: ProgressSink | None,
         entries = read_accuracy_log(run_dir / "mlperf_log_accuracy.json")
         try:
             record.accuracy = task.score(entries)
-        except HarnessError:
+        except HarnessError as exc:  # `mlharness score RUN_DIR` scores the kept log later
+            journal.finish("error", {"message": exc.message, "hint": exc.hint,
+                                     "phase": SCORING_PHASE})
             raise
         except Exception as exc:  # noqa: BLE001 - a task's scoring bug fails the run, not the CLI
-            journal.finish("failed", {"message": f"scoring failed: {type(exc).__name__}: {exc}"})
+            journal.finish("failed", {"message": f"scoring failed: {type(exc).__name__}: {exc}",
+                                      "phase": SCORING_PHASE})
             return record
         write_text_atomic(run_dir / "accuracy.txt", record.accuracy.text + "\n")
         data.accuracy = record.accuracy
@@ -259,15 +276,17 @@ def _supervise(spec: RunSpec, settings: EffectiveSettings, task: Task, run_dir: 
     channel = ctx.Queue()
     loaded = ctx.Value("q", 0, lock=False)
     completed = ctx.Value("q", 0, lock=False)
+    streamed = ctx.Value("q", 0, lock=False)  # what a streaming backend received (progress)
     proc = ctx.Process(target=child_main, name="mlharness-run",
                        args=(spec.to_dict(), settings, str(run_dir), channel, loaded,
-                             completed, os.getpid()))
+                             completed, os.getpid(), streamed))
     proc.start()
     watch = _Watch()
     run_t0: float | None = None
     last_activity, last_change = -1, time.monotonic()
     last_phases = watch.phases
-    total = expected_samples(settings, task)
+    # an audit's audit.config changes the counts LoadGen uses (TEST06: 100 queries): unknown
+    total = expected_samples(settings, task) if spec.audit_config is None else None
     duration = settings.expected_duration_s() if settings.mode == "performance" else None
     queries = settings.generated_queries
     generating_s = queries * GENERATION_S_PER_QUERY
@@ -286,7 +305,7 @@ def _supervise(spec: RunSpec, settings: EffectiveSettings, task: Task, run_dir: 
                 emit(RunProgress("start", label=shown_phase))
             if watch.ready and run_t0 is None:
                 run_t0 = now
-            activity = loaded.value + completed.value
+            activity = loaded.value + completed.value + streamed.value
             if activity != last_activity or watch.phases != last_phases:
                 last_activity, last_change, last_phases = activity, now, watch.phases
             if run_t0 is not None and not watch.failure:
@@ -311,7 +330,8 @@ def _supervise(spec: RunSpec, settings: EffectiveSettings, task: Task, run_dir: 
             if watch.phase == STARTING_PHASE:
                 limit = max(limit, STARTUP_S)
             if now - last_change > limit:
-                watch.take(Failed(stall_message(watch.phase, limit - building, building),
+                watch.take(Failed(stall_message(watch.phase, limit - building, building,
+                                                servers=llm_servers(spec)),
                                   phase=watch.phase))
                 break
     finally:
@@ -341,9 +361,21 @@ def _supervise(spec: RunSpec, settings: EffectiveSettings, task: Task, run_dir: 
     return watch
 
 
-def stall_message(phase: str, timeout_s: float, building_s: float = 0.0) -> str:
+def llm_servers(spec: RunSpec) -> list[str]:
+    """The LLM servers of an openai run (its ``endpoints``), for the stall's line."""
+    if spec.backend != OPENAI_BACKEND:
+        return []
+    urls = spec.backend_option.get("endpoints") or []
+    return [str(u) for u in (urls.split(",") if isinstance(urls, str) else urls)]
+
+
+def stall_message(phase: str, timeout_s: float, building_s: float = 0.0,
+                  servers: list[str] | None = None) -> str:
     what = ("no sample loaded or completed" if phase == LOADGEN_PHASE
             else f"no progress while {phase}")
+    if servers and phase == LOADGEN_PHASE:
+        what = (f"nothing streamed from {', '.join(scrub(u) for u in servers)} and no sample "
+                "completed")
     why = ("for LoadGen to build and release its queries" if phase == LOADGEN_PHASE
            else "for this phase")
     extra = f" (+{building_s:.0f} s allowed {why})" if building_s >= 1 else ""

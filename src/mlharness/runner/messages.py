@@ -38,6 +38,7 @@ class Done:
     warmup_shapes: int
     failure: str | None = None
     backend_report: dict[str, Any] | None = None  # several replicas: who served what
+    stream_report: dict[str, Any] | None = None  # a streaming backend's (sut.stream_report)
 
 
 @dataclass
@@ -49,10 +50,12 @@ class Failed:
     backend_report: dict[str, Any] | None = None
     phase: str | None = None  # the phase that stalled
     crash_log: str | None = None  # the threads' stacks of a worker that died
+    stream_report: dict[str, Any] | None = None  # a streaming backend's (sut.stream_report)
 
     def to_error(self) -> dict[str, Any]:
         """run.json's ``error`` (empty fields left out)."""
-        return {k: v for k, v in asdict(self).items() if v not in (None, "")}
+        return {k: v for k, v in asdict(self).items()
+                if v not in (None, "") and k != "stream_report"}
 
 
 @dataclass(frozen=True)

@@ -37,9 +37,14 @@ from mlharness.tasks import GenerationTask
 
 
 def _counter_thread(engine: Engine | StreamEngine, completed: Counter,
-                    stop: threading.Event) -> None:
-    while not stop.wait(0.1):
+                    stop: threading.Event, streamed: Counter | None = None,
+                    backend: StreamingBackend | None = None) -> None:
+    while True:
         completed.value = engine.completed
+        if streamed is not None and backend is not None:
+            streamed.value = backend.progress()
+        if stop.wait(0.1):
+            break
     completed.value = engine.completed
 
 
@@ -76,7 +81,8 @@ def round_seeds(spec: RunSpec, run_dir: Path) -> dict[str, int]:
 
 def _run_streaming(spec: RunSpec, settings: EffectiveSettings, task: GenerationTask,
                    backend: StreamingBackend, run_dir: str, channel: Channel, loaded: Counter,
-                   completed: Counter, phase: PhaseHook) -> None:
+                   completed: Counter, phase: PhaseHook, streamed: Counter | None = None
+                   ) -> None:
     """The LLM path: LoadGen's samples become generation requests to a streaming backend; the
     first token and the whole answer go to LoadGen as they arrive (sut/stream.py)."""
     # lazy: the parent imports this module and never mlperf_loadgen (only the child runs it)
@@ -84,16 +90,21 @@ def _run_streaming(spec: RunSpec, settings: EffectiveSettings, task: GenerationT
                                            run_test)
 
     warmup = spec.warmup if spec.mode == "performance" else 0
-    channel.put(Ready(task.describe(), backend.describe(), task.total_count(),
+    described = backend.describe()
+    sends = backend.sends(task.request(0)) if task.total_count() else None
+    if sends:  # which form the prompts went in: token ids, text or chat messages
+        described["prompt"] = sends
+    channel.put(Ready(task.describe(), described, task.total_count(),
                       task.performance_count(),
                       SutRecord(streaming=True, concurrency=backend.concurrency,
                                 warmup_requests=warmup)))
 
     def on_failure(message: str) -> None:
-        channel.put(Failed(message, "", None))
+        channel.put(Failed(message, "", None, stream_report=backend.report() or None))
 
     engine = StreamEngine(task, backend, first_token, complete_generated,
                           on_failure=on_failure)
+    backend.issue_pattern(all_at_once=spec.scenario == "Offline")
     try:
         warmup_s = 0.0
         if warmup:
@@ -112,8 +123,8 @@ def _run_streaming(spec: RunSpec, settings: EffectiveSettings, task: GenerationT
         qsl = SampleLibrary(task.total_count(), task.performance_count(), load,
                             task.unload_samples)
         stop = threading.Event()
-        counter = threading.Thread(target=_counter_thread, args=(engine, completed, stop),
-                                   daemon=True)
+        counter = threading.Thread(target=_counter_thread,
+                                   args=(engine, completed, stop, streamed, backend), daemon=True)
         counter.start()
         phase(LOADGEN_PHASE)
         try:
@@ -125,14 +136,14 @@ def _run_streaming(spec: RunSpec, settings: EffectiveSettings, task: GenerationT
             stop.set()
             counter.join()
         channel.put(Done(engine.completed, engine.batches, round(warmup_s, 3), 0,
-                         engine.failure, None))
+                         engine.failure, None, stream_report=backend.report() or None))
     finally:
         backend.close()
 
 
 def child_main(spec_data: dict[str, Any], settings: EffectiveSettings, run_dir: str,
                channel: Channel, loaded: Counter, completed: Counter,
-               parent_pid: int | None = None) -> None:
+               parent_pid: int | None = None, streamed: Counter | None = None) -> None:
     """Entry point of the run's child process (spawned; arguments are picklable).
     ``settings``: the effective LoadGen settings the parent decided and wrote into user.conf."""
     prepare_process(str(spec_data.get("backend", "")))  # first: no other thread runs yet
@@ -161,7 +172,7 @@ def child_main(spec_data: dict[str, Any], settings: EffectiveSettings, run_dir: 
             first = loaded_backends[0]
             if isinstance(built, GenerationTask) and is_streaming(first):  # paired by assemble
                 _run_streaming(spec, settings, built, first, run_dir, channel, loaded,
-                               completed, phase)
+                               completed, phase, streamed)
                 return
             task, instances = runtimes(built, loaded_backends)
             backend = instances[0]

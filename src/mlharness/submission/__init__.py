@@ -20,7 +20,8 @@ from mlharness.submission.files import prepare_output, seal_output
 from mlharness.submission.layout import Layout, lay_out
 from mlharness.submission import pack as packing
 from mlharness.submission.runs import Inventory, pin, scan
-from mlharness.submission.system import check_name, describe, detect, load_user_toml
+from mlharness.submission.system import (SYSTEM_TYPES, TYPE_DETAILS, check_name, describe, detect,
+                                         load_user_toml, system_type_for)
 
 __all__ = ["SubmitResult", "check_tree", "submit"]
 
@@ -36,6 +37,7 @@ class SubmitResult:
     defaulted: list[str] = field(default_factory=list)
     replaced: str | None = None  # what --force deleted, if anything
     not_chosen: list[tuple[Path, str]] = field(default_factory=list)  # runs not used, and why
+    derived: list[str] = field(default_factory=list)  # description fields derived, and why
 
 
 def _guard_output(output: Path, runs: Path) -> None:
@@ -123,6 +125,9 @@ def submit(runs: Path, output: Path, submitter: str, division: str, system: str,
     backends = Counter(r.spec.backend for r in inventory.runs if r.ok)
     desc, defaulted = system_description(system, system_json, system_toml,
                                          *(b for b, _ in backends.most_common(1)))
+    derived: list[str] = []
+    if "system_type" in defaulted:  # nobody said: the suite that holds the benchmarks
+        derived = _derive_system_type(desc, defaulted, inventory, rules)
     replaced = prepare_output(output, force)
     try:
         layout = lay_out(inventory, rules, output, division, submitter, system, desc)
@@ -134,4 +139,33 @@ def submit(runs: Path, output: Path, submitter: str, division: str, system: str,
     finally:  # the marker lists what was written, also when a step failed half way
         seal_output(output)
     problems = check_tree(output, rules)
-    return SubmitResult(layout, paths, archive, problems, links, defaulted, replaced, not_chosen)
+    return SubmitResult(layout, paths, archive, problems, links, defaulted, replaced, not_chosen,
+                        derived)
+
+
+def _derive_system_type(desc: dict[str, str], defaulted: list[str], inventory: Inventory,
+                        rules: Rules) -> list[str]:
+    """Set ``desc``'s system type (and its detail) from the benchmarks laid out, when no system
+    JSON or TOML gave one; the notes that say so (or that none fits)."""
+    kinds: dict[str, list[str]] = {}
+    for benchmark, _ in inventory.keys():
+        bench = rules.find(benchmark)
+        if bench is not None:
+            kinds[bench.name] = [k for k in SYSTEM_TYPES if bench.scenarios_for(k) is not None]
+    if not kinds:
+        return []
+    kind = system_type_for(kinds)
+    if kind is None:
+        names = ", ".join(f"{b} ({' or '.join(k) or 'none'})" for b, k in sorted(kinds.items()))
+        return [f"system_type: no one suite holds every benchmark laid out ({names}); set "
+                "system_type in --system-toml (or submit them as two systems)"]
+    desc["system_type"] = kind
+    defaulted.remove("system_type")
+    if "system_type_detail" in defaulted:
+        desc["system_type_detail"] = TYPE_DETAILS[kind]
+        defaulted.remove("system_type_detail")
+    only = sorted(b for b, k in kinds.items() if "edge" not in k) if kind != "edge" else []
+    why = (f"{', '.join(only)} {'is' if len(only) == 1 else 'are'} judged only as datacenter"
+           if only else "every benchmark laid out is in its suite")
+    return [f"system_type {kind!r} derived from the benchmarks ({why}); set system_type in "
+            "--system-toml to choose"]

@@ -10,10 +10,12 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass, field
+from datetime import datetime, timezone
 from pathlib import Path
 
 from mlharness.errors import ConfigError
 from mlharness.files import sha256_file
+from mlharness.names import Scenario
 from mlharness.record import RunRecord, read_record, untrusted_reason
 from mlharness.rules import DEFAULT_ROUND
 from mlharness.spec import RunSpec
@@ -266,9 +268,27 @@ def scan(root: Path, extra: list[Path] | None = None) -> Inventory:
                              if not _through_link(p, base)):
             test_dir = verify.parent
             run = _owner(test, test_dir, audits)
-            if run is None:
-                inv.skipped.append((test_dir, "its audit run is not among the runs"))
+            if run is not None:
+                inv.verifications.append(Verification(test, test_dir, run.benchmark,
+                                                      run.scenario, run.stamp))
                 continue
-            inv.verifications.append(Verification(test, test_dir, run.benchmark, run.scenario,
-                                                  run.stamp))
+            named = _named_by_path(test_dir, {r.benchmark for r in inv.runs})
+            if named is None:
+                inv.skipped.append((test_dir, "its audit run is not among the runs, and its "
+                                    "path does not name a benchmark and scenario "
+                                    "(.../<benchmark>/<scenario>/" + test + ")"))
+                continue
+            stamp = datetime.fromtimestamp(verify.stat().st_mtime, timezone.utc).isoformat()
+            inv.verifications.append(Verification(test, test_dir, *named, stamp))
     return inv
+
+
+def _named_by_path(test_dir: Path, benchmarks: set[str]) -> tuple[str, str] | None:
+    """``(benchmark, scenario)`` of a verification whose audit run is elsewhere, from where it
+    lies: ``.../<benchmark>/<scenario>/TEST0X`` (``mlharness compliance --output
+    results/<benchmark>/<scenario>``, or a submission tree's compliance directory), the
+    benchmark one of the runs'."""
+    scenario, benchmark = test_dir.parent.name, test_dir.parent.parent.name
+    if scenario in {s.value for s in Scenario} and benchmark in benchmarks:
+        return benchmark, scenario
+    return None

@@ -77,6 +77,23 @@ def detect(backend: str = "onnxruntime") -> dict[str, str]:
     }
 
 
+#: the system types a suite is judged as, tried in this order when none is given
+SYSTEM_TYPES = ("edge", "datacenter", "datacenter,edge")
+#: each one's system_type_detail when it is derived
+TYPE_DETAILS = {"edge": "edge server", "datacenter": "datacenter server",
+                "datacenter,edge": "datacenter and edge server"}
+
+
+def system_type_for(benchmarks: dict[str, list[str]]) -> str | None:
+    """The first system type (edge, datacenter, both) whose suite holds every benchmark (its
+    required scenarios in the round: llama3.1-8b is datacenter only, resnet50 edge or both),
+    from ``{benchmark: the round's system types with required scenarios}``; None: no one."""
+    for kind in SYSTEM_TYPES:
+        if all(kind in kinds for kinds in benchmarks.values()):
+            return kind
+    return None
+
+
 def load_user_toml(path: Path) -> dict[str, Any]:
     """The user's fields (top level or a ``[system]`` table)."""
     data = read_toml(path, "system TOML",

@@ -5,6 +5,7 @@ signature-checked backend (``--instances``: one per block of cores). A run's chi
 from __future__ import annotations
 
 from collections.abc import Callable
+from pathlib import Path
 
 from mlharness.backends import (Backend, BackendBase, BackendOptions, backend_options, check_index_ranges,
                                 check_signature, create_backend, declared_inputs, generates_text)
@@ -133,7 +134,9 @@ def task_options(spec: RunSpec) -> TaskOptions:
     if spec.cache_dir is not None:
         cache_root(spec.cache_dir)  # refuses a --cache-dir that is not a directory
 
+    tokenizer = spec.backend_option.get("tokenizer")
     return TaskOptions(dataset=spec.dataset, model=spec.model, vocab=spec.vocab,
                        cache_dir=spec.cache_dir, max_samples=spec.max_samples,
                        extra=dict(spec.task_option),
-                       model_inputs=declared_inputs(spec.backend, spec.model))
+                       model_inputs=declared_inputs(spec.backend, spec.model),
+                       backend_tokenizer=Path(str(tokenizer)) if tokenizer else None)

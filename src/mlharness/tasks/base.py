@@ -83,6 +83,9 @@ class TaskOptions:
     round: str | None = None
     #: the rules the benchmark runs under (``create_task`` fills them in from its entry)
     rules: BenchmarkRules | None = None
+    #: the model's tokenizer directory as the backend was given it (an LLM server's text is
+    #: tokenized with it): a generation task scores with it when given none of its own
+    backend_tokenizer: Path | None = None
 
     def parsed(self, model: type[O]) -> O:
         """``extra`` as the task's option model; unknown keys or bad values: ConfigError."""
@@ -151,6 +154,11 @@ class Task(ABC):
     def sample_length(self, index: int) -> int:
         """A cost hint for length-aware batching (e.g. sequence length). 0 = all equal."""
         return 0
+
+    def check_scoring(self) -> None:
+        """Raise a HarnessError when :meth:`score` could not score this run's log (a missing
+        tokenizer or package), so an accuracy run is refused before its first sample rather
+        than after its last. The default has nothing to check."""
 
     def describe(self) -> dict[str, Any]:
         """Facts about the task worth keeping in run.json."""

@@ -10,6 +10,7 @@ every reference SUT writes them), which the scorer decodes with the model's toke
 
 from __future__ import annotations
 
+import importlib.util
 from pathlib import Path
 from typing import Any, Callable, Sequence
 
@@ -57,7 +58,10 @@ class TextGenerationTask(GenerationTask):
         parsed = options.parsed(TextGenerationOptions)
         self.max_new_tokens = _max_new_tokens(name, parsed.max_new_tokens,
                                               self.generation.max_new_tokens)
-        self.tokenizer = parsed.tokenizer or _tokenizer_dir(options.model)
+        #: the task's own, else --model's, else the backend's (a server's text is tokenized
+        #: with it, so it is the model's)
+        self.tokenizer = (parsed.tokenizer or _tokenizer_dir(options.model)
+                          or options.backend_tokenizer)
         if options.dataset is None:
             raise DatasetError(f"{name} needs its dataset file",
                                f"give --dataset FILE: the {self.rules.dataset} file the "
@@ -95,10 +99,13 @@ class TextGenerationTask(GenerationTask):
         sample = self.dataset.samples[index]
         g = self.generation
         ids = tuple(sample.input_ids) if sample.input_ids is not None else None
+        messages = tuple(sample.messages) if sample.messages else None
         return GenerationRequest(input_ids=ids, text=sample.prompt,
                                  max_new_tokens=self.max_new_tokens,
                                  min_new_tokens=min(g.min_new_tokens, self.max_new_tokens),
                                  temperature=g.temperature, top_p=g.top_p, top_k=g.top_k,
+                                 messages=messages,
+                                 chat_template=g.chat_template if messages else None,
                                  vocab_size=self.vocab_size, eos_token_id=self.eos_token_id)
 
     def sample_length(self, index: int) -> int:
@@ -125,6 +132,24 @@ class TextGenerationTask(GenerationTask):
         if scorer is _score_gpt_oss:  # its script scores every entry, duplicates included
             return scorer(self, [i for i, _ in every], [t for _, t in every])
         return scorer(self, list(first), list(first.values()))
+
+    def check_scoring(self) -> None:
+        """The tokenizer the log is decoded with, and the scorer's packages, before a sample
+        is sent."""
+        if self.tokenizer is None:
+            raise ConfigError(f"scoring {self.name} needs the model's tokenizer, to decode the "
+                              "logged token ids (nothing has been sent yet)",
+                              "give --task-option tokenizer=DIR (a Hugging Face tokenizer "
+                              "directory), or --model DIR / --backend-option tokenizer=DIR when "
+                              "it holds one")
+        if not Path(self.tokenizer).is_dir():
+            raise ConfigError(f"the tokenizer directory {self.tokenizer} is not there",
+                              "give the model checkpoint's directory (tokenizer files included)")
+        needed = SCORER_MODULES.get(self.rules.dataset or "", ())
+        lacking = [m for m in ("transformers", *needed) if importlib.util.find_spec(m) is None]
+        if lacking:
+            raise ConfigError(f"scoring {self.name} needs {', '.join(lacking)}, not installed "
+                              "(nothing has been sent yet)", "pip install 'mlharness[llm]'")
 
     def decoder(self, fast: bool = False, keep_special: bool = False) -> rouge.Decoder:
         if self.tokenizer is None:
@@ -201,6 +226,9 @@ def _judged(task: TextGenerationTask, value: float | None, partial: float,
     return task.result(metrics, line(), "exact_match")
 
 
+#: what each scorer imports beyond transformers (the ``llm`` extra)
+SCORER_MODULES: dict[str, tuple[str, ...]] = {
+    "cnn_dailymail": ("nltk", "rouge_score"), "open_orca": ("nltk", "rouge_score")}
 #: the scorer of each reference dataset (rules/<round>.toml ``dataset``)
 SCORERS: dict[str, Scorer] = {
     "cnn_dailymail": _score_rouge,

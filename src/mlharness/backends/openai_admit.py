@@ -1,0 +1,157 @@
+"""How many requests the openai backend keeps in flight: a number given, or measured.
+
+A fixed ``concurrency=N`` admits N requests at once (the rest wait, in order). ``auto`` (the
+default) sends paced queries (Server, Interactive) as they come, up to ``cap`` (a client limit
+would only add its queue to their TTFT), and, when LoadGen issues every sample at once
+(Offline), measures what the servers sustain instead of flooding them. Whatever the limit, the
+first request goes alone until its answer begins: ``transformers serve`` loads its model at its
+first request, and several first requests at once load it in several threads that break each
+other ("Cannot copy out of meta tensor", HTTP 500). Then: it starts at ``START``
+requests and, while requests are waiting for a slot (the servers, not the load, are the limit),
+doubles the limit as long as each doubling streams at least ``GAIN`` more events per second than
+the best level so far; when one does not, it settles on that best level. Each level is measured
+once its requests have begun streaming (``first tokens`` as many as the level, or ``RAMP_MAX_S``),
+over ``WINDOW_S`` and at least ``MIN_EVENTS`` events (at most ``MAX_WINDOW_S``). A server that
+batches (vLLM, SGLang) gains at every doubling up to ``cap``; one that generates each request
+apart on a CPU (``transformers serve``) gains nothing past a few, and 100 requests at once would
+make each wait minutes for its first token. The levels tried and where it settled are recorded
+(run.json ``sut.stream_report``).
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections import deque
+from typing import Any
+
+START = 8  # requests in flight at first (auto)
+GAIN = 1.10  # a doubling is kept when it streams 10 % more than the best level so far
+WINDOW_S = 2.0  # a level's measurement lasts at least this ...
+MIN_EVENTS = 64  # ... and holds this many events ...
+MAX_WINDOW_S = 20.0  # ... unless this long passed
+RAMP_MAX_S = 30.0  # waiting for a new level's requests to begin streaming, at most
+
+
+class Admission:
+    """A semaphore whose limit is given (``limit``) or measured (``None``: ``auto``, up to
+    ``cap``). Used on one event loop; ``observe`` is called on a timer with the servers'
+    event and first-token counts."""
+
+    def __init__(self, limit: int | None, cap: int) -> None:
+        self.measured = limit is None
+        self.paced = False  # auto under paced queries: the ceiling, not measured
+        self.cap = cap
+        self.limit = min(cap, START) if limit is None else limit
+        self.in_flight = 0
+        self.peak = 0  # the most requests in flight at once
+        self.levels: list[dict[str, Any]] = []  # each level measured: limit, events/s
+        self.settled: int | None = None
+        self._waiters: deque[asyncio.Future[None]] = deque()
+        #: until the first answer begins, one request at a time: a server that loads its model
+        #: at its first request (transformers serve) breaks when many arrive together
+        self.opened = False
+        self._phase = "idle"  # idle | ramp | measure
+        self._t0 = 0.0
+        self._mark = 0  # events (measure) or first tokens (ramp) when the phase began
+
+    # -- the semaphore ----------------------------------------------------------------------
+
+    @property
+    def _room(self) -> int:
+        return self.limit if self.opened else 1
+
+    def open(self) -> None:
+        """The first answer began (or ended): the limit applies from now on."""
+        if not self.opened:
+            self.opened = True
+            self._wake()
+
+    async def acquire(self) -> None:
+        if self.in_flight < self._room and not self._waiters:
+            self._admit()
+            return
+        waiter: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+        self._waiters.append(waiter)
+        try:
+            await waiter
+        except asyncio.CancelledError:
+            if waiter.done() and not waiter.cancelled():  # granted, then cancelled: give back
+                self.release()
+            elif waiter in self._waiters:
+                self._waiters.remove(waiter)
+            raise
+
+    def release(self) -> None:
+        self.in_flight -= 1
+        self._wake()
+
+    def _admit(self) -> None:
+        self.in_flight += 1
+        self.peak = max(self.peak, self.in_flight)
+
+    def _wake(self) -> None:
+        while self._waiters and self.in_flight < self._room:
+            waiter = self._waiters.popleft()
+            if not waiter.done():
+                self._admit()
+                waiter.set_result(None)
+
+    @property
+    def waiting(self) -> int:
+        return len(self._waiters)
+
+    def pace(self) -> None:
+        """LoadGen paces the queries (Server, Interactive): no search, the ceiling at once."""
+        if self.measured:
+            self.measured, self.paced = False, True
+            self.limit = self.cap
+            self._wake()
+
+    # -- the search -------------------------------------------------------------------------
+
+    def observe(self, now: float, events: int, first_tokens: int) -> None:
+        """One look at the servers (``now``: the loop's time; ``events``, ``first_tokens``:
+        their running totals): raises the limit while that streams more, else settles."""
+        if first_tokens and not self.opened:
+            self.open()
+        if not self.measured or self.settled is not None:
+            return
+        saturated = bool(self._waiters) and self.in_flight >= self.limit
+        if not saturated:  # the load, not the servers, limits: nothing to learn now
+            self._phase = "idle"
+            return
+        if self._phase == "idle":
+            self._begin("ramp", now, first_tokens)
+        if self._phase == "ramp":
+            if first_tokens - self._mark < self.limit and now - self._t0 < RAMP_MAX_S:
+                return
+            self._begin("measure", now, events)
+        span, got = now - self._t0, events - self._mark
+        if span < WINDOW_S or (got < MIN_EVENTS and span < MAX_WINDOW_S):
+            return
+        rate = got / span
+        best = max(self.levels, key=lambda level: level["events_per_s"], default=None)
+        self.levels.append({"limit": self.limit, "events_per_s": round(rate, 2)})
+        if self.limit < self.cap and (best is None or rate > best["events_per_s"] * GAIN):
+            self.limit = min(self.cap, self.limit * 2)
+            self._begin("ramp", now, first_tokens)
+            self._wake()
+        else:
+            keep = best if best is not None and best["events_per_s"] * GAIN >= rate else None
+            self.limit = self.settled = keep["limit"] if keep is not None else self.limit
+            self._phase = "idle"
+
+    def _begin(self, phase: str, now: float, mark: int) -> None:
+        self._phase, self._t0, self._mark = phase, now, mark
+
+    def report(self) -> dict[str, Any]:
+        """For run.json: how the limit was chosen and the most requests in flight at once."""
+        if self.paced:
+            return {"mode": "paced: LoadGen's queries go out as they come, up to the ceiling",
+                    "limit": self.limit, "peak_in_flight": self.peak}
+        if not self.measured:
+            return {"mode": "given", "limit": self.limit, "peak_in_flight": self.peak}
+        return {"mode": "measured", "start": min(self.cap, START), "cap": self.cap,
+                "levels": list(self.levels), "settled": self.settled, "limit": self.limit,
+                "peak_in_flight": self.peak,
+                "unit": "events/s: streamed chunks of all requests (a token or more each)"}
