@@ -6,12 +6,12 @@ from typing import Sequence
 
 import numpy as np
 
-from mlharness.tasks.base import AccuracyResult, Task, TaskOptions, TensorSpec
+from mlharness.tasks.base import AccuracyResult, TaskOptions, TensorSpec, TensorTask
 
 _ONE = np.zeros(1, dtype=np.float32).tobytes()
 
 
-class NullTask(Task):
+class NullTask(TensorTask):
     name = "null"
     loadgen_model = "null"
 

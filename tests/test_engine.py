@@ -10,10 +10,10 @@ import numpy as np
 
 from mlharness.sut import Engine, policy_for
 from mlharness.sut.batching import split_batches
-from mlharness.tasks.base import AccuracyResult, Task, TensorSpec
+from mlharness.tasks.base import AccuracyResult, TensorSpec, TensorTask
 
 
-class CountingTask(Task):
+class CountingTask(TensorTask):
     name = "count"
     loadgen_model = "count"
 

@@ -24,7 +24,7 @@ from mlharness.files import sha256_file, write_text_atomic
 from mlharness.rules.calibration_lists import official_list
 from mlharness.runner.rundir import now_iso
 from mlharness.spec import RunSpec
-from mlharness.sut.assemble import task_options
+from mlharness.sut.assemble import task_options, tensor_task
 from mlharness.tasks import create_task
 
 
@@ -130,7 +130,7 @@ def calibrate(req: CalibrationRequest, progress: Any = None) -> dict[str, Any]:
     spec = RunSpec(benchmark=req.benchmark, model=req.model, dataset=req.dataset,
                    vocab=req.vocab, cache_dir=req.cache_dir, backend=req.backend,
                    task_option=dict(req.task_option or {}))  # read by the task (input names)
-    task = create_task(req.benchmark, task_options(spec))
+    task = tensor_task(create_task(req.benchmark, task_options(spec)))
     if quantising.index_limits is not None:  # else known once the quantiser loads the model
         check_index_ranges(task.index_ranges(), quantising.index_limits(req.model),
                            str(req.model))
@@ -138,7 +138,8 @@ def calibrate(req: CalibrationRequest, progress: Any = None) -> dict[str, Any]:
     indices, about = select(task, req.benchmark, req.calibration_list, req.allow_missing)
     task.load_samples(indices)
     step = max(1, req.batch_size)
-    batches = [task.batch_inputs(indices[i:i + step]) for i in range(0, len(indices), step)]
+    batches = [inputs for i in range(0, len(indices), step)
+               for inputs in task.model_batches(indices[i:i + step])]
     target.parent.mkdir(parents=True, exist_ok=True)
     if progress is not None:  # no count to show: the quantiser reports nothing while it works
         progress(0, 0, f"quantising on {len(indices)} samples ({req.backend})")

@@ -3,6 +3,9 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Callable
+
+import numpy as np
 
 
 @dataclass(frozen=True)
@@ -22,3 +25,8 @@ class IndexRange:
     values: int  # what is fed lies in 0 .. values - 1
     source: str  # where the values come from, in words
     hint: str  # what to do when the model's table has fewer rows
+
+
+#: one call of a runtime backend: named input arrays in, named output arrays out (the
+#: inference seam of a tensor task calls it as often as its samples need)
+Predict = Callable[[dict[str, np.ndarray]], dict[str, np.ndarray]]

@@ -10,16 +10,17 @@ from mlharness.distributed.pool import PoolBackend
 from mlharness.distributed.ray_replicas import RayBackend
 from mlharness.distributed.remote import RemoteBackend
 from mlharness.spec import RunSpec
-from mlharness.sut.assemble import PhaseHook, task_options
-from mlharness.tasks import Task, create_task
+from mlharness.sut.assemble import PhaseHook, task_options, tensor_task
+from mlharness.tasks import TensorTask, create_task
 
 
-def build_pool(spec: RunSpec, phase: PhaseHook | None = None) -> tuple[Task, PoolBackend]:
+def build_pool(spec: RunSpec, phase: PhaseHook | None = None
+               ) -> tuple[TensorTask, PoolBackend]:
     """The task (here for LoadGen's sample counts and the inputs the model must take) and the
     pool of ``spec``'s replicas, connected and ready; ``phase(name)`` hears the steps."""
     say: PhaseHook = phase or (lambda name, allowance_s=0.0: None)
     say("loading the dataset")
-    task = create_task(spec.benchmark, task_options(spec))
+    task = tensor_task(create_task(spec.benchmark, task_options(spec)))
     pool: PoolBackend
     if spec.distribution.kind == "remote":
         say("connecting to the nodes")

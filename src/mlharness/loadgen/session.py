@@ -91,29 +91,20 @@ def complete(ids: Sequence[int], payloads: Sequence[bytes]) -> None:
     lg.QuerySamplesComplete(responses)
 
 
-def _token_response(rid: int, ids: Sequence[int], n_tokens: int | None = None
-                    ) -> tuple[lg.QuerySampleResponse, np.ndarray]:
-    """A response holding ``ids`` as int32 (what every reference LLM SUT writes); the array must
-    outlive the LoadGen call, which copies it."""
-    buf = np.asarray(ids, dtype=np.int32)
-    ptr = buf.ctypes.data if buf.size else 0
-    if n_tokens is None:
-        return lg.QuerySampleResponse(rid, ptr, buf.nbytes), buf
-    return lg.QuerySampleResponse(rid, ptr, buf.nbytes, n_tokens), buf
-
-
 def first_token(rid: int, ids: Sequence[int]) -> None:
-    """The first token(s) of sample ``rid`` (``FirstTokenComplete``: LoadGen's TTFT)."""
-    response, buf = _token_response(rid, ids)
-    lg.FirstTokenComplete([response])
-    del buf
+    """The first token(s) of sample ``rid`` as int32 (``FirstTokenComplete``: LoadGen's TTFT;
+    TEST06 compares them with the answer's start), as every reference LLM SUT writes them."""
+    buf = np.asarray(ids, dtype=np.int32)
+    lg.FirstTokenComplete([lg.QuerySampleResponse(rid, buf.ctypes.data if buf.size else 0,
+                                                  buf.nbytes)])
+    del buf  # LoadGen copied it inside the call
 
 
-def complete_tokens(rid: int, ids: Sequence[int]) -> None:
-    """The whole answer of sample ``rid`` with ``n_tokens`` (LoadGen's TPOT and tokens/s)."""
-    response, buf = _token_response(rid, ids, len(ids))
-    lg.QuerySamplesComplete([response])
-    del buf
+def complete_generated(rid: int, payload: bytes, n_tokens: int) -> None:
+    """The whole answer of sample ``rid`` (the task's encoding of its generated ids) with its
+    ``n_tokens`` (LoadGen's TPOT and tokens/s); from any thread."""
+    address = _staging.hold(payload) if payload else 0
+    lg.QuerySamplesComplete([lg.QuerySampleResponse(rid, address, len(payload), n_tokens)])
 
 
 def run_test(

@@ -29,9 +29,9 @@ from mlharness.runner.messages import (Channel, Counter, Crash, Done, Failed, Ph
                                        UserError)
 from mlharness.spec import RunSpec
 from mlharness.sut import Engine, StreamEngine, policy_for
-from mlharness.sut.assemble import PhaseHook, build_instances
+from mlharness.sut.assemble import PhaseHook, build_instances, tensor_task
 from mlharness.sut.samples import SampleHome, sample_home
-from mlharness.tasks import Task
+from mlharness.tasks import GenerationTask
 
 
 def _counter_thread(engine: Engine | StreamEngine, completed: Counter,
@@ -71,13 +71,14 @@ def round_seeds(spec: RunSpec, run_dir: Path) -> dict[str, int]:
     return rules.loadgen_seeds(spec.round, test05)
 
 
-def _run_streaming(spec: RunSpec, settings: EffectiveSettings, task: Task,
+def _run_streaming(spec: RunSpec, settings: EffectiveSettings, task: GenerationTask,
                    backend: StreamingBackend, run_dir: str, channel: Channel, loaded: Counter,
                    completed: Counter, phase: PhaseHook) -> None:
     """The LLM path: LoadGen's samples become generation requests to a streaming backend; the
     first token and the whole answer go to LoadGen as they arrive (sut/stream.py)."""
     # lazy: the parent imports this module and never mlperf_loadgen (only the child runs it)
-    from mlharness.loadgen.session import SampleLibrary, complete_tokens, first_token, run_test
+    from mlharness.loadgen.session import (SampleLibrary, complete_generated, first_token,
+                                           run_test)
 
     warmup = spec.warmup if spec.mode == "performance" else 0
     channel.put(Ready(task.describe(), backend.describe(), task.total_count(),
@@ -88,7 +89,8 @@ def _run_streaming(spec: RunSpec, settings: EffectiveSettings, task: Task,
     def on_failure(message: str) -> None:
         channel.put(Failed(message, "", None))
 
-    engine = StreamEngine(task, backend, first_token, complete_tokens, on_failure=on_failure)
+    engine = StreamEngine(task, backend, first_token, complete_generated,
+                          on_failure=on_failure)
     try:
         warmup_s = 0.0
         if warmup:
@@ -151,10 +153,11 @@ def child_main(spec_data: dict[str, Any], settings: EffectiveSettings, run_dir: 
         else:  # serve nodes or Ray actors hold the samples and run them
             task, backend = build_pool(spec, phase)
             instances, placement = [], None
-        if is_streaming(backend):
+        if isinstance(task, GenerationTask) and is_streaming(backend):  # paired by assemble
             _run_streaming(spec, settings, task, backend, run_dir, channel, loaded, completed,
                            phase)
             return
+        task = tensor_task(task)
         # a model exported with a fixed batch (e.g. the official RetinaNet ONNX: 1) caps the
         # default batch size; a larger explicit --batch-size was refused by check_signature
         policy = policy_for(spec.scenario, spec.batch_size or fixed_batch(backend.inputs),

@@ -9,7 +9,7 @@ import time
 from typing import Any
 
 from mlharness.spec import RunSpec
-from mlharness.sut.assemble import build_local
+from mlharness.sut.assemble import build_local, tensor_task
 
 
 class Node:
@@ -23,7 +23,8 @@ class Node:
     def __init__(self, spec: RunSpec, name: str | None = None) -> None:
         self.spec = spec
         self.name = name or socket.gethostname()
-        self.task, self.backend = build_local(spec)
+        task, self.backend = build_local(spec)
+        self.task = tensor_task(task)
         self._held: dict[str, set[int]] = {}  # run id -> samples it loaded
         self._refs: dict[int, int] = {}  # sample -> runs holding it (in the task while > 0)
         self._lock = threading.RLock()
@@ -82,8 +83,7 @@ class Node:
             if missing:  # a node that joined or restarted after LoadGen loaded its samples
                 self.late_loads += len(missing)
                 self.load(missing, run)
-        outputs = self.backend.predict(self.task.batch_inputs(indices))
-        payloads = self.task.encode_responses(indices, outputs)
+        payloads = self.task.infer(self.backend.predict, indices)
         if len(payloads) != len(indices):
             raise RuntimeError(f"task encoded {len(payloads)} responses for {len(indices)} samples")
         with self._lock:

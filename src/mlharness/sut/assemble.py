@@ -12,7 +12,7 @@ from mlharness.errors import ConfigError
 from mlharness.files import cache_root
 from mlharness.spec import RunSpec
 from mlharness.sut.placement import Placement, pinned, place
-from mlharness.tasks import Task, TaskOptions, create_task
+from mlharness.tasks import GenerationTask, Task, TaskOptions, TensorTask, create_task
 
 COMPILE_PHASE = "loading and compiling the model"  # a load the backend allows extra time for
 #: hears the steps of a load: ``phase(name, allowance_s)`` (the time it may take beyond the
@@ -23,7 +23,7 @@ PhaseHook = Callable[..., None]
 def check_pairing(spec: RunSpec, task: Task) -> None:
     """Refuse a text-generation benchmark on a tensor runtime, and the reverse, before anything
     loads; an LLM runs locally (its backend reaches the servers itself)."""
-    generates = bool(getattr(task, "generates", False))
+    generates = isinstance(task, GenerationTask)
     if generates and not generates_text(spec.backend):
         raise ConfigError(f"{spec.benchmark} generates text; backend {spec.backend!r} runs "
                           "tensors",
@@ -60,7 +60,8 @@ def build_local(spec: RunSpec, phase: PhaseHook | None = None, cpus: list[int] |
                              extra=backend_options(backend, spec.backend_option),
                              scenario=spec.scenario, batch_size=spec.batch_size,
                              instances=spec.instances, cpus=cpus or None,
-                             task_inputs=list(task.model_inputs))
+                             task_inputs=list(task.model_inputs)
+                             if isinstance(task, TensorTask) else [])
     load_shared = getattr(backend, "load_shared", None)  # instances call one model (pytorch)
     shares = load_shared is not None
     if first is not None and load_shared is not None:
@@ -76,11 +77,21 @@ def build_local(spec: RunSpec, phase: PhaseHook | None = None, cpus: list[int] |
         # in their NUMA node's memory; a shared model (and its compile workers) keeps them all
         with pinned(None if shares else cpus):
             backend.load(model, options)
-    check_signature(task.model_inputs, backend.inputs, str(model), spec.batch_size)
-    if first is None:  # the other instances load the same file: its tables are known
-        check_index_ranges(task.index_ranges(), getattr(backend, "index_limits", {}),
-                           str(model))
+    if isinstance(task, TensorTask):
+        check_signature(task.model_inputs, backend.inputs, str(model), spec.batch_size)
+        if first is None:  # the other instances load the same file: its tables are known
+            check_index_ranges(task.index_ranges(), getattr(backend, "index_limits", {}),
+                               str(model))
     return task, backend
+
+
+def tensor_task(task: Task) -> TensorTask:
+    """``task`` as the tensor task a batching engine, a serve node or a Ray replica runs (a
+    generation task never gets there: :func:`check_pairing` keeps it local and streaming)."""
+    if not isinstance(task, TensorTask):
+        raise ConfigError(f"{task.name} is a {task.kind} task: it runs on a streaming backend "
+                          "in the run's own process", "use --backend openai or hf")
+    return task
 
 
 def build_instances(spec: RunSpec, phase: PhaseHook | None = None

@@ -17,7 +17,7 @@ from typing import Callable, Sequence, cast
 from mlharness.backends.base import Backend, SampleBackend
 from mlharness.sut.batching import BatchPolicy
 from mlharness.sut.placement import pin_current_thread
-from mlharness.tasks.base import Task
+from mlharness.tasks.base import Task, TensorTask
 
 Complete = Callable[[Sequence[int], Sequence[bytes]], None]
 
@@ -46,7 +46,7 @@ class _Pending:
 class Engine:
     def __init__(
         self,
-        task: Task,
+        task: TensorTask,
         backend: Backend | SampleBackend,
         policy: BatchPolicy,
         complete: Complete,
@@ -117,15 +117,15 @@ class Engine:
             for batch in plan:
                 self._holder.warm_up(batches, batch)
             return time.monotonic() - t0
-        shapes = [self.task.batch_inputs(b) for b in plan]
         errors: list[BaseException] = []
 
         def run(n: int) -> None:  # as worker n runs: its instance, its pinned cores
             try:
                 self._pin(n)
-                for inputs in shapes:
+                predict = self.instances[n % len(self.instances)].predict
+                for batch in plan:
                     for _ in range(batches):
-                        self.instances[n % len(self.instances)].predict(inputs)
+                        self.task.infer(predict, batch)
             except BaseException as exc:  # noqa: BLE001 - re-raised on the caller's thread
                 errors.append(exc)
 
@@ -225,8 +225,7 @@ class Engine:
             if backend is None:
                 payloads = cast(SampleBackend, self._holder).run_indices(indices)
             else:
-                outputs = backend.predict(self.task.batch_inputs(indices))
-                payloads = self.task.encode_responses(indices, outputs)
+                payloads = self.task.infer(backend.predict, indices)
             if len(payloads) != len(ids):
                 raise RuntimeError(
                     f"task encoded {len(payloads)} responses for a batch of {len(ids)} samples"

@@ -2,7 +2,8 @@
 a text-generation backend, whose first token and whole answer go to LoadGen as they arrive.
 
 LoadGen's side is two callables supplied by the LoadGen adapter: ``first_token(id, ids)``
-(``FirstTokenComplete``) and ``complete(id, ids)`` (``QuerySamplesComplete`` with ``n_tokens``).
+(``FirstTokenComplete``) and ``complete(id, payload, n_tokens)`` (``QuerySamplesComplete``; the
+payload is the task's encoding of the generated ids, ``GenerationTask.encode_output``).
 The backend calls back from its own threads; no thread per request here. When the backend fails
 a request, the engine records the failure, answers every outstanding and later sample with an
 empty response so LoadGen never waits forever, and calls ``on_failure`` once (as ``Engine``).
@@ -15,15 +16,18 @@ import time
 from typing import Any, Callable, Sequence
 
 from mlharness.backends.base import StreamingBackend
+from mlharness.tasks.base import GenerationTask
 
 TokenSink = Callable[[int, Sequence[int]], None]
+#: ``(LoadGen id, response payload, n_tokens)``
+AnswerSink = Callable[[int, bytes, int], None]
 
 
 class StreamEngine:
     """Issues LoadGen's samples to a streaming backend and reports tokens back."""
 
-    def __init__(self, task: Any, backend: StreamingBackend, first_token: TokenSink,
-                 complete: TokenSink, on_failure: Callable[[str], None] | None = None) -> None:
+    def __init__(self, task: GenerationTask, backend: StreamingBackend, first_token: TokenSink,
+                 complete: AnswerSink, on_failure: Callable[[str], None] | None = None) -> None:
         self.task = task
         self.backend = backend
         self._first_token = first_token
@@ -52,7 +56,7 @@ class StreamEngine:
                 continue
             self.batches += 1
             self.backend.submit(self.task.request(index), self._on_first(rid),
-                                self._on_done(rid), self._on_error(rid))
+                                self._on_done(rid, index), self._on_error(rid))
 
     def flush(self) -> None:
         """Nothing is held back: every sample is submitted when issued."""
@@ -79,7 +83,7 @@ class StreamEngine:
             self._first_token(rid, ids)
         return first
 
-    def _on_done(self, rid: int) -> Callable[[list[int]], None]:
+    def _on_done(self, rid: int, index: int) -> Callable[[list[int]], None]:
         def done(ids: list[int]) -> None:
             with self._lock:
                 if rid not in self._outstanding:
@@ -88,7 +92,7 @@ class StreamEngine:
                 self.tokens += len(ids)
             if not reported:  # a backend that found no first token (an empty answer)
                 self._first_token(rid, ids[:1])
-            self._complete(rid, ids)
+            self._complete(rid, self.task.encode_output(index, ids), len(ids))
             self.completed += 1
         return done
 
@@ -110,7 +114,7 @@ class StreamEngine:
     def _answer_empty(self, rid: int, reported: bool = False) -> None:
         if not reported:
             self._first_token(rid, [])
-        self._complete(rid, [])
+        self._complete(rid, b"", 0)
         self.completed += 1
 
     # ---- warm-up ----------------------------------------------------------------------------

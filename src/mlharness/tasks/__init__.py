@@ -11,10 +11,11 @@ import importlib
 
 from mlharness.errors import ConfigError, HarnessError
 from mlharness.rules.loader import BenchmarkEntry, task_entries
-from mlharness.tasks.base import AccuracyResult, Task, TaskOptions, TensorSpec
+from mlharness.tasks.base import (AccuracyResult, GenerationTask, Task, TaskOptions, TensorSpec,
+                                  TensorTask)
 
-__all__ = ["AccuracyResult", "Task", "TaskOptions", "TensorSpec", "BENCHMARKS", "BenchmarkEntry",
-           "create_task"]
+__all__ = ["AccuracyResult", "GenerationTask", "Task", "TaskOptions", "TensorSpec", "TensorTask",
+           "BENCHMARKS", "BenchmarkEntry", "create_task"]
 
 BENCHMARKS: dict[str, BenchmarkEntry] = {
     "demo": BenchmarkEntry("mlharness.tasks.demo:create",

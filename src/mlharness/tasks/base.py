@@ -1,8 +1,12 @@
-"""The Task protocol: what a benchmark knows (data, pre-processing, response encoding, accuracy).
+"""The kinds of task: what a benchmark knows (data, pre-processing, response encoding, accuracy).
 
-A task never knows which backend runs it. The SUT engine asks it for batched model inputs and hands
-it the model outputs to encode as LoadGen response bytes; the accuracy step hands it the decoded
-``mlperf_log_accuracy.json`` entries.
+Every benchmark is a :class:`Task` of one kind. A :class:`TensorTask` feeds arrays to a runtime
+backend (onnxruntime, OpenVINO, PyTorch) and decides, in :meth:`TensorTask.infer` (the inference
+seam), how a batch of samples becomes backend calls: one call for ResNet50, many windows for
+3D-UNet. A :class:`GenerationTask` hands each sample to a streaming backend (an OpenAI-compatible
+server, ``transformers`` in process) as a :class:`~mlharness.prompts.GenerationRequest` and
+encodes the generated token ids as the LoadGen response. A task never knows which backend runs
+it; the accuracy step hands it the decoded ``mlperf_log_accuracy.json`` entries.
 """
 
 from __future__ import annotations
@@ -10,15 +14,17 @@ from __future__ import annotations
 from abc import ABC, abstractmethod
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Callable, Sequence, TypeVar
+from typing import Any, Callable, ClassVar, Iterator, Sequence, TypeVar
 
 import numpy as np
 
 from mlharness.errors import ConfigError
 from mlharness.options import Options, parse_options
-from mlharness.tensors import IndexRange, TensorSpec
+from mlharness.prompts import GenerationRequest
+from mlharness.tensors import IndexRange, Predict, TensorSpec
 
-__all__ = ["AccuracyResult", "IndexRange", "Progress", "Task", "TaskOptions", "TensorSpec"]
+__all__ = ["AccuracyResult", "GenerationTask", "IndexRange", "Predict", "Progress", "Task",
+           "TaskOptions", "TensorSpec", "TensorTask"]
 
 O = TypeVar("O", bound=Options)
 
@@ -76,7 +82,7 @@ class TaskOptions:
 
 
 class Task(ABC):
-    """One benchmark's data and metric."""
+    """One benchmark's data and metric: what every kind of task has."""
 
     #: benchmark name as users type it (``resnet50``, ``bert-99``, ``demo``)
     name: str = ""
@@ -86,13 +92,8 @@ class Task(ABC):
     response_dtype: str = "float32"
     #: model used when the user gives none (only the shipped demo has one)
     default_model: Path | None = None
-    #: an attention model (quantisers keep its softmax/layer-norm paths in higher precision)
-    transformer: bool = False
-
-    @property
-    @abstractmethod
-    def model_inputs(self) -> list[TensorSpec]:
-        """The inputs a model for this task must accept."""
+    #: the kind, as run.json and errors name it (``tensor`` or ``generation``)
+    kind: ClassVar[str] = ""
 
     @abstractmethod
     def total_count(self) -> int:
@@ -109,16 +110,6 @@ class Task(ABC):
     @abstractmethod
     def unload_samples(self, indices: Sequence[int]) -> None:
         """Drop these samples from memory."""
-
-    @abstractmethod
-    def batch_inputs(self, indices: Sequence[int]) -> dict[str, np.ndarray]:
-        """Stack loaded samples into one batch of model inputs."""
-
-    @abstractmethod
-    def encode_responses(
-        self, indices: Sequence[int], outputs: dict[str, np.ndarray]
-    ) -> list[bytes]:
-        """Turn one batch of model outputs into one response payload per sample."""
 
     @abstractmethod
     def score(self, entries: list[tuple[int, bytes]]) -> AccuracyResult:
@@ -139,14 +130,55 @@ class Task(ABC):
         The default does nothing.
         """
 
+    def sample_length(self, index: int) -> int:
+        """A cost hint for length-aware batching (e.g. sequence length). 0 = all equal."""
+        return 0
+
+    def describe(self) -> dict[str, Any]:
+        """Facts about the task worth keeping in run.json."""
+        return {"name": self.name, "kind": self.kind, "loadgen_model": self.loadgen_model,
+                "response_dtype": self.response_dtype}
+
+
+class TensorTask(Task):
+    """A benchmark whose samples are arrays that a runtime backend turns into outputs."""
+
+    kind = "tensor"
+    #: an attention model (quantisers keep its softmax/layer-norm paths in higher precision)
+    transformer: bool = False
+
+    @property
+    @abstractmethod
+    def model_inputs(self) -> list[TensorSpec]:
+        """The inputs a model for this task must accept."""
+
+    @abstractmethod
+    def batch_inputs(self, indices: Sequence[int]) -> dict[str, np.ndarray]:
+        """Stack loaded samples into one batch of model inputs."""
+
+    @abstractmethod
+    def encode_responses(
+        self, indices: Sequence[int], outputs: dict[str, np.ndarray]
+    ) -> list[bytes]:
+        """Turn one batch of model outputs into one response payload per sample."""
+
+    def infer(self, predict: Predict, indices: Sequence[int]) -> list[bytes]:
+        """The inference seam: how the loaded samples ``indices`` become backend calls
+        (``predict``: one call of the runtime) and one response payload each. The engine, a
+        network node and the warm-up all run samples through here. The default: one call for
+        the whole batch; a task whose sample needs many calls (windows of a volume) overrides
+        it, and :meth:`model_batches` with it."""
+        return self.encode_responses(indices, predict(self.batch_inputs(indices)))
+
+    def model_batches(self, indices: Sequence[int]) -> Iterator[dict[str, np.ndarray]]:
+        """The model inputs :meth:`infer` feeds for ``indices``, call by call (what a
+        quantiser calibrates on). The default: the one batch."""
+        yield self.batch_inputs(indices)
+
     def index_ranges(self) -> dict[str, IndexRange]:
         """Integer inputs whose values index a table in the model, with the range fed; checked
         against the model's tables before a run. The default: none."""
         return {}
-
-    def sample_length(self, index: int) -> int:
-        """A cost hint for length-aware batching (e.g. sequence length). 0 = all equal."""
-        return 0
 
     def warmup_batches(self, batch: list[int]) -> list[list[int]]:
         """The batches a warm-up runs, given one ``batch`` of the first sample: one per input
@@ -155,7 +187,19 @@ class Task(ABC):
         The default: ``batch`` alone (every batch has the same shape)."""
         return [batch]
 
-    def describe(self) -> dict[str, Any]:
-        """Facts about the task worth keeping in run.json."""
-        return {"name": self.name, "loadgen_model": self.loadgen_model,
-                "response_dtype": self.response_dtype}
+
+class GenerationTask(Task):
+    """A benchmark whose samples are requests to a streaming text-generation backend; the
+    backend streams token ids back, the first of them and the whole answer go to LoadGen."""
+
+    kind = "generation"
+    response_dtype = "int32"
+
+    @abstractmethod
+    def request(self, index: int) -> GenerationRequest:
+        """Sample ``index`` as one generation request (prompt and sampling)."""
+
+    def encode_output(self, index: int, ids: Sequence[int]) -> bytes:
+        """The LoadGen response of sample ``index``'s generated token ids (its ``n_tokens`` is
+        ``len(ids)``). The default: the ids as int32, as every reference LLM SUT logs them."""
+        return np.asarray(ids, dtype=np.int32).tobytes()

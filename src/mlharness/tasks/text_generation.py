@@ -20,7 +20,7 @@ from mlharness.llm import datasets, exact_match, gpt_oss_accuracy, rouge
 from mlharness.options import Options
 from mlharness.prompts import GenerationRequest
 from mlharness.rules import llm
-from mlharness.tasks.base import AccuracyResult, Task, TaskOptions, TensorSpec
+from mlharness.tasks.base import AccuracyResult, GenerationTask, TaskOptions
 
 #: the files a Hugging Face tokenizer directory holds (any one will do)
 TOKENIZER_FILES = ("tokenizer.json", "tokenizer_config.json", "tokenizer.model", "vocab.json")
@@ -39,11 +39,8 @@ class TextGenerationOptions(Options):
 Scorer = Callable[["TextGenerationTask", list[int], list[np.ndarray]], AccuracyResult]
 
 
-class TextGenerationTask(Task):
-    """One LLM benchmark of the round's rules; ``generates``: the SUT streams tokens."""
-
-    generates = True
-    response_dtype = "int32"
+class TextGenerationTask(GenerationTask):
+    """One LLM benchmark of the round's rules: prompts in, token ids out."""
 
     def __init__(self, name: str, options: TaskOptions) -> None:
         self.name = name
@@ -63,10 +60,6 @@ class TextGenerationTask(Task):
         self.count = min(count, options.max_samples) if options.max_samples else count
 
     # ---- what LoadGen and the SUT ask ---------------------------------------------------------
-
-    @property
-    def model_inputs(self) -> list[TensorSpec]:
-        return []  # prompts, not tensors: any text-generation backend serves them
 
     def loadgen_model_for(self, scenario: str) -> str:
         return self.rules.loadgen_model_for(scenario)
@@ -92,15 +85,6 @@ class TextGenerationTask(Task):
                                  max_new_tokens=self.max_new_tokens,
                                  min_new_tokens=min(g.min_new_tokens, self.max_new_tokens),
                                  temperature=g.temperature, top_p=g.top_p, top_k=g.top_k)
-
-    def batch_inputs(self, indices: Sequence[int]) -> dict[str, np.ndarray]:
-        raise ConfigError(f"{self.name} generates text: it needs a text-generation backend",
-                          "use --backend openai --endpoint URL, or --backend hf --model DIR")
-
-    def encode_responses(self, indices: Sequence[int],
-                         outputs: dict[str, np.ndarray]) -> list[bytes]:
-        raise ConfigError(f"{self.name} generates text: it needs a text-generation backend",
-                          "use --backend openai --endpoint URL, or --backend hf --model DIR")
 
     def sample_length(self, index: int) -> int:
         ids = self.dataset.samples[index].input_ids

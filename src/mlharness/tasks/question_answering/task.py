@@ -33,7 +33,7 @@ from mlharness.files import cache_root
 from mlharness.options import Options
 from mlharness.rules import facts as round_facts
 from mlharness.errors import ConfigError, DatasetError, ModelError
-from mlharness.tasks.base import (AccuracyResult, IndexRange, Progress, Task, TaskOptions,
+from mlharness.tasks.base import (AccuracyResult, IndexRange, Progress, TaskOptions, TensorTask,
                                   TensorSpec)
 from mlharness.tasks.question_answering import cache
 from mlharness.tasks.question_answering.evaluate import evaluate
@@ -51,7 +51,7 @@ SEQUENCE_STEP = 32
 WARMUP_WIDTHS = 24
 
 
-class BertSquadTask(Task):
+class BertSquadTask(TensorTask):
     """BERT-large question answering on SQuAD v1.1 (MLPerf ``bert-99`` / ``bert-99.9``)."""
 
     loadgen_model = "bert"

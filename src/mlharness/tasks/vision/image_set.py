@@ -15,7 +15,7 @@ import numpy as np
 
 from mlharness.artefacts.cache import read_stamp
 from mlharness.errors import DatasetError
-from mlharness.tasks.base import Progress, Task, TensorSpec
+from mlharness.tasks.base import Progress, TensorSpec, TensorTask
 from mlharness.tasks.vision.cache import SampleCache
 
 Preprocess = Callable[[Path], np.ndarray]
@@ -48,7 +48,7 @@ def outside(paths: Sequence[Path], dataset_dir: Path) -> list[Path]:
             if not any(p.resolve().is_relative_to(root) for root in roots)]
 
 
-class ImageSetTask(Task):
+class ImageSetTask(TensorTask):
     #: the file that lists the images, named in error messages
     list_name = "the image list"
     #: how to repair a dataset with missing images
