@@ -8,6 +8,16 @@ STAMP := $(VENV)/.installed
 # the official scripts' own Python (tests/referee.py): what they import, apart from ours
 REFEREE := .venv-referee
 REFEREE_STAMP := $(REFEREE)/.installed
+# MLCommons' endpoints client (qwen3-vl's v6.1 reference) and the qwen3-vl scorer's imports, in
+# a Python 3.12 of their own (tests/endpoints_referee.py): the client needs >= 3.12 and pins
+# transformers 5, which the referee above must not have. It is installed from a copy of
+# ../shared/official/endpoints (a build must not write into the pinned folder).
+# the first Python 3.12 that runs (a pyenv shim without 3.12 selected does not)
+PYTHON312 ?= $(shell for p in python3.12 $$HOME/.pyenv/versions/3.12*/bin/python3.12 \
+	/usr/bin/python3.12 /usr/local/bin/python3.12; do $$p -c '' 2>/dev/null && { echo $$p; break; }; done)
+ENDPOINTS_REFEREE := .venv-referee-endpoints
+ENDPOINTS_STAMP := $(ENDPOINTS_REFEREE)/.installed
+ENDPOINTS_SRC := ../shared/official/endpoints
 # Installs skip byte-compiling (half the base install, 3/4 of the extras'): Python writes the
 # bytecode of what is imported once, on first use. So PYTHONDONTWRITEBYTECODE (set by some
 # containers) is unexported: with it, every process would compile from source again. The tests
@@ -16,7 +26,7 @@ REFEREE_STAMP := $(REFEREE)/.installed
 unexport PYTHONDONTWRITEBYTECODE
 PIP_INSTALL = pip install --quiet --no-compile
 
-.PHONY: demo test venv referee clean bench
+.PHONY: demo test venv referee referee-endpoints clean bench
 
 $(BASE_STAMP): pyproject.toml
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
@@ -41,6 +51,15 @@ $(REFEREE_STAMP): tests/referee-requirements.txt
 
 referee: $(REFEREE_STAMP)
 
+$(ENDPOINTS_STAMP): tests/referee-endpoints-requirements.txt
+	@test -n "$(PYTHON312)" || { echo "the endpoints referee needs Python 3.12: give PYTHON312=PATH" >&2; exit 1; }
+	test -x $(ENDPOINTS_REFEREE)/bin/python || $(PYTHON312) -m venv $(ENDPOINTS_REFEREE)
+	tmp=$$(mktemp -d) && trap 'rm -rf "$$tmp"' EXIT && cp -r $(ENDPOINTS_SRC) "$$tmp/endpoints" && \
+	  $(ENDPOINTS_REFEREE)/bin/$(PIP_INSTALL) "$$tmp/endpoints" -r tests/referee-endpoints-requirements.txt
+	touch $(ENDPOINTS_STAMP)
+
+referee-endpoints: $(ENDPOINTS_STAMP)
+
 demo: $(BASE_STAMP)
 	$(BIN)/mlharness demo
 
@@ -53,12 +72,12 @@ test: export PYTHONPYCACHEPREFIX := $(CURDIR)/$(VENV)/pycache
 # it installs every extra: a test that finds one missing fails instead of skipping (conftest.py)
 test: export MLHARNESS_REQUIRE_EXTRAS := 1
 test:
-	@# the two environments are independent: built side by side
-	$(MAKE) --no-print-directory -j2 $(STAMP) $(REFEREE_STAMP)
+	@# the environments are independent: built side by side
+	$(MAKE) --no-print-directory -j3 $(STAMP) $(REFEREE_STAMP) $(ENDPOINTS_STAMP)
 	$(BIN)/python -m pytest -q -n $(TEST_WORKERS) --dist loadgroup --no-loadscope-reorder
 
 bench: $(STAMP)
 	$(BIN)/python benchmarks/overhead.py
 
 clean:
-	rm -rf $(VENV) $(REFEREE) runs build .pytest_cache
+	rm -rf $(VENV) $(REFEREE) $(ENDPOINTS_REFEREE) runs build .pytest_cache

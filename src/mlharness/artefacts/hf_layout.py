@@ -18,7 +18,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any, Callable, Literal
 
 from mlharness.artefacts.errors import ArtefactError
 
@@ -127,19 +127,20 @@ def find(root: Path, splits: tuple[str, ...]) -> HfLayout:
         raise ArtefactError(f"{root} is not a folder",
                             hint="give the folder of the Hugging Face data set (its parquet files, "
                             "or the datasets cache that load_dataset wrote)")
-    for kind, pattern, split_of in (("parquet", "*.parquet", _parquet_split),
-                                    ("arrow", "*.arrow", _arrow_split)):
+    kinds: list[tuple[Kind, str, Callable[[Path, tuple[str, ...]], str | None]]] = [
+        ("parquet", "*.parquet", _parquet_split), ("arrow", "*.arrow", _arrow_split)]
+    for kind, pattern, split_of in kinds:
         found = [Shard(p, split, kind) for p in sorted(root.rglob(pattern))
                  if (split := split_of(p, splits)) is not None and ".cache" not in p.parts]
         if found:
-            found = _one_folder(found, root, kind)  # type: ignore[arg-type]
+            found = _one_folder(found, root, kind)
             ordered = [s for split in splits for s in sorted(
                 (s for s in found if s.split == split), key=lambda s: s.path.name)]
             if not any(s.split == splits[0] for s in ordered):
                 raise ArtefactError(f"{root} holds {kind} files but no {splits[0]!r} split",
                                     hint="give the whole data set (its "
                                     + " and ".join(repr(s) for s in splits) + " splits)")
-            return HfLayout(root, kind, ordered)  # type: ignore[arg-type]
+            return HfLayout(root, kind, ordered)
     raise ArtefactError(f"{root} holds no parquet or arrow file of the "
                         + " or ".join(repr(s) for s in splits) + " split",
                         hint="download it with `hf download --repo-type dataset NAME "

@@ -22,6 +22,12 @@ output's for ``on_done``.
 An endpoint named by IP address (``http://127.0.0.1:8000``) needs no name lookup; a host name
 is looked up for every request, on asyncio's small thread pool.
 
+Without ``served_model`` the backend asks each endpoint ``GET /v1/models`` at load and takes
+the one model they all serve (several, or none: an error naming them); its description's notes
+say so. A request with chat messages only (a multimodal one) goes to ``/v1/chat/completions``
+whatever ``chat`` says, and one with ``server_sampling`` carries no sampling key. The answer's
+text comes back with its ids (:class:`~mlharness.prompts.Generated`).
+
 The API key is read from ``$api_key_env`` by the client and appears in no description, ``repr``
 or message.
 """
@@ -29,9 +35,13 @@ or message.
 from __future__ import annotations
 
 import asyncio
+import json
 import logging
+import os
 import threading
 import time
+import urllib.error
+import urllib.request
 from pathlib import Path
 from typing import Any, Callable
 
@@ -41,6 +51,7 @@ from mlharness.backends.base import BackendOptions, GenerationRequest, OnDone, O
 from mlharness.backends.openai_stream import ClientSettings, EndpointError, OpenAIStreamClient
 from mlharness.errors import ConfigError, HarnessError, one_line
 from mlharness.options import Options
+from mlharness.prompts import Generated
 from mlharness.tensors import TensorSpec
 
 log = logging.getLogger(__name__)
@@ -58,7 +69,9 @@ class OpenAIOptions(Options):
     #: base URLs (``http://host:port``; a trailing ``/v1`` is dropped); a comma-separated text
     #: is split
     endpoints: list[str] = Field(min_length=1)
-    served_model: str = ""  # the model name the server knows (``"model"`` of each request)
+    #: the model name the server knows (``"model"`` of each request); empty: the one model
+    #: ``GET /v1/models`` lists
+    served_model: str = ""
     chat: bool = False  # /v1/chat/completions (the request's messages, or its text as one)
     api_key_env: str = "OPENAI_API_KEY"  # the environment variable holding the key
     concurrency: int = Field(default=256, ge=1)  # requests in flight, over all endpoints
@@ -148,6 +161,7 @@ class OpenAIBackend:
         self._live: set[_Call] = set()  # unfinished calls
         self._closed = False
         self.failovers = 0
+        self.notes: list[str] = []
 
     def __repr__(self) -> str:
         urls = [e.url for e in self._endpoints]
@@ -163,9 +177,12 @@ class OpenAIBackend:
             raise ConfigError("without extensions the server is not asked for token ids, so "
                               "its text must be tokenized here",
                               "give --backend-option tokenizer=DIR (the model's tokenizer)")
+        self.notes = []
         if not opts.served_model:
-            raise ConfigError("the openai backend needs the name the server knows the model by",
-                              "give --backend-option served_model=NAME (the server's model id)")
+            served = _served_model(opts.endpoints, opts.api_key_env, opts.connect_timeout_s)
+            opts = opts.model_copy(update={"served_model": served})
+            self.notes.append(f"served model {served!r}: the one model GET /v1/models lists at "
+                              + ", ".join(opts.endpoints))
         self._endpoints = [_Endpoint(OpenAIStreamClient(ClientSettings(
             base_url=url, model=opts.served_model, api_key_env=opts.api_key_env or None,
             connect_timeout_s=opts.connect_timeout_s, stall_timeout_s=opts.stall_timeout_s,
@@ -204,7 +221,8 @@ class OpenAIBackend:
                 "served_model": opts.served_model, "chat": opts.chat,
                 "concurrency": opts.concurrency, "failover": opts.failover,
                 "api_key_env": opts.api_key_env, "extensions": opts.extensions,
-                "tokenizer": str(opts.tokenizer) if opts.tokenizer else None}
+                "tokenizer": str(opts.tokenizer) if opts.tokenizer else None,
+                **({"notes": list(self.notes)} if self.notes else {})}
 
     def report(self) -> dict[str, Any]:
         """Requests sent to and failed by each endpoint, and failovers, so far."""
@@ -268,13 +286,17 @@ class OpenAIBackend:
     async def _send(self, call: _Call) -> None:
         assert self.options is not None
         opts, request = self.options, call.request
+        chat = opts.chat or (request.messages is not None and request.input_ids is None
+                             and request.text is None)
         try:
-            prompt = _prompt(request, opts.chat)
+            prompt = _prompt(request, chat)
         except _Unsendable as exc:
             self._finish(call, None, str(exc))
             return
         body: dict[str, Any] = {"temperature": request.temperature, "top_p": request.top_p}
-        if opts.extensions:
+        if request.server_sampling:  # no key at all: the client's default temperature too
+            body = {"temperature": None}
+        elif opts.extensions:
             body["min_tokens"] = request.min_new_tokens
             if request.top_k != -1:  # -1: no limit, the server's default (vLLM: -1 or 0)
                 body["top_k"] = request.top_k
@@ -290,7 +312,7 @@ class OpenAIBackend:
             endpoint.sent += 1
             try:
                 result = await endpoint.client.complete(
-                    prompt, request.max_new_tokens, on_first_token=first, chat=opts.chat,
+                    prompt, request.max_new_tokens, on_first_token=first, chat=chat,
                     tokenize=self._tokenize, **body)
             except (EndpointError, OSError) as exc:
                 endpoint.failed += 1
@@ -312,7 +334,7 @@ class OpenAIBackend:
             finally:
                 endpoint.outstanding -= 1
             endpoint.resting_until = 0.0
-            self._finish(call, result.token_ids, None)
+            self._finish(call, Generated(result.token_ids, result.text), None)
             return
 
     # -- shutdown ---------------------------------------------------------------------------
@@ -348,6 +370,30 @@ class OpenAIBackend:
             self._finish(call, None, CLOSED)
 
 
+def _served_model(urls: list[str], api_key_env: str, timeout_s: float) -> str:
+    """The one model every endpoint lists at ``GET /v1/models`` (an OpenAI list: ``data`` of
+    ``{"id": ...}``); ConfigError when one cannot say, or they do not list exactly one."""
+    hint = "give --backend-option served_model=NAME (the server's model id)"
+    key = os.environ.get(api_key_env, "") if api_key_env else ""
+    found: dict[str, list[str]] = {}
+    for url in urls:
+        ask = urllib.request.Request(f"{url}/v1/models", headers={"Accept": "application/json"})
+        if key:
+            ask.add_header("Authorization", f"Bearer {key}")
+        try:
+            with urllib.request.urlopen(ask, timeout=timeout_s) as answer:
+                listed = json.loads(answer.read())["data"]
+            found[url] = [str(m["id"]) for m in listed]
+        except (OSError, ValueError, KeyError, TypeError) as exc:
+            raise ConfigError(f"cannot ask {url}/v1/models which model it serves "
+                              f"({one_line(exc, 160)})", hint) from exc
+    models = sorted({m for ids in found.values() for m in ids})
+    if len(models) != 1 or any(ids != models for ids in found.values()):
+        listed_text = "; ".join(f"{u}: {', '.join(ids) or 'none'}" for u, ids in found.items())
+        raise ConfigError(f"the servers do not serve exactly one model ({listed_text})", hint)
+    return models[0]
+
+
 def _new_loop() -> asyncio.AbstractEventLoop:
     """uvloop's event loop where it is installed (libuv reads the sockets and calls the stream's
     ``data_received`` from C: about half asyncio's CPU a token), else asyncio's own."""
@@ -362,7 +408,7 @@ class _Unsendable(Exception):
     """A request this backend's settings cannot send (the message says why)."""
 
 
-def _prompt(request: GenerationRequest, chat: bool) -> str | list[int] | list[dict[str, str]]:
+def _prompt(request: GenerationRequest, chat: bool) -> str | list[int] | list[dict[str, Any]]:
     """What the request sends: messages (chat), token ids or text."""
     if chat:
         if request.messages:

@@ -104,7 +104,7 @@ class OpenAIStreamClient:
         path = "/v1/chat/completions" if chat else "/v1/completions"
         return f"{self.settings.base_url.rstrip('/')}{path}"
 
-    async def complete(self, prompt: str | list[int] | list[dict[str, str]], max_tokens: int,
+    async def complete(self, prompt: str | list[int] | list[dict[str, Any]], max_tokens: int,
                        on_first_token: FirstToken | None = None, on_done: Done | None = None,
                        chat: bool = False, tokenize: Callable[[str], list[int]] | None = None,
                        **extra: Any) -> StreamResult:
@@ -112,7 +112,8 @@ class OpenAIStreamClient:
 
         ``on_first_token(ids, ttft_s)`` gets the first chunk's ids (vLLM may put more than one
         token in it; LoadGen's TEST06 compares them with the output's start); ``on_done`` gets
-        the result; either may be a coroutine function. ``extra`` goes into the request body.
+        the result; either may be a coroutine function. ``extra`` goes into the request body
+        (a key given None is left out: ``temperature=None`` sends the server's default).
         ``tokenize`` (text -> ids) serves a server that streams text without token ids: the
         first chunk's text gives the first ids, the whole text the output's; without it such a
         stream is an error."""
@@ -122,6 +123,8 @@ class OpenAIStreamClient:
             body["return_token_ids"] = True
         body["messages" if chat else "prompt"] = prompt
         body.update(extra)
+        for key in [k for k, v in extra.items() if v is None]:  # None: not sent at all
+            del body[key]
         where = self.endpoint(chat)
         start = time.perf_counter()
         guard = _StallGuard(self.settings.stall_timeout_s)

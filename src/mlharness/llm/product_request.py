@@ -72,7 +72,7 @@ def reference_image(data: bytes) -> tuple[bytes, str]:
     from PIL import Image, ImageOps, UnidentifiedImageError  # lazy: Pillow loads with the images
 
     try:
-        image = Image.open(io.BytesIO(data))
+        image: Image.Image = Image.open(io.BytesIO(data))
         image.load()
         if image.getexif().get(Image.ExifTags.Base.Orientation) is not None:
             image = ImageOps.exif_transpose(image)

@@ -1,0 +1,65 @@
+"""Commands the endpoints referee's Python runs (tests/endpoints_referee.py): each calls the
+official code, unmodified, and writes what it produced as JSON.
+
+    requests DATASET OUT        the endpoints client's chat request of every sample (its
+                                 dataset row, its formatter, its adapter's request body)
+    score LOG DATASET OUT       the qwen3-vl reference's evaluation.py on LoadGen's accuracy log
+                                 (accuracy.txt text and the F1 it logs)
+    cache DATASET NAME CACHE    the data set loaded by ``datasets`` and saved where
+                                 ``load_dataset(NAME)`` finds it offline (its cache), so the
+                                 endpoints client loads NAME from there
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+from types import SimpleNamespace
+
+
+def requests(dataset: str, out: str) -> None:
+    from datasets import load_dataset
+    from inference_endpoint.config.schema import ModelParams
+    from inference_endpoint.core.types import Query
+    from inference_endpoint.dataset_manager.predefined.shopify_product_catalogue import (
+        _process_sample_to_row)
+    from inference_endpoint.dataset_manager.predefined.shopify_product_catalogue.presets import (
+        ShopifyMultimodalFormatter)
+    from inference_endpoint.openai.openai_msgspec_adapter import OpenAIMsgspecAdapter
+
+    ds = load_dataset(dataset, split="train+test")
+    formatter = ShopifyMultimodalFormatter()
+    params = ModelParams(name="Qwen/Qwen3-VL-235B-A22B-Instruct", max_new_tokens=150)
+    static: dict = {}
+    for transform in OpenAIMsgspecAdapter.dataset_transforms(params):
+        static.update(getattr(transform, "data", {}) or {})
+    bodies = []
+    for i in range(len(ds)):
+        row = formatter.process_row(_process_sample_to_row(ds[i]))
+        data = {k: row[k] for k in ("prompt", "system")}
+        data.update({k: v for k, v in static.items() if v is not None})
+        bodies.append(json.loads(OpenAIMsgspecAdapter.encode_query(Query(data=data))))
+    Path(out).write_text(json.dumps(bodies))
+
+
+def score(log: str, dataset: str, out: str) -> None:
+    from mlperf_inf_mm_q3vl.evaluation import run_evaluation
+
+    run_evaluation(random_seed=12345, filename=Path(log),
+                   dataset=SimpleNamespace(repo_id=dataset, token=None, split=["train", "test"]))
+    Path(out).write_text(json.dumps({"accuracy_txt": Path("accuracy.txt").read_text()}))
+
+
+def cache(dataset: str, name: str, cache_dir: str) -> None:
+    from datasets import load_dataset_builder
+
+    builder = load_dataset_builder(dataset, cache_dir=cache_dir, dataset_name=name.split("/")[-1],
+                                   repo_id=name)
+    builder.download_and_prepare()
+    print(builder.cache_dir)
+
+
+if __name__ == "__main__":
+    command, *args = sys.argv[1:]
+    {"requests": requests, "score": score, "cache": cache}[command](*args)
