@@ -52,12 +52,29 @@ def score(log: str, dataset: str, out: str) -> None:
 
 
 def cache(dataset: str, name: str, cache_dir: str) -> None:
-    from datasets import load_dataset_builder
+    """``datasets`` prepares the local folder under the Hub name's last part, and the folder is
+    then named as a Hub download's (``<org>___<name>``): offline, ``load_dataset(name)`` finds
+    it there (``CachedDatasetModuleFactory``)."""
+    import shutil
 
-    builder = load_dataset_builder(dataset, cache_dir=cache_dir, dataset_name=name.split("/")[-1],
-                                   repo_id=name)
+    import datasets.load as load
+
+    org, short = name.split("/")
+    factory = load.dataset_module_factory
+
+    def named(*args, **kwargs):  # type: ignore[no-untyped-def]
+        module = factory(*args, **kwargs)
+        module.builder_kwargs["dataset_name"] = short
+        return module
+
+    load.dataset_module_factory = named
+    builder = load.load_dataset_builder(dataset, cache_dir=cache_dir)
     builder.download_and_prepare()
-    print(builder.cache_dir)
+    root = Path(cache_dir)
+    shutil.move(root / short.replace("-", "_"), root / f"{org}___{short}") if (
+        root / short.replace("-", "_")).exists() else shutil.move(root / short,
+                                                                  root / f"{org}___{short}")
+    print(root / f"{org}___{short}")
 
 
 if __name__ == "__main__":

@@ -15,6 +15,7 @@ import re
 import tomllib
 from functools import cache
 from importlib import resources
+from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
@@ -50,6 +51,9 @@ class Generation(_Frozen):
     temperature: float = Field(ge=0)
     top_p: float = Field(gt=0, le=1)
     top_k: int  # -1: no limit; 1: greedy
+    #: the reference client sends no sampling key (the numbers above are the server's defaults
+    #: it then gets, for the record): qwen3-vl
+    server_sampling: bool = False
 
 
 class AccuracyBound(_Frozen):
@@ -91,6 +95,18 @@ class LlmBenchmark(_Frozen):
     accuracy_regex: dict[str, str]
     test09_output_tokens: dict[str, float] | None = None  # {"min": ..., "max": ...}
     test07_accuracy_threshold: float | None = None
+    #: judged on tokens (TTFT/TPOT, ``use_token_latencies``); False: on the end-to-end latency
+    token_latencies: bool = True
+    #: the end-to-end p99 latency bound per scenario (ns; ``latency-constraint``) of a
+    #: benchmark judged on it (qwen3-vl: Server and Interactive)
+    latency_ns: dict[str, int] = Field(default_factory=dict)
+    #: a scenario with an accuracy target of its own (qwen3-vl's Interactive, on its 8k set)
+    accuracy_by_scenario: dict[str, tuple[AccuracyBound, ...]] = Field(default_factory=dict)
+    #: a scenario with an accuracy set of its own (``accuracy-sample-count`` as a dict)
+    accuracy_sample_count_by_scenario: dict[str, int] = Field(default_factory=dict)
+    #: the format of the reference's results: LoadGen's logs, or the endpoints client's files
+    #: (``submit --format auto`` lays the result out in it where the checker allows it)
+    reference_format: Literal["loadgen", "endpoints"] = "loadgen"
 
     def scenarios_for(self, system_type: str) -> tuple[str, ...] | None:
         """Scenarios a closed submission must hold for ``system_type`` (None: none listed)."""
@@ -142,6 +158,18 @@ class LlmBenchmark(_Frozen):
         """Samples an accuracy run covers (gpt-oss-120b scores a 4395-sample subset)."""
         return self.accuracy_sample_count or self.dataset_size
 
+    def accuracy_count_for(self, scenario: str) -> int:
+        """Samples ``scenario``'s accuracy run covers (qwen3-vl's Interactive: its 8k set)."""
+        return self.accuracy_sample_count_by_scenario.get(scenario, self.accuracy_count)
+
+    def accuracy_for(self, scenario: str) -> tuple[AccuracyBound, ...]:
+        """``scenario``'s accuracy targets (its own where the round gives it one)."""
+        return self.accuracy_by_scenario.get(scenario, self.accuracy)
+
+    def latency_limit(self, scenario: str) -> int | None:
+        """The end-to-end p99 latency bound of ``scenario`` (ns), if the round sets one."""
+        return self.latency_ns.get(scenario)
+
     def parse_accuracy(self, text: str) -> dict[str, float]:
         """Every metric of this benchmark found in ``accuracy.txt`` text, read as the checker does."""
         found: dict[str, float] = {}
@@ -154,11 +182,13 @@ class LlmBenchmark(_Frozen):
                     break
         return found
 
-    def accuracy_failures(self, values: dict[str, float]) -> list[str]:
-        """Why ``values`` fail the targets (each must be reported and reached) and the upper
-        limits (a reported value must not exceed it); empty: they pass."""
+    def accuracy_failures(self, values: dict[str, float],
+                          scenario: str | None = None) -> list[str]:
+        """Why ``values`` fail the targets (each must be reported and reached; ``scenario``'s
+        own where it has them) and the upper limits (a reported value must not exceed it);
+        empty: they pass."""
         out = []
-        for b in self.accuracy:
+        for b in self.accuracy_for(scenario) if scenario else self.accuracy:
             v = values.get(b.metric)
             if v is None:
                 out.append(f"{b.metric} missing")

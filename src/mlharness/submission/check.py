@@ -20,10 +20,12 @@ from typing import Any
 from mlharness.errors import ConfigError
 from mlharness.loadgen.mllog import MLLOG_PREFIX, DetailLog, parse_detail_log
 from mlharness.names import Scenario
+from mlharness.rules import endpoints
 from mlharness.rules.llm import LlmBenchmark, round_benchmark
 from mlharness.rules.loader import DEFAULT_ROUND
 from mlharness.rules.model import BenchmarkRules, Rules
 from mlharness.rules.problems import Problem
+from mlharness.submission import check_endpoints
 from mlharness.submission import system as system_desc
 from mlharness.submission.pack import unsafe_members
 
@@ -251,9 +253,10 @@ def accuracy_problems(acc_dir: Path, bench: AnyBenchmark, rules: Rules, division
 
 
 def measurement_problems(scen_dir: Path, rules: Rules, where: str,
-                         system: str | None = None) -> list[Problem]:
+                         system: str | None = None, endpoints: bool = False) -> list[Problem]:
     """``checks/measurements_checks.py``; with ``system`` (the older layout) the description is
-    ``<system>_<impl>_<scenario>.json`` (``check_measurement_dir`` of the round's checker)."""
+    ``<system>_<impl>_<scenario>.json`` (``check_measurement_dir`` of the round's checker); an
+    endpoints-format result needs no user.conf (``required_files_check``)."""
     out: list[Problem] = []
     path = scen_dir / "measurements.json"
     if system is not None:
@@ -275,6 +278,8 @@ def measurement_problems(scen_dir: Path, rules: Rules, where: str,
                                "empty", where=where, meaning="the checker needs a non-empty value",
                                fix=f"edit {path}"))
     for name in rules.measurements_files:
+        if endpoints and name == "user.conf":
+            continue
         f = scen_dir / name
         if not f.is_file() or f.stat().st_size == 0:
             out.append(Problem("measurements-file", f"{name} is missing or empty", where=where,
@@ -538,6 +543,18 @@ def _llm_scenario_problems(bench: LlmBenchmark, system_type: str, scenarios: lis
     return out
 
 
+def _check_endpoints(scen_dir: Path, bench: LlmBenchmark, rules: Rules, division: str,
+                     where: str) -> list[Problem]:
+    """A scenario directory in the endpoints format (``check_endpoints``)."""
+    facts = endpoints.load(rules.round)
+    out = check_endpoints.performance_problems(scen_dir, bench, rules, division, where, facts)
+    out += check_endpoints.accuracy_problems(scen_dir, bench, rules, division, where, facts)
+    out += measurement_problems(scen_dir, rules, where, endpoints=True)
+    if division in ("closed", "network"):
+        out += check_endpoints.compliance_problems(scen_dir, bench, facts, where)
+    return out
+
+
 def _check_scenario(root: Path, scen_dir: Path, bench: AnyBenchmark, rules: Rules,
                     division: str) -> list[Problem]:
     where = str(scen_dir.relative_to(root))
@@ -547,6 +564,9 @@ def _check_scenario(root: Path, scen_dir: Path, bench: AnyBenchmark, rules: Rule
     if scen_dir.name not in known:
         return [Problem("scenario-unknown", f"{scen_dir.name} is not a scenario", where=where,
                         fix="remove the directory")]
+    if rules.layout == "v6" and isinstance(bench, LlmBenchmark) and \
+            rules.round in endpoints.ROUNDS and endpoints.is_endpoints_dir(scen_dir):
+        return _check_endpoints(scen_dir, bench, rules, division, where)
     log = _read_log(scen_dir / "performance" / "run_1" / "mlperf_log_detail.txt", where, out)
     if log is not None:
         out += performance_problems(log, bench, rules, division, where,
