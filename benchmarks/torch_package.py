@@ -62,7 +62,8 @@ def measure(model: Path, cache: Path, mode: str, batch: int, batches: int, threa
     import numpy as np
 
     from mlharness.backends.base import BackendOptions
-    from mlharness.backends.pytorch import BERT_INPUTS, PyTorchBackend
+    from mlharness.backends.pytorch import PyTorchBackend
+    from mlharness.backends.torch_archs import BERT_INPUTS
 
     extra = {"compile": True} if mode == "compile" else {"package": True}
     started = time.perf_counter()

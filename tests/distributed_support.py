@@ -18,6 +18,8 @@ import urllib.request
 from pathlib import Path
 from typing import Any
 
+from mlharness.backends.base import Backend
+
 BIN = Path(sys.executable).parent
 MLHARNESS = str(BIN / "mlharness")
 HOST = "127.0.0.1"
@@ -185,7 +187,7 @@ class RayHead:
             self.proc.wait(10)
 
 
-class SlowPerSampleBackend:
+class SlowPerSampleBackend(Backend):
     """A node backend (``--backend distributed_support:SlowPerSampleBackend``, tests/ on
     PYTHONPATH) whose batch takes $NODE_SAMPLE_S seconds per sample (default 0.001): a large
     batch is long even after many short ones."""

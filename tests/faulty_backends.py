@@ -10,7 +10,7 @@ from typing import Any
 
 import numpy as np
 
-from mlharness.backends.base import BackendOptions
+from mlharness.backends.base import Backend, BackendOptions
 from mlharness.backends.onnxruntime import OnnxRuntimeBackend
 
 
@@ -60,7 +60,7 @@ class DyingBackend(OnnxRuntimeBackend):
         return super().predict(inputs)
 
 
-class HangingLoadBackend:
+class HangingLoadBackend(Backend):
     """Never finishes loading its model (a runtime stuck compiling or waiting on a lock)."""
 
     name = "hanging-load"
@@ -97,7 +97,7 @@ class ExitingLoadBackend(HangingLoadBackend):
         os._exit(134)
 
 
-class SlowNoopBackend:
+class SlowNoopBackend(Backend):
     """The noop backend, but every batch takes $SLOW_BATCH_S seconds (default 0.05): a run that
     lasts long enough to be signalled mid-test."""
 

@@ -28,7 +28,7 @@ import time
 from pathlib import Path
 from typing import Any, Callable
 
-from mlharness.backends.base import BackendOptions
+from mlharness.backends.base import BackendOptions, StreamingBackend
 from mlharness.options import Options
 
 
@@ -49,9 +49,8 @@ class TimedOptions(Options):
     eos_repeat: int = 2
 
 
-class TimedStream:
+class TimedStream(StreamingBackend):
     name = "timed"
-    generates = True
     concurrency = 1024
     options_model = TimedOptions
 

@@ -6,15 +6,15 @@ import importlib
 from pathlib import Path
 from typing import Any
 
-from mlharness.backends.base import (Backend, BackendOptions, GenerationRequest, SampleBackend,
-                                    StreamingBackend, check_index_ranges, check_signature,
-                                    is_streaming)
+from mlharness.backends.base import (Backend, BackendBase, BackendOptions, GenerationRequest,
+                                    SampleBackend, StreamingBackend, check_index_ranges,
+                                    check_signature, is_streaming)
 from mlharness.backends.quantised import Quantiser
 from mlharness.errors import ConfigError, HarnessError
 from mlharness.options import FreeOptions, Options, parse_options
 from mlharness.tensors import TensorSpec
 
-__all__ = ["Backend", "BackendOptions", "BACKENDS", "GenerationRequest", "SampleBackend",
+__all__ = ["Backend", "BackendBase", "BackendOptions", "BACKENDS", "GenerationRequest", "SampleBackend",
            "StreamingBackend", "backend_options", "is_streaming",
            "create_backend", "check_index_ranges", "check_signature", "declared_inputs",
            "framework_of", "model_framework_of", "quantiser_of", "quantising_backends"]
@@ -31,21 +31,33 @@ BACKENDS: dict[str, tuple[str, str]] = {
 }
 
 
-def create_backend(name: str) -> Backend:
+def create_backend(name: str) -> BackendBase:
     """Instantiate backend ``name``; a missing runtime becomes a ConfigError with the install hint.
 
     ``name`` may also be ``package.module:Class`` for a backend of your own (it must be importable
-    in the run's child process, i.e. on ``sys.path``).
+    in the run's child process, i.e. on ``sys.path``, and subclass :class:`Backend` or
+    :class:`StreamingBackend`).
     """
+    return backend_class(name)()
+
+
+def backend_class(name: str) -> type[BackendBase]:
+    """The class of backend ``name`` (built in, or ``module:Class`` of your own), imported;
+    ConfigError for an unknown name, a runtime not installed, or a class that is no backend."""
     if ":" in name and name not in BACKENDS:
         module_name, cls_name = name.split(":", 1)
         try:
-            return getattr(importlib.import_module(module_name), cls_name)()
+            cls = getattr(importlib.import_module(module_name), cls_name)
         except HarnessError:
             raise
         except Exception as exc:  # noqa: BLE001 - a backend of the user's own may raise anything
             raise ConfigError(f"cannot load backend {name!r}: {type(exc).__name__}: {exc}",
                               hint="give an importable 'module:Class' on sys.path") from exc
+        if not (isinstance(cls, type) and issubclass(cls, BackendBase)):
+            raise ConfigError(f"backend {name!r} is not a backend class",
+                              hint="subclass mlharness.backends.Backend (a tensor runtime) or "
+                                   "StreamingBackend (text generation); docs/architecture.md")
+        return cls
     if name not in BACKENDS:
         raise ConfigError(
             f"unknown backend {name!r}", hint="choose one of: " + ", ".join(sorted(BACKENDS))
@@ -59,7 +71,9 @@ def create_backend(name: str) -> Backend:
             f"backend {name!r} is not installed ({exc})",
             hint=f"pip install 'mlharness[{extra}]'" if extra else "reinstall mlharness",
         ) from exc
-    return getattr(module, cls_name)()
+    cls = getattr(module, cls_name)
+    assert issubclass(cls, BackendBase), cls  # the registry names backend classes only
+    return cls
 
 
 def backend_options(backend: object, table: dict[str, Any]) -> Options:
@@ -75,13 +89,14 @@ def backend_options(backend: object, table: dict[str, Any]) -> Options:
                          "--backend-option")
 
 
-def _builtin_class(name: str) -> Any:
+def _builtin_class(name: str) -> type[BackendBase] | None:
+    """A built-in backend's class; None for a backend of your own or one not installed (its
+    load says why it cannot run), so these questions never import user code in the parent."""
     if name not in BACKENDS:
         return None
-    module_name, cls_name = BACKENDS[name][0].split(":")
     try:
-        return getattr(importlib.import_module(module_name), cls_name)
-    except ImportError:
+        return backend_class(name)
+    except ConfigError:
         return None
 
 
@@ -89,42 +104,41 @@ def declared_inputs(name: str, model: Path | None) -> list[TensorSpec] | None:
     """The inputs ``model`` declares, as backend ``name`` reads them without loading it (None:
     unknown — no model, a backend of your own, or one that cannot tell)."""
     cls = _builtin_class(name)
-    probe = getattr(cls, "declared_inputs", None)
-    if probe is None or model is None or not Path(model).is_file():
+    if cls is None or model is None or not Path(model).is_file():
         return None
-    return probe(Path(model))
+    return cls.declared_inputs(Path(model))
 
 
 def generates_text(name: str) -> bool:
     """Whether backend ``name`` is a text-generation (streaming) backend, known without loading
-    it (a backend of your own says so with a class attribute ``generates = True``)."""
+    it (a backend of your own says so by subclassing ``StreamingBackend``)."""
     cls = _builtin_class(name)
     if cls is None and ":" in name:
         try:
-            cls = create_backend(name)
+            cls = backend_class(name)
         except HarnessError:
             return False
-    return is_streaming(cls)
+    return cls is not None and cls.generates
 
 
 def framework_of(name: str) -> str | None:
     """The framework (name and version) backend ``name`` runs on, for the system description."""
     cls = _builtin_class(name)
-    probe = getattr(cls, "framework", None)
-    return probe() if probe is not None else None
+    return cls.framework() if cls is not None else None
 
 
 def model_framework_of(name: str) -> str | None:
-    """The catalogue ``framework`` of the model files backend ``name`` reads (its class's
-    optional ``model_framework``), so ``run`` can take its model from the cache; None: no
-    model from the cache."""
-    return getattr(_builtin_class(name), "model_framework", None)
+    """The catalogue ``framework`` of the model files backend ``name`` reads, so ``run`` can take
+    its model from the cache; None: no model from the cache."""
+    cls = _builtin_class(name)
+    return cls.model_framework if cls is not None else None
 
 
 def quantiser_of(name: str) -> Quantiser | None:
-    """How ``mlharness calibrate`` makes backend ``name``'s int8 model (its class's optional
-    ``quantiser``); None: it calibrates for no such backend."""
-    return getattr(_builtin_class(name), "quantiser", None)
+    """How ``mlharness calibrate`` makes backend ``name``'s int8 model; None: it calibrates for
+    no such backend."""
+    cls = _builtin_class(name)
+    return cls.quantiser if cls is not None else None
 
 
 def quantising_backends() -> list[str]:
@@ -134,18 +148,18 @@ def quantising_backends() -> list[str]:
 
 
 def prepare_process(name: str) -> None:
-    """What backend ``name`` needs of its process before any other thread starts (its class's
-    optional ``prepare_process()``); a backend that cannot be imported needs nothing here (its
-    load says why it cannot run)."""
-    hook = getattr(_builtin_class(name), "prepare_process", None)
-    if hook is not None:
-        hook()
+    """What backend ``name`` needs of its process before any other thread starts; a backend
+    that cannot be imported needs nothing here (its load says why it cannot run)."""
+    cls = _builtin_class(name)
+    if cls is not None:
+        cls.prepare_process()
 
 
 def process_env(name: str) -> dict[str, str]:
-    """The environment a process started to run backend ``name`` needs from its start (its
-    class's optional ``process_env``; Ray actors get it as their runtime environment)."""
-    return dict(getattr(_builtin_class(name), "process_env", {}))
+    """The environment a process started to run backend ``name`` needs from its start (Ray
+    actors get it as their runtime environment)."""
+    cls = _builtin_class(name)
+    return dict(cls.process_env) if cls is not None else {}
 
 
 def check_backend_options(name: str, table: dict[str, Any]) -> None:

@@ -1,4 +1,6 @@
-"""The Backend protocol: a runtime that turns a batch of inputs into outputs.
+"""The kinds of backend: a tensor runtime (:class:`Backend`: a batch of inputs into outputs) and
+a streaming text generator (:class:`StreamingBackend`), both declaring their capabilities on
+:class:`BackendBase` (typed class attributes with defaults, never found by ``getattr``).
 
 A backend never knows which benchmark it serves. It is loaded once per worker process, checked
 against the task's declared inputs, then called from the SUT engine's worker threads.
@@ -6,12 +8,15 @@ against the task's declared inputs, then called from the SUT engine's worker thr
 
 from __future__ import annotations
 
+from abc import ABC, abstractmethod
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Callable, Protocol, TypeGuard, TypeVar, runtime_checkable
+from typing import Any, Callable, ClassVar, Protocol, TypeGuard, TypeVar, runtime_checkable
 
 import numpy as np
 
+from mlharness.backends.quantised import Quantiser
 from mlharness.errors import ModelError
 from mlharness.names import DEFAULT_PRECISION, Precision
 from mlharness.options import FreeOptions, Options, parse_options
@@ -56,41 +61,83 @@ class BackendOptions:
         return parse_options(model, table, "backend option", "--backend-option")
 
 
-@runtime_checkable
-class Backend(Protocol):
-    """A runtime. Optional class-level extras: ``options_model`` (an
-    :class:`mlharness.options.Options` subclass) for its ``--backend-option`` keys (without one it
-    receives the table as given); ``declared_inputs(model)`` — the inputs a model file declares,
-    read cheaply before any run (tasks adapt to them, e.g. BERT's sequence length);
-    ``framework()`` — the framework name and version for the system description;
-    ``prepare_process()`` — what the backend needs of a run's worker process before any
-    other thread starts (OpenVINO: one malloc arena); ``process_env`` — the environment a
-    process started to run it needs (Ray actors, whose threads start before they know it);
-    ``load_allowance_s(options, model)`` — seconds ``load`` may take beyond the stall timeout
-    with these options and this model file (e.g. compiling the model);
-    ``index_limits`` — ``{input: rows}`` of the tables the loaded model's integer inputs
-    index (checked against the task's :class:`IndexRange`s);
-    ``load_shared(first, options)`` — load as another instance (``--instances``) of the loaded
-    backend ``first``, calling its model from this instance's own threads instead of loading
-    (and compiling) a copy; ``model_framework`` — the catalogue framework of the model files it
-    reads (``run`` takes the benchmark's model of that framework from the cache);
-    ``quantiser`` — a :class:`mlharness.backends.quantised.Quantiser`, how ``mlharness
-    calibrate`` makes its int8 model."""
+class BackendBase(ABC):
+    """What every backend declares on its class, read before (or without) loading it; each has
+    a default here, so a backend states only what differs."""
 
-    name: str
+    name: ClassVar[str] = ""
+    #: its ``--backend-option`` keys; None: it receives the table as given (:class:`FreeOptions`)
+    options_model: ClassVar[type[Options] | None] = None
+    #: the catalogue framework of the model files it reads (``run`` takes the benchmark's model
+    #: of that framework from the cache); None: no model from the cache
+    model_framework: ClassVar[str | None] = None
+    #: how ``mlharness calibrate`` makes its int8 model; None: it does not quantise
+    quantiser: ClassVar[Quantiser | None] = None
+    #: the environment a process started to run it needs from its start (Ray actors, whose
+    #: threads start before they know it)
+    process_env: ClassVar[Mapping[str, str]] = {}
+    #: streams generated tokens (a :class:`StreamingBackend`); False: runs tensors
+    generates: ClassVar[bool] = False
+    #: ``--instances`` call the first instance's loaded model (:meth:`Backend.load_shared`)
+    #: instead of loading (and compiling) a copy each
+    shares_model: ClassVar[bool] = False
 
+    @classmethod
+    def declared_inputs(cls, model: Path) -> list[TensorSpec] | None:
+        """The inputs ``model`` declares, read cheaply before any run (tasks adapt to them, e.g.
+        BERT's sequence length); None: cannot tell."""
+        return None
+
+    @classmethod
+    def framework(cls) -> str | None:
+        """The framework name and version, for the system description; None: unknown."""
+        return None
+
+    @classmethod
+    def prepare_process(cls) -> None:
+        """What it needs of a run's worker process before any other thread starts (OpenVINO:
+        one malloc arena). The default: nothing."""
+
+    def load_allowance_s(self, options: BackendOptions, model: Path | None) -> float:
+        """Seconds :meth:`load` may take beyond the stall timeout with these options and this
+        model file (compiling the model); the default: none."""
+        return 0.0
+
+    @abstractmethod
     def load(self, model: Path | None, options: BackendOptions) -> None:
         """Open the model. Raise ModelError for a missing or unreadable model."""
 
+    @abstractmethod
+    def describe(self) -> dict[str, Any]:
+        """Versions and settings worth keeping in run.json."""
+
+    def close(self) -> None:
+        """Release threads, sessions and connections; the default: nothing to release."""
+
+
+class Backend(BackendBase):
+    """A tensor runtime: named input arrays in, named output arrays out (one call of
+    ``predict`` is what a :class:`~mlharness.tasks.base.TensorTask`'s inference seam calls)."""
+
     @property
+    @abstractmethod
     def inputs(self) -> list[TensorSpec] | None:
         """What the loaded model accepts; None: anything (a backend without a model)."""
 
+    @abstractmethod
     def predict(self, inputs: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
         """Run one batch; return outputs by name."""
 
-    def describe(self) -> dict[str, Any]:
-        """Versions and settings worth keeping in run.json."""
+    @property
+    def index_limits(self) -> dict[str, int]:
+        """``{input: rows}`` of the tables the loaded model's integer inputs index (checked
+        against the task's :class:`IndexRange`s); the default: none known."""
+        return {}
+
+    def load_shared(self, first: Backend, options: BackendOptions) -> None:
+        """Load as another instance of the loaded backend ``first`` (only where the class
+        declares ``shares_model``)."""
+        raise NotImplementedError(f"{self.name} does not share a loaded model")
 
 
 @runtime_checkable
@@ -130,33 +177,29 @@ OnDone = Callable[[list[int]], None]
 OnError = Callable[[str], None]
 
 
-@runtime_checkable
-class StreamingBackend(Protocol):
+class StreamingBackend(BackendBase):
     """A text-generation runtime that streams tokens (an OpenAI-compatible server, an in-process
-    ``transformers`` model). ``generates = True`` tells the SUT to take the streaming path.
+    ``transformers`` model): the backend of a :class:`~mlharness.tasks.base.GenerationTask`.
 
     ``submit`` returns at once; the backend calls ``on_first`` when the first token exists and
     then exactly one of ``on_done`` / ``on_error``, from a thread of its own. ``concurrency`` is
     how many requests it keeps in flight (more wait inside it, in order)."""
 
-    name: str
-    generates: bool
-    concurrency: int
+    generates: ClassVar[bool] = True
+    concurrency: int = 1
 
-    def load(self, model: Path | None, options: BackendOptions) -> None: ...
-
+    @abstractmethod
     def submit(self, request: GenerationRequest, on_first: OnFirst, on_done: OnDone,
                on_error: OnError) -> None: ...
 
+    @abstractmethod
     def close(self) -> None:
         """Finish or cancel what is in flight and release threads and connections."""
-
-    def describe(self) -> dict[str, Any]: ...
 
 
 def is_streaming(backend: object) -> TypeGuard[StreamingBackend]:
     """Whether ``backend`` generates text token by token (the streaming SUT path)."""
-    return bool(getattr(backend, "generates", False))
+    return isinstance(backend, StreamingBackend)
 
 
 def check_signature(expected: list[TensorSpec], actual: list[TensorSpec] | None, model: str,

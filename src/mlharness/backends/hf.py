@@ -20,7 +20,7 @@ from typing import Any, Literal
 from pydantic import Field
 
 from mlharness.backends.base import (BackendOptions, GenerationRequest, OnDone, OnError,
-                                     OnFirst)
+                                     OnFirst, StreamingBackend)
 from mlharness.errors import ConfigError, ModelError, one_line
 from mlharness.options import Options
 
@@ -43,9 +43,8 @@ class HfOptions(Options):
 _Job = tuple[GenerationRequest, OnFirst, OnDone, OnError]
 
 
-class HfBackend:
+class HfBackend(StreamingBackend):
     name = "hf"
-    generates = True
     options_model = HfOptions
 
     def __init__(self) -> None:

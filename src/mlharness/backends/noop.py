@@ -7,12 +7,12 @@ from typing import Any
 
 import numpy as np
 
-from mlharness.backends.base import BackendOptions
+from mlharness.backends.base import Backend, BackendOptions
 from mlharness.options import NoOptions
 from mlharness.tensors import TensorSpec
 
 
-class NoopBackend:
+class NoopBackend(Backend):
     name = "noop"
     options_model = NoOptions
 

@@ -7,7 +7,7 @@ from typing import Any, Literal
 
 import numpy as np
 
-from mlharness.backends.base import BackendOptions
+from mlharness.backends.base import Backend, BackendOptions
 from mlharness.backends.onnx_precision import (prepared_model, quantize_calibrated,
                                               require_fp32_onnx)
 from mlharness.backends.onnx_shapes import onnx_declared_inputs, onnx_index_limits
@@ -43,7 +43,7 @@ class OnnxRuntimeOptions(Options):
     graph_optimization: Literal["disable", "basic", "extended", "all"] = "all"
 
 
-class OnnxRuntimeBackend:
+class OnnxRuntimeBackend(Backend):
     name = "onnxruntime"
     options_model = OnnxRuntimeOptions
     #: the catalogue's model files it reads

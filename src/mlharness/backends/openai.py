@@ -47,7 +47,8 @@ from typing import Any, Callable
 
 from pydantic import Field, field_validator
 
-from mlharness.backends.base import BackendOptions, GenerationRequest, OnDone, OnError, OnFirst
+from mlharness.backends.base import (BackendOptions, GenerationRequest, OnDone, OnError, OnFirst,
+                                    StreamingBackend)
 from mlharness.backends.openai_stream import ClientSettings, EndpointError, OpenAIStreamClient
 from mlharness.errors import ConfigError, HarnessError, one_line
 from mlharness.options import Options
@@ -142,11 +143,10 @@ def _line(exc: BaseException) -> str:
     return one_line(exc)
 
 
-class OpenAIBackend:
+class OpenAIBackend(StreamingBackend):
     """StreamingBackend for OpenAI-compatible servers; ``model`` is ignored (the server has it)."""
 
     name = "openai"
-    generates = True
     concurrency = 256
     options_model = OpenAIOptions
 

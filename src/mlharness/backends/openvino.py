@@ -30,7 +30,7 @@ from typing import Annotated, Any, Literal
 import numpy as np
 from pydantic import BeforeValidator
 
-from mlharness.backends.base import BackendOptions
+from mlharness.backends.base import Backend, BackendOptions
 from mlharness.backends.onnx_precision import require_fp32_onnx
 from mlharness.backends.onnx_shapes import onnx_index_limits
 from mlharness.backends.openvino_int8 import IR_SUFFIX, quantize_nncf, require_int8, require_nncf
@@ -130,7 +130,7 @@ class OpenVinoOptions(Options):
     snippets: bool | None = None  # OpenVINO's SNIPPETS_MODE; None: OpenVINO's default
 
 
-class OpenVinoBackend:
+class OpenVinoBackend(Backend):
     name = "openvino"
     options_model = OpenVinoOptions
     #: the catalogue's model files it reads (it also reads an IR, which no artefact is)
@@ -163,7 +163,7 @@ class OpenVinoBackend:
         self._requests: queue.Queue = queue.Queue()
         self._outputs: list[str] = []
         #: the tables the model's integer inputs index (an optional extra of the Backend protocol)
-        self.index_limits: dict[str, int] = {}
+        self._index_limits: dict[str, int] = {}
 
     def load(self, model: Path | None, options: BackendOptions) -> None:
         import openvino as ov
@@ -204,7 +204,7 @@ class OpenVinoBackend:
             raise ModelError(f"openvino cannot load {model}: {detail}",
                              hint="check that the file is a valid ONNX model or OpenVINO "
                                   "IR (.xml with its .bin)") from exc
-        self.index_limits = _index_limits(read)
+        self._index_limits = _index_limits(read)
         n = int(self.compiled.get_property("OPTIMAL_NUMBER_OF_INFER_REQUESTS"))
         for _ in range(max(1, n)):
             self._requests.put(self.compiled.create_infer_request())
@@ -230,6 +230,10 @@ class OpenVinoBackend:
         if extra.snippets is not None:
             config["SNIPPETS_MODE"] = "ENABLE" if extra.snippets else "DISABLE"
         return config
+
+    @property
+    def index_limits(self) -> dict[str, int]:
+        return self._index_limits
 
     @property
     def inputs(self) -> list[TensorSpec]:

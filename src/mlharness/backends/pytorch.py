@@ -10,7 +10,8 @@
   pre-processing preset, ``--task-option preprocessing=torchvision``).
 
 ``--backend-option arch=bert|resnet50`` overrides the detection from the state dict's keys
-(:class:`PyTorchOptions`).
+(:class:`PyTorchOptions`); what each architecture is and allows lives in the registry of
+:mod:`mlharness.backends.torch_archs`, never in a branch here.
 ``--precision bf16`` runs under ``torch.autocast`` (bf16 matmuls/convolutions through oneDNN:
 AMX or AVX512_BF16) and is refused where oneDNN has no bf16 path. ``--precision int8`` runs a
 calibrated program (``<model>.int8.pt2`` from ``mlharness calibrate --backend pytorch``,
@@ -39,16 +40,18 @@ import functools
 import warnings
 import zipfile
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any
 
 import numpy as np
+from pydantic import field_validator
 
-from mlharness.backends.base import BackendOptions, check_index_ranges
+from mlharness.backends.base import Backend, BackendOptions, check_index_ranges
 from mlharness.backends.pytorch_int8 import (PROGRAM_SUFFIX, export_dims, is_program,
                                             load_exported, load_program, quantize_pt2e,
                                             require_pt2e)
 from mlharness.backends.quantised import (MIN_QUANTISED_OUTPUTS, CalibrationTask, Quantiser,
                                          calibration_record, refuse_mislabelled)
+from mlharness.backends.torch_archs import ARCHS, TorchArch, arch_named, detect
 from mlharness.backends.torch_compile import (batches_to_compile, compile_at_load, padded_to_two,
                                               require_compiler)
 from mlharness.backends.torch_package import Package, load_or_build, package_path
@@ -57,9 +60,6 @@ from mlharness.files import cache_root
 from mlharness.names import Precision
 from mlharness.options import Options
 from mlharness.tensors import TensorSpec
-
-BERT_INPUTS = ("input_ids", "input_mask", "segment_ids")
-BERT_OUTPUTS = ("output_start_logits", "output_end_logits")
 
 
 def bf16_supported() -> bool:
@@ -93,21 +93,25 @@ def _state_dict(path: Path) -> dict[str, Any]:
             .replace("LayerNorm.beta", "LayerNorm.bias"): v for k, v in obj.items()}
 
 
-def _bert_config(model: Path, options: BackendOptions) -> dict[str, Any]:
-    """``bert_config.json`` beside the checkpoint, or the one ``config=PATH`` names."""
+def _arch_config(arch: TorchArch, model: Path, options: BackendOptions
+                 ) -> dict[str, Any] | None:
+    """The architecture's config file beside the checkpoint (BERT's ``bert_config.json``), or
+    the one ``config=PATH`` names; None for an architecture without one."""
+    if arch.config_file is None:
+        return None
     # lazy: torch_models imports torch, which this module loads only with a model
     from mlharness.backends.torch_models import read_bert_config
 
-    path = options.extra_as(PyTorchOptions).config or model.with_name("bert_config.json")
+    path = options.extra_as(PyTorchOptions).config or model.with_name(arch.config_file)
     if not path.is_file():
-        raise ModelError(f"no BERT config at {path}",
-                         hint="put bert_config.json beside the checkpoint or pass "
+        raise ModelError(f"no {arch.name} config at {path}",
+                         hint=f"put {arch.config_file} beside the checkpoint or pass "
                               "--backend-option config=PATH")
     try:
         return read_bert_config(path)
     except (ValueError, OSError) as exc:
-        raise ModelError(f"bad BERT config: {exc}",
-                         hint="use the official bert_config.json") from None
+        raise ModelError(f"bad {arch.name} config: {exc}",
+                         hint=f"use the official {arch.config_file}") from None
 
 
 def _embedding_rows(state: dict[str, Any]) -> dict[str, int]:
@@ -118,13 +122,14 @@ def _embedding_rows(state: dict[str, Any]) -> dict[str, int]:
             for key, tensor in state.items() if key.endswith(suffix)}
 
 
-def _refuse_dynamic_int8(arch: str, options: BackendOptions) -> None:
-    """``--precision int8`` of a checkpoint is dynamic int8 of BERT's Linear layers, eager."""
-    if arch != "bert":
-        raise ConfigError("int8 of a ResNet-50 checkpoint on the pytorch backend needs a "
+def _refuse_dynamic_int8(arch: TorchArch, options: BackendOptions) -> None:
+    """``--precision int8`` of a checkpoint is dynamic int8 of its Linear layers, eager, where
+    the architecture allows it (BERT)."""
+    if not arch.dynamic_int8:
+        raise ConfigError(f"int8 of a {arch.name} checkpoint on the pytorch backend needs a "
                           "calibrated program (dynamic quantisation would leave its "
                           "convolutions in fp32)",
-                          hint="mlharness calibrate -b resnet50 --backend pytorch --model "
+                          hint="mlharness calibrate -b BENCHMARK --backend pytorch --model "
                                "CHECKPOINT --dataset DATA, then pass the .int8.pt2 it writes")
     if options.extra_as(PyTorchOptions).compiles:
         raise ConfigError("torch.compile does not run dynamically quantised Linear layers",
@@ -136,7 +141,15 @@ def _refuse_dynamic_int8(arch: str, options: BackendOptions) -> None:
 class PyTorchOptions(Options):
     """``--backend-option`` keys of the pytorch backend."""
 
-    arch: Literal["bert", "resnet50"] | None = None  # None: told from the state dict's keys
+    #: an architecture of torch_archs.ARCHS; None: told from the state dict's keys
+    arch: str | None = None
+
+    @field_validator("arch")
+    @classmethod
+    def _known_arch(cls, value: str | None) -> str | None:
+        if value is not None and value not in ARCHS:
+            raise ValueError(f"unknown arch {value!r}; known: {', '.join(ARCHS)}")
+        return value
     config: Path | None = None  # BERT's bert_config.json; None: the one beside the checkpoint
     compile: bool = False  # torch.compile, warmed up at load
     #: compile into an AOTInductor package kept in the cache, loaded from there by later runs
@@ -172,10 +185,11 @@ def quantize_checkpoint(model: Path, target: Path, batches: list[dict[str, np.nd
                                        extra=PyTorchOptions()))
     check_index_ranges(task.index_ranges(), backend.index_limits, str(model))
     names = [spec.name for spec in backend.inputs]
-    return quantize_pt2e(backend.net, backend.arch, names, target, batches, method)
+    return quantize_pt2e(backend.net, backend.arch.name, backend.arch.sequence_axis, names,
+                         target, batches, method)
 
 
-class PyTorchBackend:
+class PyTorchBackend(Backend):
     name = "pytorch"
     options_model = PyTorchOptions
     #: the catalogue's model files it reads
@@ -186,9 +200,10 @@ class PyTorchBackend:
         PROGRAM_SUFFIX, "PyTorch runs the PT2E-quantised program compiled by inductor "
                         "(oneDNN int8 kernels)",
         check_source=require_checkpoint, quantise=quantize_checkpoint, check_method=require_pt2e)
+    #: ``--instances`` call one module (and its compiled graphs) from their own threads
+    shares_model = True
 
-    @staticmethod
-    def load_allowance_s(options: BackendOptions, model: Path | None = None) -> float:
+    def load_allowance_s(self, options: BackendOptions, model: Path | None = None) -> float:
         """Seconds loading may take beyond the stall timeout: compiling is not a stall."""
         compiles = (options.extra_as(PyTorchOptions).compiles
                     or (model is not None and is_program(model)))
@@ -196,7 +211,7 @@ class PyTorchBackend:
 
     def __init__(self) -> None:
         self.net: Any = None
-        self.arch = ""
+        self.arch: TorchArch = ARCHS["resnet50"]  # set by load
         self.model: Path | None = None
         self.options = BackendOptions()
         self.forward: Any = None  # the model, or what it was compiled into
@@ -232,15 +247,11 @@ class PyTorchBackend:
         refuse_mislabelled(model, options.precision)
         state = _state_dict(model)
         opts = options.extra_as(PyTorchOptions)
-        arch = str(opts.arch or ("bert" if any(
-            k.startswith("bert.") for k in state) else "resnet50" if "fc.weight" in state else ""))
-        if arch not in ("bert", "resnet50"):
-            raise ModelError(f"cannot tell the architecture of {model} from its keys",
-                             hint="pass --backend-option arch=bert or arch=resnet50")
+        arch = arch_named(opts.arch, str(model)) if opts.arch else detect(state, str(model))
         if options.precision == "int8":
             _refuse_dynamic_int8(arch, options)
-        self._set_inputs(arch, options)
-        self.config = _bert_config(model, options) if arch == "bert" else None
+        self._inputs = arch.inputs(options.task_inputs)
+        self.config = _arch_config(arch, model, options)
         self.arch, self.model, self.options = arch, model, options
         self._index_limits = _embedding_rows(state)
         if opts.package:  # it holds the weights; a build loads the model itself
@@ -251,14 +262,15 @@ class PyTorchBackend:
         del state  # the module holds copies: not a second set of weights while it compiles
         if options.precision == "int8":
             self.net = self._dynamic_int8(self.net)
-        if arch == "resnet50":
+        if arch.channels_last:
             self.net = self.net.to(memory_format=torch.channels_last)
         self.forward = self._compiled() if opts.compiles else self.net
 
-    def load_shared(self, first: PyTorchBackend, options: BackendOptions) -> None:
+    def load_shared(self, first: Backend, options: BackendOptions) -> None:
         """Another instance of ``first``: its module and compiled graphs, called from this
         instance's pinned worker (a module runs from several threads at once, compiled or
         not), so N instances load and compile once and hold one copy of the weights."""
+        assert isinstance(first, PyTorchBackend), first
         import torch
 
         if options.threads:
@@ -272,12 +284,10 @@ class PyTorchBackend:
             raise ConfigError(f"{model} is a calibrated int8 program, but --precision is "
                               f"{options.precision}",
                               hint="pass --precision int8 (the run then records the calibration)")
-        arch = str(options.extra_as(PyTorchOptions).arch
-                   or (self.calibration or {}).get("arch") or "")
-        if arch not in ("bert", "resnet50"):
-            raise ModelError(f"cannot tell the architecture of {model}: no calibration record "
-                             "beside it", hint="pass --backend-option arch=bert or arch=resnet50")
-        self._set_inputs(arch, options)
+        arch = arch_named(str(options.extra_as(PyTorchOptions).arch
+                              or (self.calibration or {}).get("arch") or ""),
+                          f"{model}: no calibration record beside it")
+        self._inputs = arch.inputs(options.task_inputs)
         self.net = load_program(model)
         self.arch, self.model, self.options = arch, model, options
         self._index_limits = _embedding_rows(self.net.state_dict())
@@ -304,24 +314,13 @@ class PyTorchBackend:
 
     def _module(self, state: dict[str, Any]) -> Any:
         """The architecture's module holding the checkpoint's weights."""
-        # lazy: torch_models imports torch, which this module loads only with a model
-        from mlharness.backends.torch_models import BertForQA, resnet_from_state
-
-        net = (BertForQA(self.config or {}) if self.arch == "bert"
-               else resnet_from_state(state))
+        net = self.arch.build(state, self.config)
         missing, _unexpected = net.load_state_dict(state, strict=False)  # pooler etc. unused
         wanted = [k for k in missing if not k.endswith("num_batches_tracked")]
         if wanted:
             raise ModelError(f"{self.model} lacks {len(wanted)} weight(s), e.g. {wanted[0]}",
                              hint="pass the checkpoint of this architecture (or set arch=...)")
         return net
-
-    def _set_inputs(self, arch: str, options: BackendOptions) -> None:
-        if arch == "bert":
-            self._inputs = [TensorSpec(n, "int64", (None, None)) for n in BERT_INPUTS]
-            return
-        name = options.task_inputs[0].name if options.task_inputs else "input_tensor:0"
-        self._inputs = [TensorSpec(name, "float32", (None, 3, None, None))]
 
     def _compiled(self) -> Any:
         """The model compiled now: with ``package=true`` its package, else ``torch.compile``
@@ -330,13 +329,14 @@ class PyTorchBackend:
             return self._packaged()
         self.compiled_batches = batches_to_compile(self.options.scenario,
                                                    self.options.batch_size)
-        return compile_at_load(self.net, self.arch == "bert", self.compiled_batches, self._warm)
+        return compile_at_load(self.net, self.arch.sequence_axis, self.compiled_batches,
+                               self._warm)
 
     def _packaged(self) -> Any:
         """The model's package from the cache, built and kept there first if it is not."""
         require_compiler()
         assert self.model is not None
-        derived = {"arch": self.arch, "precision": self.options.precision,
+        derived = {"arch": self.arch.name, "precision": self.options.precision,
                    "bert_config": self.config, "inputs": self._inputs[0].name}
         path = package_path(cache_root(self.options.cache_dir), self.model, derived)
         runners = self.options.instances
@@ -353,16 +353,14 @@ class PyTorchBackend:
         # lazy: torch_models imports torch, which this module loads only with a model
         from mlharness.backends.torch_models import Bf16Autocast
 
-        names = BERT_INPUTS if self.arch == "bert" else (self._inputs[0].name,)
-        net, dims = self.net, export_dims(names, self.arch)
+        names = [s.name for s in self._inputs]
+        net, dims = self.net, export_dims(names, self.arch.sequence_axis)
         if self.options.precision == "bf16":  # its forward takes *inputs: one argument
             net, dims = Bf16Autocast(net), (dims,)  # type: ignore[assignment]
         return torch.export.export(net, self._tensors(self._sample(2)), dynamic_shapes=dims)
 
     def _sample(self, batch: int) -> dict[str, np.ndarray]:
-        if self.arch == "bert":
-            return {n: np.ones((batch, 128), np.int64) for n in BERT_INPUTS}
-        return {self._inputs[0].name: np.zeros((batch, 3, 224, 224), np.float32)}
+        return self.arch.sample(self._inputs, batch)
 
     def _warm(self, forward: Any, batch: int) -> None:
         self._run(forward, self._sample(batch))
@@ -401,27 +399,16 @@ class PyTorchBackend:
         import torch
 
         with torch.inference_mode(), self._autocast():
-            if self.arch == "bert":
-                start, end = forward(*self._tensors(inputs))
-                return {BERT_OUTPUTS[0]: start.float().numpy(),
-                        BERT_OUTPUTS[1]: end.float().numpy()}
-            logits = forward(*self._tensors(inputs)).float()
-            return {"ArgMax:0": logits.argmax(1).numpy(),
-                    "softmax_tensor:0": torch.softmax(logits, 1).numpy()}
+            return self.arch.outputs(forward(*self._tensors(inputs)))
 
     def _tensors(self, inputs: dict[str, np.ndarray]) -> tuple[Any, ...]:
-        """The model's arguments: BERT's three id tensors, or the images channels-last."""
-        import torch
-
-        if self.arch == "bert":
-            return tuple(torch.from_numpy(inputs[n]) for n in BERT_INPUTS)
-        images = torch.from_numpy(inputs[self._inputs[0].name])
-        return (images.contiguous(memory_format=torch.channels_last),)
+        """The model's arguments, in its inputs' order (channels-last where it runs so)."""
+        return self.arch.tensors(inputs, self._inputs)
 
     def describe(self) -> dict[str, Any]:
         import torch
 
-        return {"name": self.name, "torch": torch.__version__, "arch": self.arch,
+        return {"name": self.name, "torch": torch.__version__, "arch": self.arch.name,
                 "threads": torch.get_num_threads(), "precision": self.options.precision,
                 "autocast": "bf16" if self.options.precision == "bf16" else None,
                 "quantization": self._quantization(),
@@ -431,7 +418,7 @@ class PyTorchBackend:
                 or None,
                 "compiled_package": self.package.describe() if self.package else None,
                 "notes": [self.package.note()] if self.package else [],
-                "channels_last": self.arch == "resnet50",
+                "channels_last": self.arch.channels_last,
                 "onednn_bf16": bf16_supported(), "model": str(self.model)}
 
 

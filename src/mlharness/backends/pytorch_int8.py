@@ -75,12 +75,14 @@ def require_pt2e(method: str) -> None:
     import_torchao()
 
 
-def export_dims(names: list[str] | tuple[str, ...], arch: str) -> tuple[dict[int, Any], ...]:
-    """The dynamic axes of each input: the batch, and BERT's sequence."""
+def export_dims(names: list[str] | tuple[str, ...], sequence_axis: bool
+                ) -> tuple[dict[int, Any], ...]:
+    """The dynamic axes of each input: the batch, and the sequence (axis 1) where the
+    architecture has one (BERT)."""
     import torch
 
     batch = torch.export.Dim("batch", min=1, max=MAX_BATCH)
-    if arch == "bert":
+    if sequence_axis:
         sequence = torch.export.Dim("sequence", min=2, max=MAX_SEQUENCE)
         return tuple({0: batch, 1: sequence} for _ in names)
     return tuple({0: batch} for _ in names)
@@ -119,10 +121,11 @@ def _quantizer(net: Any, reduce_range: bool) -> tuple[Any, list[str]]:
     return quantizer, kept
 
 
-def quantize_pt2e(net: Any, arch: str, names: list[str], target: Path,
+def quantize_pt2e(net: Any, arch: str, sequence_axis: bool, names: list[str], target: Path,
                   batches: list[dict[str, np.ndarray]], method: str = "minmax") -> dict:
-    """Int8 program of the fp32 module ``net`` (inputs ``names``) into ``target`` (``.pt2``),
-    activation ranges from ``batches``; returns what was done (for the calibration record)."""
+    """Int8 program of the fp32 module ``net`` (architecture ``arch``, inputs ``names``, a
+    dynamic sequence axis or not) into ``target`` (``.pt2``), activation ranges from
+    ``batches``; returns what was done (for the calibration record)."""
     import torch
 
     require_pt2e(method)
@@ -130,7 +133,7 @@ def quantize_pt2e(net: Any, arch: str, names: list[str], target: Path,
     from torchao.quantization.pt2e.quantize_pt2e import convert_pt2e, prepare_pt2e
 
     reduce_range = matrix_isa()["int8"] not in ("amx", "avx512_vnni", "avx_vnni")
-    dims = export_dims(names, arch)
+    dims = export_dims(names, sequence_axis)
     with quantised_file(Path(target), Path(target), "PT2E int8 quantisation",
                         "check the model runs in fp32 with --backend pytorch first",
                         suffix=PROGRAM_SUFFIX) as tmp, torch.no_grad(), _quiet_export():

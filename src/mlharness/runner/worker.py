@@ -29,7 +29,7 @@ from mlharness.runner.messages import (Channel, Counter, Crash, Done, Failed, Ph
                                        UserError)
 from mlharness.spec import RunSpec
 from mlharness.sut import Engine, StreamEngine, policy_for
-from mlharness.sut.assemble import PhaseHook, build_instances, tensor_task
+from mlharness.sut.assemble import PhaseHook, build_instances, runtimes
 from mlharness.sut.samples import SampleHome, sample_home
 from mlharness.tasks import GenerationTask
 
@@ -147,17 +147,19 @@ def child_main(spec_data: dict[str, Any], settings: EffectiveSettings, run_dir: 
 
     try:
         spec = RunSpec.model_validate(spec_data)
+        backend: Backend | PoolBackend
         if spec.distribution.local:
-            task, instances, placement = build_instances(spec, phase)
-            backend: Backend | PoolBackend = instances[0]
+            built, loaded_backends, placement = build_instances(spec, phase)
+            first = loaded_backends[0]
+            if isinstance(built, GenerationTask) and is_streaming(first):  # paired by assemble
+                _run_streaming(spec, settings, built, first, run_dir, channel, loaded,
+                               completed, phase)
+                return
+            task, instances = runtimes(built, loaded_backends)
+            backend = instances[0]
         else:  # serve nodes or Ray actors hold the samples and run them
             task, backend = build_pool(spec, phase)
             instances, placement = [], None
-        if isinstance(task, GenerationTask) and is_streaming(backend):  # paired by assemble
-            _run_streaming(spec, settings, task, backend, run_dir, channel, loaded, completed,
-                           phase)
-            return
-        task = tensor_task(task)
         # a model exported with a fixed batch (e.g. the official RetinaNet ONNX: 1) caps the
         # default batch size; a larger explicit --batch-size was refused by check_signature
         policy = policy_for(spec.scenario, spec.batch_size or fixed_batch(backend.inputs),
@@ -176,7 +178,7 @@ def child_main(spec_data: dict[str, Any], settings: EffectiveSettings, run_dir: 
                                     placement=placement.to_dict() if placement else None)))
 
         def on_failure(message: str) -> None:
-            channel.put(Failed(message, getattr(engine, "failure_traceback", ""), home.report()))
+            channel.put(Failed(message, engine.failure_traceback, home.report()))
 
         if home.local:  # a death by signal names the shapes in flight (runner/inflight.py)
             recorder = InFlight(Path(run_dir))

@@ -9,7 +9,7 @@ import time
 from typing import Any
 
 from mlharness.spec import RunSpec
-from mlharness.sut.assemble import build_local, tensor_task
+from mlharness.sut.assemble import build_local, runtimes
 
 
 class Node:
@@ -23,8 +23,8 @@ class Node:
     def __init__(self, spec: RunSpec, name: str | None = None) -> None:
         self.spec = spec
         self.name = name or socket.gethostname()
-        task, self.backend = build_local(spec)
-        self.task = tensor_task(task)
+        task, backend = build_local(spec)
+        self.task, [self.backend] = runtimes(task, [backend])
         self._held: dict[str, set[int]] = {}  # run id -> samples it loaded
         self._refs: dict[int, int] = {}  # sample -> runs holding it (in the task while > 0)
         self._lock = threading.RLock()

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
-from mlharness.backends import (Backend, BackendOptions, backend_options, check_index_ranges,
+from mlharness.backends import (Backend, BackendBase, BackendOptions, backend_options, check_index_ranges,
                                 check_signature, create_backend, declared_inputs, generates_text)
 from mlharness.errors import ConfigError
 from mlharness.files import cache_root
@@ -40,8 +40,8 @@ def check_pairing(spec: RunSpec, task: Task) -> None:
 
 
 def build_local(spec: RunSpec, phase: PhaseHook | None = None, cpus: list[int] | None = None,
-                threads: int | None = None, first: Backend | None = None
-                ) -> tuple[Task, Backend]:
+                threads: int | None = None, first: BackendBase | None = None
+                ) -> tuple[Task, BackendBase]:
     """The task and the loaded, signature-checked backend a RunSpec names (used by a run's child
     process, by ``mlharness serve`` nodes and by Ray replicas); ``phase(name, allowance_s)``
     hears the steps.
@@ -62,27 +62,35 @@ def build_local(spec: RunSpec, phase: PhaseHook | None = None, cpus: list[int] |
                              instances=spec.instances, cpus=cpus or None,
                              task_inputs=list(task.model_inputs)
                              if isinstance(task, TensorTask) else [])
-    load_shared = getattr(backend, "load_shared", None)  # instances call one model (pytorch)
-    shares = load_shared is not None
-    if first is not None and load_shared is not None:
-        load_shared(first, options)
+    shares = type(backend).shares_model  # instances call one model (pytorch)
+    if first is not None and shares:
+        assert isinstance(backend, Backend) and isinstance(first, Backend)
+        backend.load_shared(first, options)
     else:
         # a backend that compiles at load (torch.compile) says how much longer it may take;
         # the user sees why the load takes minutes
-        allowance = getattr(backend, "load_allowance_s", lambda options, model: 0.0)(
-            options, model)
+        allowance = backend.load_allowance_s(options, model)
         if allowance:
             phase(COMPILE_PHASE, allowance)
         # an instance with a model of its own loads it on its own cores, so its weights land
         # in their NUMA node's memory; a shared model (and its compile workers) keeps them all
         with pinned(None if shares else cpus):
             backend.load(model, options)
-    if isinstance(task, TensorTask):
+    if isinstance(task, TensorTask) and isinstance(backend, Backend):
         check_signature(task.model_inputs, backend.inputs, str(model), spec.batch_size)
         if first is None:  # the other instances load the same file: its tables are known
-            check_index_ranges(task.index_ranges(), getattr(backend, "index_limits", {}),
-                               str(model))
+            check_index_ranges(task.index_ranges(), backend.index_limits, str(model))
     return task, backend
+
+
+def runtimes(task: Task, backends: list[BackendBase]) -> tuple[TensorTask, list[Backend]]:
+    """The tensor task and the runtimes a batching engine runs it on (:func:`check_pairing`
+    paired them when they were built)."""
+    found = [b for b in backends if isinstance(b, Backend)]
+    if len(found) != len(backends):
+        raise ConfigError(f"{task.name} runs tensors: its backends must be tensor runtimes",
+                          "use e.g. --backend onnxruntime")
+    return tensor_task(task), found
 
 
 def tensor_task(task: Task) -> TensorTask:
@@ -95,7 +103,7 @@ def tensor_task(task: Task) -> TensorTask:
 
 
 def build_instances(spec: RunSpec, phase: PhaseHook | None = None
-                    ) -> tuple[Task, list[Backend], Placement | None]:
+                    ) -> tuple[Task, list[BackendBase], Placement | None]:
     """``--instances N --threads-per-instance M``: the task, N backends each loaded for its own
     block of cores (sharing the first's model where the backend can), and the placement (None
     for the usual single backend)."""
@@ -104,7 +112,7 @@ def build_instances(spec: RunSpec, phase: PhaseHook | None = None
         task, backend = build_local(spec, phase)
         return task, [backend], None
     placement = place(spec.instances, spec.threads_per_instance)
-    instances: list[Backend] = []
+    instances: list[BackendBase] = []
     for k, cpus in enumerate(placement.cpus, 1):
         # every announced phase is progress for the stall clock; the name tells the user
         # which of the N instances is loading
@@ -115,7 +123,7 @@ def build_instances(spec: RunSpec, phase: PhaseHook | None = None
         task, backend = build_local(spec, instance_phase, cpus, placement.threads,
                                     first=instances[0] if instances else None)
         instances.append(backend)
-    placement.shared_model = len(instances) > 1 and hasattr(instances[0], "load_shared")
+    placement.shared_model = len(instances) > 1 and type(instances[0]).shares_model
     return task, instances, placement
 
 

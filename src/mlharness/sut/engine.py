@@ -79,6 +79,7 @@ class Engine:
         self._threads: list[threading.Thread] = []
         self.n_workers = 0 if policy.inline else max(1, workers, len(self.instances))
         self.failure: str | None = None
+        self.failure_traceback = ""
         self.completed = 0  # samples answered (including failed ones); under _count_lock
         self.batches = 0
         self.warmup_shapes = 0  # the input shapes the warm-up ran (Task.warmup_batches)
