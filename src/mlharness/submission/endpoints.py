@@ -150,7 +150,7 @@ def _eval_method(bench: LlmBenchmark) -> str:
         bench.accuracy[0].metric, "pass_at_1")
 
 
-def score(bench: LlmBenchmark, acc: Run) -> Any:
+def score(bench: LlmBenchmark, acc: Run, total: int) -> Any:
     """The accuracy entry's ``score`` as the reference client's scorer gives it: qwen3-vl's F1
     (a fraction), ROUGE as ``RougeScorer`` returns it (text values, percent), an exact match
     as a fraction."""
@@ -165,8 +165,7 @@ def score(bench: LlmBenchmark, acc: Run) -> Any:
                                if key in metrics}
         if "GEN_LEN" in metrics:
             out["gen_len"] = f"{int(metrics['GEN_LEN'])}"
-        if "GEN_NUM" in metrics:
-            out["gen_num"] = int(metrics["GEN_NUM"])
+        out["gen_num"] = total
         return out
     if result.metric == "F1_HIERARCHICAL":
         return result.value
@@ -178,7 +177,7 @@ def accuracy_results(bench: LlmBenchmark, scenario: str, acc: Run) -> dict[str, 
     values = parse_detail_log(acc.path / "mlperf_log_detail.txt").values
     total = int(values.get("effective_accuracy_sample_count")
                 or values.get("qsl_reported_total_count") or 0)
-    value = score(bench, acc)
+    value = score(bench, acc, total)
     entry = {"dataset_name": DATASETS.get(bench.name, bench.dataset), "extractor": "IdentityExtractor",
              "score": value, "unit_samples": total, "num_repeats": 1, "total_samples": total,
              "complete": True, "dataset_type": "accuracy",
