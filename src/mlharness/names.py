@@ -74,3 +74,14 @@ class Precision(StrEnum):
 
 
 DEFAULT_PRECISION = Precision.FP32
+
+
+#: accuracy metrics the official scripts report as a fraction (0..1), not in percent
+#: (qwen3-vl's evaluation.py prints {"f1": 0.79}; the checker's targets are fractions too)
+FRACTION_METRICS = frozenset({"F1_HIERARCHICAL"})
+
+
+def accuracy_text(metric: str | None, value: float) -> str:
+    """``F1_HIERARCHICAL 0.790`` or ``acc 76.456%``: a score in the unit its script prints."""
+    unit = "" if metric in FRACTION_METRICS else "%"
+    return f"{metric} {value:.3f}{unit}"

@@ -87,10 +87,11 @@ class RunSpec(BaseModel):
     # ---- what to run
     benchmark: Annotated[str, Flag(
         "demo, resnet50, retinanet, bert-99, bert-99.9, or an LLM: llama3.1-8b, llama3.1-8b-edge, "
-        "llama2-70b-99.9, deepseek-r1, gpt-oss-120b", "NAME", WHAT, "-b")]
+        "llama2-70b-99.9, deepseek-r1, gpt-oss-120b; the VLM qwen3-vl-235b-a22b", "NAME", WHAT,
+        "-b")]
     scenario: Annotated[Scenario, Flag(
         "SingleStream, MultiStream, Server or Offline (default {default}); Interactive for the "
-        "LLMs", "NAME", WHAT, "-s")] = DEFAULT_SCENARIO
+        "LLMs and the VLM", "NAME", WHAT, "-s")] = DEFAULT_SCENARIO
     #: `run`'s own: tune and compliance run performance
     mode: Annotated[Mode, Field(strict=False), Flag(
         "performance or accuracy (default {default})", closed=True, shared=False,
@@ -341,6 +342,7 @@ class RunSpec(BaseModel):
             sut=dict(self.sut_conf if sut is None else sut),
             measured=tuple("target_qps" if name == "target_qps" else "target_latency"
                            for name in self.measured),
+            rules=_rules_user_conf(self.benchmark, str(self.scenario)),
         )
 
     def settings(self, loadgen_model: str, sut: dict[str, Any] | None = None,
@@ -351,6 +353,13 @@ class RunSpec(BaseModel):
 
     def to_dict(self) -> dict[str, Any]:
         return self.model_dump(mode="json")
+
+
+def _rules_user_conf(benchmark: str, scenario: str) -> dict[str, Any]:
+    """The round's user.conf keys of ``benchmark`` in ``scenario`` (an LLM benchmark's
+    ``user_conf`` table: what mlperf.conf lacks for it)."""
+    bench = llm.load().find(benchmark)
+    return dict(bench.user_conf.get(scenario, {})) if bench is not None else {}
 
 
 def check_consistency(spec: RunSpec) -> None:

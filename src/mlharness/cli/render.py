@@ -17,6 +17,7 @@ from rich.progress import BarColumn, Progress, TaskID, TextColumn, TimeElapsedCo
 from rich.table import Table
 
 from mlharness.loadgen.mllog import LoadGenResult
+from mlharness.names import FRACTION_METRICS, accuracy_text
 from mlharness.record import RunRecord
 from mlharness.tasks import AccuracyResult
 
@@ -115,8 +116,9 @@ def token_cell(result: LoadGenResult | None, name: str) -> str:
 def accuracy_cell(acc: AccuracyResult | None) -> str:
     if acc is None:
         return "-"
-    target = f" (>= {acc.target:.2f})" if acc.target is not None else ""
-    return f"{acc.metric} {acc.value:.3f}%{target}"
+    digits = 4 if acc.metric in FRACTION_METRICS else 2
+    target = f" (>= {acc.target:.{digits}f})" if acc.target is not None else ""
+    return accuracy_text(acc.metric, acc.value) + target
 
 
 def latency_cell(result: LoadGenResult | None, key: str) -> str:

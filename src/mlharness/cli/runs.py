@@ -12,6 +12,7 @@ from rich.table import Table
 
 from mlharness.cli.render import console, print_json
 from mlharness.errors import ConfigError
+from mlharness.names import accuracy_text
 from mlharness.report.names import check_benchmark, check_scenario
 from mlharness.store import IndexedRun, Store, open_store
 
@@ -123,7 +124,7 @@ _MODE = {"performance": "perf", "accuracy": "acc"}
 
 def _result(r: IndexedRun) -> str:
     if r.mode == "accuracy" and r.accuracy is not None:
-        return f"{r.accuracy_metric} {r.accuracy:.3f}%"
+        return accuracy_text(r.accuracy_metric, r.accuracy)
     if r.value is None:
         return "-"
     return value_text(r.value, r.unit)

@@ -104,6 +104,9 @@ class LlmBenchmark(_Frozen):
     accuracy_by_scenario: dict[str, tuple[AccuracyBound, ...]] = Field(default_factory=dict)
     #: a scenario with an accuracy set of its own (``accuracy-sample-count`` as a dict)
     accuracy_sample_count_by_scenario: dict[str, int] = Field(default_factory=dict)
+    #: user.conf keys per scenario that mlperf.conf does not give (a scenario it has no key of:
+    #: qwen3-vl's Interactive runs under its Server key with its own bound and sample count)
+    user_conf: dict[str, dict[str, int | float]] = Field(default_factory=dict)
     #: the format of the reference's results: LoadGen's logs, or the endpoints client's files
     #: (``submit --format auto`` lays the result out in it where the checker allows it)
     reference_format: Literal["loadgen", "endpoints"] = "loadgen"

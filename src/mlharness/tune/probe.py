@@ -118,8 +118,15 @@ def short_of_queries(point: Point) -> bool:
 
 
 def token_run(benchmark: str) -> bool:
-    """``benchmark`` is an LLM benchmark: LoadGen judges its Server and Interactive runs by TTFT
-    and TPOT (``use_token_latencies``), and reports tokens/s."""
+    """``benchmark`` is an LLM benchmark judged on tokens: LoadGen judges its Server and
+    Interactive runs by TTFT and TPOT (``use_token_latencies``), and reports tokens/s (qwen3-vl
+    is judged on the end-to-end latency instead)."""
+    found = llm.load().find(benchmark)
+    return found is not None and found.token_latencies
+
+
+def generation_run(benchmark: str) -> bool:
+    """``benchmark`` generates on a server (an LLM or VLM benchmark): a few queries a second."""
     return llm.load().find(benchmark) is not None
 
 
