@@ -109,11 +109,16 @@ def performance_problems(log: DetailLog, bench: AnyBenchmark, rules: Rules, divi
                 fix=f"check with the matching --round, or re-run with --round {rules.round}"))
     psc = _num(v.get("effective_performance_sample_count"))
     if not psc >= bench.performance_sample_count:
+        own_set = isinstance(bench, LlmBenchmark) and bench.reference_format == "endpoints" \
+            and directory in bench.accuracy_sample_count_by_scenario
         out.append(Problem(
             "performance-sample-count",
             f"performance_sample_count {psc:g} < {bench.performance_sample_count}", where=where,
-            meaning="LoadGen must choose among at least this many samples held in memory",
-            fix="drop --performance-sample-count and use a dataset with enough samples"))
+            meaning="LoadGen must choose among at least this many samples held in memory"
+            + (f" (in LoadGen's format; {directory}'s own set is smaller)" if own_set else ""),
+            fix="lay the result out in the endpoints format, which has no such count: "
+            "`mlharness submit ... --format auto --force`" if own_set else
+            "drop --performance-sample-count and use a dataset with enough samples"))
     if v.get("result_validity") != "VALID":
         out.append(Problem(
             "result-invalid", f"LoadGen marked the result {v.get('result_validity', 'missing')}",
@@ -147,8 +152,18 @@ def performance_problems(log: DetailLog, bench: AnyBenchmark, rules: Rules, divi
                                f"closed needs >= {bench.offline_min_samples_per_query}", where=where,
                                meaning="closed Offline runs must issue the round's minimum",
                                fix=fix_run))
-    if isinstance(bench, LlmBenchmark):
+    if isinstance(bench, LlmBenchmark) and bench.token_latencies:
         out += token_problems(log, bench, directory or scenario, where, fix_run)
+    elif isinstance(bench, LlmBenchmark) and scenario == "Server":
+        # judged on the end-to-end latency: Interactive's own bound, which LoadGen's log (Server)
+        # does not name and the checker does not apply (it looks the bound up under Server)
+        limit = bench.latency_limit(directory or scenario)
+        target = _num(v.get("effective_target_latency_ns"))
+        if limit is not None and target > limit and limit != bench.server_latency_ns:
+            out.append(Problem("server-latency", f"target latency {target:g} ns > {limit} ns "
+                               f"allowed in {directory}", where=where,
+                               meaning=f"the {directory} latency bound is fixed by the round",
+                               fix="drop --server-latency and re-run"))
     return out
 
 
@@ -180,18 +195,19 @@ def token_problems(log: DetailLog, bench: LlmBenchmark, scenario: str, where: st
 
 
 def llm_accuracy_problems(text: str, bench: LlmBenchmark, division: str, where: str,
-                          fix: str) -> list[Problem]:
+                          fix: str, scenario: str | None = None) -> list[Problem]:
     """The LLM part of ``accuracy_result_check``: every target metric read from accuracy.txt
-    with the checker's patterns; in closed, each reaching its target and none reported above
-    its upper limit (``LlmBenchmark.accuracy_failures``)."""
+    with the checker's patterns; in closed, each reaching its target (``scenario``'s own where
+    the round gives it one: qwen3-vl's Interactive) and none reported above its upper limit
+    (``LlmBenchmark.accuracy_failures``)."""
     values = bench.parse_accuracy(text)
-    targets = [b.metric for b in bench.accuracy]
+    targets = [b.metric for b in (bench.accuracy_for(scenario) if scenario else bench.accuracy)]
     missing = [m for m in targets if m not in values]
     if missing:
         return [Problem("accuracy-unreadable", "accuracy.txt has no " + ", ".join(missing),
                         where=where, meaning=f"{bench.name} is judged on " + ", ".join(targets)
                         + ", each read with the checker's fixed pattern", fix=fix)]
-    failures = bench.accuracy_failures(values) if division != "open" else []
+    failures = bench.accuracy_failures(values, scenario) if division != "open" else []
     if not failures:
         return []
     meaning = ("closed results must reach every accuracy target of the round and stay within "
@@ -215,7 +231,7 @@ def accuracy_problems(acc_dir: Path, bench: AnyBenchmark, rules: Rules, division
                         meaning="every result needs its accuracy run", fix=fix_acc)]
     text = (acc_dir / "accuracy.txt").read_text(errors="replace")
     if isinstance(bench, LlmBenchmark):
-        out += llm_accuracy_problems(text, bench, division, where, fix_acc)
+        out += llm_accuracy_problems(text, bench, division, where, fix_acc, acc_dir.parent.name)
     elif (value := bench.parse_accuracy(text)) is None:
         out.append(Problem("accuracy-unreadable", f"accuracy.txt has no {bench.accuracy_metric} line",
                            where=where, meaning="the checker reads the metric with a fixed pattern",
@@ -241,7 +257,8 @@ def accuracy_problems(acc_dir: Path, bench: AnyBenchmark, rules: Rules, division
                            where=where, meaning="a log with LoadGen errors cannot be submitted",
                            fix=fix_acc))
     count = log.values.get("effective_accuracy_sample_count", log.values.get("qsl_reported_total_count"))
-    expected = bench.accuracy_count if isinstance(bench, LlmBenchmark) else bench.dataset_size
+    expected = (bench.accuracy_count_for(acc_dir.parent.name) if isinstance(bench, LlmBenchmark)
+                else bench.dataset_size)
     if _num(count) != expected:
         out.append(Problem(
             "accuracy-coverage", f"the accuracy run covered {count} samples, the round's "
