@@ -77,3 +77,11 @@ def run(command: str, *args: str, home: Path, cwd: Path | None = None,
     assert proc.returncode == 0, \
         f"{command} failed:\n{proc.stdout[-3000:]}\n{proc.stderr[-4000:]}"
     return proc
+
+
+def prepared(catalogue: Path, home: Path) -> str:
+    """``catalogue`` in ``home``'s ``datasets`` cache as ``Shopify/product-catalogue`` (what
+    the client's ``load_dataset`` finds offline); the cache folder."""
+    cache = home / "hf" / "datasets"
+    run("cache", str(catalogue), "Shopify/product-catalogue", str(cache), home=home)
+    return str(cache)

@@ -1,8 +1,9 @@
 """Commands the endpoints referee's Python runs (tests/endpoints_referee.py): each calls the
 official code, unmodified, and writes what it produced as JSON.
 
-    requests DATASET OUT        the endpoints client's chat request of every sample (its
-                                 dataset row, its formatter, its adapter's request body)
+    requests CACHE OUT          the endpoints client's chat request of every sample of
+                                 Shopify/product-catalogue in the datasets cache CACHE (its
+                                 dataset factory and preset, its adapter's request body)
     score LOG DATASET OUT       the qwen3-vl reference's evaluation.py on LoadGen's accuracy log
                                  (accuracy.txt text and the F1 it logs)
     cache DATASET NAME CACHE    the data set loaded by ``datasets`` and saved where
@@ -18,29 +19,27 @@ from pathlib import Path
 from types import SimpleNamespace
 
 
-def requests(dataset: str, out: str) -> None:
-    from datasets import load_dataset
-    from inference_endpoint.config.schema import ModelParams
+def requests(cache_dir: str, out: str) -> None:
+    """The client's own path from data set to request body: its dataset factory (the
+    ``shopify_product_catalogue::q3vl`` preset, loaded from ``load_dataset`` offline and from
+    the parquet it then caches), the OpenAI adapter's transforms and its request encoder."""
+    import os
+
+    from inference_endpoint.config.schema import APIType, Dataset, ModelParams
     from inference_endpoint.core.types import Query
-    from inference_endpoint.dataset_manager.predefined.shopify_product_catalogue import (
-        _process_sample_to_row)
-    from inference_endpoint.dataset_manager.predefined.shopify_product_catalogue.presets import (
-        ShopifyMultimodalFormatter)
+    from inference_endpoint.dataset_manager.factory import DataLoaderFactory
     from inference_endpoint.openai.openai_msgspec_adapter import OpenAIMsgspecAdapter
 
-    ds = load_dataset(dataset, split="train+test")
-    formatter = ShopifyMultimodalFormatter()
+    os.environ["HF_DATASETS_CACHE"] = cache_dir
     params = ModelParams(name="Qwen/Qwen3-VL-235B-A22B-Instruct", max_new_tokens=150)
-    static: dict = {}
-    for transform in OpenAIMsgspecAdapter.dataset_transforms(params):
-        static.update(getattr(transform, "data", {}) or {})
     bodies = []
-    for i in range(len(ds)):
-        row = formatter.process_row(_process_sample_to_row(ds[i]))
-        data = {k: row[k] for k in ("prompt", "system")}
-        data.update({k: v for k, v in static.items() if v is not None})
-        bodies.append(json.loads(OpenAIMsgspecAdapter.encode_query(Query(data=data))))
-    Path(out).write_text(json.dumps(bodies))
+    for _ in range(2):  # first from load_dataset, then from the client's parquet cache
+        loader = DataLoaderFactory.create_loader(Dataset(name="shopify_product_catalogue::q3vl"))
+        loader.load(api_type=APIType.OPENAI, model_params=params)
+        bodies.append([json.loads(OpenAIMsgspecAdapter.encode_query(
+            Query(data=loader.load_sample(i)))) for i in range(loader.num_samples())])
+    assert bodies[0] == bodies[1], "the client's two loads differ"
+    Path(out).write_text(json.dumps(bodies[0]))
 
 
 def score(log: str, dataset: str, out: str) -> None:

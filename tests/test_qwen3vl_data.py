@@ -115,7 +115,8 @@ def test_requests_and_score_equal_the_official_code(catalogue: tuple[Path, list[
     root, rows = catalogue
     cat = Catalogue(root)
     # the requests: the official dataset row, formatter and adapter, sample by sample
-    endpoints_referee.run("requests", str(root), str(tmp_path / "official.json"), home=tmp_path)
+    cache = endpoints_referee.prepared(root, tmp_path)
+    endpoints_referee.run("requests", cache, str(tmp_path / "official.json"), home=tmp_path)
     official = json.loads((tmp_path / "official.json").read_text())
     assert len(official) == len(rows)
     for i, body in enumerate(official):

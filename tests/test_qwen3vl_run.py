@@ -68,8 +68,8 @@ def test_every_scenario_valid_under_the_rounds_bounds(runs: dict) -> None:
 
 @pytest.mark.slow
 def test_requests_on_the_wire_are_the_official_clients(runs: dict, tmp_path: Path) -> None:
-    endpoints_referee.run("requests", str(runs["catalogue"]), str(tmp_path / "official.json"),
-                          home=tmp_path)
+    cache = endpoints_referee.prepared(runs["catalogue"], tmp_path)
+    endpoints_referee.run("requests", cache, str(tmp_path / "official.json"), home=tmp_path)
     official = json.loads((tmp_path / "official.json").read_text())
     by_sample = {sc.sample_of(b["messages"]): b for b in official}
     seen = runs["seen"]

@@ -34,8 +34,8 @@ TEXT_COLUMNS = ("product_title", "product_description", "potential_product_categ
 
 @dataclass(frozen=True)
 class Product:
-    """One sample's text and ground truth (a missing title or description stays None: the
-    reference formats it as ``None``)."""
+    """One sample's text and ground truth (a missing title or description stays None; the
+    request writes it as the reference does, ``product_request.MISSING_TEXT``)."""
 
     title: str | None
     description: str | None

@@ -58,10 +58,18 @@ def system_prompt() -> str:
     return _text("system_prompt.txt")
 
 
+#: what the reference client writes for a missing title or description: its rows go through a
+#: pandas DataFrame, whose string columns (pandas 3) hold a missing text as NaN, formatted
+#: ``nan`` (the v6.0 LoadGen harness formatted the data set's None as ``None``)
+MISSING_TEXT = "nan"
+
+
 def user_text(product: Product) -> str:
     """The user message's text part: title, description and the candidate categories as a JSON
     list (``json.dumps`` with its defaults, as the reference writes them)."""
-    return _text("user_prompt.txt").format(title=product.title, description=product.description,
+    title = MISSING_TEXT if product.title is None else product.title
+    description = MISSING_TEXT if product.description is None else product.description
+    return _text("user_prompt.txt").format(title=title, description=description,
                                            categories=json.dumps(product.categories))
 
 
