@@ -15,7 +15,7 @@ from llm_server import Script, ScriptedServer
 
 import mlharness
 from mlharness.llm.accuracy_log import read_entries
-from mlharness.rules import llm
+from mlharness import rules
 
 HERE = Path(__file__).resolve().parent
 SCRIPT = Script(ttft_s=0.3, gap_s=0.05, n_tokens=10, first_id=300)
@@ -54,7 +54,7 @@ def test_loadgen_measures_the_injected_token_latencies(tmp_path):
                     f"to the first token and {served_tpot:.4f} s a token")
     assert ttft == pytest.approx(SCRIPT.ttft_s, rel=0.15)
     assert tpot == pytest.approx(SCRIPT.gap_s, rel=0.15)
-    limit = llm.load().benchmark("llama3.1-8b").token_limit("Server")
+    limit = rules.load("v6.1").benchmark("llama3.1-8b").token_limit("Server")
     assert limit.passes(values["result_first_token_99.00_percentile_latency_ns"],
                         values["result_time_per_output_token_99.00_percentile_ns"])
     summary = (tmp_path / "mlperf_log_summary.txt").read_text()

@@ -68,8 +68,8 @@ def test_llama31_equals_the_official_evaluation(case, monkeypatch):
     assert ours.gen_len == _value(line, "gen_len")
     assert ours.gen_num == _value(line, "gen_num")
     # our accuracy.txt line reads back through the checker's patterns (rules/llm_v6.1.toml)
-    from mlharness.rules import llm
-    parsed = llm.load().benchmark("llama3.1-8b").parse_accuracy(ours.accuracy_line())
+    from mlharness import rules
+    parsed = rules.load("v6.1").benchmark("llama3.1-8b").parse_accuracy(ours.accuracy_line())
     assert parsed == {k: pytest.approx(v) for k, v in ours.metrics().items()}
 
 
@@ -90,7 +90,7 @@ def test_llama2_equals_the_official_evaluation(case, monkeypatch, tmp_path):
     assert ours.gen_len == _value(line, "gen_len")
     assert ours.gen_tok_len == _value(line, "gen_tok_len")
     assert ours.tokens_per_sample == _value(line, "tokens_per_sample")
-    parsed = __import__("mlharness.rules.llm", fromlist=["load"]).load() \
+    parsed = __import__("mlharness.rules", fromlist=["load"]).load("v6.1") \
         .benchmark("llama2-70b-99.9").parse_accuracy(ours.accuracy_line())
     assert parsed["TOKENS_PER_SAMPLE"] == ours.tokens_per_sample
 

@@ -1,5 +1,5 @@
-"""LLM round facts (rules/llm_v6.1.toml): loader, helpers, and every value against the official
-constants.py and mlperf.conf."""
+"""Round facts of the v6.1 benchmarks (rules/v6.1.toml), the LLMs' above all: loader, helpers,
+and every value against the official constants.py and mlperf.conf."""
 
 from __future__ import annotations
 
@@ -10,16 +10,20 @@ import pytest
 import referee
 
 from mlharness.errors import ConfigError
-from mlharness.rules import llm
+from mlharness import rules
 
 OFFICIAL = referee.INFERENCE / "tools" / "submission"
 NAMES = ("llama3.1-8b", "llama3.1-8b-edge", "llama2-70b-99.9", "llama2-70b-99", "deepseek-r1",
          "gpt-oss-120b", "qwen3-vl-235b-a22b")
 
 
+def _llms(r: rules.Rules) -> dict[str, rules.BenchmarkRules]:
+    return {n: b for n, b in {**r.benchmarks, **r.kept}.items() if b.generates}
+
+
 def test_loads_and_helpers():
-    r = llm.load()
-    assert llm.load("6.1") is r and set(r.benchmarks) == set(NAMES)
+    r = rules.load("v6.1")
+    assert rules.load("6.1") is r and set(_llms(r)) == set(NAMES)
     b = r.benchmark("llama3.1-8b")
     assert b.token_limit("Interactive").ttft_ns == 500_000_000
     assert b.token_limit("Server").passes(1.9e9, 99e6)
@@ -35,7 +39,7 @@ def test_loads_and_helpers():
 
 
 def test_accuracy_lines_and_bounds():
-    b = llm.load().benchmark("llama3.1-8b")
+    b = rules.load("v6.1").benchmark("llama3.1-8b")
     line = ("{'rouge1': '38.9001', 'rouge2': '16.0001', 'rougeL': '24.6', 'rougeLsum': '35.9', "
             "'gen_len': 8000000, 'gen_num': 13368}")
     values = b.parse_accuracy(line)
@@ -48,22 +52,23 @@ def test_accuracy_lines_and_bounds():
     assert b.accuracy_failures(low)[0].startswith("ROUGE1 30 below")
     assert b.accuracy_failures({})[0] == "ROUGE1 missing"
     # an upper limit binds only a reported value (gpt-oss-120b's script prints no length)
-    oss = llm.load().benchmark("gpt-oss-120b")
+    oss = rules.load("v6.1").benchmark("gpt-oss-120b")
     assert oss.accuracy_failures({"exact_match": 83.0}) == []
     assert oss.accuracy_failures({"exact_match": 83.0, "TOKENS_PER_SAMPLE": 11000.0}) == [
         "TOKENS_PER_SAMPLE 11000 above 10998.9 (1.1 x 9999)"]
 
 
 def test_out_of_round_and_unknown():
-    r = llm.load()
-    with pytest.raises(ConfigError, match="not a v6.1 benchmark") as e:
+    r = rules.load("v6.1")
+    with pytest.raises(ConfigError, match="retired in v6.1") as e:
         r.benchmark("llama2-70b-99")
     assert "llama2-70b-99.9" in e.value.hint
-    assert r.find("llama2-70b-99").accuracy[0].fraction == 0.99
-    with pytest.raises(ConfigError, match="not an LLM benchmark"):
-        r.benchmark("resnet")
-    with pytest.raises(ConfigError, match="no LLM rules"):
-        llm.load("v5.0")
+    assert r.find_kept("llama2-70b-99").accuracy[0].fraction == 0.99
+    assert not r.benchmark("resnet").generates and r.benchmark("llama3.1-8b").generates
+    with pytest.raises(ConfigError, match="unknown round"):
+        rules.load("v5.0")
+    with pytest.raises(ConfigError, match="not a v4.1 benchmark"):
+        rules.rules_for("llama3.1-8b", "v4.1")
 
 
 def _mlperf_conf() -> dict[str, int]:
@@ -79,7 +84,7 @@ def _mlperf_conf() -> dict[str, int]:
 @referee.official("loadgen/mlperf.conf")
 def test_mlperf_conf_keys_are_the_official_ones_and_all_of_them():
     conf = _mlperf_conf()
-    for b in llm.load().benchmarks.values():
+    for b in _llms(rules.load("v6.1")).values():
         assert b.mlperf_conf, b.name
         for key, value in b.mlperf_conf.items():
             assert conf[key] == value, key
@@ -95,8 +100,8 @@ def test_values_equal_the_official_constants():
         from submission_checker import constants as c  # type: ignore[import-not-found]
     finally:
         sys.path.remove(str(OFFICIAL))
-    r = llm.load()
-    for b in r.benchmarks.values():
+    r = rules.load("v6.1")
+    for b in {**r.benchmarks, **r.kept}.values():  # every benchmark of the round, any kind
         cfg = c.MODEL_CONFIG["v6.1" if b.in_round else "v6.0"]
         n = b.name
         assert (n in c.MODEL_CONFIG["v6.1"]["models"]) == b.in_round
@@ -112,7 +117,7 @@ def test_values_equal_the_official_constants():
         assert b.min_queries == cfg["min-queries"][n]
         latency = cfg["latency-constraint"].get(n, {})
         assert b.server_latency_ns == latency.get("Server")
-        if not b.token_latencies:  # judged on the end-to-end latency, in each scenario
+        if b.generates and not b.uses_token_latencies:  # judged on the end-to-end latency
             assert b.latency_ns == latency
         targets = cfg["accuracy-target"][n]
         for scenario in ("Offline", "Server", "Interactive"):
@@ -138,7 +143,7 @@ def test_values_equal_the_official_constants():
             {s: (v["ttft"], v["tpot"]) for s, v in limits.items()}
         assert b.result_fields == c.RESULT_FIELD_BENCHMARK_OVERWRITE["v6.1"].get(n, {})
         # judged on tokens exactly when the checker's llm_check applies to it
-        assert b.token_latencies == (n in c.LLM_LATENCY_LIMITS or n == "llama3.1-8b-edge")
+        assert b.uses_token_latencies == (n in c.LLM_LATENCY_LIMITS or n == "llama3.1-8b-edge")
     # each benchmark the v6.1 checker treats as an LLM in the round is here
     for n in c.MODEL_CONFIG["v6.1"]["models"]:
         if n in c.LLM_LATENCY_LIMITS or n == "llama3.1-8b-edge":

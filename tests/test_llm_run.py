@@ -17,7 +17,7 @@ import referee
 from catalogue_support import assert_clean_error, run_cli
 
 from mlharness.llm import sentences
-from mlharness.rules import llm
+from mlharness import rules
 from mlharness.spec import RunSpec
 
 N = 12
@@ -57,7 +57,7 @@ def test_token_latencies_are_measured_and_judged(fixture, tmp_path, capsys, scen
     assert res["metric"] == "result_completed_tokens_per_second", res
     assert res["unit"] == "completed tokens/s"
     tokens = res["tokens_ms"]
-    limits = llm.load().benchmark("llama3.1-8b").token_limit(scenario)
+    limits = rules.load("v6.1").benchmark("llama3.1-8b").token_limit(scenario)
     assert tokens["ttft_limit_ms"] == limits.ttft_ns / 1e6
     assert tokens["tpot_limit_ms"] == limits.tpot_ns / 1e6
     # the injected latencies: means within 15%, p99s never below them and within 50% (a loaded
@@ -114,7 +114,7 @@ def test_accuracy_equals_the_official_evaluation(fixture, tmp_path, capsys, monk
     assert record["accuracy"]["passed"] is False and result.code == 1
     assert "12 of the 13368 samples scored" in " ".join(record["accuracy"]["failures"])
     # accuracy.txt reads back through the checker's patterns
-    parsed = llm.load().benchmark("llama3.1-8b").parse_accuracy(
+    parsed = rules.load("v6.1").benchmark("llama3.1-8b").parse_accuracy(
         (run_dir / "accuracy.txt").read_text())
     assert parsed == pytest.approx(ours)
 

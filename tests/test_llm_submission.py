@@ -27,14 +27,12 @@ from llm_submission_support import BENCHMARK, SYSTEM_TOML, make_runs
 from mlharness import rules
 from mlharness.cli.main import main
 from mlharness.llm import test06
-from mlharness.rules import llm
-from mlharness.rules.llm import round_benchmark
 from mlharness.submission import SubmitResult, check_tree, submit
 from mlharness.submission.official import OfficialResult, run_official
 from mlharness.submission.pack import verify_archive
 
 ROUND = rules.load("v6.1")
-LLAMA = llm.load().benchmark(BENCHMARK)
+LLAMA = rules.load("v6.1").benchmark(BENCHMARK)
 SCENARIOS = ("Interactive", "Offline")
 CHECKER = "tools/submission/submission_checker/main.py"
 
@@ -42,10 +40,11 @@ CHECKER = "tools/submission/submission_checker/main.py"
 # ---- the round's facts as the submission code sees them (no runs) ----------------------------
 
 def test_the_round_sees_its_llm_benchmarks():
-    assert round_benchmark(ROUND, "llama3.1-8b") is LLAMA
-    assert round_benchmark(ROUND, "resnet50") is ROUND.benchmarks["resnet"]
-    assert round_benchmark(ROUND, "llama2-70b-99") is None  # the v6.1 checker omits it
-    assert round_benchmark(rules.load("v6.0"), "llama3.1-8b") is None  # no LLM rules there
+    assert ROUND.find("llama3.1-8b") is LLAMA
+    assert ROUND.find("resnet50") is ROUND.benchmarks["resnet"]
+    assert ROUND.find("llama2-70b-99") is None  # the v6.1 checker omits it
+    assert ROUND.find_kept("llama2-70b-99") is not None  # kept to read older results
+    assert rules.load("v6.0").find("llama3.1-8b") is None  # no LLM rules there
     assert LLAMA.harness == "llama3.1-8b"
     assert LLAMA.offline_min_samples_per_query == LLAMA.dataset_size == 13368
     assert LLAMA.result_field("Interactive") == LLAMA.result_field("Server") == \
@@ -62,7 +61,7 @@ def test_the_round_sees_its_llm_benchmarks():
 def test_scenarios_as_the_checker_requires_them(present, missing, unknown):
     assert LLAMA.scenario_problems("datacenter", present) == (missing, unknown)
     assert LLAMA.scenario_problems("edge", present) is None  # the checker would crash
-    edge = llm.load().benchmark("llama3.1-8b-edge")
+    edge = rules.load("v6.1").benchmark("llama3.1-8b-edge")
     assert edge.scenario_problems("edge", ["Offline"]) == (["SingleStream"], [])
 
 

@@ -13,7 +13,7 @@ import referee
 from mlharness.llm import gpt_oss_accuracy as go
 from mlharness.llm import test07
 from mlharness.llm.rouge import hf_decoder
-from mlharness.rules import llm
+from mlharness import rules
 
 transformers = fx.import_transformers()
 SCRIPT = "compliance/TEST07/run_verification.py"
@@ -67,7 +67,7 @@ def test_whole_file_equals_the_official_one(tmp_path, printed):
     run_dir = tmp_path / "audit"
     run_dir.mkdir()
     (run_dir / "mlperf_log_accuracy.json").write_text("[]")
-    threshold = llm.load().benchmark("gpt-oss-120b").test07_accuracy_threshold
+    threshold = rules.load("v6.1").benchmark("gpt-oss-120b").test07_accuracy_threshold
     official = _official(tmp_path, run_dir, f"echo {shlex.quote(printed)}", threshold)
     ours = test07.verify(printed + "\n", threshold)
     assert ours.verify_accuracy_txt() == official

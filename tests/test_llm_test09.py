@@ -12,7 +12,7 @@ import referee
 
 from mlharness.errors import DatasetError
 from mlharness.llm import test09
-from mlharness.rules import llm
+from mlharness import rules
 
 SCRIPT = "compliance/TEST09/run_verification.py"
 AUDIT = "compliance/TEST09/gpt-oss-120b/audit.config"
@@ -22,7 +22,7 @@ AUDIT = "compliance/TEST09/gpt-oss-120b/audit.config"
 def test_bounds_are_the_audit_config_values():
     text = (referee.INFERENCE / AUDIT).read_text()
     values = dict(re.findall(r"^\*\.\*\.(test09_\w+_output_tokens) = ([\d.]+)", text, re.MULTILINE))
-    bounds = llm.load().benchmark("gpt-oss-120b").test09_output_tokens
+    bounds = rules.load("v6.1").benchmark("gpt-oss-120b").test09_output_tokens
     assert bounds == {"min": float(values["test09_min_output_tokens"]),
                       "max": float(values["test09_max_output_tokens"])}
 
@@ -31,7 +31,7 @@ def test_bounds_are_the_audit_config_values():
 def test_test07_threshold_is_the_audit_config_value():
     text = (referee.INFERENCE / "compliance/TEST07/gpt-oss-120b/audit.config").read_text()
     value = re.search(r"^\*\.\*\.test07_accuracy_threshold = ([\d.]+)", text, re.MULTILINE)
-    assert value and llm.load().benchmark("gpt-oss-120b").test07_accuracy_threshold == \
+    assert value and rules.load("v6.1").benchmark("gpt-oss-120b").test07_accuracy_threshold == \
         float(value.group(1))
 
 
@@ -71,7 +71,7 @@ def test_verdicts_equal_the_official_script(tmp_path, lengths, bounds, bad):
 @referee.official(SCRIPT, AUDIT, python=True)
 def test_with_the_official_audit_config(tmp_path):
     run_dir = _log(tmp_path, [1300, 1200, 1250])
-    b = llm.load().benchmark("gpt-oss-120b").test09_output_tokens
+    b = rules.load("v6.1").benchmark("gpt-oss-120b").test09_output_tokens
     ours = test09.verify_log(run_dir / "mlperf_log_accuracy.json", b["min"], b["max"])
     proc = referee.run(SCRIPT, "-c", str(run_dir), "-o", str(tmp_path / "out"),
                        "--audit-config", str(referee.INFERENCE / AUDIT), cwd=tmp_path)

@@ -22,7 +22,7 @@ from mlharness.submission.system import describe
 BASE = rules.load("v6.1")
 # the demo's runs stand in for resnet runs here (real LoadGen logs, small and fast)
 RULES = dataclasses.replace(BASE, benchmarks={
-    "resnet": dataclasses.replace(BASE.benchmarks["resnet"], harness="demo")})
+    "resnet": BASE.benchmarks["resnet"].model_copy(update={"harness": "demo"})})
 
 
 @pytest.fixture(scope="module")

@@ -13,7 +13,7 @@ from typing import Any
 @dataclass(frozen=True)
 class GenerationRequest:
     """One prompt for a text-generation backend, with the benchmark's sampling settings (from the
-    round's rules: ``rules/llm_<round>.toml`` ``generation``). The backend never learns which
+    round's rules: ``rules/<round>.toml`` ``generation``). The backend never learns which
     benchmark it serves; it gets token ids and/or text and these numbers."""
 
     input_ids: tuple[int, ...] | None

@@ -26,8 +26,8 @@ from mlharness.distribution import (LEGACY_NAMES, POOL_KEYS, RAY_KEYS, REMOTE_KE
 from mlharness.flags import HOW, LOADGEN, WHAT, Flag, user_conf_owners
 from mlharness.loadgen.settings import (MAX_COUNT, MAX_DURATION_MS, EffectiveSettings, TestConfig,
                                         check_user_conf_key, effective_settings)
-from mlharness.rules import llm
 from mlharness.rules.loader import DEFAULT_ROUND
+from mlharness.tasks import benchmark_rules
 from mlharness.names import (DEFAULT_MODE, DEFAULT_PRECISION, DEFAULT_SCENARIO, Mode, Precision,
                              Scenario)
 
@@ -342,7 +342,7 @@ class RunSpec(BaseModel):
             sut=dict(self.sut_conf if sut is None else sut),
             measured=tuple("target_qps" if name == "target_qps" else "target_latency"
                            for name in self.measured),
-            rules=_rules_user_conf(self.benchmark, str(self.scenario)),
+            rules=_rules_user_conf(self.benchmark, str(self.scenario), self.round),
         )
 
     def settings(self, loadgen_model: str, sut: dict[str, Any] | None = None,
@@ -355,10 +355,10 @@ class RunSpec(BaseModel):
         return self.model_dump(mode="json")
 
 
-def _rules_user_conf(benchmark: str, scenario: str) -> dict[str, Any]:
-    """The round's user.conf keys of ``benchmark`` in ``scenario`` (an LLM benchmark's
-    ``user_conf`` table: what mlperf.conf lacks for it)."""
-    bench = llm.load().find(benchmark)
+def _rules_user_conf(benchmark: str, scenario: str, round: str | None) -> dict[str, Any]:
+    """The round's user.conf keys of ``benchmark`` in ``scenario`` (its rules' ``user_conf``
+    table: what mlperf.conf lacks for it)."""
+    bench = benchmark_rules(benchmark, round)
     return dict(bench.user_conf.get(scenario, {})) if bench is not None else {}
 
 
@@ -372,7 +372,7 @@ def check_consistency(spec: RunSpec) -> None:
         raise RuleError("--server-latency applies to the Server scenario only",
                     "drop it or use --scenario Server")
     if s == Scenario.INTERACTIVE:
-        bench = llm.load().find(spec.benchmark)
+        bench = benchmark_rules(spec.benchmark, spec.round)
         if bench is None or bench.interactive_loadgen_model is None:
             raise RuleError(f"{spec.benchmark} has no Interactive scenario",
                             "Interactive is an LLM scenario (e.g. -b llama3.1-8b); use Server")

@@ -14,7 +14,7 @@ from pathlib import Path
 
 from mlharness.errors import ConfigError
 from mlharness.loadgen.settings import SCENARIOS
-from mlharness.rules import llm
+from mlharness.rules import DEFAULT_ROUND, BenchmarkRules, load
 from mlharness.rules.loader import load as load_rules
 
 #: the LLM tests: judged on the audit's accuracy log alone (no reference run)
@@ -82,11 +82,13 @@ def test01_sampling_target(model: str) -> int:
     return TEST01_SAMPLING_TARGET[key]
 
 
-def llm_benchmark(model: str) -> llm.LlmBenchmark | None:
-    """The LLM benchmark whose mlperf.conf model key (or name) is ``model`` (None: not an LLM)."""
-    found = [b for b in llm.load().benchmarks.values()
-             if model in (b.name, b.loadgen_model, b.interactive_loadgen_model)]
-    return next((b for b in found if b.in_round), found[0] if found else None)
+def llm_benchmark(model: str) -> BenchmarkRules | None:
+    """The generation benchmark whose mlperf.conf model key (or name) is ``model`` (None: not
+    one), the round's own before one kept to read older results."""
+    rules = load(DEFAULT_ROUND)
+    found = [b for b in (*rules.benchmarks.values(), *rules.kept.values()) if b.generates
+             and model in (b.name, b.loadgen_model, b.interactive_loadgen_model)]
+    return found[0] if found else None
 
 
 def _llm_entries(test: str, model: str) -> tuple[tuple[str, str, int | float], ...]:

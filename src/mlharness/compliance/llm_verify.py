@@ -35,7 +35,7 @@ from mlharness.compliance.layout import (
 from mlharness.compliance.logs import read_detail
 from mlharness.errors import HarnessError
 from mlharness.llm import eos, test06, test07, test09
-from mlharness.rules import llm
+from mlharness.rules import BenchmarkRules
 from mlharness.spec import RunSpec
 from mlharness.tasks.text_generation import TOKENIZER_FILES
 
@@ -190,7 +190,7 @@ def _threshold(run_dir: Path, key: str, default: float | None, test: str) -> flo
     return value
 
 
-def _bench(spec: RunSpec | None) -> llm.LlmBenchmark | None:
+def _bench(spec: RunSpec | None) -> BenchmarkRules | None:
     return llm_benchmark(spec.benchmark) if spec is not None else None
 
 

@@ -21,7 +21,7 @@ from typing import Any
 from pydantic import BaseModel, ValidationError
 
 from mlharness.errors import ConfigError, DatasetError
-from mlharness.rules import llm
+from mlharness.rules import BenchmarkRules, rules_for
 
 
 class LlmSample(BaseModel):
@@ -135,12 +135,14 @@ FORMATS: dict[str, tuple[Any, dict[str, tuple[str, ...]]]] = {
 }
 
 
-def read(benchmark: str, path: Path) -> LlmDataset:
-    """The samples of ``benchmark``'s reference dataset file at ``path``."""
-    bench = llm.load().find(benchmark)
-    if bench is None:
-        raise ConfigError(f"{benchmark!r} is not an LLM benchmark",
-                          "known: " + ", ".join(llm.load().benchmarks))
+def read(benchmark: BenchmarkRules | str, path: Path) -> LlmDataset:
+    """The samples of ``benchmark``'s reference dataset file at ``path`` (its rules, or its
+    name: the newest round's rules)."""
+    bench = rules_for(benchmark) if isinstance(benchmark, str) else benchmark
+    if bench.dataset not in FORMATS:
+        raise ConfigError(f"{bench.harness!r} is not an LLM benchmark",
+                          "known datasets: " + ", ".join(FORMATS))
+    benchmark = bench.harness
     path = Path(path)
     if not path.is_file():
         raise DatasetError(f"{benchmark} dataset {path} not found",

@@ -43,7 +43,7 @@ class RougeResult(BaseModel):
         return round(self.gen_tok_len / self.gen_num, 1)
 
     def metrics(self) -> dict[str, float]:
-        """Values under the checker's metric names (rules/llm_v6.1.toml)."""
+        """Values under the checker's metric names (rules/v6.1.toml)."""
         out = {"ROUGE1": self.rouge1, "ROUGE2": self.rouge2, "ROUGEL": self.rougeL,
                "ROUGELSUM": self.rougeLsum, "GEN_LEN": float(self.gen_len)}
         if self.tokens_per_sample is not None:

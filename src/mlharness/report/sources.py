@@ -184,7 +184,7 @@ def submission_entries(path: Path) -> list[Entry]:
             bench = rules.load(rules.DEFAULT_ROUND).find(scen_dir.parent.name)
             # the open division has no accuracy threshold: nothing to miss
             if acc_txt.is_file() and bench is not None and division != "open":
-                value = bench.parse_accuracy(acc_txt.read_text(errors="replace"))
+                value = bench.accuracy_value(acc_txt.read_text(errors="replace"))
                 acc_ok = value is not None and value >= bench.accuracy_target
             out.append(Entry(group=f"{submitter}/{system_dir.name}",
                              benchmark=harness_name(scen_dir.parent.name),

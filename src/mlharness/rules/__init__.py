@@ -6,13 +6,15 @@
     rules.preflight(spec, r)                      # [Problem(...), ...] before a long run
 """
 
-from mlharness.rules.loader import DEFAULT_ROUND, ROUNDS, facts, load
-from mlharness.rules.model import BenchmarkRules, Rules, normalize_system_type
+from mlharness.rules.loader import DEFAULT_ROUND, ROUNDS, facts, load, rules_for
+from mlharness.rules.model import (AccuracyBound, BenchmarkRules, Generation, Rules, TokenLimit,
+                                   normalize_system_type)
 from mlharness.rules.preflight import preflight, round_for_seeds, seed_problems
 from mlharness.rules.problems import Problem
 from mlharness.rules.seeds import loadgen_seeds
 
 __all__ = [
-    "DEFAULT_ROUND", "ROUNDS", "BenchmarkRules", "Problem", "Rules", "facts", "load", "loadgen_seeds",
-    "normalize_system_type", "preflight", "round_for_seeds", "seed_problems",
+    "DEFAULT_ROUND", "ROUNDS", "AccuracyBound", "BenchmarkRules", "Generation", "Problem", "Rules",
+    "TokenLimit", "facts", "load", "loadgen_seeds", "normalize_system_type", "preflight",
+    "round_for_seeds", "rules_for", "seed_problems",
 ]

@@ -9,8 +9,10 @@ from functools import lru_cache
 from importlib import resources
 from typing import Any
 
+from pydantic import ValidationError
+
 from mlharness.errors import ConfigError
-from mlharness.rules.model import BenchmarkRules, Rules, Test05Rule, normalize_system_type
+from mlharness.rules.model import BenchmarkRules, Rules, Test05Rule
 
 def _read(name: str) -> dict[str, Any]:
     text = resources.files("mlharness.rules").joinpath(name).read_text()
@@ -41,26 +43,21 @@ def _merge(base: dict[str, Any], over: dict[str, Any]) -> dict[str, Any]:
     return out
 
 
-def _benchmark(name: str, data: dict[str, Any], regexes: dict[str, str]) -> BenchmarkRules:
-    metric = data["accuracy_metric"]
-    latency = data.get("server_latency_ns")
-    return BenchmarkRules(
-        name=name,
-        harness=data["harness"],
-        loadgen_model=data["loadgen_model"],
-        accuracy_metric=metric,
-        accuracy_reference=float(data["accuracy_reference"]),
-        accuracy_fraction=float(data["accuracy_fraction"]),
-        accuracy_regex=regexes[metric],
-        dataset_size=int(data["dataset_size"]),
-        performance_sample_count=int(data["performance_sample_count"]),
-        offline_min_samples_per_query=int(data["offline_min_samples_per_query"]),
-        min_queries={k: int(v) for k, v in data.get("min_queries", {}).items()},
-        server_latency_ns=int(latency) if latency is not None else None,
-        compliance_tests=tuple(data.get("compliance_tests", ())),
-        required_scenarios={normalize_system_type(k): tuple(v)
-                            for k, v in data.get("required_scenarios", {}).items()},
-    )
+def _benchmark(name: str, data: dict[str, Any], regexes: dict[str, str],
+               source: str) -> BenchmarkRules:
+    """One ``[benchmarks.<name>]`` table as :class:`BenchmarkRules`; a malformed one is a
+    one-line error naming the file and the benchmark."""
+    metrics = {b.get("metric") for key in ("accuracy", "accuracy_upper")
+               for b in data.get(key, ()) if isinstance(b, dict)}
+    try:
+        return BenchmarkRules.model_validate({**data, "name": name, "accuracy_regex": {
+            m: regexes[m] for m in metrics if m in regexes}})
+    except ValidationError as exc:
+        first = exc.errors()[0]
+        where = ".".join(str(p) for p in first.get("loc", ()))
+        raise ConfigError(f"rules/{source}: [benchmarks.{name}] {where}: {first['msg']}",
+                          "this file ships with mlharness; reinstall it, or fix the table you "
+                          "added (docs/architecture.md, \"Add a benchmark\")") from None
 
 
 def load(round: str = DEFAULT_ROUND) -> Rules:
@@ -79,13 +76,31 @@ class BenchmarkEntry:
     summary: str
     title: str = ""  # as tables show it; the name itself when empty
     calibration: str | None = None  # its set of official calibration lists
+    #: the round benchmark whose rules it runs under (a variant borrows another's: ``rules =
+    #: "resnet50"``); None: no MLPerf rules (the demo, a task of your own)
+    rules: str | None = None
 
 
 def task_entries() -> dict[str, BenchmarkEntry]:
-    """``{benchmark: BenchmarkEntry}`` from ``[tasks]`` in common.toml."""
+    """``{benchmark: BenchmarkEntry}`` from ``[tasks]`` in common.toml; each runs under the
+    rules of its own name unless it names another's."""
     return {name: BenchmarkEntry(str(t["factory"]), str(t.get("summary", "")),
-                                 str(t.get("title", name)), t.get("calibration"))
+                                 str(t.get("title", name)), t.get("calibration"),
+                                 str(t.get("rules", name)))
             for name, t in _read("common.toml").get("tasks", {}).items()}
+
+
+def rules_for(benchmark: str, round: str | None = None) -> BenchmarkRules:
+    """The rules ``benchmark`` (a harness or submission name) runs under: ``round``'s when one
+    is named (a one-line error when that round has no such benchmark: retired, not yet in it),
+    else the newest round's that describes it."""
+    if round is not None:
+        return load(round).benchmark(benchmark)
+    found = facts(benchmark)
+    if found is None:
+        load(DEFAULT_ROUND).benchmark(benchmark)  # raises, naming what the round has
+        raise AssertionError("unreachable")  # pragma: no cover
+    return found
 
 
 def calibration_sets() -> dict[str, dict[str, dict[str, str]]]:
@@ -95,7 +110,7 @@ def calibration_sets() -> dict[str, dict[str, dict[str, str]]]:
 
 def facts(harness_name: str) -> BenchmarkRules | None:
     """What the newest round describing ``harness_name`` (``resnet50``, ``retinanet``, …) says
-    of it: accuracy target, sample counts. Tasks read their round facts here."""
+    of it: accuracy target, sample counts; None when no round does."""
     for name in ROUNDS:
         bench = _load(name).find(harness_name)
         if bench is not None:
@@ -113,8 +128,10 @@ def _test05(data: dict[str, Any] | None) -> Test05Rule | None:
 @lru_cache(maxsize=None)
 def _load(key: str) -> Rules:
     data = _merge(_read("common.toml"), _read(f"{key}.toml"))
-    regexes = data["accuracy_regex"]
-    benchmarks = {name: _benchmark(name, b, regexes) for name, b in data["benchmarks"].items()}
+    regexes = {k: v for k, v in data["accuracy_regex"].items() if k != "hash"}
+    every = {name: _benchmark(name, b, regexes, f"{key}.toml")
+             for name, b in data["benchmarks"].items()}
+    benchmarks = {name: b for name, b in every.items() if b.in_round}
     return Rules(
         round=data["round"],
         checker_version=data["checker_version"],
@@ -137,10 +154,11 @@ def _load(key: str) -> Rules:
         system_network=tuple(data["system"]["network"]),
         measurements_required=tuple(data["measurements"]["required"]),
         measurements_files=tuple(data["measurements"]["files"]),
-        hash_regex=regexes["hash"],
+        hash_regex=data["accuracy_regex"]["hash"],
         test05_seeds={k: int(v) for k, v in data.get("test05_seeds", {}).items()},
         mlperf_conf={k: str(v) for k, v in data.get("mlperf_conf", {}).items()},
         checker_script=str(data.get("checker_script", "")),
         test05=_test05(data.get("test05")),
+        kept={name: b for name, b in every.items() if not b.in_round},
         raw=data,
     )

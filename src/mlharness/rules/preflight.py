@@ -12,13 +12,9 @@ from mlharness.errors import ConfigError
 from mlharness.loadgen import installed
 from mlharness.loadgen.settings import EffectiveSettings
 from mlharness.names import Mode, Scenario
-from mlharness.rules import llm
 from mlharness.rules.loader import ROUNDS, load
 from mlharness.rules.model import BenchmarkRules, Rules
 from mlharness.rules.problems import Problem
-
-#: what the preflight reads of a benchmark (the round's table or its LLM rules)
-AnyBenchmark = BenchmarkRules | llm.LlmBenchmark
 
 
 class PlannedRun(Protocol):
@@ -74,7 +70,7 @@ def seed_problems(rules: Rules, found: dict[str, int] | None) -> list[Problem]:
              f"run with --round {rules.round} (its seeds are then set from code)"))]
 
 
-def _performance(spec: PlannedRun, eff: EffectiveSettings, bench: AnyBenchmark, rules: Rules,
+def _performance(spec: PlannedRun, eff: EffectiveSettings, bench: BenchmarkRules, rules: Rules,
                  division: str) -> list[Problem]:
     out: list[Problem] = []
     duration = eff.min_duration_ms
@@ -139,7 +135,7 @@ def round_conf_value(rules: Rules, model: str, scenario: str, key: str) -> str |
     return None
 
 
-def round_conf_problems(spec: PlannedRun, eff: EffectiveSettings, bench: AnyBenchmark,
+def round_conf_problems(spec: PlannedRun, eff: EffectiveSettings, bench: BenchmarkRules,
                         rules: Rules) -> list[Problem]:
     """Where a --valid run would differ from the round's own mlperf.conf (rounds before v5.0,
     whose mlperf.conf is not the one compiled into LoadGen 6.0.17): named, with the flag that
@@ -163,7 +159,7 @@ def round_conf_problems(spec: PlannedRun, eff: EffectiveSettings, bench: AnyBenc
     return out
 
 
-def _accuracy(spec: PlannedRun, eff: EffectiveSettings, bench: AnyBenchmark,
+def _accuracy(spec: PlannedRun, eff: EffectiveSettings, bench: BenchmarkRules,
               dataset_size: int | None) -> list[Problem]:
     override = int(eff.values.get("accuracy_sample_count_override") or 0)
     covered = override or spec.max_samples or dataset_size
@@ -192,10 +188,8 @@ def preflight(
     Compliance runs (``spec.audit_config`` set) are judged like performance runs.
     """
     rules = rules or load()
-    llm_bench = llm.round_benchmark(rules, spec.benchmark)
     try:
-        bench = llm_bench if isinstance(llm_bench, llm.LlmBenchmark) else rules.benchmark(
-            spec.benchmark)
+        bench = rules.benchmark(spec.benchmark)
     except ConfigError as exc:
         return [Problem("not-a-round-benchmark", exc.message, meaning="", fix=exc.hint)]
     forced = spec.round
@@ -203,8 +197,7 @@ def preflight(
         problems = []  # the run sets the round's seeds from code (rules.loadgen_seeds)
     else:
         problems = seed_problems(rules, seeds() if seeds else installed.installed_seeds())
-    model = (bench.loadgen_model_for(spec.scenario) if isinstance(bench, llm.LlmBenchmark)
-             else bench.loadgen_model)
+    model = bench.loadgen_model_for(spec.scenario)
     eff = spec.settings(model)  # the same decision user.conf is written from
     if spec.mode == "accuracy":
         problems += _accuracy(spec, eff, bench, dataset_size)

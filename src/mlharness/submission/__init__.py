@@ -13,7 +13,6 @@ from mlharness.compliance.audit_config import TESTS
 from mlharness.errors import ConfigError
 from mlharness.files import read_text_file
 from mlharness.rules import DEFAULT_ROUND, Rules, load
-from mlharness.rules.llm import round_benchmark
 from mlharness.rules.problems import Problem
 from mlharness.submission import summary
 from mlharness.submission.check import check_tree
@@ -71,7 +70,7 @@ def run_missing_audits(inventory: Inventory, rules: Rules, runs: Path) -> list[P
     (audits take the reference run's length); returns the new audit run directories."""
     made = []
     for benchmark, scenario in inventory.keys():
-        bench = round_benchmark(rules, benchmark)
+        bench = rules.find(benchmark)
         perf = inventory.newest(benchmark, scenario, "performance")
         if bench is None or perf is None:
             continue

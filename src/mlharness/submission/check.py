@@ -6,9 +6,9 @@ or LoadGen errors in a performance log are problems here even though the modular
 them pass (see MLPERF_FACTS §4.2), and an Interactive result's TTFT/TPOT are held to the
 Interactive limits (the checker looks them up under the scenario in LoadGen's log, Server).
 
-The LLM benchmarks come from ``rules/llm_<round>.toml`` (``llm.round_benchmark``): their
-scenarios (Interactive; one of Interactive or Server), token latencies, every accuracy metric
-with its upper limit, and TEST06/TEST07/TEST09.
+Every benchmark, whatever its kind, is one ``BenchmarkRules`` of the round: its scenarios
+(required, optional; one of Interactive or Server), its token latencies where it uses them,
+every accuracy metric with its upper limit, and its compliance tests (TEST01/04, TEST06/07/09).
 """
 
 from __future__ import annotations
@@ -21,7 +21,6 @@ from mlharness.errors import ConfigError
 from mlharness.loadgen.mllog import MLLOG_PREFIX, DetailLog, parse_detail_log
 from mlharness.names import Scenario
 from mlharness.rules import endpoints
-from mlharness.rules.llm import LlmBenchmark, round_benchmark
 from mlharness.rules.loader import DEFAULT_ROUND
 from mlharness.rules.model import BenchmarkRules, Rules
 from mlharness.rules.problems import Problem
@@ -33,8 +32,6 @@ EARLY_STOPPING = ("SingleStream", "MultiStream", "Server")
 TEST_RUN_FIX = ("re-run it full length: `mlharness run --benchmark {b} --scenario {s} "
                 "--mode performance --valid ...`, then `mlharness submit ... --force`")
 RESUBMIT = "re-run `mlharness submit ... --force` to lay the tree out again"
-#: a benchmark of the round's table or of its LLM rules (``llm.round_benchmark``)
-AnyBenchmark = BenchmarkRules | LlmBenchmark
 #: the p99 token latencies the checker's ``llm_check`` reads (ns)
 TTFT_P99 = "result_first_token_99.00_percentile_latency_ns"
 TPOT_P99 = "result_time_per_output_token_99.00_percentile_ns"
@@ -79,7 +76,7 @@ def _truthy(v: Any) -> bool:
     return v is True or str(v).lower() == "true"
 
 
-def performance_problems(log: DetailLog, bench: AnyBenchmark, rules: Rules, division: str,
+def performance_problems(log: DetailLog, bench: BenchmarkRules, rules: Rules, division: str,
                          where: str, seeds: dict[str, int] | None = None,
                          directory: str | None = None) -> list[Problem]:
     """``checks/performance_check.py`` plus validity and LoadGen errors. ``seeds``: the ones
@@ -109,7 +106,7 @@ def performance_problems(log: DetailLog, bench: AnyBenchmark, rules: Rules, divi
                 fix=f"check with the matching --round, or re-run with --round {rules.round}"))
     psc = _num(v.get("effective_performance_sample_count"))
     if not psc >= bench.performance_sample_count:
-        own_set = isinstance(bench, LlmBenchmark) and bench.reference_format == "endpoints" \
+        own_set = bench.reference_format == "endpoints" \
             and directory in bench.accuracy_sample_count_by_scenario
         out.append(Problem(
             "performance-sample-count",
@@ -152,9 +149,9 @@ def performance_problems(log: DetailLog, bench: AnyBenchmark, rules: Rules, divi
                                f"closed needs >= {bench.offline_min_samples_per_query}", where=where,
                                meaning="closed Offline runs must issue the round's minimum",
                                fix=fix_run))
-    if isinstance(bench, LlmBenchmark) and bench.token_latencies:
+    if bench.uses_token_latencies:
         out += token_problems(log, bench, directory or scenario, where, fix_run)
-    elif isinstance(bench, LlmBenchmark) and scenario == "Server":
+    elif bench.generates and scenario == "Server":
         # judged on the end-to-end latency: Interactive's own bound, which LoadGen's log (Server)
         # does not name and the checker does not apply (it looks the bound up under Server)
         limit = bench.latency_limit(directory or scenario)
@@ -167,7 +164,7 @@ def performance_problems(log: DetailLog, bench: AnyBenchmark, rules: Rules, divi
     return out
 
 
-def token_problems(log: DetailLog, bench: LlmBenchmark, scenario: str, where: str,
+def token_problems(log: DetailLog, bench: BenchmarkRules, scenario: str, where: str,
                    fix: str) -> list[Problem]:
     """``llm_check`` of ``checks/performance_check.py``: token latencies logged and, in Server
     and Interactive, TTFT and TPOT p99 strictly below ``scenario``'s limits (``TokenLimit``)."""
@@ -194,12 +191,12 @@ def token_problems(log: DetailLog, bench: LlmBenchmark, scenario: str, where: st
         fix="lower --target-qps (fewer concurrent streams) until both are below, then re-run")]
 
 
-def llm_accuracy_problems(text: str, bench: LlmBenchmark, division: str, where: str,
-                          fix: str, scenario: str | None = None) -> list[Problem]:
-    """The LLM part of ``accuracy_result_check``: every target metric read from accuracy.txt
-    with the checker's patterns; in closed, each reaching its target (``scenario``'s own where
-    the round gives it one: qwen3-vl's Interactive) and none reported above its upper limit
-    (``LlmBenchmark.accuracy_failures``)."""
+def accuracy_value_problems(text: str, bench: BenchmarkRules, division: str, where: str,
+                            fix: str, scenario: str | None = None) -> list[Problem]:
+    """``accuracy_result_check``: every target metric read from accuracy.txt with the checker's
+    patterns; in closed, each reaching its target (``scenario``'s own where the round gives it
+    one: qwen3-vl's Interactive) and none reported above its upper limit
+    (``BenchmarkRules.accuracy_failures``)."""
     values = bench.parse_accuracy(text)
     targets = [b.metric for b in (bench.accuracy_for(scenario) if scenario else bench.accuracy)]
     missing = [m for m in targets if m not in values]
@@ -218,7 +215,7 @@ def llm_accuracy_problems(text: str, bench: LlmBenchmark, division: str, where: 
                     fix="improve the model or submit in the open division")]
 
 
-def accuracy_problems(acc_dir: Path, bench: AnyBenchmark, rules: Rules, division: str,
+def accuracy_problems(acc_dir: Path, bench: BenchmarkRules, rules: Rules, division: str,
                       where: str) -> list[Problem]:
     """``checks/accuracy_check.py``."""
     out: list[Problem] = []
@@ -230,17 +227,7 @@ def accuracy_problems(acc_dir: Path, bench: AnyBenchmark, rules: Rules, division
         return [Problem("accuracy-files", "missing " + ", ".join(missing), where=where,
                         meaning="every result needs its accuracy run", fix=fix_acc)]
     text = (acc_dir / "accuracy.txt").read_text(errors="replace")
-    if isinstance(bench, LlmBenchmark):
-        out += llm_accuracy_problems(text, bench, division, where, fix_acc, acc_dir.parent.name)
-    elif (value := bench.parse_accuracy(text)) is None:
-        out.append(Problem("accuracy-unreadable", f"accuracy.txt has no {bench.accuracy_metric} line",
-                           where=where, meaning="the checker reads the metric with a fixed pattern",
-                           fix=fix_acc))
-    elif division != "open" and value < bench.accuracy_target:
-        out.append(Problem("accuracy-below-target", f"{bench.accuracy_metric} {value:g} < target "
-                           f"{bench.accuracy_target:.4f}", where=where,
-                           meaning="closed results must reach the round's accuracy target",
-                           fix="improve the model or submit in the open division"))
+    out += accuracy_value_problems(text, bench, division, where, fix_acc, acc_dir.parent.name)
     if not any(line.startswith("hash=") for line in text.splitlines()):
         out.append(Problem("accuracy-hash", "accuracy.txt has no hash= line", where=where,
                            meaning="the truncated accuracy log must carry the full log's sha256",
@@ -257,8 +244,7 @@ def accuracy_problems(acc_dir: Path, bench: AnyBenchmark, rules: Rules, division
                            where=where, meaning="a log with LoadGen errors cannot be submitted",
                            fix=fix_acc))
     count = log.values.get("effective_accuracy_sample_count", log.values.get("qsl_reported_total_count"))
-    expected = (bench.accuracy_count_for(acc_dir.parent.name) if isinstance(bench, LlmBenchmark)
-                else bench.dataset_size)
+    expected = bench.accuracy_count_for(acc_dir.parent.name)
     if _num(count) != expected:
         out.append(Problem(
             "accuracy-coverage", f"the accuracy run covered {count} samples, the round's "
@@ -339,7 +325,7 @@ def llm_audit_problems(tdir: Path, test: str, where: str, fix: str) -> list[Prob
                     where=where, meaning=meaning, fix=fix)]
 
 
-def compliance_problems(scen_dir: Path, bench: AnyBenchmark, rules: Rules, division: str,
+def compliance_problems(scen_dir: Path, bench: BenchmarkRules, rules: Rules, division: str,
                         where: str) -> list[Problem]:
     """``checks/compliance_check.py`` (closed and network only)."""
     out: list[Problem] = []
@@ -495,7 +481,7 @@ def _check_submitter(root: Path, division: str, sub: Path, rules: Rules) -> list
                                "nothing to check", where=rel(sub), fix=RESUBMIT))
         for bench_dir in _dirs(sys_dir):
             name = mapping.get(bench_dir.name, bench_dir.name)
-            bench = round_benchmark(rules, name)
+            bench = rules.find(name)
             if bench is None:
                 reason = ("is retired in " + rules.round) if name in rules.retired_benchmarks else \
                     f"is not a {rules.round} benchmark"
@@ -506,42 +492,27 @@ def _check_submitter(root: Path, division: str, sub: Path, rules: Rules) -> list
                                    fix="lay the tree out with `mlharness submit` for this round"))
                 continue
             scenarios = [d.name for d in _dirs(bench_dir)]
-            if division in ("closed", "network") and desc and isinstance(bench, LlmBenchmark):
-                out += _llm_scenario_problems(bench, str(desc.get("system_type", "")), scenarios,
-                                              rel(bench_dir))
-            elif division in ("closed", "network") and desc:
-                required = bench.scenarios_for(str(desc.get("system_type", "")))
-                if required is None:
-                    out.append(Problem(
-                        "system-type-unsupported",
-                        f"{rules.round} lists no required scenarios for {bench.name} on a "
-                        f"{desc.get('system_type')} system", where=rel(bench_dir),
-                        meaning="the official checker cannot judge it (it crashes)",
-                        fix="declare system_type edge (or \"datacenter,edge\") in the system TOML"))
-                else:
-                    missing = [s for s in required if s not in scenarios]
-                    if missing:
-                        out.append(Problem("scenarios-missing", "missing scenarios " + ", ".join(missing),
-                                           where=rel(bench_dir),
-                                           meaning=f"closed {desc.get('system_type')} {bench.name} "
-                                           "needs " + ", ".join(required),
-                                           fix=f"run {bench.harness} in those scenarios (performance "
-                                           "and accuracy), then submit again"))
+            if division in ("closed", "network") and desc:
+                out += _scenario_problems(bench, rules, str(desc.get("system_type", "")),
+                                          scenarios, rel(bench_dir))
             for scen_dir in _dirs(bench_dir):
                 out += _check_scenario(root, scen_dir, bench, rules, division)
     return out
 
 
-def _llm_scenario_problems(bench: LlmBenchmark, system_type: str, scenarios: list[str],
-                           where: str) -> list[Problem]:
-    """``check_scenarios`` of the checker's loader.py for an LLM benchmark."""
+def _scenario_problems(bench: BenchmarkRules, rules: Rules, system_type: str,
+                       scenarios: list[str], where: str) -> list[Problem]:
+    """``check_scenarios`` of the checker's loader.py: the required scenarios, one of
+    Interactive or Server where both are optional, and (today's checker; the older rounds'
+    own checkers do not look) nothing beyond required and optional."""
     found = bench.scenario_problems(system_type, scenarios)
     if found is None:
-        return [Problem("system-type-unsupported", f"the round lists no required scenarios for "
-                        f"{bench.name} on a {system_type} system", where=where,
+        suites = " or ".join(f'"{t}"' for t in bench.required_scenarios) or "another"
+        return [Problem("system-type-unsupported", f"{rules.round} lists no required scenarios "
+                        f"for {bench.name} on a {system_type} system", where=where,
                         meaning="the official checker cannot judge it (it crashes)",
-                        fix="declare the system_type whose suite holds the benchmark "
-                        "(datacenter for the datacenter LLMs) in the system TOML")]
+                        fix=f"declare system_type {suites} (a suite that holds "
+                        f"{bench.name}) in the system TOML")]
     missing, unknown = found
     out = []
     needs = [*(bench.scenarios_for(system_type) or ()),
@@ -552,7 +523,7 @@ def _llm_scenario_problems(bench: LlmBenchmark, system_type: str, scenarios: lis
                            + ", ".join(needs),
                            fix=f"run {bench.harness} in those scenarios (performance and "
                            "accuracy), then submit again"))
-    if unknown:
+    if unknown and not rules.checker_script:
         out.append(Problem("scenarios-unknown", "scenarios the suite does not have: "
                            + ", ".join(unknown), where=where,
                            meaning=f"a closed {system_type} {bench.name} result holds only its "
@@ -560,7 +531,7 @@ def _llm_scenario_problems(bench: LlmBenchmark, system_type: str, scenarios: lis
     return out
 
 
-def _check_endpoints(scen_dir: Path, bench: LlmBenchmark, rules: Rules, division: str,
+def _check_endpoints(scen_dir: Path, bench: BenchmarkRules, rules: Rules, division: str,
                      where: str) -> list[Problem]:
     """A scenario directory in the endpoints format (``check_endpoints``)."""
     facts = endpoints.load(rules.round)
@@ -572,16 +543,16 @@ def _check_endpoints(scen_dir: Path, bench: LlmBenchmark, rules: Rules, division
     return out
 
 
-def _check_scenario(root: Path, scen_dir: Path, bench: AnyBenchmark, rules: Rules,
+def _check_scenario(root: Path, scen_dir: Path, bench: BenchmarkRules, rules: Rules,
                     division: str) -> list[Problem]:
     where = str(scen_dir.relative_to(root))
     out: list[Problem] = []
-    known = (*rules.scenarios, Scenario.INTERACTIVE.value) if isinstance(bench, LlmBenchmark) \
-        else rules.scenarios
+    known = (*rules.scenarios, Scenario.INTERACTIVE.value) \
+        if bench.interactive_loadgen_model is not None else rules.scenarios
     if scen_dir.name not in known:
         return [Problem("scenario-unknown", f"{scen_dir.name} is not a scenario", where=where,
                         fix="remove the directory")]
-    if rules.layout == "v6" and isinstance(bench, LlmBenchmark) and \
+    if rules.layout == "v6" and bench.generates and \
             rules.round in endpoints.ROUNDS and endpoints.is_endpoints_dir(scen_dir):
         return _check_endpoints(scen_dir, bench, rules, division, where)
     log = _read_log(scen_dir / "performance" / "run_1" / "mlperf_log_detail.txt", where, out)

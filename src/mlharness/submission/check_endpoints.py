@@ -16,8 +16,7 @@ from pathlib import Path
 from typing import Any
 
 from mlharness.rules import endpoints
-from mlharness.rules.llm import LlmBenchmark
-from mlharness.rules.model import Rules
+from mlharness.rules.model import BenchmarkRules, Rules
 from mlharness.rules.problems import Problem
 
 FIX_RUN = ("re-run it full length (`mlharness run --benchmark {b} --scenario {s} --mode "
@@ -52,7 +51,7 @@ def checked_scenario(effective: str, directory: str) -> str:
     return "Server" if effective.lower() == "online" else effective
 
 
-def performance_problems(scen_dir: Path, bench: LlmBenchmark, rules: Rules, division: str,
+def performance_problems(scen_dir: Path, bench: BenchmarkRules, rules: Rules, division: str,
                          where: str, facts: endpoints.EndpointsFormat) -> list[Problem]:
     """The performance check of an endpoints result."""
     log = endpoints.read(scen_dir, "performance", facts)
@@ -93,7 +92,7 @@ def performance_problems(scen_dir: Path, bench: LlmBenchmark, rules: Rules, divi
             f"min_duration {duration:g} ms is below the required {rules.min_duration_ms} ms",
             meaning="the rules need every performance run to last at least 600 s", fix=fix,
             where=where))
-    if bench.token_latencies:
+    if bench.uses_token_latencies:
         out += _token_problems(v, bench, scenario, where, fix)
     else:
         limit = bench.latency_limit(directory) or bench.latency_limit(scenario)
@@ -121,7 +120,7 @@ def performance_problems(scen_dir: Path, bench: LlmBenchmark, rules: Rules, divi
     return out
 
 
-def _token_problems(v: dict[str, Any], bench: LlmBenchmark, scenario: str, where: str,
+def _token_problems(v: dict[str, Any], bench: BenchmarkRules, scenario: str, where: str,
                     fix: str) -> list[Problem]:
     limit = bench.token_limit(scenario)
     if limit is None:
@@ -162,7 +161,7 @@ def _numeric(score: Any, metric: str) -> float | None:
     return None
 
 
-def accuracy_problems(scen_dir: Path, bench: LlmBenchmark, rules: Rules, division: str,
+def accuracy_problems(scen_dir: Path, bench: BenchmarkRules, rules: Rules, division: str,
                       where: str, facts: endpoints.EndpointsFormat,
                       skip_dataset_size: bool = False) -> list[Problem]:
     """The accuracy check of an endpoints result."""
@@ -197,7 +196,7 @@ def accuracy_problems(scen_dir: Path, bench: LlmBenchmark, rules: Rules, divisio
     return out
 
 
-def compliance_problems(scen_dir: Path, bench: LlmBenchmark, facts: endpoints.EndpointsFormat,
+def compliance_problems(scen_dir: Path, bench: BenchmarkRules, facts: endpoints.EndpointsFormat,
                         where: str) -> list[Problem]:
     """The audits of an endpoints result (closed and network): ``audit/audit_<name>.json``
     optional, but when present of the right test and passed; TEST09's mean output length."""

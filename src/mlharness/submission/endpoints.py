@@ -23,7 +23,7 @@ from mlharness import __version__
 from mlharness.files import write_json_atomic, write_text_atomic
 from mlharness.loadgen.mllog import parse_detail_log
 from mlharness.rules import endpoints
-from mlharness.rules.llm import LlmBenchmark
+from mlharness.rules.model import BenchmarkRules
 from mlharness.submission.files import copy_file
 from mlharness.submission.runs import Run
 
@@ -112,12 +112,12 @@ def _provenance(run: Run, values: dict[str, Any]) -> dict[str, Any]:
             "the run)"}
 
 
-def config(bench: LlmBenchmark, scenario: str, perf: Run) -> dict[str, Any]:
+def config(bench: BenchmarkRules, scenario: str, perf: Run) -> dict[str, Any]:
     """``config.yaml``: the run as the endpoints client's configuration would describe it."""
     values = parse_detail_log(perf.path / "mlperf_log_detail.txt").values
     backend = perf.record.backend or {}
     online = _online(scenario)
-    dataset = DATASETS.get(bench.name, bench.dataset)
+    dataset = DATASETS.get(bench.name, bench.dataset or bench.name)
     accuracy = {"name": dataset, "type": "accuracy",
                 "accuracy_config": {"eval_method": _eval_method(bench), "num_repeats": 1}}
     return {
@@ -126,7 +126,8 @@ def config(bench: LlmBenchmark, scenario: str, perf: Run) -> dict[str, Any]:
         "type": "online" if online else "offline",
         "model_params": {"name": backend.get("served_model") or bench.name,
                          "max_new_tokens": (perf.record.task or {}).get(
-                             "max_new_tokens", bench.generation.max_new_tokens),
+                             "max_new_tokens",
+                             bench.generation.max_new_tokens if bench.generation else None),
                          "streaming": "on" if online else "off"},
         "datasets": [{"name": dataset, "type": "performance"}, accuracy],
         "settings": {
@@ -145,12 +146,12 @@ def config(bench: LlmBenchmark, scenario: str, perf: Run) -> dict[str, Any]:
     }
 
 
-def _eval_method(bench: LlmBenchmark) -> str:
+def _eval_method(bench: BenchmarkRules) -> str:
     return {"F1_HIERARCHICAL": "shopify_category_f1", "ROUGE1": "rouge"}.get(
         bench.accuracy[0].metric, "pass_at_1")
 
 
-def score(bench: LlmBenchmark, acc: Run, total: int) -> Any:
+def score(bench: BenchmarkRules, acc: Run, total: int) -> Any:
     """The accuracy entry's ``score`` as the reference client's scorer gives it: qwen3-vl's F1
     (a fraction), ROUGE as ``RougeScorer`` returns it (text values, percent), an exact match
     as a fraction."""
@@ -172,13 +173,14 @@ def score(bench: LlmBenchmark, acc: Run, total: int) -> Any:
     return result.value / 100.0
 
 
-def accuracy_results(bench: LlmBenchmark, scenario: str, acc: Run) -> dict[str, Any]:
+def accuracy_results(bench: BenchmarkRules, scenario: str, acc: Run) -> dict[str, Any]:
     """``accuracy/accuracy_results.json`` of the accuracy run."""
     values = parse_detail_log(acc.path / "mlperf_log_detail.txt").values
     total = int(values.get("effective_accuracy_sample_count")
                 or values.get("qsl_reported_total_count") or 0)
     value = score(bench, acc, total)
-    entry = {"dataset_name": DATASETS.get(bench.name, bench.dataset), "extractor": "IdentityExtractor",
+    entry = {"dataset_name": DATASETS.get(bench.name, bench.dataset or bench.name),
+             "extractor": "IdentityExtractor",
              "score": value, "unit_samples": total, "num_repeats": 1, "total_samples": total,
              "complete": True, "dataset_type": "accuracy",
              "response_counts": {"issued": total, "scored": total, "empty": 0, "missing": 0}}
@@ -191,7 +193,7 @@ def accuracy_results(bench: LlmBenchmark, scenario: str, acc: Run) -> dict[str, 
     return out
 
 
-def write(scen_dir: Path, bench: LlmBenchmark, scenario: str, perf: Run, acc: Run,
+def write(scen_dir: Path, bench: BenchmarkRules, scenario: str, perf: Run, acc: Run,
           audits: dict[str, bool] | None = None, facts: endpoints.EndpointsFormat | None = None
           ) -> list[str]:
     """The result under ``scen_dir`` in the endpoints format; returns the audits written."""

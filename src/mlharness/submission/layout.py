@@ -16,8 +16,7 @@ user.conf, README.md, <system>_<impl>_<scenario>.json}, ``compliance/<system>/<b
                                       measurements.json, user.conf, README.md
                                       TEST01/..., TEST04/...   (as the official run_verification.py writes them)
 
-The LLM benchmarks (``rules/llm_<round>.toml``, found through ``llm.round_benchmark``) lay out
-the same way; an Interactive result is ``<scenario>`` = ``Interactive`` (LoadGen's logs inside
+The LLM benchmarks lay out the same way; an Interactive result is ``<scenario>`` = ``Interactive`` (LoadGen's logs inside
 say Server, which the checker accepts for that directory), with an accuracy run of its own.
 
 A benchmark the checker accepts in the endpoints format (``rules/endpoints_<round>.toml``) may be
@@ -36,9 +35,8 @@ from typing import Any, Literal
 from mlharness.compliance import verify
 from mlharness.errors import ConfigError
 from mlharness.rules import endpoints as endpoints_format
-from mlharness.rules.llm import LlmBenchmark, round_benchmark
 from mlharness.rules.loader import DEFAULT_ROUND
-from mlharness.rules.model import Rules
+from mlharness.rules.model import BenchmarkRules, Rules
 from mlharness.submission import documents
 from mlharness.submission import endpoints as endpoints_result
 from mlharness.submission.check import llm_audit_problems
@@ -140,7 +138,7 @@ def result_format(bench: Any, requested: str, rules: Rules) -> str:
     """``loadgen`` or ``endpoints``: the files of one benchmark's results. ``endpoints`` only
     for a benchmark the round's checker accepts in it (``ENDPOINTS_ALLOWED_MODELS``); with
     ``auto``, only where the reference writes it (qwen3-vl)."""
-    if requested == "loadgen" or not isinstance(bench, LlmBenchmark) or \
+    if requested == "loadgen" or not isinstance(bench, BenchmarkRules) or \
             rules.round not in endpoints_format.ROUNDS:
         return "loadgen"
     if not endpoints_format.load(rules.round).allows(bench.name):
@@ -179,7 +177,7 @@ def lay_out(
     by_bench: dict[str, list[Run]] = {}
     refused: dict[str, ConfigError] = {}  # benchmarks that cannot count for the round: said once
     for benchmark, scenario in inventory.keys():
-        bench = round_benchmark(rules, benchmark)  # the LLM benchmarks too
+        bench = rules.find(benchmark)
         if bench is None:
             try:
                 rules.benchmark(benchmark)
@@ -213,7 +211,6 @@ def lay_out(
                              + ")" if rules.round in endpoints_format.ROUNDS else
                              f"{bench.name} loadgen: {rules.round} has no endpoints format")
         if fmt == "endpoints":
-            assert isinstance(bench, LlmBenchmark)
             entry = Entry(benchmark, bench.name, scenario, scen_dir, perf, acc,
                           why={"performance": perf_choice.why,
                                "accuracy": acc_choice.why if acc_choice else ""},
@@ -303,7 +300,7 @@ def _finish_entry(entry: Entry, bench: Any, rules: Rules, meas_dir: Path, old: b
                           documents.mlperf_conf(rules, bench.loadgen_model))
 
 
-def _audits(entry: Entry, bench: LlmBenchmark, inventory: Inventory, division: str,
+def _audits(entry: Entry, bench: BenchmarkRules, inventory: Inventory, division: str,
             out: Layout) -> dict[str, bool]:
     """The verdict of each audit of an endpoints-format result: an audit run verified against
     the laid-out runs (its official-shaped output kept under ``loadgen/``), or a verification

@@ -11,8 +11,7 @@ from typing import Any
 
 from mlharness.loadgen.mllog import METRICS, TOKEN_METRICS, parse_detail_log
 from mlharness.rules import endpoints
-from mlharness.rules.llm import LlmBenchmark, round_benchmark
-from mlharness.rules.model import Rules
+from mlharness.rules.model import BenchmarkRules, Rules
 from mlharness.files import write_bytes_atomic, write_json_atomic, write_text_atomic
 from mlharness.submission.layout import Layout
 
@@ -32,24 +31,16 @@ def rows(layout: Layout, rules: Rules) -> list[dict[str, Any]]:
     desc = json.loads((layout.base / "systems" / f"{layout.system}.json").read_text())
     out = []
     for e in layout.entries:
-        bench = round_benchmark(rules, e.bench_dir)
+        bench = rules.benchmark(e.bench_dir)
         inferred = 0
         if e.format == "endpoints":
-            assert isinstance(bench, LlmBenchmark)
             value, div, unit, accuracy, inferred = _endpoints_row(e.path, e.scenario, bench, rules)
         else:
             log = parse_detail_log(e.path / "performance" / "run_1" / "mlperf_log_detail.txt").values
             acc_text = (e.path / "accuracy" / "accuracy.txt").read_text()
-            if isinstance(bench, LlmBenchmark):
-                key, div, unit = _token_result(bench, str(log.get("effective_scenario", e.scenario)))
-                accuracy = _accuracy_column({b.metric: _raw_accuracy(acc_text, bench.accuracy_regex[
-                    b.metric]) for b in bench.accuracy_for(e.scenario)})
-            else:
-                key, div, unit = RESULT[e.scenario]
-                acc = e.accuracy.record.accuracy
-                acc_value = _raw_accuracy(acc_text, bench.accuracy_regex) if bench else None
-                accuracy = (f"{acc.metric if acc else (bench.accuracy_metric if bench else '')}: "
-                            f"{acc_value if acc_value is not None else ''}")
+            key, div, unit = _result(bench, str(log.get("effective_scenario", e.scenario)))
+            accuracy = _accuracy_column({b.metric: _raw_accuracy(acc_text, bench.accuracy_regex[
+                b.metric]) for b in bench.accuracy_for(e.scenario)})
             value = log.get(key)
         measurements = json.loads((e.measurements_file or e.path / "measurements.json").read_text())
         power = e.performance.record.power if (e.path / "performance" / "power").is_dir() else None
@@ -104,7 +95,7 @@ SAMPLE_UNITS = {"Offline": "Samples/s", "Server": "Queries/s", "Interactive": "Q
                 "SingleStream": "Latency (ms)", "MultiStream": "Latency (ms)"}
 
 
-def _endpoints_row(scen_dir: Path, directory: str, bench: LlmBenchmark,
+def _endpoints_row(scen_dir: Path, directory: str, bench: BenchmarkRules,
                    rules: Rules) -> tuple[Any, float, str, str, int]:
     """Result, divisor, unit, accuracy column and ``inferred`` of an endpoints-format result,
     as the checker's performance check and results.py read them: the result field of the
@@ -124,7 +115,7 @@ def _endpoints_row(scen_dir: Path, directory: str, bench: LlmBenchmark,
     key = bench.result_fields.get(checked) or facts.result_field(checked) or ""
     value = perf.values.get(key)
     div = 1e6 if checked in ("SingleStream", "MultiStream") else 1.0
-    unit = ("Tokens/s" if bench.token_latencies and bench.result_fields else
+    unit = ("Tokens/s" if bench.uses_token_latencies and bench.result_fields else
             SAMPLE_UNITS.get(directory, ""))
     if bench.name == "llama3.1-8b-edge" and directory == "SingleStream":
         unit = "Latency (ms)"
@@ -134,18 +125,18 @@ def _endpoints_row(scen_dir: Path, directory: str, bench: LlmBenchmark,
     return value, div, unit, accuracy, inferred
 
 
-def _token_result(bench: LlmBenchmark, scenario: str) -> tuple[str, float, str]:
-    """An LLM result's detail-log key, divisor and unit in LoadGen's ``scenario`` (the checker's
-    RESULT_FIELD_BENCHMARK_OVERWRITE and SPECIAL_UNIT_DICT): tokens/s in Offline and Server
-    (Interactive's logs say Server), a latency in ms in llama3.1-8b-edge's SingleStream; a
-    benchmark judged on samples (qwen3-vl) as any other, samples or queries per second."""
+def _result(bench: BenchmarkRules, scenario: str) -> tuple[str, float, str]:
+    """A result's detail-log key, divisor and unit in LoadGen's ``scenario``: the scenario's
+    usual one, or the benchmark's own (the checker's RESULT_FIELD_BENCHMARK_OVERWRITE and
+    SPECIAL_UNIT_DICT): tokens/s in Offline and Server (Interactive's logs say Server), a
+    latency in ms in llama3.1-8b-edge's SingleStream."""
     scenario = "Server" if scenario == "Interactive" else scenario
-    if not bench.token_latencies:
-        return METRICS[scenario].key, METRICS[scenario].divisor, METRICS[scenario].summary_unit
     key = bench.result_field(scenario)
+    if key is None:
+        return RESULT[scenario]
     token = TOKEN_METRICS.get(scenario)
-    if key is None or (token is not None and key == token.key):
-        return (key or "", 1.0, token.summary_unit if token else "")
+    if token is not None and key == token.key:
+        return (key, 1.0, token.summary_unit)
     return (key, METRICS[scenario].divisor, METRICS[scenario].summary_unit)
 
 

@@ -7,15 +7,17 @@ TOML; the runner never changes.
 
 from __future__ import annotations
 
+import dataclasses
 import importlib
 
 from mlharness.errors import ConfigError, HarnessError
-from mlharness.rules.loader import BenchmarkEntry, task_entries
+from mlharness.rules.loader import BenchmarkEntry, rules_for, task_entries
+from mlharness.rules.model import BenchmarkRules
 from mlharness.tasks.base import (AccuracyResult, GenerationTask, Task, TaskOptions, TensorSpec,
                                   TensorTask)
 
 __all__ = ["AccuracyResult", "GenerationTask", "Task", "TaskOptions", "TensorSpec", "TensorTask",
-           "BENCHMARKS", "BenchmarkEntry", "create_task"]
+           "BENCHMARKS", "BenchmarkEntry", "benchmark_rules", "create_task"]
 
 BENCHMARKS: dict[str, BenchmarkEntry] = {
     "demo": BenchmarkEntry("mlharness.tasks.demo:create",
@@ -34,6 +36,8 @@ def create_task(name: str, options: TaskOptions) -> Task:
             f"unknown benchmark {name!r}",
             hint="choose one of: " + ", ".join(sorted(BENCHMARKS)),
         )
+    if entry.rules is not None and options.rules is None:
+        options = dataclasses.replace(options, rules=rules_for(entry.rules, options.round))
     module_name, func_name = entry.factory.split(":", 1)
     if entry.summary != "user task":
         return getattr(importlib.import_module(module_name), func_name)(name, options)
@@ -45,3 +49,13 @@ def create_task(name: str, options: TaskOptions) -> Task:
     except Exception as exc:  # noqa: BLE001 - user code may raise anything
         raise ConfigError(f"cannot create task {name!r}: {type(exc).__name__}: {exc}",
                           hint="give an importable 'module:factory(name, options)' on sys.path") from exc
+
+
+def benchmark_rules(name: str, round: str | None = None) -> BenchmarkRules | None:
+    """The rules benchmark ``name`` runs under (``round``'s, else the newest round's that has
+    them), known without building its task; None for one without MLPerf rules (the demo, a
+    task of your own). A round without them: ConfigError naming what it has."""
+    entry = BENCHMARKS.get(name)
+    if entry is None or entry.rules is None:
+        return None
+    return rules_for(entry.rules, round)

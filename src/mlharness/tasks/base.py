@@ -21,6 +21,7 @@ import numpy as np
 from mlharness.errors import ConfigError
 from mlharness.options import Options, parse_options
 from mlharness.prompts import GenerationRequest
+from mlharness.rules import BenchmarkRules
 from mlharness.tensors import IndexRange, Predict, TensorSpec
 
 __all__ = ["AccuracyResult", "GenerationTask", "IndexRange", "Predict", "Progress", "Task",
@@ -75,10 +76,22 @@ class TaskOptions:
     extra: dict[str, Any] = field(default_factory=dict)
     #: the inputs the model file declares, as its backend reads them (None: unknown)
     model_inputs: list[TensorSpec] | None = None
+    #: the round the run counts for (None: the newest that describes the benchmark)
+    round: str | None = None
+    #: the rules the benchmark runs under (``create_task`` fills them in from its entry)
+    rules: BenchmarkRules | None = None
 
     def parsed(self, model: type[O]) -> O:
         """``extra`` as the task's option model; unknown keys or bad values: ConfigError."""
         return parse_options(model, self.extra, "task option", "--task-option")
+
+    def require_rules(self, benchmark: str) -> BenchmarkRules:
+        """The rules an MLPerf task runs under; a one-line error when it has none."""
+        if self.rules is None:
+            raise ConfigError(f"{benchmark} has no round rules",
+                              "give its [tasks.NAME] entry a rules = \"<round benchmark>\" "
+                              "(docs/architecture.md, \"Add a benchmark\")")
+        return self.rules
 
 
 class Task(ABC):
@@ -94,6 +107,8 @@ class Task(ABC):
     default_model: Path | None = None
     #: the kind, as run.json and errors name it (``tensor`` or ``generation``)
     kind: ClassVar[str] = ""
+    #: the round's rules it runs under (None: the demo, a task of your own)
+    rules: BenchmarkRules | None = None
 
     @abstractmethod
     def total_count(self) -> int:
@@ -137,7 +152,8 @@ class Task(ABC):
     def describe(self) -> dict[str, Any]:
         """Facts about the task worth keeping in run.json."""
         return {"name": self.name, "kind": self.kind, "loadgen_model": self.loadgen_model,
-                "response_dtype": self.response_dtype}
+                "response_dtype": self.response_dtype,
+                "rules": self.rules.name if self.rules is not None else None}
 
 
 class TensorTask(Task):

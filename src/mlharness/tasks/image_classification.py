@@ -18,7 +18,6 @@ from pydantic import Field
 from mlharness.errors import DatasetError, ModelError
 from mlharness.files import read_text_file
 from mlharness.options import Options
-from mlharness.rules import facts as round_facts
 from mlharness.tasks.base import AccuracyResult, TaskOptions, TensorSpec
 from mlharness.tasks.imagenet_preprocessing import RESNET50
 from mlharness.tasks.vision.cache import SampleCache, default_root
@@ -162,8 +161,7 @@ def create_resnet50(name: str, options: TaskOptions) -> ImageClassificationTask:
     ``--task-option`` keys: :class:`ResNet50Options`.
     """
     opts = options.parsed(ResNet50Options)
-    facts = round_facts(name)  # accuracy target and performance sample count: rules/*.toml
-    assert facts is not None, f"no round describes {name}"
+    rules = options.require_rules(name)  # accuracy target and sample counts
     if options.dataset is None:
         raise DatasetError(
             "resnet50 needs --dataset", hint="pass the ImageNet val folder holding val_map.txt"
@@ -172,18 +170,20 @@ def create_resnet50(name: str, options: TaskOptions) -> ImageClassificationTask:
     config = preprocess.config
     # python/main.py profile resnet50-onnxruntime: outputs "ArgMax:0", dataset "imagenet" whose
     # post-processor uses offset=-1 (class 0 of the TF/ONNX model is "background").
-    return ImageClassificationTask(
+    task = ImageClassificationTask(
         name=name,
-        loadgen_model="resnet50",
+        loadgen_model=rules.loadgen_model,
         dataset_dir=Path(options.dataset),
         preprocess=preprocess,
         input_spec=TensorSpec(opts.input_name, "float32", (None, *config.output_shape)),
         output=ClassifierOutput(name=opts.output_name, offset=opts.label_offset),
-        target=facts.accuracy_target,
-        performance_count=facts.performance_sample_count,
+        target=rules.accuracy_target,
+        performance_count=rules.performance_sample_count,
         max_samples=options.max_samples,
         cache=SampleCache(default_root(options.cache_dir), preprocess,
                           describe={"preprocessing": config.to_dict()}),
         prepare_workers=opts.prepare_workers,
         val_map=Path(opts.val_map) if opts.val_map else None,
     )
+    task.rules = rules
+    return task

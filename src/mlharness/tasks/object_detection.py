@@ -21,7 +21,6 @@ from pydantic import Field
 
 from mlharness.errors import ConfigError, DatasetError, ModelError
 from mlharness.options import Options
-from mlharness.rules import facts as round_facts
 from mlharness.tasks.base import AccuracyResult, TaskOptions, TensorSpec
 from mlharness.tasks.vision.cache import SampleCache, default_root
 from mlharness.tasks.vision.coco_map import coco_map
@@ -157,8 +156,7 @@ def create_retinanet(name: str, options: TaskOptions) -> ObjectDetectionTask:
     ``--task-option`` keys: :class:`RetinaNetOptions`.
     """
     opts = options.parsed(RetinaNetOptions)
-    facts = round_facts(name)  # accuracy target and performance sample count: rules/*.toml
-    assert facts is not None, f"no round describes {name}"
+    rules = options.require_rules(name)  # accuracy target and sample counts
     if options.dataset is None:
         raise DatasetError("retinanet needs --dataset",
                            hint="pass the OpenImages MLPerf folder holding annotations/")
@@ -173,18 +171,20 @@ def create_retinanet(name: str, options: TaskOptions) -> ObjectDetectionTask:
         raise ConfigError(f"bad detection outputs table: {exc}",
                           hint="keys: boxes, scores, labels, input_height, input_width, "
                                "score_threshold, label_offset") from exc
-    return ObjectDetectionTask(
+    task = ObjectDetectionTask(
         name=name,
-        loadgen_model="retinanet",
+        loadgen_model=rules.loadgen_model,
         dataset_dir=Path(options.dataset),
         preprocess=preprocess,
         input_spec=TensorSpec(opts.input_name, "float32", (None, *config.output_shape)),
         outputs=outputs,
-        target=facts.accuracy_target,
+        target=rules.accuracy_target,
         annotations=Path(opts.annotations) if opts.annotations else None,
-        performance_count=facts.performance_sample_count,
+        performance_count=rules.performance_sample_count,
         max_samples=options.max_samples,
         cache=SampleCache(default_root(options.cache_dir), preprocess,
                           describe={"preprocessing": config.to_dict()}),
         prepare_workers=opts.prepare_workers,
     )
+    task.rules = rules
+    return task

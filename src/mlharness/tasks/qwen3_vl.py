@@ -21,12 +21,12 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any, Sequence
 
-from mlharness.errors import DatasetError
+from mlharness.errors import ConfigError, DatasetError
 from mlharness.llm import hierarchical_f1, product_request
 from mlharness.llm.product_catalogue import Catalogue
 from mlharness.options import Options
 from mlharness.prompts import GenerationRequest
-from mlharness.rules import llm
+from mlharness.rules import BenchmarkRules
 from mlharness.tasks.base import AccuracyResult, GenerationTask, Progress, TaskOptions
 
 METRIC = "F1_HIERARCHICAL"
@@ -47,13 +47,19 @@ class Qwen3VlTask(GenerationTask):
     """The benchmark's data set, requests, answers and accuracy."""
 
     response_dtype = "uint8"  # the answer's UTF-8 text
+    rules: BenchmarkRules  # always given (its generation, bounds and targets come from them)
 
     def __init__(self, name: str, options: TaskOptions) -> None:
         self.name = name
-        self.rules = llm.load().benchmark(name)
+        self.rules = options.require_rules(name)
+        if self.rules.generation is None:
+            raise ConfigError(f"{name}'s rules ({self.rules.name}) describe no generation",
+                              "its [benchmarks] table needs its [generation] (the reference "
+                              "client's sampling)")
+        self.generation = self.rules.generation
         self.loadgen_model = self.rules.loadgen_model
         parsed = options.parsed(Qwen3VlOptions)
-        self.max_new_tokens = parsed.max_new_tokens or self.rules.generation.max_new_tokens
+        self.max_new_tokens = parsed.max_new_tokens or self.generation.max_new_tokens
         self.threads = parsed.image_threads or os.cpu_count() or 1
         if options.dataset is None:
             raise DatasetError(f"{name} needs the Shopify product catalogue",
@@ -111,7 +117,7 @@ class Qwen3VlTask(GenerationTask):
         """Sample ``index`` as the reference's chat request (a sample not loaded yet, as the
         warm-up's, is encoded now)."""
         url = self._urls.get(index) or self._url(index)
-        g = self.rules.generation
+        g = self.generation
         return GenerationRequest(input_ids=None, text=None, max_new_tokens=self.max_new_tokens,
                                  messages=product_request.messages(
                                      self.catalogue.products[index], url),
@@ -140,9 +146,9 @@ class Qwen3VlTask(GenerationTask):
         expected = self.rules.accuracy_count_for(self.set_of)
         if self.count < expected:
             failures.append(f"{self.count} of the {expected} samples scored")
-        if self.max_new_tokens != self.rules.generation.max_new_tokens:
+        if self.max_new_tokens != self.generation.max_new_tokens:
             failures.append(f"{self.max_new_tokens} new tokens, not the reference's "
-                            f"{self.rules.generation.max_new_tokens}")
+                            f"{self.generation.max_new_tokens}")
         return AccuracyResult(metric=METRIC, value=found.f1, text=found.accuracy_text(),
                               target=bound.value, failures=failures,
                               details={**found.details(), "metrics": {METRIC: found.f1},

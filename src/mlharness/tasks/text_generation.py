@@ -2,7 +2,7 @@
 gpt-oss-120b): prompts from the reference dataset file, the reference harness's sampling, and
 accuracy scored offline exactly as the official scripts do.
 
-Everything that differs between them is data in ``rules/llm_<round>.toml`` (model keys, limits,
+Everything that differs between them is data in ``rules/<round>.toml`` (model keys, limits,
 sampling, targets) plus the scorer chosen by the dataset below. A text-generation backend
 (``--backend openai`` or ``hf``) streams the answer; LoadGen logs the output token ids (int32, as
 every reference SUT writes them), which the scorer decodes with the model's tokenizer.
@@ -19,7 +19,7 @@ from mlharness.errors import ConfigError, DatasetError
 from mlharness.llm import datasets, exact_match, gpt_oss_accuracy, rouge
 from mlharness.options import Options
 from mlharness.prompts import GenerationRequest
-from mlharness.rules import llm
+from mlharness.rules import BenchmarkRules
 from mlharness.tasks.base import AccuracyResult, GenerationTask, TaskOptions
 
 #: the files a Hugging Face tokenizer directory holds (any one will do)
@@ -42,18 +42,25 @@ Scorer = Callable[["TextGenerationTask", list[int], list[np.ndarray]], AccuracyR
 class TextGenerationTask(GenerationTask):
     """One LLM benchmark of the round's rules: prompts in, token ids out."""
 
+    rules: BenchmarkRules  # always given (its generation settings and scorer come from them)
+
     def __init__(self, name: str, options: TaskOptions) -> None:
         self.name = name
-        self.rules = llm.load().benchmark(name)
+        self.rules = options.require_rules(name)
+        if self.rules.generation is None:
+            raise ConfigError(f"{name}'s rules ({self.rules.name}) describe no generation",
+                              "a text-generation benchmark's [benchmarks] table needs its "
+                              "[generation] (the reference harness's sampling)")
+        self.generation = self.rules.generation
         self.loadgen_model = self.rules.loadgen_model
         parsed = options.parsed(TextGenerationOptions)
-        self.max_new_tokens = parsed.max_new_tokens or self.rules.generation.max_new_tokens
+        self.max_new_tokens = parsed.max_new_tokens or self.generation.max_new_tokens
         self.tokenizer = parsed.tokenizer or _tokenizer_dir(options.model)
         if options.dataset is None:
             raise DatasetError(f"{name} needs its dataset file",
                                f"give --dataset FILE: the {self.rules.dataset} file the "
                                f"reference harness reads (docs/llm.md)")
-        self.dataset = datasets.read(name, options.dataset)
+        self.dataset = datasets.read(self.rules, options.dataset)
         if not self.dataset.samples:
             raise DatasetError(f"{options.dataset} holds no samples", "is it the right file?")
         count = len(self.dataset.samples)
@@ -79,7 +86,7 @@ class TextGenerationTask(GenerationTask):
     def request(self, index: int) -> GenerationRequest:
         """Sample ``index`` as a prompt with the reference harness's sampling."""
         sample = self.dataset.samples[index]
-        g = self.rules.generation
+        g = self.generation
         ids = tuple(sample.input_ids) if sample.input_ids is not None else None
         return GenerationRequest(input_ids=ids, text=sample.prompt,
                                  max_new_tokens=self.max_new_tokens,
@@ -106,7 +113,7 @@ class TextGenerationTask(GenerationTask):
             first.setdefault(index, ids)
         if not every:
             raise DatasetError("the accuracy log has no entries", "re-run the accuracy test")
-        scorer = SCORERS[self.rules.dataset]
+        scorer = SCORERS[self.rules.dataset or ""]
         if scorer is _score_gpt_oss:  # its script scores every entry, duplicates included
             return scorer(self, [i for i, _ in every], [t for _, t in every])
         return scorer(self, list(first), list(first.values()))
@@ -186,7 +193,7 @@ def _judged(task: TextGenerationTask, value: float | None, partial: float,
     return task.result(metrics, line(), "exact_match")
 
 
-#: the scorer of each reference dataset (rules/llm_<round>.toml ``dataset``)
+#: the scorer of each reference dataset (rules/<round>.toml ``dataset``)
 SCORERS: dict[str, Scorer] = {
     "cnn_dailymail": _score_rouge,
     "open_orca": _score_rouge,

@@ -8,8 +8,8 @@ Each probe is long enough to be VALID; an invalid one (finished early) is repeat
 
 from __future__ import annotations
 
-from mlharness.rules import llm
 from mlharness.spec import RunSpec
+from mlharness.tasks import benchmark_rules
 from mlharness.tune.probe import Point, PointSink, ProgressSink, probe
 
 PROBE_MS = 1000  # quick probes (a --test run measuring its own target)
@@ -53,7 +53,8 @@ def probe_offline_qps(spec: RunSpec, attempts: int = 5, progress: ProgressSink |
 
 def start_qps(spec: RunSpec) -> float:
     """The first probe's target when none is given: low for an LLM benchmark."""
-    return TOKEN_START_QPS if llm.load().find(spec.benchmark) is not None else START_QPS
+    bench = benchmark_rules(spec.benchmark, spec.round)
+    return TOKEN_START_QPS if bench is not None and bench.generates else START_QPS
 
 
 def target_qps(points: list[Point], margin: float) -> float:

@@ -18,9 +18,9 @@ from typing import Any, Callable
 from mlharness.errors import HarnessError, RunFailed
 from mlharness.loadgen.mllog import METRICS, TOKEN_METRICS, parse_detail_log
 from mlharness.names import Scenario
-from mlharness.rules import llm
 from mlharness.runner import RunProgress, execute
 from mlharness.spec import RunSpec
+from mlharness.tasks import benchmark_rules
 
 ProgressSink = Callable[[RunProgress], None]
 TUNE_DIR = "_tune"
@@ -118,16 +118,16 @@ def short_of_queries(point: Point) -> bool:
 
 
 def token_run(benchmark: str) -> bool:
-    """``benchmark`` is an LLM benchmark judged on tokens: LoadGen judges its Server and
-    Interactive runs by TTFT and TPOT (``use_token_latencies``), and reports tokens/s (qwen3-vl
-    is judged on the end-to-end latency instead)."""
-    found = llm.load().find(benchmark)
-    return found is not None and found.token_latencies
+    """LoadGen judges ``benchmark``'s Server and Interactive runs by TTFT and TPOT and reports
+    tokens/s (its rules' ``use_token_latencies``)."""
+    bench = benchmark_rules(benchmark)
+    return bench is not None and bench.uses_token_latencies
 
 
 def generation_run(benchmark: str) -> bool:
     """``benchmark`` generates on a server (an LLM or VLM benchmark): a few queries a second."""
-    return llm.load().find(benchmark) is not None
+    bench = benchmark_rules(benchmark)
+    return bench is not None and bench.generates
 
 
 def engine_settings(spec: RunSpec) -> dict[str, Any]:

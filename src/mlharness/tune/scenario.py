@@ -7,26 +7,27 @@ from datetime import datetime, timezone
 from typing import Any
 
 from mlharness.names import LOADGEN_SCENARIOS, Scenario
-from mlharness.rules import llm
+from mlharness.tasks import benchmark_rules
 from mlharness.spec import RunSpec
 from mlharness.tune import latency, offline, server
 from mlharness.tune.probe import Point, PointSink, ProgressSink, engine_settings
 
 
-#: the order an LLM benchmark's scenarios are tuned in (the required one first)
-LLM_ORDER = (Scenario.SINGLE_STREAM, Scenario.OFFLINE, Scenario.SERVER, Scenario.INTERACTIVE)
+#: the order a benchmark's scenarios are tuned in
+ORDER = (Scenario.SINGLE_STREAM, Scenario.MULTI_STREAM, Scenario.OFFLINE, Scenario.SERVER,
+         Scenario.INTERACTIVE)
 
 
-def benchmark_scenarios(benchmark: str) -> list[Scenario]:
-    """The scenarios ``tune -s all`` measures for ``benchmark``: an LLM benchmark's own (every
-    scenario a system type requires or allows: Offline, Server, Interactive; the edge variant
-    SingleStream, Offline), else the four LoadGen scenarios."""
-    found = llm.load().find(benchmark)
+def benchmark_scenarios(benchmark: str, round: str | None = None) -> list[Scenario]:
+    """The scenarios ``tune -s all`` measures for ``benchmark``: every scenario a system type
+    of its rules requires or allows (an LLM: Offline, Server, Interactive; the edge variant
+    SingleStream, Offline), or the four LoadGen scenarios for one without rules (the demo)."""
+    found = benchmark_rules(benchmark, round)
     if found is None:
         return list(LOADGEN_SCENARIOS)
     named = {s for table in (found.required_scenarios, found.optional_scenarios)
              for scenarios in table.values() for s in scenarios}
-    return [s for s in LLM_ORDER if s in named]
+    return [s for s in ORDER if s in named]
 
 
 def target_field(scenario: str) -> str:

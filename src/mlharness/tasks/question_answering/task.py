@@ -31,7 +31,7 @@ import numpy as np
 
 from mlharness.files import cache_root
 from mlharness.options import Options
-from mlharness.rules import facts as round_facts
+from mlharness.rules import BenchmarkRules
 from mlharness.errors import ConfigError, DatasetError, ModelError
 from mlharness.tasks.base import (AccuracyResult, IndexRange, Progress, TaskOptions, TensorTask,
                                   TensorSpec)
@@ -61,7 +61,7 @@ class BertSquadTask(TensorTask):
     def __init__(self, name: str, dataset: Path, vocab: Path, cache_dir: Path | None = None,
                  max_samples: int | None = None, sequence_length: str = "auto",
                  model_inputs: list[TensorSpec] | None = None,
-                 sequence_step: int = SEQUENCE_STEP) -> None:
+                 sequence_step: int = SEQUENCE_STEP, rules: BenchmarkRules | None = None) -> None:
         if sequence_length not in SEQUENCE_MODES:
             raise ConfigError(f"unknown sequence_length {sequence_length!r}",
                               hint="use sequence_length=dynamic (fast) or fixed (384, as the reference)")
@@ -77,8 +77,8 @@ class BertSquadTask(TensorTask):
                               hint=f"use sequence_step={SEQUENCE_STEP} (the default) or 1 to cut "
                               "each batch to its longest sequence exactly")
         self.sequence_step = sequence_step
-        facts = round_facts(name)  # the F1 target: rules/*.toml
-        self.target = facts.accuracy_target if facts is not None else None
+        self.rules = rules
+        self.target = rules.accuracy_target if rules is not None else None  # the F1 target
         self._features: FeatureSet | None = None
         self._all_count: int | None = None
         for path, what in ((self.dataset, "--dataset dev-v1.1.json"), (self.vocab_path, "--vocab vocab.txt")):
@@ -319,4 +319,5 @@ def create_bert(name: str, options: TaskOptions) -> BertSquadTask:
         raise DatasetError(f"{name} needs --vocab", hint="pass --vocab path/to/vocab.txt")
     return BertSquadTask(name, Path(options.dataset), Path(options.vocab), options.cache_dir,
                          options.max_samples,
-                         opts.sequence_length, options.model_inputs, opts.sequence_step)
+                         opts.sequence_length, options.model_inputs, opts.sequence_step,
+                         options.require_rules(name))
