@@ -143,3 +143,67 @@ def test_requests_and_score_equal_the_official_code(catalogue: tuple[Path, list[
     assert row, proc.stderr[-2000:]
     assert [float(x) for x in row.groups()] == pytest.approx(
         [ours.f1, ours.brand, ours.secondhand_f1], abs=1e-6)
+
+
+CATALOGUE = """
+[artefacts.shopify-product-catalogue]
+kind = "dataset"
+benchmarks = ["qwen3-vl-235b-a22b"]
+access = "user"
+summary = "catalogue"
+path = "datasets/qwen3-vl/product-catalogue"
+layout = "hf-dataset"
+items = {full}
+unverified = "layout checked"
+checksum_source = "test"
+obtain = "hf download"
+licence = "test"
+
+[artefacts.shopify-product-catalogue-8k]
+kind = "dataset"
+benchmarks = ["qwen3-vl-235b-a22b"]
+access = "user"
+summary = "8k"
+path = "datasets/qwen3-vl/product-catalogue-8k"
+layout = "hf-dataset"
+items = {train}
+unverified = "layout checked"
+checksum_source = "test"
+obtain = "hf download"
+licence = "test"
+
+[defaults."qwen3-vl-235b-a22b"]
+dataset = "shopify-product-catalogue"
+scenario_dataset = {{ Interactive = "shopify-product-catalogue-8k" }}
+"""
+
+
+def test_get_adopts_the_catalogue_and_run_takes_it_per_scenario(
+        catalogue: tuple[Path, list[sc.Row]], tmp_path: Path,
+        monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]) -> None:
+    from mlharness.artefacts import load_catalogue
+    from mlharness.artefacts.for_run import fill_from_cache
+    from mlharness.cli.main import main
+
+    root, rows = catalogue
+    eight_k = tmp_path / "8k"  # a set with the train split only
+    (eight_k / "data").mkdir(parents=True)
+    for shard in sorted((root / "data").glob("train-*.parquet")):
+        (eight_k / "data" / shard.name).symlink_to(shard)
+    monkeypatch.setenv("MLHARNESS_CACHE", str(tmp_path / "cache"))
+    toml = tmp_path / "catalogue.toml"
+    toml.write_text(CATALOGUE.format(full=len(rows), train=13))
+    monkeypatch.setenv("MLHARNESS_CATALOGUE", str(toml))
+    data = {"benchmark": "qwen3-vl-235b-a22b", "scenario": "Offline", "backend": "openai"}
+    with pytest.raises(Exception, match="needs shopify-product-catalogue, not in the cache") as e:
+        fill_from_cache(data, None)
+    assert "mlharness get shopify-product-catalogue --from PATH" in str(e.value)
+    assert main(["get", "shopify-product-catalogue", "--from", str(eight_k)]) == 2  # 13 rows
+    assert "13 rows in its train split(s), the data set has 18" in capsys.readouterr().err
+    assert main(["get", "shopify-product-catalogue", "--from", str(root)]) == 0
+    assert main(["get", "shopify-product-catalogue-8k", "--from", str(eight_k)]) == 0
+    filled, notes = fill_from_cache(data, None, load_catalogue())
+    assert Catalogue(Path(filled["dataset"])).products == Catalogue(root).products
+    assert "dataset: shopify-product-catalogue from the cache (layout checked)" in notes[0]
+    filled, _ = fill_from_cache({**data, "scenario": "Interactive"}, None, load_catalogue())
+    assert len(Catalogue(Path(filled["dataset"]))) == 13

@@ -14,7 +14,7 @@ from mlharness.artefacts.cache import (download_path, part_path, remove_quietly,
 from mlharness.artefacts.catalogue import Artefact
 from mlharness.artefacts.digest import algorithm, file_digest, matches, mismatch_text
 from mlharness.artefacts.errors import ArtefactError, ChecksumMismatch
-from mlharness.artefacts.layouts import check_imagenet, check_openimages
+from mlharness.artefacts.layouts import check_hf_dataset, check_imagenet, check_openimages
 from mlharness.artefacts.unpack import unpack
 from mlharness.files import write_text_atomic
 
@@ -97,6 +97,9 @@ def _adopt_folder(artefact: Artefact, source: Path, root: Path, aux: Path | None
             extra["images"] = _imagenet_from_aux(source, aux / "val.txt", dest, expected)
     elif artefact.layout == "openimages":
         extra["images"] = check_openimages(source, expected=artefact.items or 0)
+        _link(dest, source)
+    elif artefact.layout == "hf-dataset":
+        extra["rows"] = check_hf_dataset(source, expected=artefact.items or 0)
         _link(dest, source)
     else:
         _link(dest, source)

@@ -78,3 +78,20 @@ def check_openimages(folder: Path, *, expected: int) -> int:
             raise ArtefactError(f"{folder}: image {name} is missing",
                                 hint="`mlharness get openimages-mlperf` fetches what is missing")
     return len(images)
+
+
+def check_hf_dataset(folder: Path, *, expected: int,
+                     splits: tuple[str, ...] = ("train", "test")) -> int:
+    """Check a Hugging Face data set folder (parquet shards or ``datasets``' arrow cache,
+    ``hf_layout``): its ``splits`` (those present; the first must be) hold ``expected`` rows
+    together; returns the row count."""
+    # lazy: pyarrow comes with the llm extra; `mlharness get` lists artefacts without it
+    from mlharness.artefacts.hf_layout import find
+
+    layout = find(folder, splits)
+    rows = layout.rows()
+    if expected and rows != expected:
+        raise ArtefactError(f"{folder}: {rows:,} rows in its {' + '.join(layout.splits)} "
+                            f"split(s), the data set has {expected:,}",
+                            hint="give the complete data set at the revision the benchmark names")
+    return rows
