@@ -115,6 +115,15 @@ def test_the_official_client_and_mlharness_send_the_same_and_score_the_same(
     assert entry["total_samples"] == len(rows)
     assert record.accuracy is not None
     assert record.accuracy.value == pytest.approx(entry["score"], abs=1e-12)
+    # the client's own report in the result index: runs lists it, as the checker reads it
+    from mlharness.store import open_store
+
+    with open_store(home) as store:
+        rows = {r.mode: r for r in store.query(under="report")}
+    assert rows["performance"].benchmark == "qwen3-vl-235b-a22b" and rows["performance"].value
+    assert rows["performance"].scenario == "Offline" and rows["performance"].valid is None
+    assert rows["accuracy"].accuracy == pytest.approx(entry["score"], abs=1e-12)
+    assert rows["accuracy"].accuracy_passed is False  # the scripted answers miss the target
     # the client's own report read by our reader as the checker's parser reads it
     official = official_parse(report)
     for kind in ("performance", "accuracy"):

@@ -159,3 +159,35 @@ def test_the_catalogue_of_the_runs_is_the_reference_order(tmp_path: Path) -> Non
     rows = sc.write(tmp_path)
     cat = Catalogue(tmp_path)
     assert [p.title for p in cat.products] == [r.title for r in rows]
+
+
+@pytest.mark.slow
+def test_runs_compare_and_report_read_both_formats(runs: dict, tmp_path: Path,
+                                                   capsys: pytest.CaptureFixture[str]) -> None:
+    from catalogue_support import run_cli
+    from mlharness.report.sources import read_source
+
+    trees = {fmt: submit(runs["runs"], tmp_path / fmt, "Org", "closed", "box",
+                         system_toml=runs["system_toml"], result_format=fmt).layout.root
+             for fmt in ("endpoints", "loadgen")}
+    ours = {e.scenario: e for e in read_source(trees["endpoints"]).entries}
+    theirs = {e.scenario: e for e in read_source(trees["loadgen"]).entries}
+    assert sorted(ours) == sorted(theirs) == sorted(SCENARIOS)
+    for scenario, entry in ours.items():  # the same runs, read from either format
+        assert entry.value == pytest.approx(theirs[scenario].value, rel=1e-6), scenario
+        assert entry.valid is True and theirs[scenario].valid is True
+        assert entry.accuracy_ok is False and theirs[scenario].accuracy_ok is False
+        assert entry.benchmark == BENCHMARK
+    listed = run_cli(["runs", "--runs-dir", trees["endpoints"], "--json"], capsys)
+    assert listed.code == 0, listed.err
+    rows = json.loads(listed.out)
+    assert sorted((r["scenario"], r["mode"]) for r in rows) == sorted(
+        (s, m) for s in SCENARIOS for m in ("performance", "accuracy"))
+    assert {r["verdict"] for r in rows if r["mode"] == "performance"} == {"VALID"}
+    assert {r["verdict"] for r in rows if r["mode"] == "accuracy"} == {"FAIL"}
+    compared = run_cli(["compare", trees["endpoints"], trees["loadgen"]], capsys)
+    assert compared.code == 0 and "Qwen3-VL-235B-A22B Interactive (Queries/s)" in compared.out
+    page = tmp_path / "report.html"
+    made = run_cli(["report", trees["endpoints"], "--output", page], capsys)
+    assert made.code == 0, made.err
+    assert "(endpoints format)" in page.read_text()

@@ -23,7 +23,7 @@ from importlib import resources
 from pathlib import Path
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, ValidationError
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from mlharness.errors import ConfigError
 
@@ -33,6 +33,15 @@ SUMMARY = Path("performance") / "result_summary.json"
 ACCURACY = Path("accuracy") / "accuracy_results.json"
 AUDIT_DIR = "audit"
 Kind = Literal["performance", "accuracy"]
+
+
+class DatasetOf(BaseModel):
+    """The benchmark (and scenario, where the data set tells it) of an endpoints data set."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    benchmark: str
+    scenario: str | None = None
 
 
 class EndpointsFormat(BaseModel):
@@ -48,6 +57,7 @@ class EndpointsFormat(BaseModel):
     json_alt_paths: dict[str, str]
     inferred: dict[str, str]
     audits: dict[str, str]
+    datasets: dict[str, DatasetOf] = Field(default_factory=dict)
 
     def allows(self, benchmark: str) -> bool:
         """Whether the checker accepts ``benchmark`` (its submission directory name) in it."""
@@ -216,3 +226,53 @@ def read(scenario_dir: Path, kind: Kind, facts: EndpointsFormat | None = None) -
                   if isinstance(e, dict) and e.get("score") is not None]
     log.data, log.config = summary or results, config
     return log
+
+
+def checked_scenario(effective: str, directory: str) -> str:
+    """The scenario the checker judges a result as (``map_endpoints_scenario``): SingleStream
+    and Interactive by the directory (or the config's type), an ``online`` run as Server,
+    ``offline`` as it is (lower case, as the config writes it)."""
+    if directory.lower() == "singlestream":
+        return "SingleStream"
+    if directory.lower() == "interactive" or effective.lower() == "interactive":
+        return "Interactive"
+    return "Server" if effective.lower() == "online" else effective
+
+
+@dataclass
+class Identity:
+    """What an endpoints report is a result of: benchmark (None: not recognised), scenario
+    (Offline, Server, Interactive) and when it ran."""
+
+    benchmark: str | None
+    scenario: str
+    started: str | None = None
+
+
+def identify(report_dir: Path, log: EndpointsLog, facts: EndpointsFormat | None = None
+             ) -> Identity:
+    """The benchmark and scenario of a report: an mlharness-written config says them; one the
+    endpoints client wrote is told by its data sets (``datasets``) and its type."""
+    facts = facts or load()
+    config = log.config
+    section = config.get("mlharness")
+    ours: dict[str, Any] = section if isinstance(section, dict) else {}
+    kind = str(config.get("type", "")).lower()
+    scenario = {"offline": "Offline", "online": "Server"}.get(kind, kind.title() or "?")
+    started = log.values.get("test_datetime")
+    started = started if isinstance(started, str) and started else None
+    if ours.get("benchmark"):
+        return Identity(str(ours["benchmark"]), str(ours.get("scenario") or scenario), started)
+    for entry in config.get("datasets") or []:
+        name = str((entry or {}).get("name", "")).split("::")[0]
+        found = facts.datasets.get(name)
+        if found is not None:
+            return Identity(found.benchmark, found.scenario or scenario, started)
+    return Identity(None, scenario, started)
+
+
+def is_report_dir(path: Path) -> bool:
+    """A folder the endpoints client (or ``submit --format endpoints``) wrote a result into:
+    config.yaml and performance/result_summary.json, no run.json."""
+    return (any((path / n).is_file() for n in CONFIG_FILES) and (path / SUMMARY).is_file()
+            and not (path / "run.json").exists())

@@ -41,16 +41,6 @@ def _int(v: Any) -> int | None:
         return None
 
 
-def checked_scenario(effective: str, directory: str) -> str:
-    """The scenario the checker judges (``map_endpoints_scenario``): SingleStream and
-    Interactive by the directory, an ``online`` run as Server, ``offline`` as it is."""
-    if directory.lower() == "singlestream":
-        return "SingleStream"
-    if directory.lower() == "interactive" or effective.lower() == "interactive":
-        return "Interactive"
-    return "Server" if effective.lower() == "online" else effective
-
-
 def performance_problems(scen_dir: Path, bench: BenchmarkRules, rules: Rules, division: str,
                          where: str, facts: endpoints.EndpointsFormat) -> list[Problem]:
     """The performance check of an endpoints result."""
@@ -67,7 +57,7 @@ def performance_problems(scen_dir: Path, bench: BenchmarkRules, rules: Rules, di
                            where=where, meaning=f"the {facts.round} checker accepts it only for "
                            + ", ".join(facts.allowed_models),
                            fix="`mlharness submit ... --format loadgen --force`"))
-    scenario = checked_scenario(str(v.get("effective_scenario", "")), directory)
+    scenario = endpoints.checked_scenario(str(v.get("effective_scenario", "")), directory)
     mlh = log.data.get("mlharness") if isinstance(log.data.get("mlharness"), dict) else {}
     if mlh and mlh.get("result_validity") not in (None, "VALID"):
         out.append(Problem("result-invalid", f"LoadGen marked the run behind it "

@@ -106,12 +106,7 @@ def _endpoints_row(scen_dir: Path, directory: str, bench: BenchmarkRules,
     perf = endpoints.read(scen_dir, "performance", facts)
     scores = endpoints.read(scen_dir, "accuracy", facts).scores
     effective = str(perf.values.get("effective_scenario", ""))
-    if directory.lower() == "singlestream":
-        checked = "SingleStream"
-    elif directory.lower() == "interactive" or effective.lower() == "interactive":
-        checked = "Interactive"
-    else:
-        checked = "Server" if effective.lower() == "online" else effective
+    checked = endpoints.checked_scenario(effective, directory)
     key = bench.result_fields.get(checked) or facts.result_field(checked) or ""
     value = perf.values.get(key)
     div = 1e6 if checked in ("SingleStream", "MultiStream") else 1.0
