@@ -119,6 +119,10 @@ def test_values_equal_the_official_constants():
         assert b.server_latency_ns == latency.get("Server")
         if b.generates and not b.uses_token_latencies:  # judged on the end-to-end latency
             assert b.latency_ns == latency
+            # Interactive, without an mlperf.conf key of its own: its bound (ms) and its set
+            assert b.user_conf == {"Interactive": {
+                "target_latency": latency["Interactive"] / 1e6,
+                "performance_sample_count_override": count["Interactive"]}}
         targets = cfg["accuracy-target"][n]
         for scenario in ("Offline", "Server", "Interactive"):
             flat = targets.get(scenario, targets) if isinstance(targets, dict) else targets
