@@ -207,3 +207,22 @@ def test_get_adopts_the_catalogue_and_run_takes_it_per_scenario(
     assert "dataset: shopify-product-catalogue from the cache (layout checked)" in notes[0]
     filled, _ = fill_from_cache({**data, "scenario": "Interactive"}, None, load_catalogue())
     assert len(Catalogue(Path(filled["dataset"]))) == 13
+
+
+def test_the_picture_cache(catalogue: tuple[Path, list[sc.Row]], tmp_path: Path) -> None:
+    from mlharness.llm import image_cache
+
+    root, rows = catalogue
+    cat = Catalogue(root)
+    path = image_cache.cache_path(cat, len(cat), tmp_path)
+    seen: list[tuple[int, int]] = []
+    image_cache.build(cat, len(cat), path, 2, lambda done, total, _: seen.append((done, total)))
+    assert seen[-1] == (len(rows), len(rows))
+    urls = image_cache.open_urls(path)
+    assert [urls[i].as_py() for i in range(len(rows))] == [
+        pr.image_url(*pr.reference_image(r.image)) for r in rows]
+    stamp = path.stat().st_mtime_ns
+    image_cache.build(cat, len(cat), path, 2)  # there already: kept
+    assert path.stat().st_mtime_ns == stamp
+    assert image_cache.cache_path(cat, 5, tmp_path) != path  # another sample count, another file
+    assert [p.name for p in path.parent.iterdir()] == [path.name]  # no part file left

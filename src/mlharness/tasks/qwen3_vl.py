@@ -22,7 +22,8 @@ from pathlib import Path
 from typing import Any, Sequence
 
 from mlharness.errors import ConfigError, DatasetError
-from mlharness.llm import hierarchical_f1, product_request
+from mlharness.files import cache_root
+from mlharness.llm import hierarchical_f1, image_cache, product_request
 from mlharness.llm.product_catalogue import Catalogue
 from mlharness.options import Options
 from mlharness.prompts import GenerationRequest
@@ -39,7 +40,7 @@ class Qwen3VlOptions(Options):
 
     #: fewer new tokens than the reference's 150 (quick trials; the result says so)
     max_new_tokens: int | None = None
-    #: threads re-encoding the pictures when LoadGen loads samples (default: the CPUs)
+    #: threads re-encoding the pictures into the cache (default: the CPUs)
     image_threads: int | None = None
 
 
@@ -75,6 +76,9 @@ class Qwen3VlTask(GenerationTask):
         self.set_of = next((s for s, n in self.rules.accuracy_sample_count_by_scenario.items()
                             if n == count and n != self.rules.dataset_size), "Offline")
         self._urls: dict[int, str] = {}
+        self._cache = image_cache.cache_path(self.catalogue, self.count,
+                                             cache_root(options.cache_dir))
+        self._cache_urls: Any = None
 
     # ---- what LoadGen and the SUT ask ---------------------------------------------------------
 
@@ -88,16 +92,29 @@ class Qwen3VlTask(GenerationTask):
         return min(self.count, self.rules.performance_sample_count)
 
     def prepare(self, progress: Progress | None = None) -> None:
-        """Nothing to build: the catalogue is read where it lies."""
+        """The pictures as the reference sends them, cached on disk once (``image_cache``):
+        minutes for the whole catalogue the first time, nothing after."""
+        image_cache.build(self.catalogue, self.count, self._cache, self.threads, progress)
+
+    def _cached(self) -> Any:
+        """The cache's pictures (None before ``prepare`` made it: encoded as they load)."""
+        if self._cache_urls is None and self._cache.is_file():
+            self._cache_urls = image_cache.open_urls(self._cache)
+        return self._cache_urls
 
     def _url(self, index: int) -> str:
         image, fmt = product_request.reference_image(self.catalogue.image(index))
         return product_request.image_url(image, fmt)
 
     def load_samples(self, indices: Sequence[int]) -> None:
-        """Each picture as the reference sends it (decoded, saved again, base64), a chunk of
-        files at a time on ``image_threads`` threads (Pillow codes outside the GIL)."""
+        """Each picture as the reference sends it (decoded, saved again, base64): from the
+        cache ``prepare`` made, else a chunk of files at a time on ``image_threads`` threads
+        (Pillow codes outside the GIL)."""
         wanted = [i for i in sorted(set(indices)) if i not in self._urls]
+        cached = self._cached()
+        if cached is not None:
+            self._urls.update((i, cached[i].as_py()) for i in wanted)
+            return
         with ThreadPoolExecutor(max_workers=max(1, min(self.threads, len(wanted) or 1))) as pool:
             for at in range(0, len(wanted), CHUNK):
                 images = self.catalogue.images(wanted[at:at + CHUNK])
@@ -116,7 +133,10 @@ class Qwen3VlTask(GenerationTask):
     def request(self, index: int) -> GenerationRequest:
         """Sample ``index`` as the reference's chat request (a sample not loaded yet, as the
         warm-up's, is encoded now)."""
-        url = self._urls.get(index) or self._url(index)
+        url = self._urls.get(index)
+        if url is None:
+            cached = self._cached()
+            url = cached[index].as_py() if cached is not None else self._url(index)
         g = self.generation
         return GenerationRequest(input_ids=None, text=None, max_new_tokens=self.max_new_tokens,
                                  messages=product_request.messages(
