@@ -109,8 +109,10 @@ SHARED_GROUPS = {"test_power_e2e": "power", "test_power_faults": "power",
 #: instead of one worker starting a 3-minute module while the other has nothing left
 SLOWEST_FIRST = ("test_pytorch_backend", "test_reduced_precision", "test_submission_e2e",
                  "power", "test_compliance_e2e", "test_llm_submission", "test_llm_compliance",
-                 "test_llm_run", "test_llm_demo", "test_openvino_backend", "test_catalogue_faults",
-                 "test_llm_real_server", "test_llm_tune", "test_llm_results",
+                 "test_qwen3vl_run", "test_llm_run", "test_llm_demo", "test_openvino_backend",
+                 "test_catalogue_faults", "test_qwen3vl_data", "test_qwen3vl_endpoints",
+                 "test_llm_real_server", "test_llm_tune", "test_qwen3vl_tune",
+                 "test_endpoints_format", "test_llm_results",
                  "test_tune", "test_calibrate", "test_e2e_demo", "test_distributed", "demo_runs",
                  "test_compliance_checker", "test_ray", "test_bert_e2e", "test_typed_config")
 
