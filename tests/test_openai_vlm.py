@@ -84,3 +84,11 @@ def test_not_exactly_one_model_is_refused(models: list[str]) -> None:
             _load(server.url)
     assert err.value.hint == "give --backend-option served_model=NAME (the server's model id)"
     assert (", ".join(models) or "none") in err.value.message
+
+
+def test_a_server_without_a_model_list_is_said() -> None:
+    with VlmServer(lambda body: "") as server:
+        url = server.url + "/nothing"  # a prefix under which nothing answers: HTTP 404
+        with pytest.raises(ConfigError, match="answered HTTP 404") as err:
+            _load(url)
+    assert "served_model=NAME" in err.value.hint

@@ -384,8 +384,14 @@ def _served_model(urls: list[str], api_key_env: str, timeout_s: float) -> str:
             with urllib.request.urlopen(ask, timeout=timeout_s) as answer:
                 listed = json.loads(answer.read())["data"]
             found[url] = [str(m["id"]) for m in listed]
-        except (OSError, ValueError, KeyError, TypeError) as exc:
+        except urllib.error.HTTPError as exc:  # up, but no model list (an OSError too)
+            raise ConfigError(f"{url}/v1/models answered HTTP {exc.code}: the server does not "
+                              "say which model it serves", hint) from exc
+        except OSError as exc:
             raise ConfigError(f"cannot ask {url}/v1/models which model it serves "
+                              f"({one_line(exc, 160)}); is the server up there?", hint) from exc
+        except (ValueError, KeyError, TypeError) as exc:
+            raise ConfigError(f"{url}/v1/models is not an OpenAI model list "
                               f"({one_line(exc, 160)})", hint) from exc
     models = sorted({m for ids in found.values() for m in ids})
     if len(models) != 1 or any(ids != models for ids in found.values()):
