@@ -1,6 +1,7 @@
 """A real HTTP server on 127.0.0.1 (ephemeral port) serving fixture files under relative
 paths, with faults queued per path: a dropped connection, wrong bytes, 404, 500, a slow
-trickle, a stall, redirects, and a switch that turns Range support off."""
+trickle, a drip (a byte every ``drip_s``), a stall, redirects (to a path of its own, or to any
+URL), and a switch that turns Range support off."""
 
 from __future__ import annotations
 
@@ -23,6 +24,7 @@ class ArtefactServer:
         self.redirects: dict[str, str] = {}  # path -> another path (302, as Zenodo answers)
         self.ranges = True
         self.stall_s = 1.0
+        self.drip_s = 0.05
         self.lock = threading.Lock()
         server = self
 
@@ -70,7 +72,8 @@ class ArtefactServer:
             fault = self.faults[path].pop(0) if self.faults.get(path) else None
         if path in self.redirects:
             h.send_response(302)
-            h.send_header("Location", f"{self.base}/{self.redirects[path]}")
+            target = self.redirects[path]
+            h.send_header("Location", target if "://" in target else f"{self.base}/{target}")
             h.send_header("Content-Length", "0")
             h.end_headers()
             return
@@ -109,7 +112,7 @@ class ArtefactServer:
                 h.wfile.flush()
         except (BrokenPipeError, ConnectionResetError):
             pass
-        if fault in ("drop", "stall"):
+        if fault in ("drop", "stall", "drip"):
             h.close_connection = True
 
     def _chunks(self, body: bytes, fault: str | None) -> Iterator[bytes]:
@@ -118,6 +121,10 @@ class ArtefactServer:
         elif fault == "stall":
             yield body[: len(body) // 3]
             time.sleep(self.stall_s)  # longer than the client's timeout
+        elif fault == "drip":
+            for i in range(len(body)):
+                yield body[i:i + 1]
+                time.sleep(self.drip_s)
         elif fault == "trickle":
             step = max(len(body) // 40, 1)
             for i in range(0, len(body), step):

@@ -76,9 +76,11 @@ def assert_clean_error(result: Outcome, code: int, fragment: str) -> None:
     assert fragment.lower() in result.err.lower(), (fragment, result.err)
 
 
-def cli_subprocess(argv: list[str], cwd: Path, **popen) -> subprocess.Popen:
-    """The CLI as a separate process (for signals), test backends importable."""
-    env = {**os.environ, "PYTHONPATH": os.pathsep.join(
+def cli_subprocess(argv: list[str], cwd: Path, env_extra: dict[str, str] | None = None,
+                   **popen) -> subprocess.Popen:
+    """The CLI as a separate process (for signals), test backends importable; ``env_extra``
+    added to its environment."""
+    env = {**os.environ, **(env_extra or {}), "PYTHONPATH": os.pathsep.join(
         [str(TESTS_DIR), os.environ.get("PYTHONPATH", "")]).rstrip(os.pathsep)}
     return subprocess.Popen([sys.executable, "-m", "mlharness.cli.main", *map(str, argv)],
                             cwd=cwd, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE,

@@ -9,7 +9,14 @@ finishing chunk and ``data: [DONE]``. Token ids are ``first_id + i``; each chunk
 ``Script.token_ids = False`` it streams text only, as servers without either do. ``peak`` is the
 most requests it held open at once.
 Faults after ``fault_after`` tokens: ``drop`` (close the socket), ``stall`` (send nothing more),
-``malformed`` (a chunk that is not JSON); ``429`` / ``500`` answer at once with that status.
+``malformed`` (a chunk that is not JSON), ``error_event`` (a ``{"error": ...}`` event in the 200
+stream); ``429`` / ``500`` answer at once with that status. Every error text names the request's
+``Authorization`` header (a server that echoes it: the key must go nowhere from there).
+
+A hostile server: ``chunks`` streams exactly those ``token_ids`` values, one a chunk, whatever
+they are (strings, floats, too many) and whatever ``max_tokens`` asked; ``ignore_max_tokens``
+streams ``n_tokens`` ids beyond ``max_tokens``; ``act`` (a coroutine function given the
+writer) answers with whatever bytes it writes, at whatever pace (see ``hostile``).
 """
 
 from __future__ import annotations
@@ -19,7 +26,7 @@ import json
 import threading
 import time
 from dataclasses import dataclass, field
-from typing import Any, Self
+from typing import Any, Awaitable, Callable, Self
 
 
 @dataclass
@@ -32,6 +39,9 @@ class Script:
     fault_after: int = 2
     token_ids: bool = True  # False: text only, whatever the request asked
     done: bool = True  # False: no ``data: [DONE]`` after the finishing chunk (transformers serve)
+    chunks: list[Any] | None = None  # each chunk's raw token_ids value, sent as it is
+    ignore_max_tokens: bool = False
+    act: Callable[[asyncio.StreamWriter], Awaitable[None]] | None = None
 
 
 @dataclass
@@ -114,9 +124,14 @@ class ScriptedServer:
         seen = Seen(path, headers, body, received=time.perf_counter())
         self.seen.append(seen)
         s = self.script
+        if s.act is not None:
+            await s.act(writer)
+            return
+        auth = headers.get("authorization", "no Authorization header")
         if s.fault in ("429", "500") or path not in ("/v1/completions", "/v1/chat/completions"):
             status = int(s.fault) if s.fault in ("429", "500") else 404
-            text = json.dumps({"error": {"message": f"scripted {status}"}}).encode()
+            text = json.dumps({"error": {"message": f"scripted {status}: you sent {auth}"}}
+                              ).encode()
             writer.write(f"HTTP/1.1 {status} X\r\nContent-Type: application/json\r\n"
                          f"Content-Length: {len(text)}\r\n\r\n".encode() + text)
             await writer.drain()
@@ -125,8 +140,27 @@ class ScriptedServer:
                      b"Transfer-Encoding: chunked\r\n\r\n")
         chat = path.endswith("chat/completions")
         n = min(s.n_tokens, int(body.get("max_tokens") or s.n_tokens))
+        if s.ignore_max_tokens:
+            n = s.n_tokens
         await asyncio.sleep(s.ttft_s)
+        if s.chunks is not None:
+            for raw in s.chunks:
+                choice = {"index": 0, "text": " t", "token_ids": raw, "finish_reason": None}
+                self._chunk(writer, f"data: {json.dumps({'choices': [choice]})}\n\n".encode())
+            self._chunk(writer, _event(body, chat, None, "stop"))
+            self._chunk(writer, b"data: [DONE]\n\n")
+            writer.write(b"0\r\n\r\n")
+            await writer.drain()
+            return
         for i in range(n):
+            if i == s.fault_after and s.fault == "error_event":
+                error = {"error": {"message": f"scripted mid-stream error: you sent {auth}",
+                                   "code": 400}}
+                self._chunk(writer, f"data: {json.dumps(error)}\n\n".encode())
+                self._chunk(writer, b"data: [DONE]\n\n")
+                writer.write(b"0\r\n\r\n")
+                await writer.drain()
+                return
             if i == s.fault_after and s.fault in ("drop", "stall", "malformed"):
                 if s.fault == "drop":
                     writer.transport.abort()
@@ -170,3 +204,78 @@ def _event(body: dict[str, Any], chat: bool, token: int | None, finish: str | No
         choice["logprobs"] = {"tokens": [f"token_id:{i}" for i in ids]}
     obj = "chat.completion.chunk" if chat else "text_completion"
     return f"data: {json.dumps({'object': obj, 'choices': [choice]})}\n\n".encode()
+
+
+# ---- hostile answers for ``Script.act`` ------------------------------------------------------------
+
+OK_HEAD = (b"HTTP/1.1 200 OK\r\nContent-Type: text/event-stream\r\n"
+           b"Transfer-Encoding: chunked\r\n\r\n")
+EVENT = b'data: {"choices": [{"text": " t", "token_ids": [5], "finish_reason": null}]}\n\n'
+
+
+def chunk(data: bytes) -> bytes:
+    return f"{len(data):x}\r\n".encode() + data + b"\r\n"
+
+
+async def silent(writer: asyncio.StreamWriter) -> None:
+    """Accepts the request and never answers."""
+    await asyncio.sleep(3600)
+
+
+def drip(every_s: float, head: bytes = OK_HEAD) -> Callable[[asyncio.StreamWriter], Awaitable[None]]:
+    """The headers at once, then a valid event a byte every ``every_s``."""
+    async def act(writer: asyncio.StreamWriter) -> None:
+        writer.write(head)
+        for byte in chunk(EVENT * 100):
+            writer.write(bytes([byte]))
+            await writer.drain()
+            await asyncio.sleep(every_s)
+    return act
+
+
+async def held_429(writer: asyncio.StreamWriter) -> None:
+    """HTTP 429 and the start of its body, then the connection held open."""
+    writer.write(b"HTTP/1.1 429 Too Many Requests\r\nContent-Length: 1000\r\n\r\n"
+                 b'{"error": {"message": "slow down"')
+    await writer.drain()
+    await asyncio.sleep(3600)
+
+
+def endless(line: bytes) -> Callable[[asyncio.StreamWriter], Awaitable[None]]:
+    """A 200 whose body repeats ``line`` for ever, as fast as it is read."""
+    async def act(writer: asyncio.StreamWriter) -> None:
+        writer.write(OK_HEAD)
+        block = chunk(line * max(1, 65536 // len(line)))
+        while True:
+            writer.write(block)
+            await writer.drain()
+    return act
+
+
+def huge_line(megabytes: int, end: bool = True) -> Callable[[asyncio.StreamWriter], Awaitable[None]]:
+    """A 200 whose first line of body is ``megabytes`` MB long (written 64 KiB at a time)."""
+    async def act(writer: asyncio.StreamWriter) -> None:
+        writer.write(OK_HEAD + chunk(b"data: {\"x\": \""))
+        piece = chunk(b"x" * 65536)
+        for _ in range(megabytes * 16):
+            writer.write(piece)
+            await writer.drain()
+        if end:
+            writer.write(chunk(b'"}\n\n') + chunk(b"data: [DONE]\n\n") + b"0\r\n\r\n")
+            await writer.drain()
+    return act
+
+
+def raw(data: bytes) -> Callable[[asyncio.StreamWriter], Awaitable[None]]:
+    """Exactly ``data``, then the connection closed."""
+    async def act(writer: asyncio.StreamWriter) -> None:
+        writer.write(data)
+        await writer.drain()
+    return act
+
+
+async def endless_headers(writer: asyncio.StreamWriter) -> None:
+    writer.write(b"HTTP/1.1 200 OK\r\n")
+    while True:
+        writer.write(b"X-Filler: " + b"y" * 1000 + b"\r\n")
+        await writer.drain()

@@ -8,6 +8,7 @@ import numpy as np
 import pytest
 
 from mlharness.errors import DatasetError
+from mlharness.rules import rules_for
 from mlharness.tasks import TaskOptions, create_task
 from mlharness.tasks.question_answering import cache, features as feats
 from mlharness.tasks.question_answering.features import best_window, doc_windows
@@ -104,7 +105,8 @@ def test_task_counts_and_cache(files: tuple[Path, Path], tmp_path: Path,
         raise AssertionError("features rebuilt although cached")
 
     monkeypatch.setattr("mlharness.tasks.question_answering.task.build_features", boom)
-    again = BertSquadTask("bert-99.9", squad, vocab, cache_dir=tmp_path)
+    again = BertSquadTask("bert-99.9", squad, vocab, cache_dir=tmp_path,
+                          rules=rules_for("bert-99.9"))  # a task is handed its rules
     assert again.total_count() == n and again.target == pytest.approx(90.874 * 0.999)
     small = BertSquadTask("bert-99", squad, vocab, cache_dir=tmp_path, max_samples=7)
     assert small.total_count() == small.performance_count() == 7

@@ -187,3 +187,36 @@ def test_a_locked_index_never_holds_up_a_run(tmp_path: Path, capsys, monkeypatch
     with store_index.open_store(tmp_path / "runs") as store:
         assert [r.path for r in store.query()] == [runs[0].relative_to(tmp_path / "runs")
                                                       .as_posix()]
+
+
+def test_runs_and_compare_on_a_locked_index_read_the_directories_with_one_note(
+        tmp_path: Path, capsys, monkeypatch) -> None:
+    """`runs` and `compare` wait the same short time as a run (RUN_BUSY_TIMEOUT_S), then read
+    the run directories instead, with one note each, and leave the index alone; `runs reindex`
+    cannot rebuild it then and says so (exit 2). Before, they waited about 50 min in silence."""
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setattr(store_index, "RUN_BUSY_TIMEOUT_S", 0.2)
+    result = run_cli([*RUN, "-s", "SingleStream", "--target-latency", "1",
+                      "--min-duration", "100"], capsys)
+    assert result.code in (0, 1), result.err
+    index = tmp_path / "runs" / "mlharness.sqlite"
+    before = index.read_bytes()
+    locker = subprocess.Popen([sys.executable, "-c", LOCKER, str(index)], stdin=subprocess.PIPE,
+                              stdout=subprocess.PIPE, text=True)
+    try:
+        assert locker.stdout.readline().strip() == "locked"
+        listed = run_cli(["runs", "--runs-dir", "runs"], capsys)
+        store_index._read_around.clear()  # once a process: each command is one
+        compared = run_cli(["compare", "--runs-dir", "runs"], capsys)
+        rebuilt = run_cli(["runs", "reindex", "--runs-dir", "runs"], capsys)
+    finally:
+        locker.communicate("")
+        store_index._read_around.clear()
+    for shown in (listed, compared):
+        assert shown.code == 0, shown.err
+        assert shown.err.count("is locked by another process") == 1, shown.err
+        assert "reads the run directories instead" in shown.err
+    assert "1 run(s)" in listed.out and "SingleStream" in listed.out
+    assert "demo" in compared.out
+    assert_clean_error(rebuilt, 2, "is locked by another process")
+    assert index.read_bytes() == before and not list(index.parent.glob("*.corrupt-*"))

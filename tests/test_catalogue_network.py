@@ -8,6 +8,7 @@ import json
 import os
 import shlex
 import signal
+import socket
 import subprocess
 import threading
 import time
@@ -44,6 +45,7 @@ NODES: dict[str, tuple[tuple[str, ...], dict[str, str]]] = {
     "slow-per-sample": (("--backend", "distributed_support:SlowPerSampleBackend"),
                         {**SUPPORT_PATH, "NODE_SAMPLE_S": "0.001"}),
     "max-batch-4": (("--max-batch", "4"), {}),
+    "limited": (("--max-connections", "8", "--header-timeout", "1"), {}),
     **{f"drained-by-{sig.name}": ((), {}) for sig in (signal.SIGINT, signal.SIGTERM)},
 }
 
@@ -330,6 +332,58 @@ def test_serve_on_a_busy_port_says_so_in_one_line(demo_node: NodeProcess) -> Non
     lines = [line for line in out.stderr.splitlines() if line.strip()]
     assert lines[0] == f"error: port {demo_node.port} on 127.0.0.1 is in use"
     assert len(lines) == 2 and "hint" in lines[1] and "ERROR" not in out.stderr
+
+
+# ---- 5. connections a node holds, token files (issue 44) -----------------------------------------
+
+def _read_all(sock: socket.socket, timeout: float) -> bytes:
+    sock.settimeout(timeout)
+    got = b""
+    try:
+        while chunk := sock.recv(4096):
+            got += chunk
+    except (TimeoutError, ConnectionResetError):
+        pass
+    return got
+
+
+def test_idle_connections_are_closed_and_capped(nodes: dict[str, NodeProcess]) -> None:
+    """20 connections that never send a request (or drip one): those beyond --max-connections
+    (8) are answered 503 and closed at once, the rest closed after --header-timeout (1 s); the
+    node then serves a request as before. (Without a cap and a timeout 20,000 such connections
+    took the node's file descriptors.)"""
+    node = nodes["limited"]
+    node.wait_ready()
+    socks = []
+    try:
+        for _ in range(20):
+            socks.append(socket.create_connection(("127.0.0.1", node.port), timeout=5))
+            time.sleep(0.01)  # accepted in order
+        socks[0].sendall(b"GET /health HTTP/1.1\r\nHost: x\r\n")  # a head that never ends
+        started = time.monotonic()
+        answers = [_read_all(s, 10) for s in socks]
+        took = time.monotonic() - started
+    finally:
+        for s in socks:
+            s.close()
+    refused = [a for a in answers if a.startswith(b"HTTP/1.1 503")]
+    assert len(refused) == 12 and all(b"most connections" in a for a in refused), answers
+    assert answers[:8] == [b""] * 8  # closed, unanswered, by the head timeout
+    assert took < 8, took
+    assert http("GET", node.url + "/health")[0] == 200
+
+
+@pytest.mark.parametrize("where", ["serve", "run"])
+def test_a_token_file_that_is_no_token_is_refused_before_anything_runs(
+        where: str, tmp_path: Path, capsys: pytest.CaptureFixture,
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """`--token-file /dev/zero`: exit 2 in one line, no MemoryError, no run directory."""
+    monkeypatch.chdir(tmp_path)
+    argv = (["serve", "-b", "demo", "--port", "1"] if where == "serve" else
+            ["run", "-b", "demo", "--endpoint", "http://127.0.0.1:9", "--output-dir", "runs"])
+    refused = run_cli([*argv, "--token-file", "/dev/zero"], capsys)
+    assert_clean_error(refused, 2, "the token file /dev/zero holds more than 4096 bytes")
+    assert not (tmp_path / "runs").exists()
 
 
 # ---- 6. where samples run is its own section, and a flag that does not apply is refused ----------

@@ -159,24 +159,34 @@ licence = "members only"
 """
 
 
+def serving(srv: ArtefactServer) -> ArtefactServer:
+    """``srv`` serving the catalogue's files (official and second URLs, images)."""
+    for prefix in ("official", "second"):
+        srv.files[f"{prefix}/model.onnx"] = MODEL
+    srv.files["official/vocab.txt"] = VOCAB
+    srv.files["official/annotations.zip"] = ANNOTATIONS
+    srv.files["official/caffe_ilsvrc12.tar.gz"] = AUX
+    for name, (w, h) in PICTURES.items():
+        srv.files[f"images/{name}"] = _jpeg(w, h)
+    return srv
+
+
+def set_up(server: ArtefactServer, tmp_path: Path) -> tuple:
+    """(the server, the catalogue it serves, the cache's artefacts root, the catalogue file)."""
+    path = tmp_path / "catalogue.toml"
+    path.write_text(_catalogue(server.base))
+    return server, load_catalogue(path), tmp_path / "cache" / "artefacts", path
+
+
 @pytest.fixture
 def server() -> Iterator[ArtefactServer]:
     with ArtefactServer() as srv:
-        for prefix in ("official", "second"):
-            srv.files[f"{prefix}/model.onnx"] = MODEL
-        srv.files["official/vocab.txt"] = VOCAB
-        srv.files["official/annotations.zip"] = ANNOTATIONS
-        srv.files["official/caffe_ilsvrc12.tar.gz"] = AUX
-        for name, (w, h) in PICTURES.items():
-            srv.files[f"images/{name}"] = _jpeg(w, h)
-        yield srv
+        yield serving(srv)
 
 
 @pytest.fixture
 def setup(server: ArtefactServer, tmp_path: Path) -> tuple:
-    path = tmp_path / "catalogue.toml"
-    path.write_text(_catalogue(server.base))
-    return server, load_catalogue(path), tmp_path / "cache" / "artefacts", path
+    return set_up(server, tmp_path)
 
 
 FAST = Policy(retries=3, backoff_s=0.001, timeout_s=5.0)
@@ -302,7 +312,8 @@ def test_wrong_bytes_are_refused_and_fetched_again(setup: tuple) -> None:
     out = get(catalogue.get("model"), root, policy=FAST, report=events.append)
     assert out.path.read_bytes() == MODEL
     refused = [e.message for e in events if e.event == "retry"]
-    assert refused and "downloaded file refused: md5" in refused[0]
+    assert refused and refused[0].startswith(server.url("official/model.onnx") + ": the ")
+    assert "bytes it served for models/m/model.onnx were refused: md5" in refused[0]
     assert server.asked("official/model.onnx") == [None, None]  # fetched again from the start
 
 

@@ -16,7 +16,6 @@ from pathlib import Path
 from typing import Any
 
 import llm_fixtures as fx
-import pandas as pd
 import pytest
 import referee
 
@@ -289,6 +288,7 @@ def gpt_oss(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
     """A tokenizer whose ids 5..8 are A..D, a performance set and two GPQA compliance sets (80%
     and 20% of the answers "A", which every output "A B" gives), and a performance run in
     Offline and Server whose outputs are ids 5, 6 ("A B")."""
+    pd = pytest.importorskip("pandas")  # the llm extra: here, not when the module is collected
     root = tmp_path_factory.mktemp("gpt-oss")
     tokdir = fx.make_tokenizer(root / "tok", ["A B C D question"])
     assert transformers.AutoTokenizer.from_pretrained(str(tokdir)).encode(

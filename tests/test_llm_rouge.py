@@ -67,7 +67,7 @@ def test_llama31_equals_the_official_evaluation(case, monkeypatch):
         assert getattr(ours, key) == pytest.approx(_value(line, key), abs=1e-6), key
     assert ours.gen_len == _value(line, "gen_len")
     assert ours.gen_num == _value(line, "gen_num")
-    # our accuracy.txt line reads back through the checker's patterns (rules/llm_v6.1.toml)
+    # our accuracy.txt line reads back through the checker's patterns (rules/v6.1.toml)
     from mlharness import rules
     parsed = rules.load("v6.1").benchmark("llama3.1-8b").parse_accuracy(ours.accuracy_line())
     assert parsed == {k: pytest.approx(v) for k, v in ours.metrics().items()}

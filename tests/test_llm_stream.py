@@ -111,7 +111,7 @@ def test_a_text_only_server_without_done():
 
 @pytest.mark.parametrize(("fault", "message"), [
     ("drop", "closed the connection after 2 tokens, before \\[DONE\\]"),
-    ("stall", "stalled: nothing for 0.5 s"),
+    ("stall", "stalled: no progress for 0.5 s while streaming .nothing came."),
     ("malformed", "malformed stream event after 2 tokens"),
     ("429", "answered HTTP 429: .*scripted 429"),
     ("500", "answered HTTP 500"),
@@ -147,7 +147,7 @@ def test_a_wrong_path_is_a_404_with_a_hint():
     assert server.seen[-1].path == "/openai/v1/completions"
 
 
-def test_the_stall_timeout_counts_from_the_last_byte_not_the_request():
+def test_the_stall_timeout_counts_from_the_last_event_not_the_request():
     """A stream slower in total than the stall timeout but never silent that long is fine; a
     server silent before its first token is stalled; a cancellation from outside stays one."""
     with ScriptedServer(Script(ttft_s=0.05, gap_s=0.1, n_tokens=8)) as server:
@@ -155,7 +155,8 @@ def test_the_stall_timeout_counts_from_the_last_byte_not_the_request():
         r = asyncio.run(client.complete("x", max_tokens=8))
         assert r.n_tokens == 8 and r.total_s > 0.6
         server.script.ttft_s = 1.0
-        with pytest.raises(EndpointError, match="stalled: nothing for 0.4 s while streaming"):
+        with pytest.raises(EndpointError, match="stalled: no progress for 0.4 s while waiting for "
+                           "the first token .nothing came."):
             asyncio.run(client.complete("x", max_tokens=8))
 
         async def cancelled() -> None:

@@ -29,7 +29,7 @@ from mlharness.tune import Tuned, search_server_qps
 from mlharness.tune.probe import Point
 from mlharness.tune.scenario import benchmark_scenarios
 
-INTERACTIVE_TPOT_MS = 30.0  # llama3.1-8b Interactive (rules/llm_v6.1.toml)
+INTERACTIVE_TPOT_MS = 30.0  # llama3.1-8b Interactive (rules/v6.1.toml)
 INTERACTIVE_TTFT_MS = 500.0
 
 

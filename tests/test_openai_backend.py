@@ -170,7 +170,7 @@ def test_failover_sends_a_refused_request_to_the_other_endpoint(backends):
 @pytest.mark.parametrize(("fault", "message", "first"), [
     ("500", "answered HTTP 500", False),
     ("malformed", "malformed stream event after 2 tokens", True),
-    ("stall", "stalled: nothing for 0.3 s", True),
+    ("stall", "stalled: no progress for 0.3 s while streaming", True),
     ("drop", "closed the connection after 2 tokens", True),
 ])
 def test_a_fault_is_one_error_line_and_the_next_request_is_served(backends, fault, message,
@@ -288,7 +288,7 @@ def test_options_are_checked_at_load():
     assert err.value.hint == "give --backend-option served_model=NAME (the server's model id)"
     with pytest.raises(ConfigError, match="endpoints is required"):
         load(served_model="m")
-    with pytest.raises(ConfigError, match="not http://host:port"):
+    with pytest.raises(ConfigError, match="is not http://HOST:PORT .https scheme"):
         load(endpoints=["https://example.invalid"], served_model="m")
     with pytest.raises(ConfigError, match="given twice"):
         load(endpoints="http://127.0.0.1:1,http://127.0.0.1:1/v1", served_model="m")

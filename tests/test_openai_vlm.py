@@ -92,3 +92,10 @@ def test_a_server_without_a_model_list_is_said() -> None:
         with pytest.raises(ConfigError, match="answered HTTP 404") as err:
             _load(url)
     assert "served_model=NAME" in err.value.hint
+
+
+@pytest.mark.parametrize("models", [["x" * 300], ["two\nlines"]])
+def test_a_model_list_of_odd_ids_is_refused(models: list[str]) -> None:
+    with VlmServer(lambda body: "", models=models) as server:
+        with pytest.raises(ConfigError, match="not an OpenAI model list"):
+            _load(server.url)

@@ -281,3 +281,29 @@ def test_compliance_cli_runs_test05_under_the_reference_runs_round(
     assert main(["compliance", "--audit", "TEST05", "--reference-perf", str(plain),
                  "--round", "v6.1", "--output", str(tmp_path / "out2"), "--no-progress"]) == 2
     assert "TEST05 is retired in v6.1" in capsys.readouterr().err
+
+
+@pytest.mark.slow
+def test_submit_takes_the_rounds_runs_and_check_reads_the_round_from_the_tree(
+        round_runs: dict, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """Runs of two rounds in one folder: `submit --round v4.1` lays out v4.1's only (the v3.0
+    runs are newer or older, never chosen, and say why), and `check` without --round reads
+    v4.1 from the tree's seeds."""
+    import json
+
+    from mlharness.cli.main import main
+
+    runs = tmp_path / "runs"
+    for name in ROUNDS:
+        shutil.copytree(round_runs[name]["runs"], runs / name)
+    result = submit(runs, tmp_path / "submission", "MyOrg", "open", "tiny-cpu", round="v4.1")
+    used = {r.path for e in result.layout.entries for r in (e.performance, e.accuracy)}
+    assert used and all(Path(runs / "v4.1") in p.parents for p in used)
+    refused = [why for path, why in result.not_chosen if Path(runs / "v3.0") in path.parents
+               and "probe" not in why and "compliance audit" not in why]
+    assert refused and all("made for v3.0" in why for why in refused), refused
+    capsys.readouterr()
+    main(["check", str(tmp_path / "submission"), "--json"])
+    captured = capsys.readouterr()
+    assert json.loads(captured.out)["round"] == "v4.1"
+    assert "checking against v4.1" in captured.err

@@ -11,11 +11,13 @@ from __future__ import annotations
 
 from pathlib import Path
 from typing import Annotated, Any, Literal
+from urllib.parse import urlsplit
 
 from pydantic import BaseModel, ConfigDict, Field, StrictBool, field_validator, model_validator
 
 from mlharness.flags import WHERE, Flag, declared
 from mlharness.options import RuleError
+from mlharness.redact import scrub
 
 #: a batch not answered in time counts as a stalled replica: with the runner's 10 s failure
 #: grace, a stalled node ends the run within 30 s
@@ -78,7 +80,12 @@ class Distribution(BaseModel):
     @field_validator("endpoints", mode="before")
     @classmethod
     def _url_list(cls, value: Any) -> Any:
-        return [e for e in value.split(",") if e] if isinstance(value, str) else value
+        value = [e for e in value.split(",") if e] if isinstance(value, str) else value
+        if isinstance(value, list):
+            for url in value:
+                if isinstance(url, str):
+                    check_endpoint(url)
+        return value
 
     @field_validator("token_file", mode="before")
     @classmethod
@@ -102,6 +109,8 @@ class Distribution(BaseModel):
             raise RuleError("a remote run needs at least one --endpoint",
                             "start nodes with `mlharness serve`, then pass --endpoint "
                             "http://HOST:PORT for each")
+        for url in self.endpoints if self.kind == "remote" else ():
+            check_endpoint(url, port_needed=True)
         if len(set(self.endpoints)) != len(self.endpoints):
             raise RuleError("the same --endpoint is given twice", "list each node once")
         return self
@@ -114,6 +123,28 @@ class Distribution(BaseModel):
     @property
     def local(self) -> bool:
         return self.kind == "local"
+
+
+def check_endpoint(url: str, port_needed: bool = False) -> str:
+    """``url`` when it is ``http://HOST[:PORT][/path]`` (``HOST:PORT`` alone is taken as http)
+    with a port in 1..65535 (``port_needed``: given); RuleError otherwise, before anything
+    runs. The message masks credentials in the URL (``mlharness.redact``)."""
+    shown = scrub(url.strip())
+    hint = "e.g. --endpoint http://127.0.0.1:8000 (IPv6: http://[::1]:8000)"
+    text = url.strip()
+    try:
+        parts = urlsplit(text if "://" in text else f"http://{text}")
+        port = parts.port
+    except ValueError as exc:  # "Port out of range 0-65535", "Invalid IPv6 URL", ...
+        raise RuleError(f"--endpoint {shown!r} is not a URL ({exc})", hint) from None
+    if parts.scheme != "http":
+        raise RuleError(f"--endpoint {shown!r} is not http://HOST:PORT ({parts.scheme or 'no'} "
+                        "scheme; https is not supported: put a TLS proxy in front)", hint)
+    if not parts.hostname:
+        raise RuleError(f"--endpoint {shown!r} names no host", hint)
+    if port == 0 or (port_needed and port is None):
+        raise RuleError(f"--endpoint {shown!r} needs a port from 1 to 65535", hint)
+    return text
 
 
 #: each key's flag, for messages (from the declarations above)

@@ -7,7 +7,12 @@ knows which backend serves it, the backend never knows which benchmark it serves
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any
+from numbers import Integral
+from typing import Any, Sequence
+
+#: LoadGen logs every output token as an int32 (``mlperf_log_accuracy.json``, as every reference
+#: SUT writes it): an id must lie in 0 .. 2^31 - 1 whatever the vocabulary
+INT32_LIMIT = 2**31
 
 
 @dataclass(frozen=True)
@@ -29,6 +34,54 @@ class GenerationRequest:
     #: send no sampling key (temperature, top-p, top-k, min tokens): the server's defaults, as
     #: a reference client that sends none (qwen3-vl's) gets them
     server_sampling: bool = False
+    #: the model's vocabulary size, from its tokenizer when the task has one (None: unknown,
+    #: only the int32 range is checked): an answer's ids must lie below it
+    vocab_size: int | None = None
+    #: the tokenizer's end-of-sequence id when known: it may only be an answer's last token
+    eos_token_id: int | None = None
+
+    @property
+    def id_limit(self) -> int:
+        """Every output id must be below this: the vocabulary size, else int32's limit."""
+        return min(self.vocab_size, INT32_LIMIT) if self.vocab_size else INT32_LIMIT
+
+    def answer_problem(self, ids: Sequence[Any], tokenizer: bool = True) -> str | None:
+        """Why ``ids`` cannot be this request's answer, or None: more tokens than
+        ``max_new_tokens``, an id that is not an integer in int32's range and, with
+        ``tokenizer``, an id beyond the vocabulary or an EOS token before the end. Linear in the
+        answer's length."""
+        if len(ids) > self.max_new_tokens:
+            return f"{len(ids)} tokens for a request of at most {self.max_new_tokens}"
+        known = tokenizer and self.vocab_size is not None
+        bad = bad_token_id(ids, self.id_limit if known else INT32_LIMIT, known)
+        if bad is not None:
+            return bad
+        if tokenizer and self.eos_token_id is not None:
+            for at, token in enumerate(ids[:-1]):
+                if token == self.eos_token_id:
+                    return (f"the EOS token {self.eos_token_id} at position {at} of "
+                            f"{len(ids)} is not the last")
+        return None
+
+
+def bad_token_id(ids: Sequence[Any], limit: int = INT32_LIMIT,
+                 vocabulary: bool = False) -> str | None:
+    """What is wrong with the first id of ``ids`` that is not an integer in 0 .. ``limit`` - 1
+    (bools and floats are not integers), or None when all are."""
+    for at, token in enumerate(ids):
+        if type(token) is not int and (isinstance(token, bool)
+                                       or not isinstance(token, Integral)):
+            return f"token id {_shown(token)} at position {at} is not an integer"
+        if not 0 <= int(token) < limit:
+            where = (f"the vocabulary (0..{limit - 1})" if vocabulary and limit < INT32_LIMIT
+                     else "int32 (0..2147483647)")
+            return f"token id {_shown(token)} at position {at} is outside {where}"
+    return None
+
+
+def _shown(value: Any) -> str:
+    text = repr(value)
+    return text if len(text) <= 40 else text[:37] + "..."
 
 
 class Generated(list[int]):

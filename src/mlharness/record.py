@@ -23,6 +23,7 @@ from pydantic import (BaseModel, ConfigDict, Field, SerializerFunctionWrapHandle
 from mlharness.errors import ConfigError, HarnessError
 from mlharness.files import write_json_atomic
 from mlharness.loadgen.mllog import LoadGenResult
+from mlharness.redact import scrub_data
 from mlharness.spec import RENAMED, RunSpec
 from mlharness.tasks.base import AccuracyResult
 
@@ -176,7 +177,9 @@ class RunRecord(BaseModel):
                               ) from None
 
     def to_dict(self) -> dict[str, Any]:
-        return self.model_dump(mode="json")
+        """The record as ``run.json`` holds it: secrets masked (``mlharness.redact``), for
+        every writer of the file and everything shown from it."""
+        return scrub_data(self.model_dump(mode="json"))
 
     # ---- meaning ----------------------------------------------------------------------------
 

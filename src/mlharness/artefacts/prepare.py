@@ -52,7 +52,7 @@ def prepare_openimages(artefact: Artefact, root: Path, annotations: Path, *,
 
         try:
             fetch_file(artefact.name, f"{artefact.path}/{OPENIMAGES_IMAGES}/{name}", urls,
-                       data / name, verify, policy=policy)
+                       data / name, verify, policy=policy, same_origin=bool(mirror))
         except DownloadFailed as exc:
             with lock:
                 failures.append(exc.message)

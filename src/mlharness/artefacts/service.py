@@ -120,6 +120,9 @@ def bundled(artefact: Artefact, root: Path) -> Outcome:
 def _adopted(artefact: Artefact, root: Path, source: Path, report: Report,
              catalogue: Catalogue | None, mirror: str | None = None,
              policy: Policy | None = None) -> Outcome:
+    if not Path(source).expanduser().exists():  # before anything else is fetched for it
+        raise ArtefactError(f"--from {source}: no such file or folder",
+                            hint=f"give the path of your copy of {artefact.name}")
     aux = None
     if artefact.layout == "imagenet" and catalogue and "imagenet-aux" in catalogue.artefacts:
         aux_entry = catalogue.artefacts["imagenet-aux"]

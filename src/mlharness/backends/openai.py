@@ -38,6 +38,7 @@ import asyncio
 import json
 import logging
 import os
+import re
 import threading
 import time
 import urllib.error
@@ -50,9 +51,11 @@ from pydantic import Field, field_validator
 from mlharness.backends.base import (BackendOptions, GenerationRequest, OnDone, OnError, OnFirst,
                                     StreamingBackend)
 from mlharness.backends.openai_stream import ClientSettings, EndpointError, OpenAIStreamClient
+from mlharness.distribution import check_endpoint
 from mlharness.errors import ConfigError, HarnessError, one_line
-from mlharness.options import Options
+from mlharness.options import Options, RuleError
 from mlharness.prompts import Generated
+from mlharness.redact import register_env, register_url, scrub
 from mlharness.tensors import TensorSpec
 
 log = logging.getLogger(__name__)
@@ -82,8 +85,13 @@ class OpenAIOptions(Options):
     #: server that refuses keys OpenAI's API lacks (``transformers serve`` answers 422), which
     #: then gets only ``temperature`` and ``top_p`` of the sampling, and needs ``tokenizer``
     extensions: bool = True
-    stall_timeout_s: float = Field(default=120.0, gt=0)
+    #: seconds without a whole header block or event before a request is stalled: below the
+    #: run's --stall-timeout (60 s), so the request's own line, naming the endpoint, comes first
+    stall_timeout_s: float = Field(default=30.0, gt=0)
     connect_timeout_s: float = Field(default=10.0, gt=0)
+    #: bytes of one line of a response body (an SSE event), and of its status and headers
+    max_event_bytes: int = Field(default=1 << 20, ge=1024)
+    max_header_bytes: int = Field(default=64 << 10, ge=1024)
 
     @field_validator("endpoints", mode="before")
     @classmethod
@@ -93,12 +101,37 @@ class OpenAIOptions(Options):
         if isinstance(value, (list, tuple)):
             value = [_base_url(str(v)) for v in value]
             if len(set(value)) != len(value):
-                raise ValueError(f"an endpoint is given twice: {value}")
+                raise RuleError(f"an endpoint is given twice: {scrub(', '.join(value))}",
+                                "list each server once")
         return value
+
+    @field_validator("api_key_env")
+    @classmethod
+    def _env_name(cls, value: str) -> str:
+        """A variable's NAME: a key given here by mistake is refused, and never shown."""
+        if value and not ENV_NAME.fullmatch(value):
+            raise RuleError("api_key_env takes the NAME of the environment variable that holds "
+                            "the API key (letters, digits and _, not starting with a digit); "
+                            "the value given is not one, perhaps the key itself (not shown)",
+                            "export OPENAI_API_KEY=<key> and leave api_key_env out, or give "
+                            "--backend-option api_key_env=YOUR_VARIABLE")
+        return value
+
+    def model_post_init(self, context: Any) -> None:
+        """This process masks the key and the endpoints' credentials wherever it writes."""
+        register_env(self.api_key_env)
+        for url in self.endpoints:
+            register_url(url)
+
+
+#: an environment variable's name (POSIX: letters, digits, underscore; no leading digit)
+ENV_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]{0,127}")
 
 
 def _base_url(url: str) -> str:
-    url = url.strip().rstrip("/")
+    url = check_endpoint(url).rstrip("/")
+    if "://" not in url:
+        url = f"http://{url}"
     return url[: -len("/v1")] if url.endswith("/v1") else url
 
 
@@ -108,7 +141,7 @@ class _Endpoint:
     __slots__ = ("url", "client", "outstanding", "sent", "failed", "resting_until")
 
     def __init__(self, client: OpenAIStreamClient) -> None:
-        self.url = client.settings.base_url
+        self.url = client.url  # without credentials
         self.client = client
         self.outstanding = 0
         self.sent = 0
@@ -154,6 +187,9 @@ class OpenAIBackend(StreamingBackend):
         self.options: OpenAIOptions | None = None
         self._endpoints: list[_Endpoint] = []
         self._tokenize: Callable[[str], list[int]] | None = None
+        #: the tokenizer option's vocabulary size and EOS id (a task's tokenizer comes first)
+        self._vocab_size: int | None = None
+        self._eos_id: int | None = None
         self._loop: asyncio.AbstractEventLoop | None = None
         self._thread: threading.Thread | None = None
         self._semaphore: asyncio.Semaphore | None = None
@@ -186,9 +222,11 @@ class OpenAIBackend(StreamingBackend):
         self._endpoints = [_Endpoint(OpenAIStreamClient(ClientSettings(
             base_url=url, model=opts.served_model, api_key_env=opts.api_key_env or None,
             connect_timeout_s=opts.connect_timeout_s, stall_timeout_s=opts.stall_timeout_s,
+            max_event_bytes=opts.max_event_bytes, max_header_bytes=opts.max_header_bytes,
             token_ids=opts.extensions)))
             for url in opts.endpoints]
-        self._tokenize = _tokenizer(opts.tokenizer) if opts.tokenizer else None
+        if opts.tokenizer:
+            self._tokenize, self._vocab_size, self._eos_id = _tokenizer(opts.tokenizer)
         self.options = opts
         self.concurrency = opts.concurrency
         self._start_loop()
@@ -313,7 +351,9 @@ class OpenAIBackend(StreamingBackend):
             try:
                 result = await endpoint.client.complete(
                     prompt, request.max_new_tokens, on_first_token=first, chat=chat,
-                    tokenize=self._tokenize, **body)
+                    tokenize=self._tokenize, vocab_size=request.vocab_size or self._vocab_size,
+                    eos_token_id=(request.eos_token_id if request.eos_token_id is not None
+                                  else self._eos_id), **body)
             except (EndpointError, OSError) as exc:
                 endpoint.failed += 1
                 why = _line(exc) if isinstance(exc, EndpointError) else \
@@ -370,6 +410,10 @@ class OpenAIBackend(StreamingBackend):
             self._finish(call, None, CLOSED)
 
 
+#: the most of a ``GET /v1/models`` answer read (a server's model list is a few hundred bytes)
+MODEL_LIST_MAX_BYTES = 1 << 20
+
+
 def _served_model(urls: list[str], api_key_env: str, timeout_s: float) -> str:
     """The one model every endpoint lists at ``GET /v1/models`` (an OpenAI list: ``data`` of
     ``{"id": ...}``); ConfigError when one cannot say, or they do not list exactly one."""
@@ -382,8 +426,13 @@ def _served_model(urls: list[str], api_key_env: str, timeout_s: float) -> str:
             ask.add_header("Authorization", f"Bearer {key}")
         try:
             with urllib.request.urlopen(ask, timeout=timeout_s) as answer:
-                listed = json.loads(answer.read())["data"]
-            found[url] = [str(m["id"]) for m in listed]
+                raw = answer.read(MODEL_LIST_MAX_BYTES + 1)
+            if len(raw) > MODEL_LIST_MAX_BYTES:
+                raise ValueError(f"over {MODEL_LIST_MAX_BYTES} bytes")
+            found[url] = [m["id"] for m in json.loads(raw)["data"]]
+            if not all(isinstance(m, str) and 0 < len(m) <= 256 and m.isprintable()
+                       for m in found[url]):
+                raise ValueError("a model id that is not a short printable text")
         except urllib.error.HTTPError as exc:  # up, but no model list (an OSError too)
             raise ConfigError(f"{url}/v1/models answered HTTP {exc.code}: the server does not "
                               "say which model it serves", hint) from exc
@@ -432,9 +481,10 @@ def _prompt(request: GenerationRequest, chat: bool) -> str | list[int] | list[di
                       "give --backend-option chat=true)")
 
 
-def _tokenizer(directory: Path) -> Callable[[str], list[int]]:
+def _tokenizer(directory: Path) -> tuple[Callable[[str], list[int]], int, int | None]:
     """text -> ids by the Hugging Face tokenizer in ``directory`` (nothing downloaded), without
-    special tokens: the server's output text, as its token ids would have been."""
+    special tokens: the server's output text, as its token ids would have been; and the
+    tokenizer's vocabulary size (added tokens included) and EOS id."""
     if not Path(directory).is_dir():
         raise ConfigError(f"tokenizer directory {directory} not found",
                           "give the model checkpoint's directory (tokenizer files included)")
@@ -453,4 +503,5 @@ def _tokenizer(directory: Path) -> Callable[[str], list[int]]:
     def tokenize(text: str) -> list[int]:
         return list(tok(text, add_special_tokens=False)["input_ids"])
 
-    return tokenize
+    eos = tok.eos_token_id
+    return tokenize, len(tok), eos if isinstance(eos, int) else None

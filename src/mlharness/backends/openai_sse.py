@@ -8,6 +8,18 @@ each). The request's coroutine waits on ``done`` alone; the first token goes to 
 once, from the read that brought it. The stream ends at ``data: [DONE]``, or at the end of the
 body after an event with a ``finish_reason`` (``transformers serve`` sends no ``[DONE]``).
 Each failure is an :class:`EndpointError` naming the endpoint, set on ``done``.
+
+An answer that breaks its request fails at the event that breaks it (:class:`Expected`): more
+tokens than ``max_tokens`` (more text chunks, for a server that streams no ids), a token id
+that is not an integer or lies outside the vocabulary (int32 when it is unknown), a token after
+the EOS token.
+
+What a response may cost is bounded (:class:`Bounds`): the headers, each line of the body (an
+SSE event), a chunk header, the events that carry no token; bytes are scanned once (a line
+that comes in many reads is joined once, at its end), so a 40 MB line costs 40 MB of work, not
+its square. Progress, for the stall guard, is a whole header block or a whole line, not a byte:
+a server that drips a byte a second stalls as one that sends nothing. A refusal (a status other
+than 200) gets ``Bounds.error_body_s`` to send its body, then is reported with what came.
 """
 
 from __future__ import annotations
@@ -15,12 +27,16 @@ from __future__ import annotations
 import asyncio
 import json
 import time
+from dataclasses import dataclass
 from typing import Any, Callable, Protocol
 
 from mlharness.errors import RunFailed
+from mlharness.prompts import INT32_LIMIT, bad_token_id
+from mlharness.redact import scrub
 
 _HEAD, _BODY, _ERROR_BODY = 0, 1, 2
 _ERROR_TEXT_MAX = 4096  # bytes of a refusal's body kept for its message
+_CHUNK_HEADER_MAX = 1024  # bytes of a chunk's size line (hex size and extensions)
 _decode = json.JSONDecoder().raw_decode  # json.loads without its per-call checks (a third)
 
 
@@ -29,15 +45,46 @@ class EndpointError(RunFailed):
 
 
 class Touched(Protocol):
-    """What the stream tells its stall guard: that bytes came, and what it now waits for."""
+    """What the stream tells its stall guard: that it progressed (a whole header block or
+    line), what it now waits for, and the bytes that came since it last progressed."""
 
     what: str
+    trickled: int
 
     def touch(self) -> None: ...
 
 
+@dataclass(frozen=True)
+class Bounds:
+    """What one response may cost: ``max_header_bytes`` of status and headers,
+    ``max_event_bytes`` a line of the body (an SSE event), at most ``max_empty_events`` events
+    without a token (or ``max_tokens`` of them, if more), and ``error_body_s`` seconds for a
+    refusal's body."""
+
+    max_event_bytes: int = 1 << 20
+    max_header_bytes: int = 64 << 10
+    max_empty_events: int = 64
+    error_body_s: float = 2.0
+
+
 #: the first token's ids (or text, when the server streams no ids) and the time it came
 OnFirst = Callable[[list[int], str, float], None]
+
+
+@dataclass(frozen=True)
+class Expected:
+    """What the request allows its answer: at most ``max_tokens`` tokens, ids below
+    ``id_limit`` (the vocabulary size when ``vocabulary``, else int32's limit), nothing after
+    the ``eos_id`` token (when known)."""
+
+    max_tokens: int
+    id_limit: int = INT32_LIMIT
+    vocabulary: bool = False
+    eos_id: int | None = None
+
+
+class _Broken(Exception):
+    """The answer broke its request or the stream's format (the message says how)."""
 
 
 class SseResponse(asyncio.Protocol):
@@ -45,9 +92,17 @@ class SseResponse(asyncio.Protocol):
     ``finish`` hold what it streamed, ``first_at`` when its first token came."""
 
     def __init__(self, where: str, chat: bool, guard: Touched, on_first: OnFirst,
-                 api_key_env: str | None = None) -> None:
+                 api_key_env: str | None = None, expected: Expected | None = None,
+                 bounds: Bounds | None = None) -> None:
         self.where, self.chat, self.guard = where, chat, guard
         self._key_env = api_key_env
+        self.expected = expected or Expected(max_tokens=INT32_LIMIT)
+        self.bounds = bounds or Bounds()
+        self._chunks = 0  # events that carried tokens (ids or text)
+        self._empty = 0  # events that carried none
+        self._after_eos = False  # the last id so far was the EOS token
+        #: bytes copied to join pieces of a line or a head (linear: each byte at most once)
+        self.copied = 0
         self.done: asyncio.Future[None] = asyncio.get_running_loop().create_future()
         self.transport: asyncio.Transport | None = None
         self.ids: list[int] = []
@@ -62,9 +117,11 @@ class SseResponse(asyncio.Protocol):
         self._left: int | None = None  # body bytes still to come (Content-Length)
         self._chunk_left = 0  # payload bytes of the current chunk still to come
         self._raw = b""  # bytes not parsed yet: the head, a chunk header
-        self._line = b""  # the start of an SSE line
+        self._pieces: list[bytes] = []  # the start of an SSE line, as it came
+        self._pieces_len = 0
         self._finished = False  # the last event had a finish_reason
         self._error_text = b""
+        self._error_timer: asyncio.TimerHandle | None = None
 
     # -- the transport's calls ------------------------------------------------------------------
 
@@ -74,7 +131,7 @@ class SseResponse(asyncio.Protocol):
             self.guard.what = "waiting for the response"
 
     def data_received(self, data: bytes) -> None:
-        self.guard.touch()
+        self.guard.trickled += len(data)
         if self.done.done():
             return
         try:
@@ -92,31 +149,49 @@ class SseResponse(asyncio.Protocol):
                 self._payload(data)
                 if self._left == 0:
                     self._end_of_body()
-        except Exception as exc:  # noqa: BLE001 - answered on ``done``, the request's own error
+        except EndpointError as exc:
             self._fail(exc)
+        except Exception as exc:  # noqa: BLE001 - answered on ``done``, the request's own error
+            self._fail(EndpointError(f"{self.where} sent a response this client cannot read "
+                                     f"({type(exc).__name__}: {str(exc)[:120]})",
+                                     "is this an OpenAI-compatible server?"))
 
     def connection_lost(self, exc: Exception | None) -> None:
         if self.done.done():
             return
-        if self._state == _HEAD:
-            self._fail(self._head_lost(exc))
-        elif exc is not None and self._state == _BODY:
-            self._fail(EndpointError(f"{self.where} broke the stream while streaming ({exc})",
-                                     "see the server's log"))
-        else:
-            self._end_of_body()
+        try:
+            if self._state == _HEAD:
+                self._fail(self._head_lost(exc))
+            elif exc is not None and self._state == _BODY:
+                self._fail(EndpointError(f"{self.where} broke the stream while streaming "
+                                         f"({exc})", "see the server's log"))
+            else:
+                self._end_of_body()
+        except Exception as bad:  # noqa: BLE001 - never an "Exception in callback"
+            self._fail(EndpointError(f"{self.where} sent a response this client cannot read "
+                                     f"({type(bad).__name__}: {str(bad)[:120]})",
+                                     "is this an OpenAI-compatible server?"))
 
     # -- parsing ----------------------------------------------------------------------------
 
     def _head(self, data: bytes) -> bytes:
         """Status and headers; returns the body's bytes that came with them."""
+        seen = len(self._raw)
         raw = self._raw + data if self._raw else data
-        end = raw.find(b"\r\n\r\n")
-        if end < 0:
+        self.copied += seen
+        end = raw.find(b"\r\n\r\n", max(0, seen - 3))
+        if end < 0 or end > self.bounds.max_header_bytes:
+            if len(raw) > self.bounds.max_header_bytes:
+                self._status_line(raw)  # not HTTP at all: say that first
+                raise EndpointError(f"{self.where} sent more than "
+                                    f"{_size(self.bounds.max_header_bytes)} of status and "
+                                    "headers", "is this an OpenAI-compatible server? (openai "
+                                    "backend option max_header_bytes raises the bound)")
             self._raw = raw
             self.guard.what = "reading headers"
             return b""
         self._raw = b""
+        self.guard.touch()
         lines = raw[:end].decode("latin-1").split("\r\n")
         self._status = self._status_line(raw)
         for line in lines[1:]:
@@ -126,8 +201,12 @@ class SseResponse(asyncio.Protocol):
                 self._chunked = True
             elif name == "content-length" and value.isdigit():
                 self._left = int(value)
-        self.guard.what = "streaming"
+        self.guard.what = "waiting for the first token"
         self._state = _BODY if self._status == 200 else _ERROR_BODY
+        if self._state == _ERROR_BODY:  # a refusal is not waited for long (429, connection held)
+            self.guard.what = f"reading its HTTP {self._status} answer"
+            self._error_timer = asyncio.get_running_loop().call_later(
+                self.bounds.error_body_s, self._end_of_body)
         if self._left == 0:
             self._end_of_body()
         return raw[end + 4:]
@@ -142,9 +221,10 @@ class SseResponse(asyncio.Protocol):
                              + (f" ({exc})" if exc else ""), "see the server's log")
 
     def _status_line(self, raw: bytes) -> int:
-        line = raw.split(b"\n", 1)[0].decode("latin-1").strip()
+        line = raw[:200].split(b"\n", 1)[0].decode("latin-1").strip()
         parts = line.split(" ", 2)
-        if len(parts) < 2 or not parts[1].isdigit():
+        if (len(parts) < 2 or not parts[0].startswith("HTTP/") or len(parts[1]) != 3
+                or not (parts[1].isascii() and parts[1].isdigit())):
             raise EndpointError(f"{self.where} sent no HTTP response ({line[:80]!r})",
                                 "is this an OpenAI-compatible server?")
         return int(parts[1])
@@ -155,6 +235,7 @@ class SseResponse(asyncio.Protocol):
         while True:
             if self._chunk_left:
                 piece = raw[pos:pos + self._chunk_left]
+                self.copied += len(piece)
                 pos += len(piece)
                 self._chunk_left -= len(piece)
                 self._payload(piece)
@@ -162,6 +243,9 @@ class SseResponse(asyncio.Protocol):
                     break
             end = raw.find(b"\n", pos)
             if end < 0:
+                if size - pos > _CHUNK_HEADER_MAX:
+                    raise EndpointError(f"{self.where} sent a chunk header of more than "
+                                        f"{_CHUNK_HEADER_MAX} bytes", "see the server's log")
                 break
             line = raw[pos:end].strip()  # a chunk's size, or the CRLF after its payload
             pos = end + 1
@@ -179,19 +263,56 @@ class SseResponse(asyncio.Protocol):
 
     def _payload(self, data: bytes) -> None:
         if self._state == _ERROR_BODY:
-            self._error_text += data
+            self._error_text += data[:_ERROR_TEXT_MAX + 1 - len(self._error_text)]
             if len(self._error_text) > _ERROR_TEXT_MAX:
                 self._end_of_body()
             return
-        buf = self._line + data if self._line else data
         start = 0
-        while (end := buf.find(b"\n", start)) >= 0:
-            if buf.startswith(b"data:", start):
-                self._event(buf[start + 5:end].strip())
-                if self.done.done():
-                    return
+        if self._pieces:  # a line begun in earlier reads: its end, or more of it
+            end = data.find(b"\n")
+            if end < 0:
+                self._more_of_a_line(data)
+                return
+            self._more_of_a_line(data[:end])
+            self.copied += end
+            line = b"".join(self._pieces)
+            self.copied += len(line)
+            self._pieces, self._pieces_len = [], 0
+            self._line(line, 0, len(line))
+            if self.done.done():
+                return
             start = end + 1
-        self._line = buf[start:]
+        limit = self.bounds.max_event_bytes
+        while (end := data.find(b"\n", start)) >= 0:
+            if end - start > limit:
+                self._too_long()
+            self._line(data, start, end)
+            if self.done.done():
+                return
+            start = end + 1
+        if start < len(data):
+            if start:
+                self.copied += len(data) - start
+            self._more_of_a_line(data[start:] if start else data)
+
+    def _more_of_a_line(self, piece: bytes) -> None:
+        self._pieces.append(piece)
+        self._pieces_len += len(piece)
+        if self._pieces_len > self.bounds.max_event_bytes:
+            self._too_long()
+
+    def _too_long(self) -> None:
+        raise EndpointError(f"{self.where} sent a line (an event) of more than "
+                            f"{_size(self.bounds.max_event_bytes)} after {len(self.ids)} tokens",
+                            "is this an OpenAI-compatible server? (openai backend option "
+                            "max_event_bytes raises the bound)")
+
+    def _line(self, buf: bytes, start: int, end: int) -> None:
+        """One whole line of the body, ``buf[start:end]``: an event (progress) if ``data:``;
+        blank lines and comments (``: ping``) are neither."""
+        if buf.startswith(b"data:", start):
+            self.guard.touch()
+            self._event(buf[start + 5:end].strip())
 
     def _event(self, data: bytes) -> None:
         if data == b"[DONE]":
@@ -212,27 +333,73 @@ class SseResponse(asyncio.Protocol):
         if type(event) is not dict:
             raise EndpointError(f"{self.where} sent a stream event that is not an object: "
                                 f"{_shown(data)!r}", "is this an OpenAI server?")
-        if "error" in event:
-            raise EndpointError(f"{self.where} reported an error mid-stream: "
-                                f"{str(event['error'])[:200]}", "see the server's log")
+        if "error" in event or event.get("object") == "error":
+            raise EndpointError(f"{self.where} reported an error mid-stream after "
+                                f"{len(self.ids)} tokens: {_server_says(event)}",
+                                "see the server's log")
         choices = event.get("choices")
         if not choices:
             self._finished = False
+            self._no_token()
             return
+        if type(choices) is not list:
+            raise EndpointError(f"{self.where} sent choices that are not a list: "
+                                f"{_shown(data)!r}", "is this an OpenAI-compatible server?")
         choice = choices[0] if type(choices[0]) is dict else {}
         finish = choice.get("finish_reason")
         self._finished = bool(finish) if len(choices) == 1 else any(
             type(c) is dict and c.get("finish_reason") for c in choices)
         if finish:
-            self.finish = finish
-        ids, said = tokens_of(choice, self.chat)
+            self.finish = str(finish)[:40]
+        try:
+            ids, said = tokens_of(choice, self.chat)
+            if ids or said:
+                self._check(ids)
+        except _Broken as exc:
+            raise EndpointError(f"{self.where} {exc}", "an answer that breaks its request cannot "
+                                "be part of a result; see the server's log") from None
         if ids or said:
             if self.first_at is None:
                 self.first_at = time.perf_counter()
                 self._on_first(ids, said, self.first_at)
+                self.guard.what = "streaming"
             self.ids += ids
             if said:
                 self.text.append(said)
+        else:
+            self._no_token()
+
+    def _no_token(self) -> None:
+        """One more event without a token; too many of them is an endless stream."""
+        self._empty += 1
+        most = max(self.bounds.max_empty_events, self.expected.max_tokens)
+        if self._empty > most:
+            raise EndpointError(f"{self.where} streamed {self._empty} events without a token "
+                                f"(after {len(self.ids)} tokens): an endless stream",
+                                "see the server's log")
+
+    def _check(self, ids: list[Any]) -> None:
+        """Raise _Broken when one event's ``ids`` break the request: more tokens (text chunks)
+        than max_tokens, ids that are not integers in range, a token after the EOS token."""
+        want = self.expected
+        self._chunks += 1
+        count = len(self.ids) + len(ids) if ids else self._chunks
+        if count > want.max_tokens:
+            what = "tokens" if ids else "text chunks (a token or more each)"
+            raise _Broken(f"streamed {count} {what}, more than the request's max_tokens "
+                          f"{want.max_tokens}")
+        if not ids:
+            return
+        bad = bad_token_id(ids, want.id_limit, want.vocabulary)
+        if bad is not None:
+            raise _Broken(f"streamed a chunk, after {len(self.ids)} tokens, whose {bad}")
+        eos = want.eos_id
+        if eos is not None:
+            if self._after_eos or eos in ids[:-1]:
+                at = len(self.ids) - 1 if self._after_eos else len(self.ids) + ids.index(eos)
+                raise _Broken(f"streamed tokens after the EOS token {eos} (token {at} of the "
+                              "answer): it must end there")
+            self._after_eos = ids[-1] == eos
 
     def _end_of_body(self) -> None:
         if self._state == _ERROR_BODY:
@@ -250,7 +417,8 @@ class SseResponse(asyncio.Protocol):
                 401: f"set the API key in ${self._key_env}",
                 404: "check the URL and that the server offers this endpoint and model"
                 }.get(self._status, "see the server's log")
-        return EndpointError(f"{self.where} answered HTTP {self._status}: {text[:200]}", hint)
+        return EndpointError(f"{self.where} answered HTTP {self._status}: "
+                             f"{_server_says(text)}", hint)
 
     # -- the end ------------------------------------------------------------------------------
 
@@ -265,6 +433,8 @@ class SseResponse(asyncio.Protocol):
         self._close()
 
     def _close(self) -> None:
+        if self._error_timer is not None:
+            self._error_timer.cancel()
         if self.transport is not None:
             self.transport.close()
 
@@ -272,19 +442,66 @@ class SseResponse(asyncio.Protocol):
 def tokens_of(choice: dict[str, Any], chat: bool) -> tuple[list[int], str]:
     """The token ids and text of one streamed choice: ``token_ids`` (vLLM's
     ``return_token_ids``), else ``token_id:N`` logprob tokens; text from ``text`` or, in chat,
-    ``delta.content``."""
+    ``delta.content``. Raises _Broken for ids that are no list, or a ``token_id:`` token
+    whose id is no integer; the ids are not checked further here."""
     if chat:
-        text = (choice.get("delta") or {}).get("content") or ""
+        delta = choice.get("delta") or {}
+        text = delta.get("content") if type(delta) is dict else None
     else:
-        text = choice.get("text") or ""
+        text = choice.get("text")
+    if type(text) is not str:
+        text = ""
     ids = choice.get("token_ids")
     if ids is None:
         logprobs = choice.get("logprobs") or {}
         tokens = logprobs.get("tokens") or [c.get("token", "") for c in
-                                            logprobs.get("content") or []]
-        return [int(t.split(":", 1)[1]) for t in tokens if str(t).startswith("token_id:")], text
-    return list(map(int, ids)), text
+                                            logprobs.get("content") or [] if type(c) is dict]
+        return [_logprob_id(t) for t in tokens
+                if type(t) is str and t.startswith("token_id:")], text
+    if type(ids) is not list:
+        raise _Broken(f"streamed token_ids as {type(ids).__name__} {_short(ids)}, not a list of "
+                      "integers")
+    return ids, text
+
+
+def _logprob_id(token: str) -> int:
+    """The id of a ``token_id:N`` logprob token (ASCII digits only: ``int`` also takes
+    ``"1_0"``, spaces and other scripts' digits)."""
+    digits = token[len("token_id:"):]
+    plain = digits[1:] if digits.startswith("-") else digits
+    if not (plain.isascii() and plain.isdigit()):
+        raise _Broken(f"streamed the logprob token {_short(token)}, whose id is no integer")
+    if len(plain) > 12:  # beyond int32 either way; int() of a huge text is slow
+        return INT32_LIMIT if digits[0] != "-" else -1
+    return int(digits)
+
+
+def _short(value: Any) -> str:
+    text = repr(value)
+    return text if len(text) <= 40 else text[:37] + "..."
+
+
+def _size(n: int) -> str:
+    return f"{n >> 20} MiB" if n >= 1 << 20 and not n % (1 << 20) else (
+        f"{n >> 10} KiB" if n >= 1 << 10 and not n % (1 << 10) else f"{n} bytes")
 
 
 def _shown(data: bytes) -> str:
-    return data[:80].decode("utf-8", "replace")
+    return scrub(data[:80].decode("utf-8", "replace"))
+
+
+def _server_says(said: Any) -> str:
+    """A server's error as one line of at most 200 characters: its ``message`` when it sent
+    an OpenAI error object (``{"error": {"message": ...}}`` or ``{"object": "error", ...}``),
+    else its text; secrets masked (a server may echo the request's Authorization header)."""
+    if isinstance(said, str):
+        try:
+            said = json.loads(said)
+        except ValueError:
+            pass
+    if isinstance(said, dict):
+        inner = said.get("error", said)
+        message = inner.get("message") if isinstance(inner, dict) else inner
+        said = message if message is not None else said
+    text = " ".join(str(said).split())
+    return scrub(text[:400])[:200]

@@ -10,12 +10,16 @@ way vLLM returns them (``"return_token_ids": true`` gives ``token_ids`` in each 
 ``QuerySamplesComplete``). Each failure is an :class:`EndpointError` naming the endpoint.
 
 The API key comes from an environment variable, is sent as ``Authorization: Bearer``, and
-appears in no message, ``repr`` or log.
+appears in no message, ``repr`` or log (it is registered with :mod:`mlharness.redact`, which
+masks it, and what a server echoes of it, wherever this process writes). Credentials in the URL
+(``http://user:pass@host``) are sent as ``Authorization: Basic`` when no key is set, and never
+named: messages name the endpoint without them.
 """
 
 from __future__ import annotations
 
 import asyncio
+import base64
 import inspect
 import json
 import os
@@ -26,8 +30,10 @@ from urllib.parse import urlsplit
 
 from pydantic import BaseModel, Field
 
-from mlharness.backends.openai_sse import EndpointError, SseResponse
+from mlharness.backends.openai_sse import Bounds, EndpointError, Expected, SseResponse
 from mlharness.errors import ConfigError
+from mlharness.prompts import INT32_LIMIT
+from mlharness.redact import register
 
 
 class _Secret:
@@ -72,7 +78,11 @@ class ClientSettings(BaseModel):
     model: str
     api_key_env: str | None = "OPENAI_API_KEY"
     connect_timeout_s: float = Field(default=10.0, gt=0)
-    stall_timeout_s: float = Field(default=120.0, gt=0)  # no byte for this long: stalled
+    #: no whole header block or event for this long: stalled (below the run's 60 s stall
+    #: clock, so the request's own line names the endpoint first)
+    stall_timeout_s: float = Field(default=30.0, gt=0)
+    max_event_bytes: int = Field(default=Bounds.max_event_bytes, ge=1024)  # a body line
+    max_header_bytes: int = Field(default=Bounds.max_header_bytes, ge=1024)
     #: ask for the output token ids (vLLM's ``return_token_ids``); False for servers that stream
     #: text only and refuse a key they do not know (``transformers serve`` answers 422), whose
     #: text ``complete``'s ``tokenize`` then turns into ids
@@ -93,20 +103,33 @@ class OpenAIStreamClient:
                               "e.g. http://127.0.0.1:8000 (https is not supported yet)")
         self.settings = settings
         self._host, self._port = url.hostname, url.port or 80
+        self._hostport = url.netloc.rpartition("@")[2]  # no credentials; IPv6 in brackets
         self._prefix = url.path.rstrip("/")
-        self._key = _Secret(os.environ.get(settings.api_key_env, "")
-                            if settings.api_key_env else "")
+        #: the URL as messages name it: without credentials
+        self.url = f"http://{self._hostport}{self._prefix}"
+        key = os.environ.get(settings.api_key_env, "") if settings.api_key_env else ""
+        register(key)
+        if key:
+            self._auth = _Secret(f"Bearer {key}")
+        elif url.username is not None:
+            register(url.password)
+            basic = f"{url.username}:{url.password or ''}".encode()
+            self._auth = _Secret(f"Basic {base64.b64encode(basic).decode()}")
+            register(self._auth.reveal().split(" ", 1)[1])
+        else:
+            self._auth = _Secret("")
 
     def __repr__(self) -> str:
-        return f"OpenAIStreamClient({self.settings.base_url}, model={self.settings.model})"
+        return f"OpenAIStreamClient({self.url}, model={self.settings.model})"
 
     def endpoint(self, chat: bool) -> str:
         path = "/v1/chat/completions" if chat else "/v1/completions"
-        return f"{self.settings.base_url.rstrip('/')}{path}"
+        return f"{self.url}{path}"
 
     async def complete(self, prompt: str | list[int] | list[dict[str, Any]], max_tokens: int,
                        on_first_token: FirstToken | None = None, on_done: Done | None = None,
                        chat: bool = False, tokenize: Callable[[str], list[int]] | None = None,
+                       vocab_size: int | None = None, eos_token_id: int | None = None,
                        **extra: Any) -> StreamResult:
         """Send one prompt (text or token ids; chat: a list of messages) and stream the answer.
 
@@ -115,8 +138,11 @@ class OpenAIStreamClient:
         the result; either may be a coroutine function. ``extra`` goes into the request body
         (a key given None is left out: ``temperature=None`` sends the server's default).
         ``tokenize`` (text -> ids) serves a server that streams text without token ids: the
-        first chunk's text gives the first ids, the whole text the output's; without it such a
-        stream is an error."""
+        first chunk's text gives the first ids, the whole text the output's (at most
+        ``max_tokens`` of them: the server's own count is unknown); without it such a stream is
+        an error. An answer that breaks the request fails it (``openai_sse.Expected``): more
+        than ``max_tokens`` tokens, ids that are not integers below ``vocab_size`` (int32's
+        limit when None), tokens after ``eos_token_id``."""
         body: dict[str, Any] = {"model": self.settings.model, "max_tokens": max_tokens,
                                 "temperature": 0, "stream": True}
         if self.settings.token_ids:
@@ -128,15 +154,20 @@ class OpenAIStreamClient:
         where = self.endpoint(chat)
         start = time.perf_counter()
         guard = _StallGuard(self.settings.stall_timeout_s)
+        expected = Expected(max_tokens, min(vocab_size or INT32_LIMIT, INT32_LIMIT),
+                            vocab_size is not None, eos_token_id)
         try:
             result = await self._stream(where, chat, body, guard, start, on_first_token,
-                                        tokenize)
+                                        tokenize, expected)
         except asyncio.CancelledError:
             if guard.expired():
-                raise EndpointError(f"{where} stalled: nothing for "
-                                    f"{self.settings.stall_timeout_s:g} s while {guard.what}",
-                                    "the server is overloaded or hung; raise stall_timeout_s "
-                                    "only if it is just slow") from None
+                came = (f"{guard.trickled} bytes trickled in, no whole event" if guard.trickled
+                        else "nothing came")
+                raise EndpointError(f"{where} stalled: no progress for "
+                                    f"{self.settings.stall_timeout_s:g} s while {guard.what} "
+                                    f"({came})", "the server is overloaded or hung; raise the "
+                                    "openai backend option stall_timeout_s only if it is just "
+                                    "slow") from None
             raise
         finally:
             guard.stop()
@@ -146,20 +177,25 @@ class OpenAIStreamClient:
 
     async def _stream(self, where: str, chat: bool, body: dict[str, Any], guard: _StallGuard,
                       start: float, on_first_token: FirstToken | None,
-                      tokenize: Callable[[str], list[int]] | None) -> StreamResult:
+                      tokenize: Callable[[str], list[int]] | None,
+                      expected: Expected) -> StreamResult:
         pending: list[Awaitable[None]] = []
 
         def first(ids: list[int], text: str, at: float) -> None:
             if not ids:
                 if tokenize is None:
                     raise _no_ids(where)
-                ids = tokenize(text)
+                ids = tokenize(text)[:expected.max_tokens]
             if on_first_token is not None:
                 value = on_first_token(ids, at - start)
                 if inspect.isawaitable(value):
                     pending.append(asyncio.ensure_future(value))
 
-        response = SseResponse(where, chat, guard, first, self.settings.api_key_env)
+        response = SseResponse(where, chat, guard, first, self.settings.api_key_env, expected,
+                               Bounds(max_event_bytes=self.settings.max_event_bytes,
+                                      max_header_bytes=self.settings.max_header_bytes,
+                                      error_body_s=min(Bounds.error_body_s,
+                                                       self.settings.stall_timeout_s / 2)))
         await self._connect(where, response)
         try:
             self._send(response, "/v1/chat/completions" if chat else "/v1/completions", body)
@@ -173,7 +209,7 @@ class OpenAIStreamClient:
         if text and not ids:
             if tokenize is None:
                 raise _no_ids(where)
-            ids = tokenize(text)
+            ids = tokenize(text)[:expected.max_tokens]
         total = time.perf_counter() - start
         ttft = response.first_at - start if response.first_at is not None else total
         return StreamResult(token_ids=ids, text=text, n_tokens=len(ids), ttft_s=ttft,
@@ -192,22 +228,24 @@ class OpenAIStreamClient:
 
     def _send(self, response: SseResponse, path: str, body: dict[str, Any]) -> None:
         payload = json.dumps(body).encode()
-        head = [f"POST {self._prefix}{path} HTTP/1.1", f"Host: {self._host}:{self._port}",
+        head = [f"POST {self._prefix}{path} HTTP/1.1", f"Host: {self._hostport}",
                 "Content-Type: application/json", "Accept: text/event-stream",
                 f"Content-Length: {len(payload)}", "Connection: close"]
-        if self._key.reveal():
-            head.append(f"Authorization: Bearer {self._key.reveal()}")
+        if self._auth.reveal():
+            head.append(f"Authorization: {self._auth.reveal()}")
         if response.transport is not None and not response.done.done():
             response.transport.write(("\r\n".join(head) + "\r\n\r\n").encode() + payload)
 
 
 class _StallGuard:
-    """Cancels the request's task when nothing has arrived for ``stall_s`` (``expired`` then
-    says so). One timer per ``stall_s``, re-armed lazily from the time of the last read: a
-    timeout around every read (``asyncio.wait_for``: a task and a timer each) cost as much
-    CPU as the rest of the client at a thousand streams."""
+    """Cancels the request's task when it has not progressed for ``stall_s`` (``expired``
+    then says so): no whole header block or event, however many bytes trickled in. One timer
+    per ``stall_s``, re-armed lazily from the time of the last progress: a timeout around every
+    read (``asyncio.wait_for``: a task and a timer each) cost as much CPU as the rest of the
+    client at a thousand streams."""
 
-    __slots__ = ("_loop", "_task", "_stall_s", "_last", "_handle", "_fired", "what")
+    __slots__ = ("_loop", "_task", "_stall_s", "_last", "_handle", "_fired", "what",
+                 "trickled")
 
     def __init__(self, stall_s: float) -> None:
         self._loop = asyncio.get_running_loop()
@@ -216,10 +254,12 @@ class _StallGuard:
         self._last = self._loop.time()
         self._fired = False
         self.what = "connecting"  # what the request was waiting for (in the message)
+        self.trickled = 0  # bytes that came since the last progress
         self._handle = self._loop.call_at(self._last + stall_s, self._check)
 
     def touch(self) -> None:
         self._last = self._loop.time()
+        self.trickled = 0
 
     def _check(self) -> None:
         due = self._last + self._stall_s

@@ -9,10 +9,11 @@ from typing import Any
 
 from rich.markup import escape
 
-from mlharness.cli.render import console
+from mlharness.cli.render import console, console_err
 from mlharness.errors import ConfigError
-from mlharness.rules import DEFAULT_ROUND, ROUNDS, Problem, load
-from mlharness.submission.check import archive_problems, archives_beside, check_tree
+from mlharness.rules import DEFAULT_ROUND, ROUNDS, Problem, Rules, load
+from mlharness.submission.check import (archive_problems, archives_beside, check_tree,
+                                        tree_round)
 from mlharness.submission.official import run_official
 from mlharness.submission.pack import extract_safely, unsafe_members
 
@@ -36,7 +37,9 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("root", type=Path, help="submission root (holds open/, closed/ or network/), "
                    "or its .tar.gz (members checked, then the tree inside); archives lying in the "
                    "root are checked for unsafe members too")
-    p.add_argument("--round", default=DEFAULT_ROUND, choices=ROUNDS, help="default %(default)s")
+    p.add_argument("--round", default=None, choices=ROUNDS,
+                   help="the round to check against (default: the round whose seeds the tree's "
+                   f"logs record, else {DEFAULT_ROUND})")
     p.add_argument("--official", type=Path, metavar="PATH",
                    help="checkout of mlcommons/inference; runs tools/submission/submission_checker "
                    "(rounds before v5.0: the round's folder, e.g. ../shared/official/rounds/v3.0, "
@@ -63,16 +66,29 @@ def print_problems(problems: list[Problem], title: str) -> None:
             console.print(escape(f"      fix:   {pr.fix}"), highlight=False)
 
 
-def _check_archive(args: argparse.Namespace, rules) -> int:
+def rules_of(args: argparse.Namespace, root: Path) -> Rules:
+    """``--round``'s rules, else those of the round the tree's seeds name (said on stderr)."""
+    if args.round is not None:
+        return load(args.round)
+    found = tree_round(root)
+    if found is not None and found != DEFAULT_ROUND:
+        console_err.print(f"checking against {found}: the round whose seeds the tree's logs "
+                          "record (--round to choose another)", style="dim")
+    return load(found or DEFAULT_ROUND)
+
+
+def _check_archive(args: argparse.Namespace) -> int:
     """``check submission.tar.gz``: its members first; a clean archive is extracted to a
     temporary directory and its tree checked."""
     import tempfile
 
     unsafe_members(args.root)  # an unreadable archive is a usage error (exit 2)
     problems = archive_problems(args.root)
+    rules = load(args.round or DEFAULT_ROUND)
     if not problems:
         with tempfile.TemporaryDirectory(prefix="mlharness-check-") as tmp:
             extract_safely(args.root, Path(tmp))
+            rules = rules_of(args, Path(tmp))
             problems = check_tree(Path(tmp), rules)
     if args.json:
         console.print_json(json.dumps({"round": rules.round,
@@ -86,12 +102,12 @@ def run(args: argparse.Namespace) -> int:
     if not args.root.exists():
         raise ConfigError(f"submission root not found: {args.root}",
                           hint="pass the --output of `mlharness submit` (or its .tar.gz)")
-    rules = load(args.round)
     if args.root.is_file():
         if args.official:
             raise ConfigError("--official checks a tree, not an archive",
                               hint=f"extract {args.root.name} first, or drop --official")
-        return _check_archive(args, rules)
+        return _check_archive(args)
+    rules = rules_of(args, args.root)
     problems = [p for a in archives_beside(args.root) for p in archive_problems(a)]
     problems += check_tree(args.root, rules)
     official = None

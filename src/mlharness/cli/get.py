@@ -91,9 +91,12 @@ def _seconds(text: str) -> float:
 def get_command(args: argparse.Namespace) -> int:
     # lazy: artefacts (http, ssl; ~30 modules) stays out of `mlharness --help`
     from mlharness.artefacts import artefacts_root, load_catalogue
+    from mlharness.artefacts.download import check_mirror
 
     catalogue = load_catalogue(args.catalogue)
     root = artefacts_root(args.cache_dir)
+    if args.mirror:  # a malformed mirror is exit 2 before anything is fetched
+        check_mirror(args.mirror)
     if args.list:
         return _list(catalogue, root, args)
     if args.check:

@@ -20,6 +20,7 @@ from typing import Iterator
 
 from mlharness import __version__
 from mlharness.errors import HarnessError, Interrupted
+from mlharness.redact import guard_output
 
 #: signals that end a command: each raises Interrupted once (later ones are ignored while winding down)
 END_SIGNALS = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
@@ -108,6 +109,7 @@ def main(argv: list[str] | None = None) -> int:
 
     on_notice(lambda text: console_err.print(f"[yellow]note:[/] {escape(text)}", highlight=False,
                                              soft_wrap=True))
+    guard_output()  # log lines of this process, as the consoles, hold no secret
     try:
         with ending_signals():
             return int(args.func(args) or 0)

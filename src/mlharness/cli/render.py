@@ -1,14 +1,16 @@
 """Shared terminal rendering: consoles, the live progress display, result tables.
 
 Text from users, files and remote nodes (paths, names, error messages) is escaped before rich
-sees it (``rich.markup.escape``), so ``[red]`` or ``[/]`` in it shows literally."""
+sees it (``rich.markup.escape``), so ``[red]`` or ``[/]`` in it shows literally. Everything the
+consoles write passes through ``mlharness.redact.scrub`` (an API key a server echoed, URL
+credentials) on its way to the terminal."""
 
 from __future__ import annotations
 
 import json
 import sys
 from collections.abc import Sequence
-from typing import Any
+from typing import Any, TextIO
 
 from rich.console import Console
 from rich.errors import MarkupError
@@ -19,24 +21,36 @@ from rich.table import Table
 from mlharness.loadgen.mllog import LoadGenResult
 from mlharness.names import FRACTION_METRICS, accuracy_text
 from mlharness.record import RunRecord
+from mlharness.redact import ScrubbedStream, scrub
 from mlharness.tasks import AccuracyResult
 
 
 class _Console(Console):
     """A console that never crashes on text it was not meant to parse: a string whose markup
     does not parse (a path or a message with ``[/]`` that a caller did not escape) is printed
-    literally instead of raising MarkupError."""
+    literally instead of raising MarkupError. Its text is scrubbed of secrets before rich lays
+    it out (a long key is not split by wrapping) and again as it is written."""
 
     def print(self, *objects: Any, **kwargs: Any) -> None:  # noqa: A003 - rich's name
+        objects = tuple(scrub(o) if isinstance(o, str) else o for o in objects)
         try:
             super().print(*objects, **kwargs)
         except MarkupError:
             super().print(*(escape(o) if isinstance(o, str) else o for o in objects), **kwargs)
 
 
+def _unproxied(stream: TextIO) -> TextIO:
+    """The stream behind a live display's redirection (as rich's own consoles write there)."""
+    proxied: TextIO = getattr(stream, "rich_proxied_file", stream)
+    return proxied
+
+
 # Logs and pipes get a readable width instead of rich's 80-column fallback.
-console = _Console(width=None if sys.stdout.isatty() else 110)
-console_err = _Console(stderr=True, width=None if sys.stderr.isatty() else 110)
+_out = ScrubbedStream(lambda: _unproxied(sys.stdout))
+_err = ScrubbedStream(lambda: _unproxied(sys.stderr))
+console = _Console(file=_out, width=None if sys.stdout.isatty() else 110)  # type: ignore[arg-type]
+console_err = _Console(file=_err,  # type: ignore[arg-type]
+                       width=None if sys.stderr.isatty() else 110)
 
 
 class LiveProgress:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import sqlite3
 from dataclasses import asdict
 from datetime import date, datetime, timezone
 from pathlib import Path
@@ -15,6 +16,7 @@ from mlharness.errors import ConfigError
 from mlharness.names import accuracy_text
 from mlharness.report.names import check_benchmark, check_scenario
 from mlharness.store import IndexedRun, Store, open_store
+from mlharness.store.index import RUN_BUSY_TIMEOUT_S, index_path, locked
 
 EXAMPLES = """examples:
   mlharness runs                                   # every run under runs/, oldest first
@@ -68,8 +70,17 @@ def runs_command(args: argparse.Namespace) -> int:
     if args.action == "reindex":
         if not root.is_dir():
             raise ConfigError(f"no runs folder at {root}", hint="pass --runs-dir DIR")
-        with Store(root) as store:
-            count = store.count() if store.rebuilt else store.reindex()
+        try:
+            with Store(root, busy_timeout=RUN_BUSY_TIMEOUT_S) as store:
+                count = store.count() if store.rebuilt else store.reindex()
+        except sqlite3.OperationalError as exc:
+            if not locked(exc):
+                raise
+            raise ConfigError(f"the index {index_path(root.resolve())} is locked by another "
+                              f"process ({exc}): not rebuilt",
+                              hint="try again when that process is done (a run holds it for "
+                              "moments); `mlharness runs` reads the run directories meanwhile"
+                              ) from None
         console.print(f"indexed {count} run directories into {store.path}")
         return 0
     if not root.is_dir():

@@ -17,6 +17,8 @@ from mlharness.errors import ConfigError, HarnessError
 from mlharness.options import parse_scalar
 from mlharness.protocol.token import TOKEN_ENV, read_token
 from mlharness.serve import DEFAULT_MAX_BATCH
+from mlharness.serve.connections import (DEFAULT_HEADER_TIMEOUT_S, DEFAULT_MAX_CONNECTIONS,
+                                         default_max_connections)
 from mlharness.spec import RunSpec
 
 EXAMPLES = """\
@@ -79,6 +81,14 @@ def register(sub: argparse._SubParsersAction) -> None:
                      help="address to listen on (default 127.0.0.1; 0.0.0.0 for other machines)")
     net.add_argument("--port", type=int, required=True, help="TCP port")
     net.add_argument("--name", help="node name for logs and sut_name (default: host name)")
+    net.add_argument("--max-connections", type=int, metavar="N",
+                     help=f"connections held at once; more are answered 503 and closed "
+                          f"(default {DEFAULT_MAX_CONNECTIONS}, or half the open-file limit "
+                          f"when that is lower: {default_max_connections()} here)")
+    net.add_argument("--header-timeout", type=float, default=DEFAULT_HEADER_TIMEOUT_S,
+                     metavar="S", help="seconds a connection has to send a request's line and "
+                     "headers, the first one included, before it is closed (default "
+                     f"{DEFAULT_HEADER_TIMEOUT_S:g})")
     net.add_argument("--token-file", type=Path, metavar="PATH",
                      help=f"file holding the token every request but GET /health must carry "
                           f"(or set ${TOKEN_ENV}); required to listen beyond loopback")
@@ -100,6 +110,13 @@ def serve_command(args: argparse.Namespace) -> int:
         raise ConfigError("--max-batch must be >= 1", hint=f"default {DEFAULT_MAX_BATCH}")
     if not 0 < args.port < 65536:
         raise ConfigError(f"port {args.port} is out of range", hint="use 1024-65535")
+    if args.max_connections is not None and not 1 <= args.max_connections <= 1_000_000:
+        raise ConfigError(f"--max-connections {args.max_connections} is out of range",
+                          hint=f"1 to 1000000 (default {default_max_connections()} here)")
+    if not 0 < args.header_timeout <= 3600:
+        raise ConfigError(f"--header-timeout {args.header_timeout:g} is out of range",
+                          hint=f"a number of seconds above 0, at most 3600 (default "
+                               f"{DEFAULT_HEADER_TIMEOUT_S:g})")
     token = read_token(args.token_file)
     if token is None and not _loopback(args.host):
         raise ConfigError(f"listening on {args.host} without a token would let anyone on the "
@@ -130,7 +147,7 @@ def serve_command(args: argparse.Namespace) -> int:
 
     threading.Thread(target=announce_ready, daemon=True).start()
     try:
-        serve(state, sock, listening)
+        serve(state, sock, listening, args.max_connections, args.header_timeout)
     finally:
         sock.close()
     if state.failure is not None:

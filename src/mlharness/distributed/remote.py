@@ -240,7 +240,7 @@ class RemoteBackend(PoolBackend):
     def __init__(self) -> None:
         super().__init__()
         self.nodes: list[NodeClient] = []
-        self.section = Distribution(kind="remote", endpoints=["http://unset"])
+        self.section = Distribution(kind="remote", endpoints=["http://unset:1"])
 
     def open(self, spec: RunSpec, model: Path | None = None) -> None:
         """Connect to every node of ``spec.distribution`` and check they serve this run."""

@@ -28,6 +28,7 @@ from mlharness.loadgen.mllog import LoadGenResult, parse_run_logs, read_accuracy
 from mlharness.loadgen.settings import EffectiveSettings
 from mlharness.files import write_text_atomic
 from mlharness.hostinfo import describe_system, package_versions
+from mlharness.protocol.token import read_token
 from mlharness.record import RunRecord, Settings, Status
 from mlharness.runner.inflight import describe_in_flight
 from mlharness.runner.inflight import discard as discard_in_flight
@@ -182,6 +183,8 @@ def _execute(spec: RunSpec, progress: ProgressSink | None,
              started_runs: list[Journal]) -> RunOutcome:
     emit = progress or (lambda p: None)
     check_backend_options(spec.backend, spec.backend_option)
+    if spec.distribution.kind == "remote":  # a token file that is no token: exit 2, now
+        read_token(spec.distribution.token_file)
     task = create_task(spec.benchmark, task_options(spec))
     check_pairing(spec, task)
     task.prepare(lambda done, total, label: emit(RunProgress("prepare", done, total, label=label)))

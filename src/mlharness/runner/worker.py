@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import faulthandler
 import re
+import sys
 import threading
 import traceback
 from pathlib import Path
@@ -24,6 +25,7 @@ from mlharness.distributed import PoolBackend, build_pool
 from mlharness.errors import HarnessError
 from mlharness.loadgen.settings import EffectiveSettings
 from mlharness.record import SutRecord
+from mlharness.redact import ScrubbedStream, guard_output
 from mlharness.runner.inflight import InFlight
 from mlharness.runner.messages import (Channel, Counter, Crash, Done, Failed, Phase, Ready,
                                        UserError)
@@ -133,6 +135,11 @@ def child_main(spec_data: dict[str, Any], settings: EffectiveSettings, run_dir: 
     """Entry point of the run's child process (spawned; arguments are picklable).
     ``settings``: the effective LoadGen settings the parent decided and wrote into user.conf."""
     prepare_process(str(spec_data.get("backend", "")))  # first: no other thread runs yet
+    # no secret in what the worker prints: a library's log line (asyncio's "Exception in
+    # callback"), a traceback multiprocessing prints, anything written to stderr
+    guard_output()
+    stderr = sys.stderr
+    sys.stderr = ScrubbedStream(lambda: stderr)  # type: ignore[assignment]
     if parent_pid is not None:
         watch_parent(parent_pid)
     # a runtime that crashes the process (SIGSEGV, SIGABRT) leaves every thread's Python stack

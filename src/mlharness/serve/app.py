@@ -33,6 +33,8 @@ from fastapi.responses import JSONResponse
 
 from mlharness.protocol import wire
 from mlharness.serve import DEFAULT_MAX_BATCH
+from mlharness.serve.connections import (DEFAULT_HEADER_TIMEOUT_S, default_max_connections,
+                                         limited_protocol)
 from mlharness.serve.node import Node
 
 #: a batch predicted to take less than this runs on the event loop (the hop to a thread would
@@ -244,9 +246,13 @@ async def _unreachable(request: Request) -> Response:
     return Response("handled by FastPath", status_code=500)
 
 
-def serve(state: NodeState, sock: Any, on_listening: Callable[[], None]) -> None:
+def serve(state: NodeState, sock: Any, on_listening: Callable[[], None],
+          max_connections: int | None = None,
+          header_timeout_s: float = DEFAULT_HEADER_TIMEOUT_S) -> None:
     """Serve on the bound socket ``sock`` until SIGTERM/SIGINT (draining first, then returning
-    normally) or a failed model load."""
+    normally) or a failed model load; at most ``max_connections`` connections (default:
+    ``serve.connections.default_max_connections``), each closed when a request's head takes
+    longer than ``header_timeout_s``."""
     import uvicorn
 
     class DrainingServer(uvicorn.Server):
@@ -262,9 +268,10 @@ def serve(state: NodeState, sock: Any, on_listening: Callable[[], None]) -> None
             if self.started:
                 on_listening()
 
+    protocol = limited_protocol(max_connections or default_max_connections(), header_timeout_s)
     config = uvicorn.Config(create_app(state), log_level="warning", access_log=False,
                             timeout_keep_alive=600, timeout_graceful_shutdown=60,
-                            lifespan="off")
+                            lifespan="off", http=protocol)
     server = DrainingServer(config)
 
     def stop_after_failure() -> None:

@@ -6,6 +6,11 @@ that makes listing and comparing fast. It is opened in WAL mode, each run is wri
 waits for the first), and an index that is missing, corrupt or of another schema is rebuilt from
 the directories rather than trusted. ``sync`` brings it up to date with the directories (new,
 changed and removed runs) by comparing each ``run.json``'s mtime and size.
+
+Nothing waits long for an index another process keeps locked: a run goes on without indexing
+(``record_run``), and the commands that read it (``runs``, ``compare``, ``report``) read the run
+directories into an index in memory instead (``open_store``), each after RUN_BUSY_TIMEOUT_S and
+with one note.
 """
 
 from __future__ import annotations
@@ -19,6 +24,7 @@ from pathlib import Path
 from typing import Any, Callable, Iterator
 
 from mlharness.record import process_alive
+from mlharness.redact import scrub_data
 from mlharness.rules import endpoints
 from mlharness.store.row import RunRow, damaged_row, endpoints_row, marker, row_from_run_dir
 
@@ -30,9 +36,12 @@ SCHEMA_VERSION = 5
 #: the LLM runs, TTFT and TPOT p99 and their limits)
 _REBUILT_VERSIONS = (1, 2, 3, 4)
 BUSY_TIMEOUT_S = 60.0
-#: how long a run waits for an index another process holds locked before it goes on without
-#: indexing (the index is a cache: ``mlharness runs reindex`` rebuilds it)
+#: how long a run, or a command that reads the index, waits for an index another process holds
+#: locked before it goes on without it (the index is a cache: the run directories are the
+#: truth, and ``mlharness runs reindex`` rebuilds it)
 RUN_BUSY_TIMEOUT_S = 2.0
+#: an index held in memory (``Store(..., in_memory=True)``), read from the directories
+_MEMORY = ":memory:"
 
 _JSON_COLUMNS = ("settings", "versions", "reasons")
 _BOOL_COLUMNS = ("valid", "accuracy_passed")
@@ -103,17 +112,19 @@ def find_run_dirs(root: Path) -> Iterator[Path]:
 class Store:
     """An open index over the run directories under ``root``."""
 
-    def __init__(self, root: Path, busy_timeout: float = BUSY_TIMEOUT_S) -> None:
+    def __init__(self, root: Path, busy_timeout: float = BUSY_TIMEOUT_S,
+                 in_memory: bool = False) -> None:
         self.root = Path(root).resolve()
-        self.path = index_path(self.root)
+        self.path = Path(_MEMORY) if in_memory else index_path(self.root)
         self.rebuilt = False
         self.busy_timeout = busy_timeout
         self.conn = self._open()
 
     # -- opening, validation, rebuild -------------------------------------------------------
     def _connect(self) -> sqlite3.Connection:
-        self.root.mkdir(parents=True, exist_ok=True)
-        conn = sqlite3.connect(self.path, timeout=self.busy_timeout, isolation_level=None,
+        if str(self.path) != _MEMORY:
+            self.root.mkdir(parents=True, exist_ok=True)
+        conn = sqlite3.connect(str(self.path), timeout=self.busy_timeout, isolation_level=None,
                                factory=_Connection)
         # a short timeout is the whole wait: no retries on top of it (record_run)
         conn.retries = 50 if self.busy_timeout >= BUSY_TIMEOUT_S else 1
@@ -343,11 +354,35 @@ def record_run(run_dir: Path) -> None:
 
 
 def open_store(root: Path, sync: bool = True) -> Store:
-    """The index of ``root`` brought up to date with its run directories."""
-    store = Store(root)
-    if sync and not store.rebuilt:
-        store.sync()
-    return store
+    """The index of ``root`` brought up to date with its run directories. When another process
+    keeps it locked for RUN_BUSY_TIMEOUT_S: an index in memory read from the directories, with
+    one notice (the file is left as it is)."""
+    store = None
+    try:
+        store = Store(root, busy_timeout=RUN_BUSY_TIMEOUT_S)
+        if sync and not store.rebuilt:
+            store.sync()
+        return store
+    except sqlite3.OperationalError as exc:
+        if store is not None:
+            store.close()
+        if not _busy(exc):
+            raise
+        root = Path(root).resolve()
+        if _notice is not None and root not in _read_around:
+            _notice(f"the index {index_path(root)} is locked by another process ({exc}); this "
+                    "reads the run directories instead (slower), and leaves the index as it is")
+        _read_around.add(root)
+        return Store(root, in_memory=True)
+
+
+#: runs folders whose locked index a reading command has read around (noticed once)
+_read_around: set[Path] = set()
+
+
+def locked(exc: BaseException) -> bool:
+    """Whether ``exc`` says another process holds the index locked."""
+    return _busy(exc)
 
 
 def run_state(row: RunRow) -> str:
@@ -403,7 +438,7 @@ def _retry(fn: Any, attempts: int = 50) -> Any:
 
 
 def _to_sql(row: RunRow) -> dict[str, Any]:
-    out = row.to_dict()
+    out = scrub_data(row.to_dict())  # secrets stay out of the index (mlharness.redact)
     for col in _JSON_COLUMNS:
         out[col] = json.dumps(out[col], sort_keys=True, default=str)
     return out

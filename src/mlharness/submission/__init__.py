@@ -109,6 +109,7 @@ def submit(runs: Path, output: Path, submitter: str, division: str, system: str,
 
     def inventory_now() -> Inventory:
         inv = scan(runs, compliance) if runs.is_dir() or not pinned else Inventory()
+        inv.round = rules.round  # a run made with another round's seeds is not a result here
         pin(inv, list(pinned or []))
         return inv
 

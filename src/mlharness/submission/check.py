@@ -23,6 +23,7 @@ from mlharness.names import Scenario
 from mlharness.rules import endpoints
 from mlharness.rules.loader import DEFAULT_ROUND
 from mlharness.rules.model import BenchmarkRules, Rules
+from mlharness.rules.preflight import round_for_seeds
 from mlharness.rules.problems import Problem
 from mlharness.submission import check_endpoints
 from mlharness.submission import system as system_desc
@@ -417,6 +418,23 @@ def archive_problems(archive: Path) -> list[Problem]:
                             "another file; the official tooling refuses such archives",
                     fix="re-pack with `mlharness submit` (it stores regular files only)")
             for name, why in bad]
+
+
+#: the seeds a detail log records, by the rules' seed names
+_LOGGED_SEEDS = ("qsl_rng_seed", "sample_index_rng_seed", "schedule_rng_seed")
+
+
+def tree_round(root: Path) -> str | None:
+    """The round a submission tree was made for, read from the seeds its first performance log
+    records (``effective_*_rng_seed``); None when no log names a known round's seeds."""
+    for detail in sorted(root.glob("*/*/results/*/*/*/performance/run_1/mlperf_log_detail.txt")):
+        try:
+            values = parse_detail_log(detail).values
+            seeds = {k: int(values[f"effective_{k}"]) for k in _LOGGED_SEEDS}
+        except (OSError, ValueError, KeyError, TypeError):
+            continue
+        return round_for_seeds(seeds)
+    return None
 
 
 def check_tree(root: Path, rules: Rules) -> list[Problem]:

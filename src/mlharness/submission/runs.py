@@ -15,6 +15,7 @@ from pathlib import Path
 from mlharness.errors import ConfigError
 from mlharness.files import sha256_file
 from mlharness.record import RunRecord, read_record, untrusted_reason
+from mlharness.rules import DEFAULT_ROUND
 from mlharness.spec import RunSpec
 
 COMPLIANCE_TESTS = ("TEST01", "TEST04", "TEST05", "TEST06", "TEST07", "TEST09")
@@ -56,6 +57,12 @@ class Run:
     @property
     def ok(self) -> bool:
         return self.problem is None
+
+    @property
+    def made_for(self) -> str:
+        """The round whose seeds the run used: its ``--round``, else the installed LoadGen's
+        own (the newest round's)."""
+        return self.spec.round or DEFAULT_ROUND
 
     @property
     def key(self) -> tuple[str, str, str]:
@@ -119,9 +126,14 @@ class Inventory:
     skipped: list[tuple[Path, str]] = field(default_factory=list)  # unreadable run.json etc.
     verifications: list[Verification] = field(default_factory=list)
     pinned: dict[tuple[str, str, str], Run] = field(default_factory=dict)
+    #: the round being submitted: only runs made for it are results (None: any round)
+    round: str | None = None
+
+    def _of_round(self, run: Run) -> bool:
+        return self.round is None or run.made_for == self.round
 
     def candidates(self, benchmark: str, scenario: str, mode: str) -> list[Run]:
-        return [r for r in self.runs if r.ok and not r.is_audit
+        return [r for r in self.runs if r.ok and not r.is_audit and self._of_round(r)
                 and r.key == (benchmark, scenario, mode)]
 
     def choose(self, benchmark: str, scenario: str, mode: str) -> Choice | None:
@@ -148,7 +160,7 @@ class Inventory:
     def keys(self) -> list[tuple[str, str]]:
         """(benchmark, scenario) pairs with a usable performance run."""
         pairs = {(r.benchmark, r.scenario) for r in self.runs
-                 if r.ok and not r.is_audit and r.mode == "performance"}
+                 if r.ok and not r.is_audit and r.mode == "performance" and self._of_round(r)}
         pairs |= {(b, s) for b, s, m in self.pinned if m == "performance"}
         return sorted(pairs)
 
@@ -164,6 +176,9 @@ class Inventory:
                 why = f"a compliance audit run ({r.audit_test or 'unknown test'}), not a result"
             elif r.key in self.pinned:
                 why = f"another run was chosen with --run ({self.pinned[r.key].path.name})"
+            elif not self._of_round(r):
+                why = (f"made for {r.made_for} (its seeds), not {self.round}: re-run it with "
+                       f"--round {self.round}, or pick it with --run")
             else:
                 pick = self.choose(*r.key)
                 why = (f"not chosen: {pick.run.path.name} is the {pick.why}" if pick
@@ -174,7 +189,7 @@ class Inventory:
     def audit(self, test: str, benchmark: str, scenario: str) -> Run | None:
         """The newest successful audit run of ``test`` for this key."""
         found = [r for r in self.runs if r.ok and r.audit_test == test and r.benchmark == benchmark
-                 and r.scenario == scenario]
+                 and r.scenario == scenario and self._of_round(r)]
         return max(found, key=lambda r: r.stamp, default=None)
 
     def verification(self, test: str, benchmark: str, scenario: str) -> Verification | None:

@@ -7,6 +7,8 @@ payload is the task's encoding of the generated ids, ``GenerationTask.encode_out
 The backend calls back from its own threads; no thread per request here. When the backend fails
 a request, the engine records the failure, answers every outstanding and later sample with an
 empty response so LoadGen never waits forever, and calls ``on_failure`` once (as ``Engine``).
+An answer that breaks its request (more tokens than asked, ids that are not int32 integers) is
+such a failure: a result made of it could not be trusted.
 """
 
 from __future__ import annotations
@@ -15,7 +17,7 @@ import threading
 import time
 from typing import Any, Callable, Sequence
 
-from mlharness.backends.base import StreamingBackend
+from mlharness.backends.base import GenerationRequest, StreamingBackend
 from mlharness.tasks.base import GenerationTask
 
 TokenSink = Callable[[int, Sequence[int]], None]
@@ -55,8 +57,9 @@ class StreamEngine:
                 self._answer_empty(rid)
                 continue
             self.batches += 1
-            self.backend.submit(self.task.request(index), self._on_first(rid),
-                                self._on_done(rid, index), self._on_error(rid))
+            request = self.task.request(index)
+            self.backend.submit(request, self._on_first(rid), self._on_done(rid, index, request),
+                                self._on_error(rid))
 
     def flush(self) -> None:
         """Nothing is held back: every sample is submitted when issued."""
@@ -83,8 +86,14 @@ class StreamEngine:
             self._first_token(rid, ids)
         return first
 
-    def _on_done(self, rid: int, index: int) -> Callable[[list[int]], None]:
+    def _on_done(self, rid: int, index: int, request: GenerationRequest
+                 ) -> Callable[[list[int]], None]:
         def done(ids: list[int]) -> None:
+            problem = request.answer_problem(ids, tokenizer=False)
+            if problem is not None:
+                self._on_error(rid)(f"the {self.backend.name} backend answered against the "
+                                    f"request: {problem}")
+                return
             with self._lock:
                 if rid not in self._outstanding:
                     return

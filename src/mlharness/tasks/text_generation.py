@@ -16,7 +16,7 @@ from typing import Any, Callable, Sequence
 import numpy as np
 
 from mlharness.errors import ConfigError, DatasetError
-from mlharness.llm import datasets, exact_match, gpt_oss_accuracy, rouge
+from mlharness.llm import datasets, eos, exact_match, gpt_oss_accuracy, rouge
 from mlharness.options import Options
 from mlharness.prompts import GenerationRequest
 from mlharness.rules import BenchmarkRules
@@ -32,7 +32,8 @@ class TextGenerationOptions(Options):
     #: the model's Hugging Face tokenizer directory, to decode the accuracy log (default: --model
     #: when it is such a directory)
     tokenizer: Path | None = None
-    #: fewer new tokens than the reference harness (quick trials; the result says so)
+    #: fewer new tokens than the reference harness (quick trials; the result says so):
+    #: 1 .. the benchmark's reference count (rules/<round>.toml ``generation``)
     max_new_tokens: int | None = None
 
 
@@ -54,7 +55,8 @@ class TextGenerationTask(GenerationTask):
         self.generation = self.rules.generation
         self.loadgen_model = self.rules.loadgen_model
         parsed = options.parsed(TextGenerationOptions)
-        self.max_new_tokens = parsed.max_new_tokens or self.generation.max_new_tokens
+        self.max_new_tokens = _max_new_tokens(name, parsed.max_new_tokens,
+                                              self.generation.max_new_tokens)
         self.tokenizer = parsed.tokenizer or _tokenizer_dir(options.model)
         if options.dataset is None:
             raise DatasetError(f"{name} needs its dataset file",
@@ -65,6 +67,11 @@ class TextGenerationTask(GenerationTask):
             raise DatasetError(f"{options.dataset} holds no samples", "is it the right file?")
         count = len(self.dataset.samples)
         self.count = min(count, options.max_samples) if options.max_samples else count
+        tok = self.tokenizer
+        #: what an answer's ids are checked against: the tokenizer's vocabulary size and EOS id
+        self.vocab_size, self.eos_token_id = ((eos.vocab_size(tok), eos.eos_token_id(tok))
+                                              if tok is not None and Path(tok).is_dir()
+                                              else (None, None))
 
     # ---- what LoadGen and the SUT ask ---------------------------------------------------------
 
@@ -91,7 +98,8 @@ class TextGenerationTask(GenerationTask):
         return GenerationRequest(input_ids=ids, text=sample.prompt,
                                  max_new_tokens=self.max_new_tokens,
                                  min_new_tokens=min(g.min_new_tokens, self.max_new_tokens),
-                                 temperature=g.temperature, top_p=g.top_p, top_k=g.top_k)
+                                 temperature=g.temperature, top_p=g.top_p, top_k=g.top_k,
+                                 vocab_size=self.vocab_size, eos_token_id=self.eos_token_id)
 
     def sample_length(self, index: int) -> int:
         ids = self.dataset.samples[index].input_ids
@@ -200,6 +208,17 @@ SCORERS: dict[str, Scorer] = {
     "deepseek_r1_mixed": _score_exact_match,
     "gpt_oss_mixed": _score_gpt_oss,
 }
+
+
+def _max_new_tokens(name: str, given: int | None, reference: int) -> int:
+    """``--task-option max_new_tokens``: 1 .. the reference harness's count (None: that)."""
+    if given is None:
+        return reference
+    if not 1 <= given <= reference:
+        raise ConfigError(f"--task-option max_new_tokens={given} is out of range: {name} "
+                          f"allows 1..{reference} (the reference harness generates {reference})",
+                          f"give a number from 1 to {reference}, or leave the option out")
+    return given
 
 
 def _tokenizer_dir(model: Path | None) -> Path | None:
