@@ -135,13 +135,14 @@ def test_any_streaming_backend_answering_against_its_request_fails_the_run(ids, 
     """The streaming SUT checks every backend's answers (not only the openai client's): LoadGen
     never gets more tokens than asked or ids that are not int32, the sample is answered empty
     and the run ends as failed."""
-    completed: list[tuple[int, list[int]]] = []
+    completed: list[tuple[int, bytes, int]] = []
     failures: list[str] = []
     engine = StreamEngine(_Task(), _Answers(ids), lambda rid, ids: None,  # type: ignore[arg-type]
-                          lambda rid, ids: completed.append((rid, list(ids))), failures.append)
+                          lambda rid, payload, n: completed.append((rid, payload, n)),
+                          failures.append)
     engine.issue([7, 8], [0, 1])
     assert len(failures) == 1 and said in failures[0] and "scripted backend" in failures[0]
-    assert sorted(completed) == [(7, []), (8, [])]  # answered, empty: LoadGen waits for none
+    assert sorted(completed) == [(7, b"", 0), (8, b"", 0)]  # answered, empty: none waits
     assert engine.tokens == 0
 
 

@@ -34,6 +34,8 @@ class GenerationRequest:
     #: send no sampling key (temperature, top-p, top-k, min tokens): the server's defaults, as
     #: a reference client that sends none (qwen3-vl's) gets them
     server_sampling: bool = False
+    #: the audio to transcribe (a clip file's bytes), for speech-to-text servers
+    audio: bytes | None = None
     #: the model's vocabulary size, from its tokenizer when the task has one (None: unknown,
     #: only the int32 range is checked): an answer's ids must lie below it
     vocab_size: int | None = None
@@ -47,11 +49,12 @@ class GenerationRequest:
 
     def answer_problem(self, ids: Sequence[Any], tokenizer: bool = True) -> str | None:
         """Why ``ids`` cannot be this request's answer, or None: more tokens than
-        ``max_new_tokens``, an id that is not an integer in int32's range and, with
-        ``tokenizer``, an id beyond the vocabulary or an EOS token before the end. Linear in the
-        answer's length."""
-        if len(ids) > self.max_new_tokens:
-            return f"{len(ids)} tokens for a request of at most {self.max_new_tokens}"
+        ``max_new_tokens`` (a :class:`Generated` answer's own count where the server counted
+        them), an id that is not an integer in int32's range and, with ``tokenizer``, an id
+        beyond the vocabulary or an EOS token before the end. Linear in the answer's length."""
+        count = generated_tokens(ids)
+        if count > self.max_new_tokens:
+            return f"{count} tokens for a request of at most {self.max_new_tokens}"
         known = tokenizer and self.vocab_size is not None
         bad = bad_token_id(ids, self.id_limit if known else INT32_LIMIT, known)
         if bad is not None:
@@ -62,6 +65,30 @@ class GenerationRequest:
                     return (f"the EOS token {self.eos_token_id} at position {at} of "
                             f"{len(ids)} is not the last")
         return None
+
+
+class Generated(list[int]):
+    """What a streaming backend generated for one request: its output token ids (the list
+    itself, so whatever reads ids reads them), the text the server streamed for them (None:
+    generation in process) and, where a server counts its tokens without returning their ids
+    (a transcription server), that count. A task that logs text (qwen3-vl) or maps it to labels
+    (whisper) reads ``text``; LoadGen's ``n_tokens`` is :attr:`n_tokens`."""
+
+    def __init__(self, ids: Sequence[int] = (), text: str | None = None,
+                 n_tokens: int | None = None) -> None:
+        super().__init__(ids)
+        self.text = text
+        self._counted = n_tokens
+
+    @property
+    def n_tokens(self) -> int:
+        """The tokens generated: the server's count where it gave one, else the ids'."""
+        return self._counted if self._counted is not None else len(self)
+
+
+def generated_tokens(ids: Sequence[Any]) -> int:
+    """How many tokens an answer holds (:attr:`Generated.n_tokens`, or the ids')."""
+    return ids.n_tokens if isinstance(ids, Generated) else len(ids)
 
 
 def bad_token_id(ids: Sequence[Any], limit: int = INT32_LIMIT,
@@ -82,13 +109,3 @@ def bad_token_id(ids: Sequence[Any], limit: int = INT32_LIMIT,
 def _shown(value: Any) -> str:
     text = repr(value)
     return text if len(text) <= 40 else text[:37] + "..."
-
-
-class Generated(list[int]):
-    """A request's output token ids, with the text the server streamed for them (None where the
-    backend has none: generation in process). What a task that logs the answer's text reads
-    (qwen3-vl: the reference logs the server's text, not token ids)."""
-
-    def __init__(self, ids: Any = (), text: str | None = None) -> None:
-        super().__init__(ids)
-        self.text = text

@@ -197,6 +197,16 @@ def llm_demo_command(args: argparse.Namespace) -> int:
         outcomes.append(outcome)
         return outcome
 
+    def again(spec: RunSpec, what: str, why: str, how: str) -> RunOutcome:
+        """Run ``spec`` in place of the last run (kept on disk, named in the record)."""
+        retried = records.pop()
+        outcomes.pop()
+        say(f"[yellow]{what} INVALID ({escape(why)}):[/] running again at {how}; the first "
+            f"try is kept in {escape(retried['run_dir'])}")
+        outcome = run(spec, f"{what} (again)")
+        records[-1]["demo_retries"] = [{"run_dir": retried["run_dir"], "reason": why}]
+        return outcome
+
     accuracy = run(base, "Offline accuracy (ROUGE)")
     perf = base.replace(mode="performance",
                         task_option={"max_new_tokens": PERFORMANCE_NEW_TOKENS})
@@ -214,16 +224,10 @@ def llm_demo_command(args: argparse.Namespace) -> int:
     if rate and ended_early(offline.record):
         # faster than the probes measured (another process let go of the CPU): the target
         # issued too few samples to last the min duration; aim at what this run sustained
-        again = float(f"{rate * offline_tune.QUICK_MARGIN:.3g}")
-        retried = records.pop()
-        outcomes.pop()
-        say(f"[yellow]Offline INVALID (it ran {rate:.3g} samples/s, faster than the "
-            f"{measured:.3g} the probes measured):[/] running again at {again:g} QPS; the "
-            f"first try is kept in {escape(retried['run_dir'])}")
-        offline = run(perf.replace(target_qps=again, measured=["target_qps"]),
-                      "Offline performance (again)")
-        records[-1]["demo_retries"] = [{"run_dir": retried["run_dir"],
-                                        "reason": "min duration not met"}]
+        target = float(f"{rate * offline_tune.QUICK_MARGIN:.3g}")
+        offline = again(perf.replace(target_qps=target, measured=["target_qps"]),
+                        "Offline performance", f"min duration not met: it ran {rate:.3g} "
+                        f"samples/s, the probes measured {measured:.3g}", f"{target:g} QPS")
         rate = samples_per_second(offline.run_dir) if offline.status == "ok" else None
     server = None
     server_note = ""
@@ -243,15 +247,9 @@ def llm_demo_command(args: argparse.Namespace) -> int:
         if broke:
             # the machine's load may have changed since the Offline run (a shared machine)
             qps = float(f"{qps * RETRY_FACTOR:.3g}")
-            retried = records.pop()
-            outcomes.pop()
-            say(f"[yellow]Server INVALID ({escape(broke)}):[/] running again at {qps:g} QPS "
-                f"({RETRY_FACTOR:.0%}); the first try is kept in "
-                f"{escape(retried['run_dir'])}")
-            server = run(server_spec.replace(
+            server = again(server_spec.replace(
                 target_qps=qps, min_query_count=args.server_queries or server_queries(qps)),
-                "Server performance (again)")
-            records[-1]["demo_retries"] = [{"run_dir": retried["run_dir"], "reason": broke}]
+                "Server performance", broke, f"{qps:g} QPS ({RETRY_FACTOR:.0%})")
     if args.json:
         print_json(records)
     else:

@@ -18,6 +18,7 @@ import time
 from typing import Any, Callable, Sequence
 
 from mlharness.backends.base import GenerationRequest, StreamingBackend
+from mlharness.prompts import generated_tokens
 from mlharness.tasks.base import GenerationTask
 
 TokenSink = Callable[[int, Sequence[int]], None]
@@ -94,14 +95,15 @@ class StreamEngine:
                 self._on_error(rid)(f"the {self.backend.name} backend answered against the "
                                     f"request: {problem}")
                 return
+            n_tokens = generated_tokens(ids)
             with self._lock:
                 if rid not in self._outstanding:
                     return
                 reported = self._outstanding.pop(rid)
-                self.tokens += len(ids)
+                self.tokens += n_tokens
             if not reported:  # a backend that found no first token (an empty answer)
                 self._first_token(rid, ids[:1])
-            self._complete(rid, self.task.encode_output(index, ids), len(ids))
+            self._complete(rid, self.task.encode_output(index, ids), n_tokens)
             self.completed += 1
         return done
 

@@ -216,6 +216,8 @@ class GenerationTask(Task):
         """Sample ``index`` as one generation request (prompt and sampling)."""
 
     def encode_output(self, index: int, ids: Sequence[int]) -> bytes:
-        """The LoadGen response of sample ``index``'s generated token ids (its ``n_tokens`` is
-        ``len(ids)``). The default: the ids as int32, as every reference LLM SUT logs them."""
+        """The LoadGen response of sample ``index``'s answer: its generated token ids, a
+        :class:`~mlharness.prompts.Generated` where the backend also has the text (its
+        ``n_tokens`` is LoadGen's). The default: the ids as int32, as every reference LLM SUT
+        logs them."""
         return np.asarray(ids, dtype=np.int32).tobytes()
