@@ -11,8 +11,14 @@ REFEREE_STAMP := $(REFEREE)/.installed
 # the referees that cannot share that Python, each .venv-referee-NAME from
 # tests/referee-NAME-requirements.txt (`make referee-NAME`): kits19 (3D-UNet: pandas<2 and an older
 # SciPy beside numpy 2), yolo (ultralytics on the torch/torchvision pair that loads), whisper
-# (speech2text/'s accuracy script imports openai-whisper, which imports torch)
-REFEREE_NAMES := kits19 yolo whisper
+# (speech2text/'s accuracy script imports openai-whisper, which imports torch), endpoints
+# (MLCommons' endpoints client, qwen3-vl's v6.1 reference, and the qwen3-vl scorer's imports: the
+# client needs Python >= 3.12 and transformers 5; tests/endpoints_referee.py)
+REFEREE_NAMES := kits19 yolo whisper endpoints
+# the first Python 3.12 that runs (a pyenv shim without 3.12 selected does not)
+PYTHON312 ?= $(shell for p in python3.12 $$HOME/.pyenv/versions/3.12*/bin/python3.12 \
+	/usr/bin/python3.12 /usr/local/bin/python3.12; do $$p -c '' 2>/dev/null && { echo $$p; break; }; done)
+ENDPOINTS_SRC := ../shared/official/endpoints
 REFEREE_STAMPS := $(REFEREE_STAMP) $(foreach n,$(REFEREE_NAMES),.venv-referee-$(n)/.installed)
 # openai-whisper without its triton requirement (a GPU compiler, never imported on the way to its
 # normaliser): installed apart, with --no-deps, in the test venv and whisper's referee
@@ -61,6 +67,15 @@ referee: $(REFEREE_STAMP)
 	test -x .venv-referee-whisper/bin/python || $(PYTHON) -m venv .venv-referee-whisper
 	.venv-referee-whisper/bin/$(PIP_INSTALL) -r $<
 	.venv-referee-whisper/bin/$(PIP_INSTALL) --no-deps $(OPENAI_WHISPER)
+	touch $@
+
+# endpoints': Python 3.12, the client installed from a copy of the pinned folder (a build must not
+# write into it)
+.venv-referee-endpoints/.installed: tests/referee-endpoints-requirements.txt
+	@test -n "$(PYTHON312)" || { echo "the endpoints referee needs Python 3.12: give PYTHON312=PATH" >&2; exit 1; }
+	test -x .venv-referee-endpoints/bin/python || $(PYTHON312) -m venv .venv-referee-endpoints
+	tmp=$$(mktemp -d) && trap 'rm -rf "$$tmp"' EXIT && cp -r $(ENDPOINTS_SRC) "$$tmp/endpoints" && \
+	  .venv-referee-endpoints/bin/$(PIP_INSTALL) "$$tmp/endpoints" -r $<
 	touch $@
 
 $(addprefix referee-,$(REFEREE_NAMES)): referee-%: .venv-referee-%/.installed

@@ -134,8 +134,10 @@ SLOWEST_FIRST = ("test_kits19_reference", "yolo", "whisper", "test_pytorch_backe
                  "test_submission_e2e", "test_kits19_submission", "test_kits19_blocks",
                  "test_kits19_compliance", "test_kits19_pytorch",
                  "power", "test_compliance_e2e", "test_llm_submission", "test_llm_compliance",
-                 "test_llm_run", "test_llm_demo", "test_openvino_backend", "test_catalogue_faults",
-                 "test_llm_real_server", "test_llm_tune", "test_llm_results",
+                 "test_qwen3vl_run", "test_llm_run", "test_llm_demo", "test_openvino_backend",
+                 "test_catalogue_faults", "test_qwen3vl_data", "test_qwen3vl_endpoints",
+                 "test_llm_real_server", "test_llm_tune", "test_qwen3vl_tune",
+                 "test_endpoints_format", "test_llm_results",
                  "test_tune", "test_calibrate", "test_e2e_demo", "test_distributed", "demo_runs",
                  "test_compliance_checker", "test_ray", "test_bert_e2e", "test_typed_config")
 

@@ -15,7 +15,7 @@ from mlharness import rules
 OFFICIAL = referee.INFERENCE / "tools" / "submission"
 # the generation benchmarks: the LLMs, and whisper (its decoder generates the transcript)
 NAMES = ("llama3.1-8b", "llama3.1-8b-edge", "llama2-70b-99.9", "llama2-70b-99", "deepseek-r1",
-         "gpt-oss-120b", "whisper")
+                 "gpt-oss-120b", "whisper", "qwen3-vl-235b-a22b")
 
 
 def _llms(r: rules.Rules) -> dict[str, rules.BenchmarkRules]:
@@ -109,12 +109,26 @@ def test_values_equal_the_official_constants():
         assert b.dataset_size == cfg["dataset-size"][n]
         assert b.performance_sample_count == cfg["performance-sample-count"][n]
         assert b.offline_min_samples_per_query == c.OFFLINE_MIN_SPQ_SINCE_V4[n]
-        assert b.accuracy_sample_count == cfg.get("accuracy-sample-count", {}).get(n)
+        count = cfg.get("accuracy-sample-count", {}).get(n)
+        if isinstance(count, dict):  # qwen3-vl: per scenario
+            assert b.accuracy_sample_count is None
+            assert b.accuracy_sample_count_by_scenario == count
+        else:
+            assert b.accuracy_sample_count == count
         assert b.min_queries == cfg["min-queries"][n]
-        assert b.server_latency_ns == cfg["latency-constraint"].get(n, {}).get("Server")
-        flat = cfg["accuracy-target"][n]
-        pairs = list(zip(flat[::2], flat[1::2]))
-        assert [(a.metric, pytest.approx(a.value)) for a in b.accuracy] == pairs
+        latency = cfg["latency-constraint"].get(n, {})
+        assert b.server_latency_ns == latency.get("Server")
+        if b.generates and not b.uses_token_latencies:  # judged on the end-to-end latency
+            assert b.latency_ns == latency
+            # Interactive, without an mlperf.conf key of its own: its bound (ms) and its set
+            assert b.user_conf == {"Interactive": {
+                "target_latency": latency["Interactive"] / 1e6,
+                "performance_sample_count_override": count["Interactive"]}}
+        targets = cfg["accuracy-target"][n]
+        for scenario in ("Offline", "Server", "Interactive"):
+            flat = targets.get(scenario, targets) if isinstance(targets, dict) else targets
+            pairs = list(zip(flat[::2], flat[1::2]))
+            assert [(a.metric, pytest.approx(a.value)) for a in b.accuracy_for(scenario)] == pairs
         upper = cfg["accuracy-upper-limit"].get(n, ())
         assert [(a.metric, pytest.approx(a.value)) for a in b.accuracy_upper] == \
             list(zip(upper[::2], upper[1::2]))
@@ -133,6 +147,8 @@ def test_values_equal_the_official_constants():
         assert {s: (t.ttft_ns, t.tpot_ns) for s, t in b.token_latency_ns.items()} == \
             {s: (v["ttft"], v["tpot"]) for s, v in limits.items()}
         assert b.result_fields == c.RESULT_FIELD_BENCHMARK_OVERWRITE["v6.1"].get(n, {})
+        # judged on tokens exactly when the checker's llm_check applies to it
+        assert b.uses_token_latencies == (n in c.LLM_LATENCY_LIMITS or n == "llama3.1-8b-edge")
     # each benchmark the v6.1 checker treats as an LLM in the round is here
     for n in c.MODEL_CONFIG["v6.1"]["models"]:
         if n in c.LLM_LATENCY_LIMITS or n == "llama3.1-8b-edge":

@@ -76,13 +76,15 @@ class Precision(StrEnum):
 DEFAULT_PRECISION = Precision.FP32
 
 
-#: accuracy metrics the official scripts print as a fraction, not a percentage (accuracy_kits.py:
-#: "Accuracy: mean = 0.86170"); their targets in the rules are fractions too
-FRACTION_METRICS = frozenset({"DICE"})
+#: accuracy metrics the official scripts print as a fraction, not a percentage, and the digits
+#: shown: accuracy_kits.py's "Accuracy: mean = 0.86170", qwen3-vl's evaluation.py {"f1": 0.79};
+#: their targets in the rules are fractions too
+FRACTION_METRICS: dict[str, int] = {"DICE": 5, "F1_HIERARCHICAL": 3}
 
 
-def accuracy_text(metric: str, value: float) -> str:
-    """``acc 76.460%`` or ``DICE 0.86170``: an accuracy value as its script prints it."""
+def accuracy_text(metric: str | None, value: float) -> str:
+    """``acc 76.460%``, ``DICE 0.86170`` or ``F1_HIERARCHICAL 0.790``: an accuracy value as
+    its script prints it."""
     if metric in FRACTION_METRICS:
-        return f"{metric} {value:.5f}"
+        return f"{metric} {value:.{FRACTION_METRICS[metric]}f}"
     return f"{metric} {value:.3f}%"

@@ -33,6 +33,9 @@ class GenerationRequest:
     messages: tuple[dict[str, Any], ...] | None = None
     #: the chat template the reference client sends with ``messages`` (None: the server's own)
     chat_template: str | None = None
+    #: send no sampling key (temperature, top-p, top-k, min tokens): the server's defaults, as
+    #: a reference client that sends none (qwen3-vl's) gets them
+    server_sampling: bool = False
     #: the audio to transcribe (a clip file's bytes), for speech-to-text servers
     audio: bytes | None = None
     #: the model's vocabulary size, from its tokenizer when the task has one (None: unknown,

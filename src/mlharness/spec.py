@@ -90,7 +90,7 @@ class RunSpec(BaseModel):
         "-b")]
     scenario: Annotated[Scenario, Flag(
         "SingleStream, MultiStream, Server or Offline (default {default}); Interactive for the "
-        "LLMs", "NAME", WHAT, "-s")] = DEFAULT_SCENARIO
+        "LLMs and the VLM", "NAME", WHAT, "-s")] = DEFAULT_SCENARIO
     #: `run`'s own: tune and compliance run performance
     mode: Annotated[Mode, Field(strict=False), Flag(
         "performance or accuracy (default {default})", closed=True, shared=False,
@@ -341,6 +341,7 @@ class RunSpec(BaseModel):
             sut=dict(self.sut_conf if sut is None else sut),
             measured=tuple("target_qps" if name == "target_qps" else "target_latency"
                            for name in self.measured),
+            rules=_rules_user_conf(self.benchmark, str(self.scenario), self.round),
         )
 
     def settings(self, loadgen_model: str, sut: dict[str, Any] | None = None,
@@ -355,6 +356,13 @@ class RunSpec(BaseModel):
 
     def to_dict(self) -> dict[str, Any]:
         return self.model_dump(mode="json")
+
+
+def _rules_user_conf(benchmark: str, scenario: str, round: str | None) -> dict[str, Any]:
+    """The round's user.conf keys of ``benchmark`` in ``scenario`` (its rules' ``user_conf``
+    table: what mlperf.conf lacks for it)."""
+    bench = benchmark_rules(benchmark, round)
+    return dict(bench.user_conf.get(scenario, {})) if bench is not None else {}
 
 
 def check_consistency(spec: RunSpec) -> None:

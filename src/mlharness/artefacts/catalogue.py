@@ -43,8 +43,8 @@ class Artefact(BaseModel):
     size: int | None = None
     unpack: Literal["zip", "tar.gz"] | None = None
     unpacked: str | None = None
-    layout: Literal["imagenet", "openimages", "kits19", "coco-safe",
-                    "librispeech-repack"] | None = None
+    layout: Literal["imagenet", "openimages", "kits19", "coco-safe", "librispeech-repack",
+                    "hf-dataset"] | None = None
     folder: bool = False
     items: int | None = None
     requires: list[str] = []
@@ -116,8 +116,10 @@ class Defaults(BaseModel):
 
     model_config = ConfigDict(extra="forbid", frozen=True)
 
-    model: dict[str, str]
+    model: dict[str, str] = {}  # none: the model runs elsewhere (an OpenAI-compatible server)
     dataset: str
+    #: a scenario whose data set is another (qwen3-vl's Interactive: the 8k set)
+    scenario_dataset: dict[str, str] = {}
     vocab: str | None = None
     also: dict[str, list[str]] = {}  # per framework: files the model needs beside it
 

@@ -21,16 +21,18 @@ def fill_from_cache(data: dict[str, Any], framework: str | None,
     """``data`` (a RunSpec mapping) with its missing model/dataset/vocab — or those given as a
     catalogue name — taken from the cache; and a line per artefact taken. ``framework`` is the
     catalogue framework of the models the run's backend reads (``backends.model_framework_of``;
-    None: nothing from the cache). When the command
+    None: nothing from the cache, unless the benchmark's model runs elsewhere and only its data
+    set is cached: qwen3-vl's, per scenario). When the command
     names no file of its own (nothing, or only catalogue names), a needed artefact that is not
     cached is an ArtefactError whose hint is the exact ``mlharness get`` command; with a file
     of its own, the cache only fills in what it holds (the task names what is still missing)."""
     catalogue = catalogue or load_catalogue()
     defaults = catalogue.defaults.get(str(data.get("benchmark")))
-    if defaults is None or framework is None:
+    if defaults is None or (framework is None and defaults.model):
         return data, []
-    wanted = {"model": defaults.model.get(framework), "dataset": defaults.dataset,
-              "vocab": defaults.vocab}
+    dataset = defaults.scenario_dataset.get(str(data.get("scenario")), defaults.dataset)
+    wanted = {"model": defaults.model.get(framework) if framework else None,
+              "dataset": dataset, "vocab": defaults.vocab}
     root = artefacts_root(data.get("cache_dir"))
     own_files = any(data.get(role) is not None and _catalogue_name(data[role], catalogue) is None
                     for role in ROLES)
@@ -43,7 +45,7 @@ def fill_from_cache(data: dict[str, Any], framework: str | None,
         if name is None:
             continue
         needed = [catalogue.get(name)]
-        if role == "model":  # what the model reads beside it (BERT's pytorch bert_config.json)
+        if role == "model" and framework:  # what the model reads beside it (BERT's bert_config)
             needed += [catalogue.get(n) for n in defaults.also.get(framework, [])]
         for artefact in needed:
             state = status(artefact, root)

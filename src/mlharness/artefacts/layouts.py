@@ -142,6 +142,8 @@ def check_coco_safe(folder: Path, *, expected: int,
         if on_count and number % 500 == 0:
             on_count(number, len(images))
     return len(images)
+
+
 def check_librispeech_repack(folder: Path, *, expected: int) -> int:
     """Check a whisper dataset folder (the reference's DATA_DIR): ``dev-all-repack.json``
     keeps ``expected`` clips of at most 30 s, as the reference's manifest reader keeps them,
@@ -166,8 +168,26 @@ def check_librispeech_repack(folder: Path, *, expected: int) -> int:
     return len(clips)
 
 
+def check_hf_dataset(folder: Path, *, expected: int,
+                     splits: tuple[str, ...] = ("train", "test")) -> int:
+    """Check a Hugging Face data set folder (parquet shards or ``datasets``' arrow cache,
+    ``hf_layout``): its ``splits`` (those present; the first must be) hold ``expected`` rows
+    together; returns the row count."""
+    # lazy: pyarrow comes with the llm extra; `mlharness get` lists artefacts without it
+    from mlharness.artefacts.hf_layout import find
+
+    layout = find(folder, splits)
+    rows = layout.rows()
+    if expected and rows != expected:
+        raise ArtefactError(f"{folder}: {rows:,} rows in its {' + '.join(layout.splits)} "
+                            f"split(s), the data set has {expected:,}",
+                            hint="give the complete data set at the revision the benchmark names")
+    return rows
+
+
 #: each folder layout's check (``folder, expected=`` -> the count) and what it counts
 LAYOUT_CHECKS: dict[str, tuple[Callable[..., int], str]] = {
     "imagenet": (check_imagenet, "images"), "openimages": (check_openimages, "images"),
     "kits19": (check_kits19, "cases"), "coco-safe": (check_coco_safe, "images"),
-    "librispeech-repack": (check_librispeech_repack, "clips")}
+    "librispeech-repack": (check_librispeech_repack, "clips"),
+    "hf-dataset": (check_hf_dataset, "rows")}

@@ -28,6 +28,12 @@ bounds); its answer is the transcript with the server's token count,
 An endpoint named by IP address (``http://127.0.0.1:8000``) needs no name lookup; a host name
 is looked up for every request, on asyncio's small thread pool.
 
+Without ``served_model`` the backend asks each endpoint ``GET /v1/models`` at load and takes
+the one model they all serve (several, or none: an error naming them); its description's notes
+say so. A request with chat messages only (a multimodal one) goes to ``/v1/chat/completions``
+whatever ``chat`` says, and one with ``server_sampling`` carries no sampling key. The answer's
+text comes back with its ids (:class:`~mlharness.prompts.Generated`).
+
 The API key is read from ``$api_key_env`` by the client and appears in no description, ``repr``
 or message.
 """
@@ -35,10 +41,14 @@ or message.
 from __future__ import annotations
 
 import asyncio
+import json
 import logging
+import os
 import re
 import threading
 import time
+import urllib.error
+import urllib.request
 from pathlib import Path
 from typing import Any, Callable, Literal
 
@@ -72,7 +82,9 @@ class OpenAIOptions(Options):
     #: base URLs (``http://host:port``; a trailing ``/v1`` is dropped); a comma-separated text
     #: is split
     endpoints: list[str] = Field(min_length=1)
-    served_model: str = ""  # the model name the server knows (``"model"`` of each request)
+    #: the model name the server knows (``"model"`` of each request); empty: the one model
+    #: ``GET /v1/models`` lists
+    served_model: str = ""
     chat: bool = False  # /v1/chat/completions (the request's messages, or its text as one)
     api_key_env: str = "OPENAI_API_KEY"  # the environment variable holding the key
     #: requests in flight over all endpoints: a number, or auto (measured: from 8, doubled
@@ -202,6 +214,7 @@ class OpenAIBackend(StreamingBackend):
         self._live: set[_Call] = set()  # unfinished calls
         self._closed = False
         self.failovers = 0
+        self.notes: list[str] = []
 
     def __repr__(self) -> str:
         urls = [e.url for e in self._endpoints]
@@ -217,9 +230,12 @@ class OpenAIBackend(StreamingBackend):
             raise ConfigError("without extensions the server is not asked for token ids, so "
                               "its text must be tokenized here",
                               "give --backend-option tokenizer=DIR (the model's tokenizer)")
+        self.notes = []
         if not opts.served_model:
-            raise ConfigError("the openai backend needs the name the server knows the model by",
-                              "give --backend-option served_model=NAME (the server's model id)")
+            served = _served_model(opts.endpoints, opts.api_key_env, opts.connect_timeout_s)
+            opts = opts.model_copy(update={"served_model": served})
+            self.notes.append(f"served model {served!r}: the one model GET /v1/models lists at "
+                              + ", ".join(opts.endpoints))
         self._endpoints = [_Endpoint(OpenAIStreamClient(ClientSettings(
             base_url=url, model=opts.served_model, api_key_env=opts.api_key_env or None,
             connect_timeout_s=opts.connect_timeout_s, stall_timeout_s=opts.stall_timeout_s,
@@ -264,12 +280,13 @@ class OpenAIBackend(StreamingBackend):
         opts = self.options
         if request.audio is not None:
             return "audio as a multipart form to /v1/audio/transcriptions"
+        chat = _chat(request, opts)
         try:
-            _prompt(request, opts.chat)
+            _prompt(request, chat)
         except _Unsendable as exc:  # refused before the run: exit 2, nothing sent
             message, _, hint = str(exc).partition(" (hint: ")
             raise ConfigError(message, hint.rstrip(")")) from None
-        if not opts.chat:
+        if not chat:
             form = ("token ids" if request.input_ids is not None
                     else "text" if request.text is not None else "nothing")
             return f"{form} to /v1/completions"
@@ -289,7 +306,8 @@ class OpenAIBackend(StreamingBackend):
                 "concurrency": opts.concurrency, "failover": opts.failover,
                 "api_key_env": opts.api_key_env, "extensions": opts.extensions,
                 "chat_template": opts.chat_template,
-                "tokenizer": str(opts.tokenizer) if opts.tokenizer else None}
+                "tokenizer": str(opts.tokenizer) if opts.tokenizer else None,
+                **({"notes": list(self.notes)} if self.notes else {})}
 
     def report(self) -> dict[str, Any]:
         """Requests sent to and failed by each endpoint, failovers, and how the concurrency was
@@ -382,13 +400,16 @@ class OpenAIBackend(StreamingBackend):
     async def _send(self, call: _Call) -> None:
         assert self.options is not None
         opts, request = self.options, call.request
+        chat = _chat(request, opts)
         try:
-            prompt = None if request.audio is not None else _prompt(request, opts.chat)
+            prompt = None if request.audio is not None else _prompt(request, chat)
         except _Unsendable as exc:
             self._finish(call, None, str(exc))
             return
         body: dict[str, Any] = {"temperature": request.temperature, "top_p": request.top_p}
-        if opts.extensions:
+        if request.server_sampling:  # no key at all: the client's default temperature too
+            body = {"temperature": None}
+        elif opts.extensions:
             body["min_tokens"] = request.min_new_tokens
             if request.top_k != -1:  # -1: no limit, the server's default (vLLM: -1 or 0)
                 body["top_k"] = request.top_k
@@ -414,7 +435,7 @@ class OpenAIBackend(StreamingBackend):
                         temperature=f"{request.temperature:g}")
                 else:
                     result = await endpoint.client.complete(
-                        prompt, request.max_new_tokens, on_first_token=first, chat=opts.chat,
+                        prompt, request.max_new_tokens, on_first_token=first, chat=chat,
                         tokenize=self._tokenize,
                         vocab_size=request.vocab_size or self._vocab_size,
                         eos_token_id=(request.eos_token_id if request.eos_token_id is not None
@@ -478,6 +499,45 @@ class OpenAIBackend(StreamingBackend):
             self._finish(call, None, CLOSED)
 
 
+#: the most of a ``GET /v1/models`` answer read (a server's model list is a few hundred bytes)
+MODEL_LIST_MAX_BYTES = 1 << 20
+
+
+def _served_model(urls: list[str], api_key_env: str, timeout_s: float) -> str:
+    """The one model every endpoint lists at ``GET /v1/models`` (an OpenAI list: ``data`` of
+    ``{"id": ...}``); ConfigError when one cannot say, or they do not list exactly one."""
+    hint = "give --backend-option served_model=NAME (the server's model id)"
+    key = os.environ.get(api_key_env, "") if api_key_env else ""
+    found: dict[str, list[str]] = {}
+    for url in urls:
+        ask = urllib.request.Request(f"{url}/v1/models", headers={"Accept": "application/json"})
+        if key:
+            ask.add_header("Authorization", f"Bearer {key}")
+        try:
+            with urllib.request.urlopen(ask, timeout=timeout_s) as answer:
+                raw = answer.read(MODEL_LIST_MAX_BYTES + 1)
+            if len(raw) > MODEL_LIST_MAX_BYTES:
+                raise ValueError(f"over {MODEL_LIST_MAX_BYTES} bytes")
+            found[url] = [m["id"] for m in json.loads(raw)["data"]]
+            if not all(isinstance(m, str) and 0 < len(m) <= 256 and m.isprintable()
+                       for m in found[url]):
+                raise ValueError("a model id that is not a short printable text")
+        except urllib.error.HTTPError as exc:  # up, but no model list (an OSError too)
+            raise ConfigError(f"{url}/v1/models answered HTTP {exc.code}: the server does not "
+                              "say which model it serves", hint) from exc
+        except OSError as exc:
+            raise ConfigError(f"cannot ask {url}/v1/models which model it serves "
+                              f"({one_line(exc, 160)}); is the server up there?", hint) from exc
+        except (ValueError, KeyError, TypeError) as exc:
+            raise ConfigError(f"{url}/v1/models is not an OpenAI model list "
+                              f"({one_line(exc, 160)})", hint) from exc
+    models = sorted({m for ids in found.values() for m in ids})
+    if len(models) != 1 or any(ids != models for ids in found.values()):
+        listed_text = "; ".join(f"{u}: {', '.join(ids) or 'none'}" for u, ids in found.items())
+        raise ConfigError(f"the servers do not serve exactly one model ({listed_text})", hint)
+    return models[0]
+
+
 def _new_loop() -> asyncio.AbstractEventLoop:
     """uvloop's event loop where it is installed (libuv reads the sockets and calls the stream's
     ``data_received`` from C: about half asyncio's CPU a token), else asyncio's own."""
@@ -492,11 +552,18 @@ class _Unsendable(Exception):
     """A request this backend's settings cannot send (the message says why)."""
 
 
+def _chat(request: GenerationRequest, opts: OpenAIOptions) -> bool:
+    """Whether the request goes to /v1/chat/completions: chat=true, or a request that has only
+    messages (qwen3-vl's picture and text)."""
+    return opts.chat or (request.messages is not None and request.input_ids is None
+                         and request.text is None)
+
+
 def _reference_template(request: GenerationRequest, opts: OpenAIOptions) -> bool:
     """Whether a chat request carries the benchmark's reference chat template (an extension
     key: vLLM's, with --trust-request-chat-template)."""
-    return bool(opts.chat and opts.extensions and opts.chat_template and request.messages
-                and request.chat_template)
+    return bool(_chat(request, opts) and opts.extensions and opts.chat_template
+                and request.messages and request.chat_template)
 
 
 def _prompt(request: GenerationRequest, chat: bool) -> str | list[int] | list[dict[str, Any]]:

@@ -138,7 +138,8 @@ class OpenAIStreamClient:
 
         ``on_first_token(ids, ttft_s)`` gets the first chunk's ids (vLLM may put more than one
         token in it; LoadGen's TEST06 compares them with the output's start); ``on_done`` gets
-        the result; either may be a coroutine function. ``extra`` goes into the request body.
+        the result; either may be a coroutine function. ``extra`` goes into the request body
+        (a key given None is left out: ``temperature=None`` sends the server's default).
         ``tokenize`` (text -> ids) serves a server that streams text without token ids: the
         first chunk's text gives the first ids, the whole text the output's (at most
         ``max_tokens`` of them: the server's own count is unknown); without it such a stream is
@@ -151,6 +152,8 @@ class OpenAIStreamClient:
             body["return_token_ids"] = True
         body["messages" if chat else "prompt"] = prompt
         body.update(extra)
+        for key in [k for k, v in extra.items() if v is None]:  # None: not sent at all
+            del body[key]
         path = "/v1/chat/completions" if chat else "/v1/completions"
         expected = Expected(max_tokens, min(vocab_size or INT32_LIMIT, INT32_LIMIT),
                             vocab_size is not None, eos_token_id)

@@ -167,10 +167,8 @@ def accuracy_cell(acc: AccuracyResult | None) -> str:
         return "-"
     if acc.shown:
         return acc.shown
-    target = ""
-    if acc.target is not None:
-        target = (f" (>= {acc.target:.4f})" if acc.metric in FRACTION_METRICS
-                  else f" (>= {acc.target:.2f})")
+    digits = 4 if acc.metric in FRACTION_METRICS else 2
+    target = f" (>= {acc.target:.{digits}f})" if acc.target is not None else ""
     return accuracy_text(acc.metric, acc.value) + target
 
 

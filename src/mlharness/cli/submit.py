@@ -11,6 +11,7 @@ from mlharness.cli.check import print_problems
 from mlharness.cli.render import console
 from mlharness.rules import DEFAULT_ROUND, ROUNDS
 from mlharness.submission import submit
+from mlharness.submission.layout import FORMATS
 
 EXAMPLES = """examples:
   mlharness submit --submitter MyOrg --division open --system my-system --runs runs/ --output submission/
@@ -31,6 +32,13 @@ as the official run_verification.py writes them); --run-audits runs the missing 
 earlier verifications under --runs or --compliance are copied when no audit run is there.
 Accuracy logs are truncated after that, as the official truncate_accuracy_log.py does. Writes
 the tree, submission.tar.gz and summary.{csv,json,xlsx,md} into --output.
+
+--format: the files of each result. auto (default): each benchmark in its reference's format,
+the endpoints client's for qwen3-vl-235b-a22b and LoadGen's logs for the rest; endpoints: the
+endpoints format for every benchmark the round's checker accepts in it (v6.1: llama3.1-8b(-edge),
+gpt-oss-120b, deepseek-r1, qwen3-vl-235b-a22b; the others stay in LoadGen's); loadgen: LoadGen's
+logs everywhere. An endpoints-format result is config.yaml, performance/result_summary.json,
+accuracy/accuracy_results.json and audit/audit_<test>.json, written from the same runs.
 """
 
 
@@ -52,6 +60,9 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--compliance", type=Path, action="append", default=[], metavar="DIR",
                    help="more places holding TEST01/ TEST04/ verifications (`mlharness compliance "
                    "--output DIR`); repeatable")
+    p.add_argument("--format", dest="result_format", choices=FORMATS, default="auto",
+                   help="the results' files: auto (each benchmark as its reference writes them; "
+                   "default), loadgen (LoadGen's logs), endpoints (where the checker accepts it)")
     p.add_argument("--run-audits", action="store_true",
                    help="closed/network: run the missing TEST01/TEST04 audits first (each as long "
                    "as its performance run) and verify them")
@@ -77,7 +88,7 @@ def run(args: argparse.Namespace) -> int:
         system_json = default_json
     result = submit(args.runs, args.output, args.submitter, args.division, args.system,
                     args.round, system_json, args.system_toml, args.force, args.compliance,
-                    args.run_audits, args.pinned)
+                    args.run_audits, args.pinned, args.result_format)
     lay = result.layout
     if result.replaced:
         console.print(f"[yellow]{escape(result.replaced)}[/]", highlight=False)
@@ -85,8 +96,9 @@ def run(args: argparse.Namespace) -> int:
     for e in lay.entries:
         tests = f" + {', '.join(e.tests)}" if e.tests else ""
         short = " [yellow](--test run)[/]" if e.performance.short else ""
+        fmt = " (endpoints format)" if e.format == "endpoints" else ""
         console.print(escape(f"  {e.bench_dir}/{e.scenario}: {e.performance.path.name} + "
-                             f"{e.accuracy.path.name}{tests}") + short, highlight=False)
+                             f"{e.accuracy.path.name}{tests}{fmt}") + short, highlight=False)
         for mode, why in e.why.items():
             console.print(escape(f"      {mode}: {why}"), highlight=False, style="dim")
     if result.not_chosen:

@@ -12,11 +12,13 @@ Precedence of one key, highest first (:func:`effective_settings`):
    in the flag's place (``TestConfig.measured``);
 2. ``sut-config`` — a named SUT configuration (``TestConfig.sut``);
 3. ``test-run`` — the short-run values of ``--test``;
+3b. ``rules`` — the round's values for a scenario that mlperf.conf has no key for
+   (``TestConfig.rules``: qwen3-vl's Interactive latency bound and sample count);
 4. ``mlperf.conf`` — the copy compiled into the installed LoadGen (``model.scenario.key``, then
    ``*.scenario.key``, ``model.*.key``, ``*.*.key``, as LoadGen looks them up);
 5. ``loadgen-default`` — LoadGen's built-in default (``loadgen/test_settings.h``).
 
-Layers 1-3 go into ``user.conf``; 4-5 are what LoadGen uses when user.conf is silent.
+Layers 1-3b go into ``user.conf``; 4-5 are what LoadGen uses when user.conf is silent.
 """
 
 from __future__ import annotations
@@ -181,6 +183,9 @@ class TestConfig:
     measured: tuple[str, ...] = ()
     #: the task's performance sample count (None: unknown): a short LLM run loads no more
     dataset_samples: int | None = None
+    #: the round's user.conf keys for this benchmark and scenario (below --test, above
+    #: mlperf.conf): what mlperf.conf lacks for a scenario it has no key of (``rules/llm_*.toml``)
+    rules: dict[str, Any] = field(default_factory=dict)
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -245,7 +250,7 @@ class EffectiveSettings:
     short: bool
     trace: bool
     values: dict[str, float | int]  # key -> value LoadGen will use (user.conf units)
-    sources: dict[str, str]  # key -> flag | sut-config | test-run | mlperf.conf | loadgen-default
+    sources: dict[str, str]  # key -> flag | sut-config | test-run | rules | mlperf.conf | loadgen-default
     user_conf: dict[str, float | int]  # the keys user.conf sets (layers flag, sut, test)
     #: equal issue (``sample_concatenate_permutation``): LoadGen rounds the samples it issues
     #: up to a multiple of the samples it loads
@@ -328,6 +333,7 @@ def effective_settings(cfg: TestConfig, conf: Mapping[str, str] | None = None) -
         if samples and cfg.mode == "performance" and whole and _number(whole) > samples:
             test["performance_sample_count_override"] = samples
     layers.append(("test-run", test))
+    layers.append(("rules", dict(cfg.rules)))
     user_conf: dict[str, Any] = {}
     values: dict[str, Any] = {}
     sources: dict[str, str] = {}

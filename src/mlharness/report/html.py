@@ -5,12 +5,14 @@ accuracy against target, the system description and the command that repeats eac
 from __future__ import annotations
 
 import json
+import re
 from datetime import datetime, timezone
 from html import escape
 from pathlib import Path
 from typing import Any
 
 from mlharness import __version__
+from mlharness.rules import endpoints
 from mlharness.loadgen.mllog import parse_run_logs
 from mlharness.report import plots
 from mlharness.report.build import build_comparison
@@ -314,22 +316,36 @@ def _limit_share(tokens: dict[str, Any]) -> float | None:
 
 
 def submission_card(src: Source) -> str:
-    """A submission tree: per performance/run_1 its verdict and LoadGen percentiles, and the
-    system description from ``systems/<system>.json``."""
+    """A submission tree: per performance/run_1 its verdict and LoadGen percentiles (per
+    endpoints-format result those its summary holds), and the system description from
+    ``systems/<system>.json``."""
     parts = [f"<h2>Submission {escape(str(src.path))}</h2>"]
     systems_seen: set[Path] = set()
     for e in src.entries:
         run_1 = Path(e.source)
-        result = parse_run_logs(run_1)
-        cls, verdict = ("ok", "VALID") if result.valid else ("bad", "INVALID")
+        if endpoints.is_endpoints_dir(run_1):  # a result in the endpoints format
+            run_1 = run_1 / "performance" / "run_1"  # where the layout below is reckoned from
+            values = endpoints.read(run_1.parents[1], "performance").values
+            latencies = {f"p{m.group(1)}": float(v) / 1e6 for k, v in values.items()
+                         if (m := re.fullmatch(r"result_(\d+\.\d+)_percentile_latency_ns", k))
+                         and isinstance(v, (int, float))}
+            if isinstance(values.get("result_mean_latency_ns"), (int, float)):
+                latencies["mean"] = float(values["result_mean_latency_ns"]) / 1e6
+            valid, unit, reasons = e.valid, "(endpoints format)", e.why
+        else:
+            result = parse_run_logs(run_1)
+            latencies, valid = result.latencies_ms, result.valid
+            unit, reasons = result.unit or "", "; ".join(result.reasons)
+        cls, verdict = {True: ("ok", "VALID"), False: ("bad", "INVALID"),
+                        None: ("notes", "not judged")}[valid]
         pct = "".join(f"<tr><td>{escape(k)}</td><td>{v:,.4g}</td></tr>"
-                      for k, v in percentile_rows(result.latencies_ms))
+                      for k, v in percentile_rows(latencies))
         parts += [f"<div class='card run'><h3>{escape(e.group)} {escape(e.benchmark)} "
                   f"{escape(e.scenario)} — <span class='{cls}'>{verdict}</span> — "
-                  f"{escape(cell_text_value(e.value))} {escape(result.unit or '')}</h3>",
-                  f"<p class='notes'>{escape(str(run_1))}</p>"]
-        if result.reasons:
-            parts.append(f"<p class='bad'>{escape('; '.join(result.reasons))}</p>")
+                  f"{escape(cell_text_value(e.value))} {escape(unit)}</h3>",
+                  f"<p class='notes'>{escape(str(e.source))}</p>"]
+        if reasons:
+            parts.append(f"<p class='bad'>{escape(reasons)}</p>")
         if pct:
             parts.append("<table class='percentiles'><thead><tr><th>latency</th><th>ms</th>"
                          f"</tr></thead><tbody>{pct}</tbody></table>")

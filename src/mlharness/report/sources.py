@@ -20,7 +20,9 @@ from mlharness.errors import ConfigError
 from mlharness.loadgen.mllog import parse_run_logs
 from mlharness.report.table import TOKENS_UNIT, Entry, TokenLatencies
 from mlharness.rules import ROUNDS
+from mlharness.rules import endpoints
 from mlharness.store import INDEX_NAME, IndexedRun, open_store, runs_root_of
+from mlharness.store.row import endpoints_row
 
 #: group-by keys for runs: run row field (or settings.spec key)
 RUN_KEYS = ("system", "round", "backend", "precision", "batch_size")
@@ -131,7 +133,8 @@ def run_entries(rows: list[IndexedRun], group_of: Callable[[IndexedRun], str]) -
         g = group_of(r)
         seen = acc.get((g, r.benchmark, r.scenario)) or acc.get((g, r.benchmark, None))
         out.append(Entry(group=g, benchmark=r.benchmark, scenario=r.scenario,
-                         value=r.value, valid=bool(r.valid), source=r.path,
+                         value=r.value, valid=None if r.valid is None else bool(r.valid),
+                         source=r.path,
                          accuracy_ok=seen[1] if seen else None, when=r.started or "",
                          why="; ".join(r.reasons), settings=r.settings,
                          settings_hash=r.settings_hash, unit=summary_unit(r.unit),
@@ -164,7 +167,8 @@ def _submission_results(path: Path) -> list[Path]:
 
 
 def submission_entries(path: Path) -> list[Entry]:
-    """One entry per ``results/<system>/<benchmark>/<scenario>/performance/run_1``."""
+    """One entry per ``results/<system>/<benchmark>/<scenario>/performance/run_1`` (LoadGen's
+    logs) and per scenario directory in the endpoints format (``rules.endpoints``)."""
     out = []
     for system_dir in _submission_results(path):
         submitter = system_dir.parent.parent.name
@@ -193,6 +197,18 @@ def submission_entries(path: Path) -> list[Entry]:
                              why="; ".join(result.reasons), unit=summary_unit(result.unit),
                              tokens=_limited(TokenLatencies.of(result.tokens_ms),
                                              scen_dir.name)))
+        for scen_dir in sorted(system_dir.glob("*/*")):  # results in the endpoints format
+            if not endpoints.is_endpoints_dir(scen_dir) or not endpoints.is_report_dir(scen_dir):
+                continue
+            perf = endpoints_row(scen_dir, path)
+            acc = endpoints_row(scen_dir / "accuracy", path) if (
+                scen_dir / endpoints.ACCURACY).is_file() else None
+            out.append(Entry(group=f"{submitter}/{system_dir.name}",
+                             benchmark=harness_name(scen_dir.parent.name),
+                             scenario=scen_dir.name, value=perf.value, valid=perf.valid,
+                             source=str(scen_dir), why="; ".join(perf.reasons),
+                             accuracy_ok=acc.accuracy_passed if acc and division != "open"
+                             else None, unit=summary_unit(perf.unit)))
     return out
 
 

@@ -17,6 +17,7 @@ from typing import Any
 
 from mlharness.loadgen.mllog import METRICS, TOKEN_METRICS
 from mlharness.names import Scenario
+from mlharness.rules import facts
 from mlharness.submission.summary import RESULT
 from mlharness.tasks import BENCHMARKS
 
@@ -95,7 +96,7 @@ class Column:
 
     @property
     def unit(self) -> str:
-        return self.unit_name or official_unit(self.scenario)
+        return self.unit_name or official_unit(self.scenario, self.benchmark)
 
     @property
     def lower_is_better(self) -> bool:
@@ -177,10 +178,14 @@ SAME_SETTINGS = ("Without --by, a run is compared only with the first earlier ru
                  "n/c (settings differ: ...), naming what differs from the column's first run.")
 
 
-def official_unit(scenario: str) -> str:
+def official_unit(scenario: str, benchmark: str | None = None) -> str:
     """The checker's name for the unit of the scenario's metric (its UNIT_DICT); Interactive,
-    an LLM scenario, is in tokens/s (its SPECIAL_UNIT_DICT)."""
+    an LLM scenario, is in tokens/s (its SPECIAL_UNIT_DICT), but in queries/s for a
+    benchmark not judged on tokens (qwen3-vl)."""
     if scenario == Scenario.INTERACTIVE:
+        bench = facts(benchmark) if benchmark else None
+        if bench is not None and not bench.uses_token_latencies:
+            return METRICS[Scenario.SERVER].summary_unit
         return TOKENS_UNIT
     unit = getattr(METRICS[scenario], "summary_unit", None)
     if unit is None:  # the metric table without checker names: the submission summary has them
@@ -205,7 +210,7 @@ def compare(entries: list[Entry], by: str = "group", groups: list[str] | None = 
     for e in entries:
         if e.scenario in SCENARIO_ORDER:
             col = cols.setdefault(f"{e.benchmark}/{e.scenario}", Column(e.benchmark, e.scenario))
-            if e.unit and e.unit != official_unit(e.scenario):
+            if e.unit and e.unit != official_unit(e.scenario, e.benchmark):
                 col.unit_name = e.unit  # an LLM's tokens/s: the column says so
     columns = sorted(cols.values(), key=lambda c: (
         list(BENCHMARK_TITLE).index(c.benchmark) if c.benchmark in BENCHMARK_TITLE else 99,

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
@@ -45,6 +45,9 @@ class Generation(_Frozen):
     #: the chat template the MLCommons endpoints client sends with a chat request, so that the
     #: server's prompt is the reference's ``tok_input`` (None: the server's own template)
     chat_template: str | None = None
+    #: the reference client sends no sampling key (the numbers above are the server's defaults
+    #: it then gets, for the record): qwen3-vl
+    server_sampling: bool = False
 
 
 class AccuracyBound(_Frozen):
@@ -106,6 +109,19 @@ class BenchmarkRules(_Frozen):
     generation: Generation | None = None
     test09_output_tokens: dict[str, float] | None = None  # {"min": ..., "max": ...}
     test07_accuracy_threshold: float | None = None
+    #: the end-to-end p99 latency bound per scenario (ns; ``latency-constraint``) of a
+    #: generation benchmark judged on it, not on tokens (qwen3-vl: Server and Interactive)
+    latency_ns: dict[str, int] = Field(default_factory=dict)
+    #: a scenario with accuracy targets of its own (qwen3-vl's Interactive, on its 8k set)
+    accuracy_by_scenario: dict[str, tuple[AccuracyBound, ...]] = Field(default_factory=dict)
+    #: a scenario with an accuracy set of its own (``accuracy-sample-count`` as a dict)
+    accuracy_sample_count_by_scenario: dict[str, int] = Field(default_factory=dict)
+    #: user.conf keys per scenario that mlperf.conf does not give (a scenario it has no key of:
+    #: qwen3-vl's Interactive runs under its Server key with its own bound and sample count)
+    user_conf: dict[str, dict[str, int | float]] = Field(default_factory=dict)
+    #: the format of the reference's results: LoadGen's logs, or the endpoints client's files
+    #: (``submit --format auto`` lays the result out in it where the checker allows it)
+    reference_format: Literal["loadgen", "endpoints"] = "loadgen"
 
     @model_validator(mode="before")
     @classmethod
@@ -122,6 +138,7 @@ class BenchmarkRules(_Frozen):
     @model_validator(mode="after")
     def _readable(self) -> BenchmarkRules:
         metrics = {b.metric for b in self.accuracy + self.accuracy_upper}
+        metrics |= {b.metric for bounds in self.accuracy_by_scenario.values() for b in bounds}
         missing = sorted(metrics - set(self.accuracy_regex))
         if missing:
             raise ValueError(f"no accuracy_regex for {', '.join(missing)}")
@@ -157,6 +174,18 @@ class BenchmarkRules(_Frozen):
         """Samples an accuracy run covers (gpt-oss-120b scores a 4395-sample subset)."""
         return self.accuracy_sample_count or self.dataset_size
 
+    def accuracy_count_for(self, scenario: str) -> int:
+        """Samples ``scenario``'s accuracy run covers (qwen3-vl's Interactive: its 8k set)."""
+        return self.accuracy_sample_count_by_scenario.get(scenario, self.accuracy_count)
+
+    def accuracy_for(self, scenario: str) -> tuple[AccuracyBound, ...]:
+        """``scenario``'s accuracy targets (its own where the round gives it some)."""
+        return self.accuracy_by_scenario.get(scenario, self.accuracy)
+
+    def latency_limit(self, scenario: str) -> int | None:
+        """The end-to-end p99 latency bound of ``scenario`` (ns) of a benchmark judged on it."""
+        return self.latency_ns.get(scenario)
+
     def parse_accuracy(self, text: str) -> dict[str, float]:
         """Every metric of this benchmark found in ``accuracy.txt`` text, read line by line as
         the checker does (the first matching line of each)."""
@@ -173,11 +202,13 @@ class BenchmarkRules(_Frozen):
         """The main metric's value in ``accuracy.txt`` text; None: no line reads as it."""
         return self.parse_accuracy(text).get(self.accuracy_metric)
 
-    def accuracy_failures(self, values: dict[str, float]) -> list[str]:
-        """Why ``values`` fail the targets (each must be reported and reached) and the upper
-        limits (a reported value must not exceed it); empty: they pass."""
+    def accuracy_failures(self, values: dict[str, float],
+                          scenario: str | None = None) -> list[str]:
+        """Why ``values`` fail the targets (each must be reported and reached; ``scenario``'s
+        own where it has them) and the upper limits (a reported value must not exceed it);
+        empty: they pass."""
         out = []
-        for b in self.accuracy:
+        for b in self.accuracy_for(scenario) if scenario else self.accuracy:
             v = values.get(b.metric)
             if v is None:
                 out.append(f"{b.metric} missing")

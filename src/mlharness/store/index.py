@@ -25,7 +25,8 @@ from typing import Any, Callable, Iterator
 
 from mlharness.record import process_alive
 from mlharness.redact import scrub_data
-from mlharness.store.row import RunRow, damaged_row, row_from_run_dir
+from mlharness.rules import endpoints
+from mlharness.store.row import RunRow, damaged_row, endpoints_row, marker, row_from_run_dir
 
 INDEX_NAME = "mlharness.sqlite"
 SCHEMA_VERSION = 5
@@ -89,7 +90,9 @@ def runs_root_of(run_dir: Path) -> Path:
 
 def find_run_dirs(root: Path) -> Iterator[Path]:
     """Every directory under ``root`` that holds a ``run.json`` (runs, audits, tune probes); a
-    folder named ``run.json`` counts too, so that the run shows as damaged instead of vanishing."""
+    folder named ``run.json`` counts too, so that the run shows as damaged instead of vanishing.
+    An endpoints report (``rules.endpoints.is_report_dir``) is two: its folder (performance)
+    and its ``accuracy`` folder."""
     root = Path(root)
     if not root.is_dir():
         return
@@ -97,6 +100,11 @@ def find_run_dirs(root: Path) -> Iterator[Path]:
         if "run.json" in filenames or "run.json" in dirnames:
             dirnames[:] = []  # a run directory holds no runs
             yield Path(dirpath)
+        elif endpoints.is_report_dir(Path(dirpath)):  # an endpoints report: its two results
+            dirnames[:] = []
+            yield Path(dirpath)
+            if (Path(dirpath) / endpoints.ACCURACY).is_file():
+                yield Path(dirpath) / "accuracy"
         else:
             dirnames.sort()
 
@@ -232,7 +240,7 @@ class Store:
         on_disk = {}
         for run_dir in find_run_dirs(self.root):
             try:
-                stat = (run_dir / "run.json").stat()
+                stat = marker(run_dir).stat()
             except OSError:
                 continue
             on_disk[run_dir.relative_to(self.root).as_posix()] = (run_dir, stat)
@@ -294,9 +302,11 @@ def _read_row(run_dir: Path, root: Path) -> tuple[RunRow, os.stat_result] | None
     """The row of ``run_dir`` and its run.json's stat; a damaged row when the file cannot be
     used; None when it is gone."""
     try:
-        stat = (run_dir / "run.json").stat()
+        stat = marker(run_dir).stat()
     except OSError:
         return None
+    if not (run_dir / "run.json").exists():
+        return endpoints_row(run_dir, root), stat
     try:
         row = row_from_run_dir(run_dir, root)
     except ValueError as exc:

@@ -20,7 +20,7 @@ from mlharness.flags import command_words
 from mlharness.loadgen.mllog import LoadGenResult
 from mlharness.names import Scenario
 from mlharness.record import RunRecord, probe_reason, read_record
-from mlharness.rules import round_for_seeds
+from mlharness.rules import endpoints, round_for_seeds, rules_for
 from mlharness.spec import RunSpec
 
 #: spec fields that say where or how a run is kept, not what was measured
@@ -245,3 +245,78 @@ def git_commit_of(path: Path | str | None) -> str | None:
         return None
     commit = out.stdout.strip()
     return commit if out.returncode == 0 and len(commit) == 40 else None
+
+
+# ---- results in the endpoints format ---------------------------------------------------------
+
+def marker(run_dir: Path) -> Path:
+    """The file whose size and time say a run directory changed: its run.json, or the result
+    file of an endpoints report (``performance/result_summary.json``; its ``accuracy/``
+    folder: ``accuracy_results.json``)."""
+    run_dir = Path(run_dir)
+    if (run_dir / "run.json").exists():
+        return run_dir / "run.json"
+    if run_dir.name == "accuracy" and endpoints.is_report_dir(run_dir.parent):
+        return run_dir.parent / endpoints.ACCURACY
+    if endpoints.is_report_dir(run_dir):
+        return run_dir / endpoints.SUMMARY
+    return run_dir / "run.json"
+
+
+def endpoints_row(run_dir: Path, root: Path) -> RunRow:
+    """The row of an endpoints report (the client's, or a result ``submit --format endpoints``
+    wrote): its performance (the report folder) or its accuracy (its ``accuracy`` folder), read
+    as the checker reads them (``rules.endpoints``). ``valid`` is what the report can say:
+    LoadGen's verdict for one mlharness wrote, the latency bound for the rest."""
+    run_dir = Path(run_dir)
+    accuracy = run_dir.name == "accuracy" and endpoints.is_report_dir(run_dir.parent)
+    report = run_dir.parent if accuracy else run_dir
+    facts = endpoints.load()
+    perf = endpoints.read(report, "performance", facts)
+    who = endpoints.identify(report, perf, facts)
+    rel = run_dir.resolve().relative_to(Path(root).resolve()).as_posix()
+    try:
+        bench = rules_for(who.benchmark) if who.benchmark else None
+    except ConfigError:
+        bench = None
+    row = RunRow(path=rel, kind="run", status="ok" if perf.data.get("complete", True) else
+                 "failed", benchmark=who.benchmark or "?", scenario=who.scenario,
+                 mode="accuracy" if accuracy else "performance", label="endpoints",
+                 backend=str((perf.config.get("mlharness") or {}).get("backend") or "endpoints")
+                 if isinstance(perf.config.get("mlharness"), dict) else "endpoints",
+                 started=who.started, settings={"endpoints": {
+                     k: perf.config.get(k) for k in ("type", "model_params", "settings")}},
+                 reasons=list(perf.problems))
+    row.settings_hash = settings_hash(row.settings)
+    if accuracy:
+        acc = endpoints.read(report, "accuracy", facts)
+        score = acc.scores[0] if acc.scores else None
+        value = score if isinstance(score, (int, float)) and not isinstance(score, bool) else None
+        if bench is not None:
+            target = bench.accuracy_for(who.scenario)[0]
+            row.accuracy_metric, row.accuracy_target = target.metric, target.value
+            row.accuracy_passed = value >= target.value if value is not None else None
+        row.accuracy = value
+        row.verdict = {True: "PASS", False: "FAIL", None: "DONE"}[row.accuracy_passed]
+        return row
+    checked = endpoints.checked_scenario(str(perf.values.get("effective_scenario", "")),
+                                         who.scenario)
+    field = ((bench.result_fields.get(checked) if bench else None)
+             or facts.result_field(checked) or "")
+    value = perf.values.get(field)
+    row.metric = field or None
+    row.unit = ("tokens/s" if "tokens" in field else
+                "samples/s" if checked.lower() == "offline" else "completed samples/s")
+    row.value = float(value) if isinstance(value, (int, float)) else None
+    mlh = perf.data.get("mlharness") if isinstance(perf.data.get("mlharness"), dict) else None
+    limit = bench.latency_limit(who.scenario) if bench is not None else None
+    p99 = perf.values.get("result_99.00_percentile_latency_ns")
+    if mlh and mlh.get("result_validity"):
+        row.valid = mlh["result_validity"] == "VALID"
+    elif limit is not None and isinstance(p99, (int, float)):
+        row.valid = p99 <= limit
+        if not row.valid:
+            row.reasons.append(f"p99 latency {p99 / 1e6:,.0f} ms over the {limit / 1e6:,.0f} ms "
+                               f"bound of {who.scenario}")
+    row.verdict = None if row.valid is None else ("VALID" if row.valid else "INVALID")
+    return row

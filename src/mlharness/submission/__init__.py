@@ -17,7 +17,7 @@ from mlharness.rules.problems import Problem
 from mlharness.submission import summary
 from mlharness.submission.check import check_tree
 from mlharness.submission.files import prepare_output, seal_output
-from mlharness.submission.layout import Layout, lay_out
+from mlharness.submission.layout import FORMATS, Layout, lay_out
 from mlharness.submission import pack as packing
 from mlharness.submission.runs import Inventory, pin, scan
 from mlharness.submission.system import (SYSTEM_TYPES, TYPE_DETAILS, check_name, describe, detect,
@@ -89,16 +89,21 @@ def submit(runs: Path, output: Path, submitter: str, division: str, system: str,
            round: str = DEFAULT_ROUND, system_json: Path | None = None,
            system_toml: Path | None = None, force: bool = False,
            compliance: list[Path] | None = None, run_audits: bool = False,
-           pinned: list[Path] | None = None) -> SubmitResult:
+           pinned: list[Path] | None = None, result_format: str = "auto") -> SubmitResult:
     """Lay out, truncate, summarise, pack and check. The runs are only read.
 
     ``pinned``: run directories chosen by hand (``--run``); they win over what ``runs`` holds
-    for their benchmark x scenario x mode. ``runs`` may then be absent."""
+    for their benchmark x scenario x mode. ``runs`` may then be absent. ``result_format``:
+    ``auto`` (each benchmark in its reference's format), ``loadgen`` or ``endpoints``
+    (``layout.result_format``)."""
     rules = load(round)
     check_name("submitter", submitter)
     check_name("system", system)
     if division not in rules.divisions:
         raise ConfigError(f"unknown division {division!r}", hint="use open, closed or network")
+    if result_format not in FORMATS:
+        raise ConfigError(f"unknown result format {result_format!r}",
+                          hint="use " + ", ".join(FORMATS))
     _guard_output(output, runs)
     for path in pinned or []:
         _guard_output(output, path)
@@ -130,7 +135,8 @@ def submit(runs: Path, output: Path, submitter: str, division: str, system: str,
         derived = _derive_system_type(desc, defaulted, inventory, rules)
     replaced = prepare_output(output, force)
     try:
-        layout = lay_out(inventory, rules, output, division, submitter, system, desc)
+        layout = lay_out(inventory, rules, output, division, submitter, system, desc,
+                         result_format)
         chosen = {r.path for e in layout.entries for r in (e.performance, e.accuracy)}
         not_chosen = inventory.not_chosen(chosen)
         paths = summary.write(layout, rules, output)

@@ -20,10 +20,12 @@ from typing import Any
 from mlharness.errors import ConfigError
 from mlharness.loadgen.mllog import MLLOG_PREFIX, DetailLog, parse_detail_log
 from mlharness.names import Scenario
+from mlharness.rules import endpoints
 from mlharness.rules.loader import DEFAULT_ROUND
 from mlharness.rules.model import BenchmarkRules, Rules
 from mlharness.rules.preflight import round_for_seeds
 from mlharness.rules.problems import Problem
+from mlharness.submission import check_endpoints
 from mlharness.submission import system as system_desc
 from mlharness.submission.pack import unsafe_members
 
@@ -105,11 +107,16 @@ def performance_problems(log: DetailLog, bench: BenchmarkRules, rules: Rules, di
                 fix=f"check with the matching --round, or re-run with --round {rules.round}"))
     psc = _num(v.get("effective_performance_sample_count"))
     if not psc >= bench.performance_sample_count:
+        own_set = bench.reference_format == "endpoints" \
+            and directory in bench.accuracy_sample_count_by_scenario
         out.append(Problem(
             "performance-sample-count",
             f"performance_sample_count {psc:g} < {bench.performance_sample_count}", where=where,
-            meaning="LoadGen must choose among at least this many samples held in memory",
-            fix="drop --performance-sample-count and use a dataset with enough samples"))
+            meaning="LoadGen must choose among at least this many samples held in memory"
+            + (f" (in LoadGen's format; {directory}'s own set is smaller)" if own_set else ""),
+            fix="lay the result out in the endpoints format, which has no such count: "
+            "`mlharness submit ... --format auto --force`" if own_set else
+            "drop --performance-sample-count and use a dataset with enough samples"))
     if v.get("result_validity") != "VALID":
         out.append(Problem(
             "result-invalid", f"LoadGen marked the result {v.get('result_validity', 'missing')}",
@@ -145,6 +152,16 @@ def performance_problems(log: DetailLog, bench: BenchmarkRules, rules: Rules, di
                                fix=fix_run))
     if bench.uses_token_latencies:
         out += token_problems(log, bench, directory or scenario, where, fix_run)
+    elif bench.generates and scenario == "Server":
+        # judged on the end-to-end latency: Interactive's own bound, which LoadGen's log (Server)
+        # does not name and the checker does not apply (it looks the bound up under Server)
+        limit = bench.latency_limit(directory or scenario)
+        target = _num(v.get("effective_target_latency_ns"))
+        if limit is not None and target > limit and limit != bench.server_latency_ns:
+            out.append(Problem("server-latency", f"target latency {target:g} ns > {limit} ns "
+                               f"allowed in {directory}", where=where,
+                               meaning=f"the {directory} latency bound is fixed by the round",
+                               fix="drop --server-latency and re-run"))
     return out
 
 
@@ -176,18 +193,19 @@ def token_problems(log: DetailLog, bench: BenchmarkRules, scenario: str, where: 
 
 
 def accuracy_value_problems(text: str, bench: BenchmarkRules, division: str, where: str,
-                            fix: str) -> list[Problem]:
+                            fix: str, scenario: str | None = None) -> list[Problem]:
     """``accuracy_result_check``: every target metric read from accuracy.txt with the checker's
-    patterns; in closed, each reaching its target and none reported above its upper limit
+    patterns; in closed, each reaching its target (``scenario``'s own where the round gives it
+    one: qwen3-vl's Interactive) and none reported above its upper limit
     (``BenchmarkRules.accuracy_failures``)."""
     values = bench.parse_accuracy(text)
-    targets = [b.metric for b in bench.accuracy]
+    targets = [b.metric for b in (bench.accuracy_for(scenario) if scenario else bench.accuracy)]
     missing = [m for m in targets if m not in values]
     if missing:
         return [Problem("accuracy-unreadable", "accuracy.txt has no " + ", ".join(missing),
                         where=where, meaning=f"{bench.name} is judged on " + ", ".join(targets)
                         + ", each read with the checker's fixed pattern", fix=fix)]
-    failures = bench.accuracy_failures(values) if division != "open" else []
+    failures = bench.accuracy_failures(values, scenario) if division != "open" else []
     if not failures:
         return []
     meaning = ("closed results must reach every accuracy target of the round and stay within "
@@ -210,7 +228,7 @@ def accuracy_problems(acc_dir: Path, bench: BenchmarkRules, rules: Rules, divisi
         return [Problem("accuracy-files", "missing " + ", ".join(missing), where=where,
                         meaning="every result needs its accuracy run", fix=fix_acc)]
     text = (acc_dir / "accuracy.txt").read_text(errors="replace")
-    out += accuracy_value_problems(text, bench, division, where, fix_acc)
+    out += accuracy_value_problems(text, bench, division, where, fix_acc, acc_dir.parent.name)
     if not any(line.startswith("hash=") for line in text.splitlines()):
         out.append(Problem("accuracy-hash", "accuracy.txt has no hash= line", where=where,
                            meaning="the truncated accuracy log must carry the full log's sha256",
@@ -227,7 +245,7 @@ def accuracy_problems(acc_dir: Path, bench: BenchmarkRules, rules: Rules, divisi
                            where=where, meaning="a log with LoadGen errors cannot be submitted",
                            fix=fix_acc))
     count = log.values.get("effective_accuracy_sample_count", log.values.get("qsl_reported_total_count"))
-    expected = bench.accuracy_count
+    expected = bench.accuracy_count_for(acc_dir.parent.name)
     if _num(count) != expected:
         out.append(Problem(
             "accuracy-coverage", f"the accuracy run covered {count} samples, the round's "
@@ -239,9 +257,10 @@ def accuracy_problems(acc_dir: Path, bench: BenchmarkRules, rules: Rules, divisi
 
 
 def measurement_problems(scen_dir: Path, rules: Rules, where: str,
-                         system: str | None = None) -> list[Problem]:
+                         system: str | None = None, endpoints: bool = False) -> list[Problem]:
     """``checks/measurements_checks.py``; with ``system`` (the older layout) the description is
-    ``<system>_<impl>_<scenario>.json`` (``check_measurement_dir`` of the round's checker)."""
+    ``<system>_<impl>_<scenario>.json`` (``check_measurement_dir`` of the round's checker); an
+    endpoints-format result needs no user.conf (``required_files_check``)."""
     out: list[Problem] = []
     path = scen_dir / "measurements.json"
     if system is not None:
@@ -263,6 +282,8 @@ def measurement_problems(scen_dir: Path, rules: Rules, where: str,
                                "empty", where=where, meaning="the checker needs a non-empty value",
                                fix=f"edit {path}"))
     for name in rules.measurements_files:
+        if endpoints and name == "user.conf":
+            continue
         f = scen_dir / name
         if not f.is_file() or f.stat().st_size == 0:
             out.append(Problem("measurements-file", f"{name} is missing or empty", where=where,
@@ -528,6 +549,18 @@ def _scenario_problems(bench: BenchmarkRules, rules: Rules, system_type: str,
     return out
 
 
+def _check_endpoints(scen_dir: Path, bench: BenchmarkRules, rules: Rules, division: str,
+                     where: str) -> list[Problem]:
+    """A scenario directory in the endpoints format (``check_endpoints``)."""
+    facts = endpoints.load(rules.round)
+    out = check_endpoints.performance_problems(scen_dir, bench, rules, division, where, facts)
+    out += check_endpoints.accuracy_problems(scen_dir, bench, rules, division, where, facts)
+    out += measurement_problems(scen_dir, rules, where, endpoints=True)
+    if division in ("closed", "network"):
+        out += check_endpoints.compliance_problems(scen_dir, bench, facts, where)
+    return out
+
+
 def _check_scenario(root: Path, scen_dir: Path, bench: BenchmarkRules, rules: Rules,
                     division: str) -> list[Problem]:
     where = str(scen_dir.relative_to(root))
@@ -537,6 +570,9 @@ def _check_scenario(root: Path, scen_dir: Path, bench: BenchmarkRules, rules: Ru
     if scen_dir.name not in known:
         return [Problem("scenario-unknown", f"{scen_dir.name} is not a scenario", where=where,
                         fix="remove the directory")]
+    if rules.layout == "v6" and bench.generates and \
+            rules.round in endpoints.ROUNDS and endpoints.is_endpoints_dir(scen_dir):
+        return _check_endpoints(scen_dir, bench, rules, division, where)
     log = _read_log(scen_dir / "performance" / "run_1" / "mlperf_log_detail.txt", where, out)
     if log is not None:
         out += performance_problems(log, bench, rules, division, where,

@@ -18,24 +18,37 @@ user.conf, README.md, <system>_<impl>_<scenario>.json}, ``compliance/<system>/<b
 
 The LLM benchmarks lay out the same way; an Interactive result is ``<scenario>`` = ``Interactive`` (LoadGen's logs inside
 say Server, which the checker accepts for that directory), with an accuracy run of its own.
+
+A benchmark the checker accepts in the endpoints format (``rules/endpoints_<round>.toml``) may be
+laid out in it instead (:func:`result_format`: ``--format endpoints``, or ``auto`` for a
+benchmark whose reference writes it, qwen3-vl): the scenario directory then holds
+``config.yaml``, ``performance/result_summary.json``, ``accuracy/accuracy_results.json`` and
+``audit/`` (:mod:`mlharness.submission.endpoints`), measurements.json and README.md as above.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 from mlharness.compliance import verify
 from mlharness.errors import ConfigError
+from mlharness.rules import endpoints as endpoints_format
 from mlharness.rules.loader import DEFAULT_ROUND
-from mlharness.rules.model import Rules
+from mlharness.rules.model import BenchmarkRules, Rules
 from mlharness.submission import documents
+from mlharness.submission import endpoints as endpoints_result
+from mlharness.submission.check import llm_audit_problems
 from mlharness.files import write_json_atomic, write_text_atomic
 from mlharness.submission.files import copy_file
 from mlharness.submission.runs import Inventory, Run, Verification
 from mlharness.submission.truncate import truncate_dir
 
+#: what ``submit --format`` asks: each benchmark in its reference's format (``auto``), LoadGen's
+#: logs for all, or the endpoints format wherever the checker accepts it
+Format = Literal["auto", "loadgen", "endpoints"]
+FORMATS: tuple[str, ...] = ("auto", "loadgen", "endpoints")
 PERF_FILES = ("mlperf_log_summary.txt", "mlperf_log_detail.txt")
 ACC_FILES = ("mlperf_log_summary.txt", "mlperf_log_detail.txt", "mlperf_log_accuracy.json",
              "accuracy.txt")
@@ -56,13 +69,14 @@ class Entry:
     why: dict[str, str] = field(default_factory=dict)  # mode -> why that run was chosen
     compliance_path: Path | None = None  # where TEST0X/ live (the scenario directory in v6)
     measurements_file: Path | None = None  # measurements.json (v4: <system>_<impl>_<scenario>.json)
+    format: str = "loadgen"  # the result's files: LoadGen's logs or the endpoints format
 
     def to_dict(self) -> dict[str, Any]:
         return {"benchmark": self.benchmark, "bench_dir": self.bench_dir,
                 "scenario": self.scenario, "path": str(self.path),
                 "performance_run": str(self.performance.path),
                 "accuracy_run": str(self.accuracy.path), "tests": self.tests,
-                "short": self.performance.short, "why": self.why}
+                "short": self.performance.short, "why": self.why, "format": self.format}
 
 
 @dataclass
@@ -120,6 +134,20 @@ def _verify(test: str, perf: Run, acc: Run, audit: Run, scen_dir: Path) -> bool:
     return bool(verdict.passed)
 
 
+def result_format(bench: Any, requested: str, rules: Rules) -> str:
+    """``loadgen`` or ``endpoints``: the files of one benchmark's results. ``endpoints`` only
+    for a benchmark the round's checker accepts in it (``ENDPOINTS_ALLOWED_MODELS``); with
+    ``auto``, only where the reference writes it (qwen3-vl)."""
+    if requested == "loadgen" or not isinstance(bench, BenchmarkRules) or \
+            rules.round not in endpoints_format.ROUNDS:
+        return "loadgen"
+    if not endpoints_format.load(rules.round).allows(bench.name):
+        return "loadgen"
+    if requested == "auto" and bench.reference_format != "endpoints":
+        return "loadgen"
+    return "endpoints"
+
+
 def _fix_run(benchmark: str, scenario: str, mode: str) -> str:
     return f"mlharness run --benchmark {benchmark} --scenario {scenario} --mode {mode} --valid ..."
 
@@ -132,9 +160,11 @@ def lay_out(
     submitter: str,
     system: str,
     system_desc: dict[str, str],
+    requested_format: str = "auto",
 ) -> Layout:
     """Copy the chosen runs (``Inventory.choose``) into the tree under ``root`` (which must be empty),
-    then truncate the accuracy logs. Runs that cannot be laid out are listed in ``notes``."""
+    then truncate the accuracy logs. Runs that cannot be laid out are listed in ``notes``;
+    ``requested_format``: :data:`FORMATS` (:func:`result_format` decides per benchmark)."""
     if rules.layout not in ("v6", "v4"):
         raise ConfigError(f"mlharness lays out v6.x trees and those of rounds before v5.0; "
                           f"{rules.round}'s layout is not implemented",
@@ -172,6 +202,25 @@ def lay_out(
         if old:
             meas_dir = out.base / "measurements" / system / bench.name / scenario
             comp_dir = out.base / "compliance" / system / bench.name / scenario
+        fmt = "loadgen" if old else result_format(bench, requested_format, rules)
+        if requested_format == "endpoints" and fmt == "loadgen" and not old and \
+                f"{bench.name} loadgen" not in " ".join(out.notes):
+            out.notes.append(f"{bench.name} loadgen: laid out in LoadGen's format (the "
+                             f"{rules.round} checker accepts the endpoints format only for "
+                             + ", ".join(endpoints_format.load(rules.round).allowed_models)
+                             + ")" if rules.round in endpoints_format.ROUNDS else
+                             f"{bench.name} loadgen: {rules.round} has no endpoints format")
+        if fmt == "endpoints":
+            entry = Entry(benchmark, bench.name, scenario, scen_dir, perf, acc,
+                          why={"performance": perf_choice.why,
+                               "accuracy": acc_choice.why if acc_choice else ""},
+                          compliance_path=scen_dir / "loadgen", format="endpoints")
+            audits = _audits(entry, bench, inventory, division, out)
+            entry.tests = endpoints_result.write(scen_dir, bench, scenario, perf, acc, audits)
+            _finish_entry(entry, bench, rules, meas_dir, old, system)
+            out.entries.append(entry)
+            by_bench.setdefault(bench.name, []).extend([perf, acc])
+            continue
         if (perf.record.power or {}).get("metric") is not None:
             # lazy: power.session (it imports the runner; ~60 modules) stays out of `mlharness --help`
             from mlharness.power.session import SESSION_FILES
@@ -204,14 +253,7 @@ def lay_out(
                 out.notes.append(
                     f"{benchmark} {scenario}: no {test} verification found; run "
                     f"`mlharness compliance --audit {test} --benchmark {benchmark} --scenario {scenario} ...`")
-        name = f"{system}_{_impl(perf)}_{scenario}.json" if old else "measurements.json"
-        entry.measurements_file = meas_dir / name
-        write_json_atomic(entry.measurements_file, documents.measurements(perf, acc))
-        write_text_atomic(meas_dir / "README.md",
-                          documents.result_readme(bench.name, perf, acc, entry.tests))
-        if "mlperf.conf" in rules.measurements_files:
-            write_text_atomic(meas_dir / "mlperf.conf",
-                              documents.mlperf_conf(rules, bench.loadgen_model))
+        _finish_entry(entry, bench, rules, meas_dir, old, system)
         out.entries.append(entry)
         by_bench.setdefault(bench.name, []).extend([perf, acc])
     if not out.entries:
@@ -243,6 +285,45 @@ def lay_out(
     return out
 
 
+def _finish_entry(entry: Entry, bench: Any, rules: Rules, meas_dir: Path, old: bool,
+                  system: str) -> None:
+    """measurements.json (or the older layout's file), README.md and, where the round wants
+    it, mlperf.conf of one laid-out result."""
+    perf, acc = entry.performance, entry.accuracy
+    name = f"{system}_{_impl(perf)}_{entry.scenario}.json" if old else "measurements.json"
+    entry.measurements_file = meas_dir / name
+    write_json_atomic(entry.measurements_file, documents.measurements(perf, acc))
+    write_text_atomic(meas_dir / "README.md",
+                      documents.result_readme(bench.name, perf, acc, entry.tests))
+    if "mlperf.conf" in rules.measurements_files:
+        write_text_atomic(meas_dir / "mlperf.conf",
+                          documents.mlperf_conf(rules, bench.loadgen_model))
+
+
+def _audits(entry: Entry, bench: BenchmarkRules, inventory: Inventory, division: str,
+            out: Layout) -> dict[str, bool]:
+    """The verdict of each audit of an endpoints-format result: an audit run verified against
+    the laid-out runs (its official-shaped output kept under ``loadgen/``), or a verification
+    made earlier, judged as ``check`` judges it."""
+    verdicts: dict[str, bool] = {}
+    for test in bench.compliance_tests if division != "open" else ():
+        audit = inventory.audit(test, entry.benchmark, entry.scenario)
+        found = inventory.verification(test, entry.benchmark, entry.scenario)
+        assert entry.compliance_path is not None
+        if audit is not None:
+            verdicts[test] = _verify(test, entry.performance, entry.accuracy, audit,
+                                     entry.compliance_path)
+        elif found is not None:
+            _copy_verification(found, entry.compliance_path / test)
+            verdicts[test] = not llm_audit_problems(entry.compliance_path / test, test, test, "")
+        else:
+            out.notes.append(f"{entry.benchmark} {entry.scenario}: no {test} verification found "
+                             "(optional in the endpoints format); run `mlharness compliance "
+                             f"--audit {test} --benchmark {entry.benchmark} --scenario "
+                             f"{entry.scenario} ...`")
+    return verdicts
+
+
 def _impl(run: Run) -> str:
     """The implementation name of the older layout's ``<system>_<impl>_<scenario>.json``."""
     return str(run.spec.backend).replace("_", "-")
@@ -251,6 +332,8 @@ def _impl(run: Run) -> str:
 def truncate_tree(layout: Layout) -> None:
     """Truncate every accuracy log in the tree (after compliance verification, as the rules say)."""
     for entry in layout.entries:
+        if entry.format == "endpoints":  # no accuracy log in the tree: its score only
+            continue
         truncate_dir(entry.path / "accuracy")
         test01 = (entry.compliance_path or entry.path) / "TEST01" / "accuracy"
         if (test01 / "mlperf_log_accuracy.json").is_file():

@@ -10,6 +10,7 @@ from pathlib import Path
 from typing import Any
 
 from mlharness.loadgen.mllog import METRICS, TOKEN_METRICS, parse_detail_log
+from mlharness.rules import endpoints
 from mlharness.rules.model import BenchmarkRules, Rules
 from mlharness.files import write_bytes_atomic, write_json_atomic, write_text_atomic
 from mlharness.submission.layout import Layout
@@ -30,13 +31,17 @@ def rows(layout: Layout, rules: Rules) -> list[dict[str, Any]]:
     desc = json.loads((layout.base / "systems" / f"{layout.system}.json").read_text())
     out = []
     for e in layout.entries:
-        log = parse_detail_log(e.path / "performance" / "run_1" / "mlperf_log_detail.txt").values
         bench = rules.benchmark(e.bench_dir)
-        acc_text = (e.path / "accuracy" / "accuracy.txt").read_text()
-        key, div, unit = _result(bench, str(log.get("effective_scenario", e.scenario)))
-        accuracy = _accuracy_column({b.metric: _raw_accuracy(acc_text, bench.accuracy_regex[
-            b.metric]) for b in bench.accuracy})
-        value = log.get(key)
+        inferred = 0
+        if e.format == "endpoints":
+            value, div, unit, accuracy, inferred = _endpoints_row(e.path, e.scenario, bench, rules)
+        else:
+            log = parse_detail_log(e.path / "performance" / "run_1" / "mlperf_log_detail.txt").values
+            acc_text = (e.path / "accuracy" / "accuracy.txt").read_text()
+            key, div, unit = _result(bench, str(log.get("effective_scenario", e.scenario)))
+            accuracy = _accuracy_column({b.metric: _raw_accuracy(acc_text, bench.accuracy_regex[
+                b.metric]) for b in bench.accuracy_for(e.scenario)})
+            value = log.get(key)
         measurements = json.loads((e.measurements_file or e.path / "measurements.json").read_text())
         power = e.performance.record.power if (e.path / "performance" / "power").is_dir() else None
         notes = desc.get("hw_notes", "")
@@ -73,7 +78,7 @@ def rows(layout: Layout, rules: Rules) -> list[dict[str, Any]]:
             "compliance": layout.division,
             "errors": 0,
             "version": rules.checker_version,
-            "inferred": 0,
+            "inferred": inferred,
             "has_power": power is not None,
             "Units": unit,
             "weight_data_types": measurements.get("weight_data_types", ""),
@@ -83,6 +88,36 @@ def rows(layout: Layout, rules: Rules) -> list[dict[str, Any]]:
         if power is not None:  # the checker's second row: the power metric in POWER_UNIT_DICT units
             out.append({**out[-1], "Result": power.get("metric", ""), "Units": power.get("unit", "")})
     return out
+
+
+#: the checker's UNIT_DICT for a benchmark without SPECIAL_UNIT_DICT entries (qwen3-vl)
+SAMPLE_UNITS = {"Offline": "Samples/s", "Server": "Queries/s", "Interactive": "Queries/s",
+                "SingleStream": "Latency (ms)", "MultiStream": "Latency (ms)"}
+
+
+def _endpoints_row(scen_dir: Path, directory: str, bench: BenchmarkRules,
+                   rules: Rules) -> tuple[Any, float, str, str, int]:
+    """Result, divisor, unit, accuracy column and ``inferred`` of an endpoints-format result,
+    as the checker's performance check and results.py read them: the result field of the
+    scenario its config names (``offline`` stays lower case, so the tokens/s overwrite applies
+    in Server only), the first score as its JSON, and ``inferred`` 1 wherever that name differs
+    from the directory's."""
+    facts = endpoints.load(rules.round)
+    perf = endpoints.read(scen_dir, "performance", facts)
+    scores = endpoints.read(scen_dir, "accuracy", facts).scores
+    effective = str(perf.values.get("effective_scenario", ""))
+    checked = endpoints.checked_scenario(effective, directory)
+    key = bench.result_fields.get(checked) or facts.result_field(checked) or ""
+    value = perf.values.get(key)
+    div = 1e6 if checked in ("SingleStream", "MultiStream") else 1.0
+    unit = ("Tokens/s" if bench.uses_token_latencies and bench.result_fields else
+            SAMPLE_UNITS.get(directory, ""))
+    if bench.name == "llama3.1-8b-edge" and directory == "SingleStream":
+        unit = "Latency (ms)"
+    accuracy = (json.dumps(scores[0]).replace(",", " ").replace('"', "").replace("{", "")
+                .replace("}", "").strip()) if scores else ""
+    inferred = int(directory != effective and (effective, directory) != ("server", "interactive"))
+    return value, div, unit, accuracy, inferred
 
 
 def _result(bench: BenchmarkRules, scenario: str) -> tuple[str, float, str]:

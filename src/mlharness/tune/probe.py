@@ -124,6 +124,12 @@ def token_run(benchmark: str) -> bool:
     return bench is not None and bench.uses_token_latencies
 
 
+def generation_run(benchmark: str) -> bool:
+    """``benchmark`` generates on a server (an LLM or VLM benchmark): a few queries a second."""
+    bench = benchmark_rules(benchmark)
+    return bench is not None and bench.generates
+
+
 def engine_settings(spec: RunSpec) -> dict[str, Any]:
     """The engine settings of ``spec`` that are set (for points and SUT configs)."""
     return {k: getattr(spec, k) for k in ENGINE_SETTINGS if getattr(spec, k) is not None}

@@ -35,7 +35,7 @@ from mlharness.names import Scenario
 from mlharness.spec import RunSpec
 from mlharness.tune.latency import rough_latency
 from mlharness.tune.probe import (Point, PointSink, ProgressSink, probe, short_of_queries,
-                                  token_run)
+                                  generation_run, token_run)
 
 START_QPS = 100.0  # when no latency was measured to start from
 GROWTH = 4.0
@@ -120,8 +120,9 @@ def probe_queries(spec: RunSpec) -> int:
 
 
 def max_probe_seconds(spec: RunSpec, quick: bool = False) -> float:
-    """The longest a probe may last (sets the slowest rate a search probes)."""
-    if token_run(spec.benchmark):
+    """The longest a probe may last (sets the slowest rate a search probes): longer for a
+    benchmark that generates on a server."""
+    if generation_run(spec.benchmark):
         return TOKEN_QUICK_MAX_PROBE_S if quick else TOKEN_MAX_PROBE_S
     return 20.0 if quick else MAX_PROBE_S
 
