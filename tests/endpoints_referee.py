@@ -13,7 +13,6 @@ Missing, a comparison is skipped with the reason; under ``make test`` or ``CI=tr
 
 from __future__ import annotations
 
-import functools
 import os
 import subprocess
 from pathlib import Path
@@ -21,32 +20,21 @@ from pathlib import Path
 import pytest
 
 from extras import extras_required
-from referee import INFERENCE, REPO
+from referee import INFERENCE, VENVS
 
 ENDPOINTS = INFERENCE.parent / "endpoints"
 QWEN3VL_SRC = INFERENCE / "multimodal" / "qwen3-vl" / "src"
-PYTHON = Path(os.environ.get("MLPERF_ENDPOINTS_PYTHON")
-              or REPO / ".venv-referee-endpoints" / "bin" / "python")
+VENV = VENVS["endpoints"]
+PYTHON = VENV.python
 RUNNER = Path(__file__).with_name("endpoints_referee_run.py")
-MODULES = ("inference_endpoint", "datasets", "rapidfuzz", "sklearn", "tabulate", "loguru",
-           "mlperf_loadgen", "openai")
 
 
-@functools.lru_cache(maxsize=None)
 def _problem() -> str | None:
     if not (ENDPOINTS / "pyproject.toml").is_file():
         return f"the pinned endpoints client is not at {ENDPOINTS}"
     if not (QWEN3VL_SRC / "mlperf_inf_mm_q3vl" / "evaluation.py").is_file():
         return f"the qwen3-vl reference is not at {QWEN3VL_SRC}"
-    if not PYTHON.is_file():
-        return (f"the endpoints referee's Python is not at {PYTHON}: run `make "
-                "referee-endpoints` (or set MLPERF_ENDPOINTS_PYTHON)")
-    probe = subprocess.run([str(PYTHON), "-c", f"import {', '.join(MODULES)}"],
-                           capture_output=True, text=True, timeout=300)
-    if probe.returncode != 0:
-        last = (probe.stderr.strip().splitlines() or ["?"])[-1]
-        return f"{PYTHON} lacks a module ({last}): run `make referee-endpoints`"
-    return None
+    return VENV.problem()
 
 
 def require() -> None:

@@ -15,7 +15,8 @@ of its own, a :class:`Venv` in ``VENVS``: ``.venv-referee-NAME/bin/python`` (or 
 names), which ``make referee-NAME`` (part of ``make test``) builds from
 ``tests/referee-NAME-requirements.txt``: ``kits19`` (3D-UNet: ``pandas<2``, a SciPy with
 ``scipy.signal.gaussian``), ``yolo`` (ultralytics on a torch and torchvision that load together),
-``whisper`` (openai-whisper's normaliser, which imports torch). Mark a test
+``whisper`` (openai-whisper's normaliser, which imports torch), ``endpoints`` (Python 3.12:
+MLCommons' endpoints client and the qwen3-vl scorer). Mark a test
 ``@official(..., kits19=True)`` or call ``VENVS[NAME].run(...)``.
 
 A missing piece skips the test with the reason; under ``CI=true`` it fails instead, so CI never
@@ -126,6 +127,10 @@ VENVS = {v.name: v for v in (
          env=(("YOLO_OFFLINE", "1"), ("YOLO_VERBOSE", "false"))),
     Venv("whisper", "whisper's referee", "MLPERF_WHISPER_REFEREE_PYTHON",
          ("numpy", "torch", "whisper.normalizers", "librosa", "soundfile", "sox", "pandas")),
+    # MLCommons' endpoints client and the qwen3-vl scorer (tests/endpoints_referee.py)
+    Venv("endpoints", "the endpoints referee", "MLPERF_ENDPOINTS_PYTHON",
+         ("inference_endpoint", "datasets", "rapidfuzz", "sklearn", "tabulate", "loguru",
+          "mlperf_loadgen", "openai")),
 )}
 #: the 3D-UNet reference's folder under the checkout
 KITS19_DIR = "vision/medical_imaging/3d-unet-kits19"

@@ -10,7 +10,7 @@ from pathlib import Path
 from typing import Callable
 
 from mlharness.artefacts.cache import (download_path, part_path, remove_quietly, stamp_path,
-                                       target, write_stamp)
+                                       staged_folder, target, write_stamp)
 from mlharness.artefacts.catalogue import Artefact
 from mlharness.artefacts.digest import algorithm, file_digest, matches, mismatch_text
 from mlharness.artefacts.errors import ArtefactError, ChecksumMismatch
@@ -153,27 +153,14 @@ def _imagenet_from_aux(source: Path, val_txt: Path, dest: Path, expected: int) -
     if not val_txt.is_file():
         raise ArtefactError(f"{val_txt} is missing from the unpacked imagenet-aux",
                             hint="`mlharness get imagenet-aux` again")
-    tmp = dest.with_name(f".{dest.name}.tmp")
-    if tmp.exists():
-        shutil.rmtree(tmp)
-    tmp.mkdir(parents=True)
     text = val_txt.read_text(encoding="utf-8")
-    for line in text.splitlines():
-        name = line.split()[0] if line.strip() else ""
-        if name and (source / name).is_file():
-            (tmp / name).symlink_to(source / name)
-    write_text_atomic(tmp / "val_map.txt", text)
-    try:
-        count = check_imagenet(tmp, expected=expected)
-    except ArtefactError:
-        shutil.rmtree(tmp)
-        raise
-    if dest.is_symlink():
-        dest.unlink()
-    elif dest.exists():
-        shutil.rmtree(dest)
-    tmp.rename(dest)
-    return count
+    with staged_folder(dest) as tmp:
+        for line in text.splitlines():
+            name = line.split()[0] if line.strip() else ""
+            if name and (source / name).is_file():
+                (tmp / name).symlink_to(source / name)
+        write_text_atomic(tmp / "val_map.txt", text)
+        return check_imagenet(tmp, expected=expected)
 
 
 def _coco_safe_from_val2017(source: Path, dest: Path, expected: int) -> int:
@@ -189,24 +176,12 @@ def _coco_safe_from_val2017(source: Path, dest: Path, expected: int) -> int:
     except (OSError, ValueError, KeyError, TypeError) as exc:
         raise ArtefactError(f"{annotations}: not COCO's val2017 annotation file ({exc})",
                             hint="unpack annotations_trainval2017.zip into DIR/annotations") from exc
-    tmp = dest.with_name(f".{dest.name}.tmp")
-    if tmp.exists():
-        shutil.rmtree(tmp)
-    (tmp / "val2017_safe").mkdir(parents=True)
-    (tmp / "annotations").mkdir()
-    for image in subset["images"]:
-        name = str(image["file_name"])
-        if (source / "val2017" / name).is_file():
-            (tmp / "val2017_safe" / name).symlink_to(source / "val2017" / name)
-    dump_like_official(subset, tmp / COCO_ANNOTATIONS)
-    try:
-        count = check_coco_safe(tmp, expected=expected)
-    except ArtefactError:
-        shutil.rmtree(tmp)
-        raise
-    if dest.is_symlink():
-        dest.unlink()
-    elif dest.exists():
-        shutil.rmtree(dest)
-    tmp.rename(dest)
-    return count
+    with staged_folder(dest) as tmp:
+        (tmp / "val2017_safe").mkdir()
+        (tmp / "annotations").mkdir()
+        for image in subset["images"]:
+            name = str(image["file_name"])
+            if (source / "val2017" / name).is_file():
+                (tmp / "val2017_safe" / name).symlink_to(source / "val2017" / name)
+        dump_like_official(subset, tmp / COCO_ANNOTATIONS)
+        return check_coco_safe(tmp, expected=expected)

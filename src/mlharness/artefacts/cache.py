@@ -5,6 +5,7 @@ from __future__ import annotations
 import contextlib
 import json
 import os
+import shutil
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Iterator
@@ -123,3 +124,23 @@ def status(artefact: Artefact, root: Path) -> Status:
 def remove_quietly(path: Path) -> None:
     with contextlib.suppress(FileNotFoundError):
         os.unlink(path)
+
+
+@contextlib.contextmanager
+def staged_folder(dest: Path) -> Iterator[Path]:
+    """A fresh ``.<name>.tmp`` folder beside ``dest`` to build a prepared dataset in: removed
+    when the block raises, else moved into ``dest``'s place (a link or folder there goes)."""
+    tmp = dest.with_name(f".{dest.name}.tmp")
+    if tmp.exists():
+        shutil.rmtree(tmp)
+    tmp.mkdir(parents=True)
+    try:
+        yield tmp
+    except BaseException:
+        shutil.rmtree(tmp, ignore_errors=True)
+        raise
+    if dest.is_symlink():
+        dest.unlink()
+    elif dest.exists():
+        shutil.rmtree(dest)
+    tmp.rename(dest)

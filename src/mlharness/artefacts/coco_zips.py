@@ -18,6 +18,7 @@ from typing import Callable
 
 from mlharness.artefacts.coco_filter import dump_like_official, safe_annotations
 from mlharness.artefacts.digest import file_digest
+from mlharness.artefacts.cache import staged_folder
 from mlharness.artefacts.errors import ArtefactError
 from mlharness.artefacts.layouts import COCO_ANNOTATIONS, check_coco_safe
 
@@ -75,13 +76,10 @@ def coco_safe_from_zips(images_zip: Path, annotations_zip: Path, dest: Path, exp
     except (zipfile.BadZipFile, ValueError, TypeError, OSError) as exc:
         raise ArtefactError(f"{annotations_zip}: cannot read {ANNOTATIONS_MEMBER} ({exc})",
                             hint="download it again from cocodataset.org") from exc
-    tmp = dest.with_name(f".{dest.name}.tmp")
-    if tmp.exists():
-        shutil.rmtree(tmp)
-    (tmp / "val2017_safe").mkdir(parents=True)
-    (tmp / "annotations").mkdir()
     try:
-        with zipfile.ZipFile(images_zip) as zf:
+        with staged_folder(dest) as tmp, zipfile.ZipFile(images_zip) as zf:
+            (tmp / "val2017_safe").mkdir()
+            (tmp / "annotations").mkdir()
             present = set(zf.namelist())
             for image in subset["images"]:
                 name = str(image["file_name"])
@@ -92,19 +90,9 @@ def coco_safe_from_zips(images_zip: Path, annotations_zip: Path, dest: Path, exp
                 if member in present:
                     with zf.open(member) as src, open(tmp / "val2017_safe" / name, "wb") as out:
                         shutil.copyfileobj(src, out)
-        dump_like_official(subset, tmp / COCO_ANNOTATIONS)
-        count = check_coco_safe(tmp, expected=expected)
+            dump_like_official(subset, tmp / COCO_ANNOTATIONS)
+            return check_coco_safe(tmp, expected=expected)
     except (zipfile.BadZipFile, OSError) as exc:
-        shutil.rmtree(tmp, ignore_errors=True)
         raise ArtefactError(f"cannot extract the safe images from {images_zip}: {exc}",
                             hint="check the disk holding the cache, or download the zip "
                                  "again") from exc
-    except ArtefactError:
-        shutil.rmtree(tmp, ignore_errors=True)
-        raise
-    if dest.is_symlink():
-        dest.unlink()
-    elif dest.exists():
-        shutil.rmtree(dest)
-    tmp.rename(dest)
-    return count

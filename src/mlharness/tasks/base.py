@@ -21,7 +21,7 @@ import numpy as np
 from mlharness.errors import ConfigError
 from mlharness.options import Options, parse_options
 from mlharness.prompts import GenerationRequest
-from mlharness.rules import BenchmarkRules
+from mlharness.rules import BenchmarkRules, Generation
 from mlharness.tensors import IndexRange, Predict, TensorSpec
 
 __all__ = ["AccuracyResult", "GenerationTask", "IndexRange", "Predict", "Progress", "Task",
@@ -230,6 +230,18 @@ class GenerationTask(Task):
 
     kind = "generation"
     response_dtype = "int32"
+
+    def take_rules(self, name: str, options: TaskOptions) -> Generation:
+        """Become benchmark ``name`` of the rules ``options`` carry (name, rules, LoadGen key)
+        and return their sampling; rules without a ``[generation]`` table: ConfigError."""
+        self.name = name
+        rules = self.rules = options.require_rules(name)
+        if rules.generation is None:
+            raise ConfigError(f"{name}'s rules ({rules.name}) describe no generation",
+                              "its [benchmarks] table needs a [generation] table (the "
+                              "reference's sampling)")
+        self.loadgen_model = rules.loadgen_model
+        return rules.generation
 
     @abstractmethod
     def request(self, index: int) -> GenerationRequest:

@@ -21,7 +21,7 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any, Sequence
 
-from mlharness.errors import ConfigError, DatasetError
+from mlharness.errors import DatasetError
 from mlharness.files import cache_root
 from mlharness.llm import hierarchical_f1, image_cache, product_request
 from mlharness.llm.product_catalogue import Catalogue
@@ -51,14 +51,7 @@ class Qwen3VlTask(GenerationTask):
     rules: BenchmarkRules  # always given (its generation, bounds and targets come from them)
 
     def __init__(self, name: str, options: TaskOptions) -> None:
-        self.name = name
-        self.rules = options.require_rules(name)
-        if self.rules.generation is None:
-            raise ConfigError(f"{name}'s rules ({self.rules.name}) describe no generation",
-                              "its [benchmarks] table needs its [generation] (the reference "
-                              "client's sampling)")
-        self.generation = self.rules.generation
-        self.loadgen_model = self.rules.loadgen_model
+        self.generation = self.take_rules(name, options)
         parsed = options.parsed(Qwen3VlOptions)
         self.max_new_tokens = parsed.max_new_tokens or self.generation.max_new_tokens
         self.threads = parsed.image_threads or os.cpu_count() or 1

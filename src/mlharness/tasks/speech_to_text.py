@@ -49,14 +49,7 @@ class WhisperTask(GenerationTask):
     rules: BenchmarkRules  # always given: the sampling (generation) and the WER target
 
     def __init__(self, name: str, options: TaskOptions) -> None:
-        self.name = name
-        self.rules = options.require_rules(name)
-        if self.rules.generation is None:
-            raise ConfigError(f"{name}'s rules ({self.rules.name}) describe no generation",
-                              "whisper's [benchmarks] table needs its [generation] "
-                              "(reference_SUT.py's sampling)")
-        self.generation = self.rules.generation
-        self.loadgen_model = self.rules.loadgen_model
+        self.generation = self.take_rules(name, options)
         parsed = options.parsed(WhisperOptions)
         reference = self.generation.max_new_tokens
         if parsed.max_new_tokens is not None and parsed.max_new_tokens > reference:

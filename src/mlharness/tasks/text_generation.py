@@ -47,14 +47,7 @@ class TextGenerationTask(GenerationTask):
     rules: BenchmarkRules  # always given (its generation settings and scorer come from them)
 
     def __init__(self, name: str, options: TaskOptions) -> None:
-        self.name = name
-        self.rules = options.require_rules(name)
-        if self.rules.generation is None:
-            raise ConfigError(f"{name}'s rules ({self.rules.name}) describe no generation",
-                              "a text-generation benchmark's [benchmarks] table needs its "
-                              "[generation] (the reference harness's sampling)")
-        self.generation = self.rules.generation
-        self.loadgen_model = self.rules.loadgen_model
+        self.generation = self.take_rules(name, options)
         parsed = options.parsed(TextGenerationOptions)
         self.max_new_tokens = _max_new_tokens(name, parsed.max_new_tokens,
                                               self.generation.max_new_tokens)

@@ -23,7 +23,7 @@ from mlharness.errors import ConfigError, DatasetError, ModelError
 from mlharness.options import Options
 from mlharness.tasks.base import AccuracyResult, Predict, TaskOptions, TensorSpec
 from mlharness.tasks.vision.cache import SampleCache, default_root
-from mlharness.tasks.vision.coco_map import coco_map
+from mlharness.tasks.vision.coco_map import coco_accuracy
 from mlharness.tasks.vision.coco_safe import annotations_path, image_dir
 from mlharness.tasks.vision.image_set import ImageSetTask
 from mlharness.tasks.vision.letterbox import (LetterboxConfig, LetterboxPreprocessor,
@@ -152,13 +152,7 @@ class YoloTask(ImageSetTask):
 
     def score(self, entries: list[tuple[int, bytes]]) -> AccuracyResult:
         """COCO mAP as ``tools/accuracy-coco.py`` computes it."""
-        result = coco_map(self.annotations, entries, self.images)
-        details = {
-            "images": result.images, "detections": result.detections,
-            "no_results": result.no_results, "duplicates": result.duplicates,
-            "mismatched_idx": result.mismatched_idx, "dataset_size": len(self.images),
-        }
-        return AccuracyResult("mAP", result.value, result.text, self.target, details)
+        return coco_accuracy(self.annotations, entries, self.images, self.target)
 
     def describe(self) -> dict[str, Any]:
         return {**super().describe(), "annotations": str(self.annotations),

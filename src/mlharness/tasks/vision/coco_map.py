@@ -18,6 +18,7 @@ from typing import Any, Sequence
 
 import numpy as np
 
+from mlharness.tasks.base import AccuracyResult
 from mlharness.tasks.vision.openimages import ImageRecord
 
 
@@ -101,3 +102,15 @@ def coco_map(annotations: Path, entries: Sequence[tuple[int, bytes]],
                         if line.startswith(" Average"))
     return MapResult(value, summary, len(image_ids), len(detections), counts["no_results"],
                      counts["duplicates"], counts["mismatched_idx"])
+
+
+def coco_accuracy(annotations: Path, entries: Sequence[tuple[int, bytes]],
+                  images: Sequence[ImageRecord], target: float | None) -> AccuracyResult:
+    """:func:`coco_map` as a task's accuracy result: mAP, its summary lines and the counts."""
+    result = coco_map(annotations, entries, images)
+    details = {
+        "images": result.images, "detections": result.detections,
+        "no_results": result.no_results, "duplicates": result.duplicates,
+        "mismatched_idx": result.mismatched_idx, "dataset_size": len(images),
+    }
+    return AccuracyResult("mAP", result.value, result.text, target, details)
