@@ -285,3 +285,26 @@ def test_warm_up_through_replicas_runs_each_shape_on_each_and_unloads_its_sample
         assert r.loaded == set()
     assert backend.pool is not None and backend.pool.served == {"a": 0, "b": 0}
     assert phases[-1] == "warming up the backend"
+
+
+class TwoCallTask(CountingTask):
+    """A sample of two backend calls (as 3D-UNet's windows): its own seam."""
+
+    def infer(self, predict, indices: Sequence[int]) -> list[bytes]:
+        predict(self.batch_inputs(indices))
+        return self.encode_responses(indices, predict(self.batch_inputs(indices)))
+
+
+def test_the_backend_calls_of_a_task_of_many_calls_are_counted_for_the_stall_clock() -> None:
+    backend, rec = DoublingBackend(), Recorder()
+    engine = Engine(TwoCallTask(), backend, policy_for("Offline", 4), rec, workers=1)
+    engine.start()
+    engine.issue(list(range(1000, 1010)), list(range(10)))
+    rec.wait(10)
+    engine.stop()
+    assert len(rec.got) == 10 and engine.calls == len(backend.batches) == 6  # 3 batches x 2
+    plain = Engine(CountingTask(), DoublingBackend(), policy_for("Offline", 4), Recorder())
+    plain.start()
+    plain.issue([1], [0])
+    plain.stop()
+    assert plain.calls == 0  # one call a batch: completions are its progress, nothing wrapped

@@ -276,7 +276,9 @@ def _supervise(spec: RunSpec, settings: EffectiveSettings, task: Task, run_dir: 
     channel = ctx.Queue()
     loaded = ctx.Value("q", 0, lock=False)
     completed = ctx.Value("q", 0, lock=False)
-    streamed = ctx.Value("q", 0, lock=False)  # what a streaming backend received (progress)
+    # progress besides samples: what a streaming backend received, or the backend calls of a
+    # task of many calls a sample (3D-UNet's windows)
+    streamed = ctx.Value("q", 0, lock=False)
     proc = ctx.Process(target=child_main, name="mlharness-run",
                        args=(spec.to_dict(), settings, str(run_dir), channel, loaded,
                              completed, os.getpid(), streamed))

@@ -15,7 +15,7 @@ import sys
 import threading
 import traceback
 from pathlib import Path
-from typing import Any, Sequence
+from typing import Any, Callable, Sequence
 
 from mlharness import rules
 from mlharness.backends import prepare_process
@@ -38,11 +38,13 @@ from mlharness.tasks import GenerationTask
 
 def _counter_thread(engine: Engine | StreamEngine, completed: Counter,
                     stop: threading.Event, streamed: Counter | None = None,
-                    backend: StreamingBackend | None = None) -> None:
+                    progress: Callable[[], int] | None = None) -> None:
+    """Copy the engine's completions, and ``progress()`` (what a streaming backend received,
+    or the backend calls of a task of many calls a sample) into the parent's counters."""
     while True:
         completed.value = engine.completed
-        if streamed is not None and backend is not None:
-            streamed.value = backend.progress()
+        if streamed is not None and progress is not None:
+            streamed.value = progress()
         if stop.wait(0.1):
             break
     completed.value = engine.completed
@@ -124,7 +126,8 @@ def _run_streaming(spec: RunSpec, settings: EffectiveSettings, task: GenerationT
                             task.unload_samples)
         stop = threading.Event()
         counter = threading.Thread(target=_counter_thread,
-                                   args=(engine, completed, stop, streamed, backend), daemon=True)
+                                   args=(engine, completed, stop, streamed, backend.progress),
+                                   daemon=True)
         counter.start()
         phase(LOADGEN_PHASE)
         try:
@@ -225,8 +228,9 @@ def child_main(spec_data: dict[str, Any], settings: EffectiveSettings, run_dir: 
         qsl = SampleLibrary(task.total_count(), task.performance_count(), load,
                             lambda indices: home.unload(list(indices)))
         stop = threading.Event()
-        counter = threading.Thread(target=_counter_thread, args=(engine, completed, stop),
-                                   daemon=True)
+        counter = threading.Thread(target=_counter_thread,
+                                   args=(engine, completed, stop, streamed,
+                                         lambda: engine.calls), daemon=True)
         counter.start()
         engine.start()
         phase(LOADGEN_PHASE)

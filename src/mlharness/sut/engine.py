@@ -14,10 +14,12 @@ import time
 import traceback
 from typing import Callable, Sequence, cast
 
+import numpy as np
+
 from mlharness.backends.base import Backend, SampleBackend
 from mlharness.sut.batching import BatchPolicy
 from mlharness.sut.placement import pin_current_thread
-from mlharness.tasks.base import Task, TensorTask
+from mlharness.tasks.base import Predict, Task, TensorTask
 
 Complete = Callable[[Sequence[int], Sequence[bytes]], None]
 
@@ -81,6 +83,11 @@ class Engine:
         self.failure: str | None = None
         self.failure_traceback = ""
         self.completed = 0  # samples answered (including failed ones); under _count_lock
+        #: backend calls of a task whose sample is many calls (its own ``infer``: 3D-UNet's
+        #: windows): progress for the run's stall clock while one sample takes minutes
+        self.calls = 0
+        self._counts_calls = isinstance(task, TensorTask) and type(task).infer is not \
+            TensorTask.infer
         self.batches = 0
         self.warmup_shapes = 0  # the input shapes the warm-up ran (Task.warmup_batches)
         self._count_lock = threading.Lock()  # worker threads add, progress/stall watch reads
@@ -232,7 +239,7 @@ class Engine:
             if backend is None:
                 payloads = cast(SampleBackend, self._holder).run_indices(indices)
             else:
-                payloads = self.task.infer(backend.predict, indices)
+                payloads = self.task.infer(self._predict(backend), indices)
             if len(payloads) != len(ids):
                 raise RuntimeError(
                     f"task encoded {len(payloads)} responses for a batch of {len(ids)} samples"
@@ -245,6 +252,19 @@ class Engine:
         with self._count_lock:
             self.completed += len(ids)
             self.batches += 1
+
+    def _predict(self, backend: Backend) -> Predict:
+        """``backend.predict``, counted in :attr:`calls` for a task of many calls a sample."""
+        predict = backend.predict
+        if not self._counts_calls:
+            return predict
+
+        def counted(inputs: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
+            out = predict(inputs)
+            self.calls += 1  # a progress count: an increment lost to a race does not matter
+            return out
+
+        return counted
 
     def _answer_empty(self, ids: list[int]) -> None:
         self._complete(ids, [b""] * len(ids))
