@@ -236,7 +236,7 @@ def test_progress_shows_each_step_once() -> None:
     from mlharness.cli.render import LiveProgress
     from mlharness.runner.execute import RunProgress
 
-    with LiveProgress(enabled=True) as bar:
+    with LiveProgress(enabled=True, lines=False) as bar:  # the bar, as on a terminal
         def steps(done: int, total: int, label: str) -> None:  # as calibrate_command hands it
             bar(RunProgress("prepare", done, total, label=label))
 

@@ -7,6 +7,7 @@ from typing import Callable
 
 from mlharness.artefacts.coco_filter import safe_licence_ids
 from mlharness.artefacts.errors import ArtefactError
+from mlharness.errors import DatasetError
 
 #: the ImageNet 2012 validation set: images, classes
 IMAGENET_IMAGES = 50_000
@@ -148,7 +149,7 @@ def check_librispeech_repack(folder: Path, *, expected: int) -> int:
     """Check a whisper dataset folder (the reference's DATA_DIR): ``dev-all-repack.json``
     keeps ``expected`` clips of at most 30 s, as the reference's manifest reader keeps them,
     and every clip's audio is in ``dev-all-repack/``; returns the clip count."""
-    from mlharness.errors import DatasetError
+    # lazy: mlharness.speech reads audio (soundfile, the whisper extra); `get` lists without it
     from mlharness.speech.manifest import MANIFEST_NAME, read_manifest, relocated
 
     manifest = folder / MANIFEST_NAME

@@ -20,6 +20,7 @@ from mlharness.artefacts.errors import DownloadFailed
 from mlharness.artefacts.layouts import (OPENIMAGES_ANNOTATIONS, OPENIMAGES_IMAGES,
                                          check_librispeech_repack, check_openimages,
                                          openimages_images)
+from mlharness.errors import DatasetError
 
 #: parallel image downloads (the official script uses a thread pool too)
 WORKERS = 8
@@ -101,7 +102,7 @@ def prepare_librispeech(artefact: Artefact, root: Path, unpacked: list[Path], *,
     """Build ``<cache>/<artefact.path>`` (``dev-all-repack.json`` and ``dev-all-repack/``)
     from the unpacked LibriSpeech archives (each holding ``LibriSpeech/<subset>/``), in a
     temporary sibling renamed into place once checked: complete or not at all."""
-    from mlharness.errors import DatasetError
+    # lazy: mlharness.speech reads audio (soundfile, the whisper extra); `get` lists without it
     from mlharness.speech import repack
 
     report = report or (lambda _p: None)
