@@ -45,6 +45,7 @@ def round_runs(inputs: dict[str, Path], tmp_path_factory: pytest.TempPathFactory
     """Per round: a ResNet50 Offline performance run, its accuracy run and the TEST01, TEST04 and
     TEST05 audits, all with --round."""
     made: dict[str, dict] = {}
+    target = None
     for name in ROUNDS:
         runs = tmp_path_factory.mktemp(name.replace(".", "_")) / "runs"
 
@@ -53,21 +54,16 @@ def round_runs(inputs: dict[str, Path], tmp_path_factory: pytest.TempPathFactory
                            dataset=inputs["dataset"], cache_dir=inputs["cache"], output_dir=runs,
                            valid=False, round=name, **kw)
 
-        target = offline_target_qps(spec())
+        # measured once: the rounds differ in their seeds only, not in the machine's speed
+        target = target or offline_target_qps(spec())
         perf = execute(spec(target_qps=target))
         acc = execute(spec(mode="accuracy"))
         assert perf.status == "ok" and acc.status == "ok"
         base = spec(target_qps=target)
+        # TEST05 asks for the reference's throughput within 5%, which a shared, noisy machine
+        # may miss: every test below holds for either verdict (ours equals the round's script)
         audits = {t: run_audit(t, base, runs / "compliance" / t).run_dir
-                  for t in ("TEST01", "TEST04")}
-        # TEST05 asks for the reference's throughput within 5% on a shared, noisy machine: an
-        # audit that misses it is moved aside and run again (at most three times in all)
-        for attempt in range(3):
-            audits["TEST05"] = run_audit("TEST05", base, runs / "compliance" / "TEST05").run_dir
-            check = tmp_path_factory.mktemp("check")
-            if verify("TEST05", perf.run_dir, None, audits["TEST05"], check).passed or attempt == 2:
-                break
-            shutil.move(str(audits["TEST05"]), str(check / "missed"))
+                  for t in ("TEST01", "TEST04", "TEST05")}
         made[name] = {"runs": runs, "perf": perf.run_dir, "acc": acc.run_dir, "audits": audits}
     return made
 
@@ -231,24 +227,25 @@ def test_test05_needs_a_round_that_required_it():
 
 
 @pytest.mark.slow
-def test_compare_by_round_puts_rounds_side_by_side(tmp_path: Path,
+def test_compare_by_round_puts_rounds_side_by_side(round_runs: dict, tmp_path: Path,
                                                    capsys: pytest.CaptureFixture[str]):
-    """Runs under --round v3.0 and v4.1 are told apart by the seeds in their logs: `compare --by
-    round` gives a row per round and a Delta between them."""
+    """Runs under --round v3.0 and v4.1 (the module's performance runs, each at its measured
+    target) are told apart by the seeds in their logs: `compare --by round` gives a row per
+    round and a Delta between them."""
     import json
 
     from mlharness.cli.main import main
 
     runs = tmp_path / "runs"
-    for name in ("v3.0", "v4.1"):
-        main(["run", "-b", "demo", "-s", "Offline", "--target-qps", "auto", "--round", name,
-              "--output-dir", str(runs), "--no-progress", "--json"])
+    for name in ROUNDS:
+        perf = round_runs[name]["perf"]
+        shutil.copytree(perf, runs / "resnet50" / f"{name}-{perf.name}")
     capsys.readouterr()
     assert main(["compare", str(runs), "--by", "round", "--format", "json"]) == 0
     table = json.loads(capsys.readouterr().out)
     assert table["groups"] == ["round=v3.0", "round=v4.1"]
-    cells = [table["cells"][g]["demo/Offline"] for g in table["groups"]]
-    delta = table["deltas"][0]["values"]["demo/Offline"]
+    cells = [table["cells"][g]["resnet50/Offline"] for g in table["groups"]]
+    delta = table["deltas"][0]["values"]["resnet50/Offline"]
     if all(c["valid"] for c in cells):  # a loaded machine can still make one INVALID
         expected = (cells[1]["value"] / cells[0]["value"] - 1) * 100
         assert delta["percent"] == pytest.approx(expected, abs=0.01)
