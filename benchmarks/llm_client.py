@@ -1,9 +1,10 @@
-"""LLM streaming client overhead: the openai backend (mlharness) vs a bare asyncio client.
+"""LLM streaming client overhead: the openai backend (mlharness) vs a bare asyncio client and
+MLCommons' endpoints client.
 
 Both sides stream from the same scripted OpenAI-compatible server (tests/llm_server.py, in a
 process of its own on a free port: fixed TTFT, a fixed gap between tokens, a fixed number of
 tokens) with the same number of streams in flight and the same requests, in alternating rounds
-(bare, harness, bare, ...), so both see the same machine.
+(bare, harness, endpoints, bare, ...), so all see the same machine.
 
 * bare: the least a client can do, in this file: open a connection, POST, read the SSE lines
   (``StreamReader.readline``), count the token ids, note the first one's time; on asyncio's
@@ -11,6 +12,40 @@ tokens) with the same number of streams in flight and the same requests, in alte
 * harness: ``OpenAIBackend.submit`` called from a driver thread (as LoadGen's), with
   ``concurrency = --streams``; its callbacks (on the backend's loop) note the first token and
   the end.
+* endpoints: MLCommons' endpoints client (``inference-endpoint benchmark online
+  --load-pattern concurrency --concurrency STREAMS --num-samples REQUESTS --streaming on
+  --api-type openai_completions``, flags from ../shared/official/endpoints/docs/
+  CLI_QUICK_REFERENCE.md and its ``--help``) run as its CLI runs, in a subprocess, from
+  ``.venv-referee-endpoints`` (``make referee-endpoints`` builds it; missing, this side is left
+  out and said so). Offline: a one-row dataset of ``input_tokens`` (the prompt's ids, sent as
+  ``prompt`` to /v1/completions as the harness sends them: its completions_adapter.py) and a
+  local word-level tokenizer (``--tokenizer DIR``), one token per whitespace-separated word,
+  because the client counts output tokens by tokenizing the streamed text (OSL:
+  metrics_aggregator/metrics_table.py, ``add_special_tokens=False`` in token_metrics.py) and the
+  server streams `` t<id>`` a token, so each token is one word. ``--endpoints-workers`` worker
+  processes (default 1: its auto is at least 10, endpoint_client/config.py, which on 2 cores
+  does not start within its 60 s), ``--no-cpu-affinity`` (a shared machine), no warmup
+  connections (``--client.warmup-connections 0``). Its report
+  (``performance/result_summary.json``) gives tokens/s (``tps``: output tokens over the tracked
+  duration, start of performance tracking to the last completion, metrics/report.py) and TTFT
+  p99 (``ttft.percentiles["99.0"]``, ns, from an HDR histogram).
+
+What each side counts, and what differs:
+* tokens/s: output tokens over the round's wall time, first submit to last completion, on every
+  side; bare and harness count the token ids streamed, endpoints the words of the streamed
+  text, the same number here (checked: its output token total must be completed x ``--tokens``).
+* TTFT: from the request's send by the load generator to the first token seen by it. Bare: from
+  before its connect to the first ``data:`` line parsed, on one loop. Harness: from ``submit`` on
+  the driver thread to ``on_first`` on the backend's loop (a thread hop). Endpoints: from its
+  ISSUED event (main process, before the query is sent to a worker process over ZMQ) to its
+  RECV_FIRST event (main process, when the worker's first-chunk message arrives;
+  load_generator/session.py), so two process hops. p99: nearest rank over every request for
+  bare and harness, an HDR histogram's for endpoints.
+* connections: every side opens one connection a request (the scripted server closes each
+  after its answer and says ``Connection: close``); against a keep-alive server endpoints would
+  reuse its pooled connections, which this benchmark does not measure.
+* endpoints' per-round process start (its services, the tokenizer, the worker: seconds) is
+  outside its tracked duration; its client CPU is not shown (it is spread over four processes).
 
 Both are closed loops at saturation: ``--streams`` requests in flight from start to end, the
 next one sent as soon as one ends (bare: ``--streams`` workers; harness: the driver submits one
@@ -25,9 +60,12 @@ bottleneck, not the client); then
 
     RATIO harness/bare tokens/s = X.XX
     ADDED TTFT p99 ms = X.XX
+    RATIO mlharness/endpoints tokens/s = X.XX
+    ADDED TTFT p99 ms vs endpoints = X.XX   (mlharness's TTFT p99 less endpoints')
 
     .venv/bin/python benchmarks/llm_client.py [--streams 1000] [--requests 3000] [--rounds 3]
         [--ttft-ms 50] [--gap-ms 5] [--tokens 32] [--bare-uvloop] [--quick]
+        [--endpoints-workers 1] [--no-endpoints]
 """
 
 from __future__ import annotations
@@ -40,6 +78,7 @@ import queue
 import statistics
 import subprocess
 import sys
+import tempfile
 import time
 from dataclasses import dataclass
 from pathlib import Path
@@ -64,24 +103,32 @@ class Round:
     wall_s: float
     ttft_s: list[float]
     errors: int
-    client_cpu_s: tuple[float, float]  # user, system
+    client_cpu_s: tuple[float, float] | None  # user, system (None: not measured)
     server_cpu_s: float
     lag_s: list[float]  # the client loop's timer lateness, sampled every 10 ms
+    reported: tuple[float, float, float] | None = None  # a report's tokens/s, TTFT p50, p99
 
     @property
     def tokens_per_s(self) -> float:
-        return self.tokens / self.wall_s
+        return self.reported[0] if self.reported else self.tokens / self.wall_s
+
+    def ttft_p(self, q: int) -> float:
+        if self.reported:
+            return self.reported[1] if q == 50 else self.reported[2]
+        return percentile(self.ttft_s, q)
 
     def line(self) -> str:
-        p50, p99 = percentile(self.ttft_s, 50), percentile(self.ttft_s, 99)
-        lag50, lag99 = percentile(self.lag_s, 50), percentile(self.lag_s, 99)
-        return (f"{self.side:8}{self.tokens_per_s:>8,.0f} tok/s  TTFT p50 {p50 * 1e3:6.1f} "
-                f"p99 {p99 * 1e3:6.1f} ms  loop lag p50 {lag50 * 1e3:5.1f} p99 "
-                f"{lag99 * 1e3:5.1f} ms  client CPU {sum(self.client_cpu_s) / self.wall_s:4.0%}, "
-                f"us/token user {self.client_cpu_s[0] / self.tokens * 1e6:4.1f} sys "
-                f"{self.client_cpu_s[1] / self.tokens * 1e6:4.1f}  server CPU "
-                f"{self.server_cpu_s / self.wall_s:4.0%}  wall {self.wall_s:.2f} s"
-                + (f"   ERRORS {self.errors}" if self.errors else ""))
+        text = (f"{self.side:10}{self.tokens_per_s:>8,.0f} tok/s  TTFT p50 "
+                f"{self.ttft_p(50) * 1e3:6.1f} p99 {self.ttft_p(99) * 1e3:6.1f} ms  ")
+        if self.lag_s:
+            lag50, lag99 = percentile(self.lag_s, 50), percentile(self.lag_s, 99)
+            text += f"loop lag p50 {lag50 * 1e3:5.1f} p99 {lag99 * 1e3:5.1f} ms  "
+        if self.client_cpu_s:
+            user, system = self.client_cpu_s
+            text += (f"client CPU {(user + system) / self.wall_s:4.0%}, us/token user "
+                     f"{user / self.tokens * 1e6:4.1f} sys {system / self.tokens * 1e6:4.1f}  ")
+        return (text + f"server CPU {self.server_cpu_s / self.wall_s:4.0%}  wall "
+                f"{self.wall_s:.2f} s" + (f"   ERRORS {self.errors}" if self.errors else ""))
 
 
 def percentile(values: list[float], q: float) -> float:
@@ -253,6 +300,73 @@ def harness_round(backend: OpenAIBackend, streams: int, requests: int, tokens: i
     return Round("harness", sum(counts), wall, ttft, len(errors), cpu, server, lags)
 
 
+# -- (c) MLCommons' endpoints client, as its CLI runs -----------------------------------------
+
+
+def endpoints_cli() -> Path:
+    """Its CLI in the endpoints referee venv (``MLPERF_ENDPOINTS_PYTHON``'s, as tests use)."""
+    python = os.environ.get("MLPERF_ENDPOINTS_PYTHON")
+    bin_dir = Path(python).parent if python else ROOT / ".venv-referee-endpoints" / "bin"
+    return bin_dir / "inference-endpoint"
+
+
+def endpoints_inputs(folder: Path) -> tuple[Path, Path]:
+    """A one-row pre-tokenized dataset and a word-level tokenizer (one token a word) that the
+    endpoints client reads offline; their paths."""
+    # lazy: only this side needs tokenizers/transformers (the base extras do not install them)
+    from tokenizers import Tokenizer, models, pre_tokenizers
+    from transformers import PreTrainedTokenizerFast
+
+    raw = Tokenizer(models.WordLevel({"<unk>": 0}, unk_token="<unk>"))
+    raw.pre_tokenizer = pre_tokenizers.WhitespaceSplit()
+    # a chat template only so that the client's tool-call baseline does not log an error
+    PreTrainedTokenizerFast(tokenizer_object=raw, unk_token="<unk>", chat_template=(
+        "{% for m in messages %}{{ m['content'] }} {% endfor %}")).save_pretrained(
+        folder / "tokenizer")
+    # ``input_tokens``: the column completions_adapter.py sends as the prompt
+    (folder / "prompts.jsonl").write_text(json.dumps({"input_tokens": PROMPT}) + "\n")
+    return folder / "prompts.jsonl", folder / "tokenizer"
+
+
+def endpoints_round(cli: Path, inputs: tuple[Path, Path], folder: Path, port: int,
+                    streams: int, requests: int, tokens: int, server_pid: int,
+                    workers: int) -> Round:
+    """One run of ``inference-endpoint benchmark online`` at ``streams`` concurrency; its
+    report's tokens/s and TTFT."""
+    dataset, tokenizer = inputs
+    report = folder / f"report-{time.monotonic_ns()}"
+    home = folder / "home"
+    env = dict(os.environ, HF_HUB_OFFLINE="1", HF_DATASETS_OFFLINE="1", TRANSFORMERS_OFFLINE="1",
+               HF_HOME=str(home / "hf"), XDG_CACHE_HOME=str(home / "cache"), TQDM_DISABLE="1",
+               PYTHONDONTWRITEBYTECODE="1")
+    env.pop("PYTHONPATH", None)  # nothing of mlharness on its path
+    command = [str(cli), "benchmark", "online", "--endpoints", f"http://127.0.0.1:{port}",
+               "--model", MODEL, "--tokenizer", str(tokenizer), "--dataset", str(dataset),
+               "--api-type", "openai_completions", "--streaming", "on",
+               "--max-output-tokens", str(tokens), "--load-pattern", "concurrency",
+               "--concurrency", str(streams), "--num-samples", str(requests), "--duration", "0",
+               "--workers", str(workers), "--client.warmup-connections", "0",
+               "--no-cpu-affinity", "--report-dir", str(report)]
+    server0 = cpu_s(server_pid)
+    proc = subprocess.run(command, env=env, cwd=folder, capture_output=True, text=True,
+                          timeout=900)
+    server = cpu_s(server_pid) - server0
+    summary_path = report / "performance" / "result_summary.json"
+    if proc.returncode != 0 or not summary_path.is_file():
+        tail = (proc.stdout + proc.stderr).strip().splitlines()[-15:]
+        raise RuntimeError(f"inference-endpoint exited {proc.returncode}:\n" + "\n".join(tail))
+    summary = json.loads(summary_path.read_text())
+    wall = summary["duration_ns"] / 1e9
+    total = int(summary["output_sequence_lengths"]["total"])
+    completed = summary["n_samples_completed"] - summary["n_samples_failed"]
+    if total != completed * tokens:
+        print(f"  endpoints counted {total} output tokens for {completed} answers of {tokens}: "
+              "its tokens are not the same unit here")
+    ttft = summary["ttft"]["percentiles"]
+    return Round("endpoints", total, wall, [], summary["n_samples_failed"], None,
+                 server, [], (summary["tps"], ttft["50.0"] / 1e9, ttft["99.0"] / 1e9))
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--streams", type=int, default=1000, help="requests in flight at once")
@@ -263,6 +377,10 @@ def main() -> None:
     parser.add_argument("--tokens", type=int, default=32, help="tokens per answer")
     parser.add_argument("--bare-uvloop", action="store_true",
                         help="run the bare client on uvloop's loop (as the backend's)")
+    parser.add_argument("--endpoints-workers", type=int, default=1,
+                        help="the endpoints client's worker processes (its auto is >= 10)")
+    parser.add_argument("--no-endpoints", action="store_true",
+                        help="leave MLCommons' endpoints client out")
     parser.add_argument("--quick", action="store_true",
                         help="200 streams, 400 requests, 1 round (a smoke test)")
     parser.add_argument("--serve", action="store_true", help=argparse.SUPPRESS)
@@ -272,6 +390,19 @@ def main() -> None:
         return
     if args.quick:
         args.streams, args.requests, args.rounds = 200, 400, 1
+    sides = ["bare", "harness"]
+    cli = endpoints_cli()
+    if args.no_endpoints:
+        pass
+    elif cli.is_file():
+        sides.append("endpoints")
+    else:
+        print(f"MLCommons' endpoints client left out: no {cli}; `make referee-endpoints` builds "
+              ".venv-referee-endpoints (Python 3.12: PYTHON312=PATH), or set "
+              "MLPERF_ENDPOINTS_PYTHON", flush=True)
+    scratch = tempfile.TemporaryDirectory(prefix="llm-client-")
+    folder = Path(scratch.name)
+    inputs = endpoints_inputs(folder) if "endpoints" in sides else None
 
     server = subprocess.Popen([sys.executable, __file__, "--serve", "--ttft-ms",
                                str(args.ttft_ms), "--gap-ms", str(args.gap_ms), "--tokens",
@@ -294,13 +425,18 @@ def main() -> None:
         rounds: list[Round] = []
         try:
             for _ in range(args.rounds):
-                for side in ("bare", "harness"):
+                for side in sides:
                     if side == "bare":
                         r = bare_round(port, args.streams, args.requests, args.tokens,
                                        server.pid, args.bare_uvloop)
-                    else:
+                    elif side == "harness":
                         r = harness_round(backend, args.streams, args.requests, args.tokens,
                                           server.pid)
+                    else:
+                        assert inputs is not None
+                        r = endpoints_round(cli, inputs, folder, port, args.streams,
+                                            args.requests, args.tokens, server.pid,
+                                            args.endpoints_workers)
                     rounds.append(r)
                     print(r.line(), flush=True)
         finally:
@@ -309,22 +445,25 @@ def main() -> None:
         if server.stdin:
             server.stdin.close()
         server.wait(10)
+        scratch.cleanup()
 
-    def side(name: str) -> list[Round]:
+    def of_side(name: str) -> list[Round]:
         return [r for r in rounds if r.side == name]
 
-    tps = {name: statistics.median(r.tokens_per_s for r in side(name))
-           for name in ("bare", "harness")}
-    p99 = {name: statistics.median(percentile(r.ttft_s, 99) for r in side(name))
-           for name in ("bare", "harness")}
-    print(f"median of {args.rounds} rounds: tokens/s bare {tps['bare']:,.0f}, harness "
-          f"{tps['harness']:,.0f}; TTFT p99 bare {p99['bare'] * 1e3:.1f} ms, harness "
-          f"{p99['harness'] * 1e3:.1f} ms")
+    tps = {name: statistics.median(r.tokens_per_s for r in of_side(name)) for name in sides}
+    p99 = {name: statistics.median(r.ttft_p(99) for r in of_side(name)) for name in sides}
+    print(f"median of {args.rounds} rounds: tokens/s "
+          + ", ".join(f"{name} {tps[name]:,.0f}" for name in sides) + "; TTFT p99 "
+          + ", ".join(f"{name} {p99[name] * 1e3:.1f} ms" for name in sides))
     print(f"load average at the end {os.getloadavg()[0]:.2f}; bare client on "
           f"{'uvloop' if args.bare_uvloop else 'asyncio'}'s loop, the backend on "
           f"{type(backend._loop).__module__.split('.')[0]}'s")
     print(f"RATIO harness/bare tokens/s = {tps['harness'] / tps['bare']:.2f}")
     print(f"ADDED TTFT p99 ms = {(p99['harness'] - p99['bare']) * 1e3:.2f}")
+    if "endpoints" in sides:
+        print(f"RATIO mlharness/endpoints tokens/s = {tps['harness'] / tps['endpoints']:.2f}")
+        print(f"ADDED TTFT p99 ms vs endpoints = "
+              f"{(p99['harness'] - p99['endpoints']) * 1e3:.2f}")
 
 
 if __name__ == "__main__":

@@ -6,8 +6,9 @@ Server-Sent Events in chunked transfer encoding, as vLLM does: the first token a
 finishing chunk and ``data: [DONE]``. Token ids are ``first_id + i``; each chunk's choice carries
 ``token_ids`` when the request asked ``"return_token_ids": true``, else logprob tokens
 ``"token_id:N"`` when it asked ``"return_tokens_as_token_ids": true`` (vLLM's two ways); with
-``Script.token_ids = False`` it streams text only, as servers without either do. ``peak`` is the
-most requests it held open at once.
+``Script.token_ids = False`` it streams text only, as servers without either do. One request a
+connection (its answers say ``Connection: close``, so a pooling client opens a new one). ``peak``
+is the most requests it held open at once.
 Faults after ``fault_after`` tokens: ``drop`` (close the socket), ``stall`` (send nothing more),
 ``malformed`` (a chunk that is not JSON), ``error_event`` (a ``{"error": ...}`` event in the 200
 stream); ``429`` / ``500`` answer at once with that status. Every error text names the request's
@@ -133,11 +134,12 @@ class ScriptedServer:
             text = json.dumps({"error": {"message": f"scripted {status}: you sent {auth}"}}
                               ).encode()
             writer.write(f"HTTP/1.1 {status} X\r\nContent-Type: application/json\r\n"
+                         "Connection: close\r\n"
                          f"Content-Length: {len(text)}\r\n\r\n".encode() + text)
             await writer.drain()
             return
         writer.write(b"HTTP/1.1 200 OK\r\nContent-Type: text/event-stream\r\n"
-                     b"Transfer-Encoding: chunked\r\n\r\n")
+                     b"Transfer-Encoding: chunked\r\nConnection: close\r\n\r\n")
         chat = path.endswith("chat/completions")
         n = min(s.n_tokens, int(body.get("max_tokens") or s.n_tokens))
         if s.ignore_max_tokens:
