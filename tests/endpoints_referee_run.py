@@ -9,11 +9,18 @@ official code, unmodified, and writes what it produced as JSON.
     cache DATASET NAME CACHE    the data set loaded by ``datasets`` and saved where
                                  ``load_dataset(NAME)`` finds it offline (its cache), so the
                                  endpoints client loads NAME from there
+
+Several commands in one process (the Python and ``datasets`` imported once): separated by
+``+``, run in order, e.g. ``cache D N C + requests C OUT + score LOG D OUT``. The process ends
+with ``os._exit`` once every command has written its output: ``datasets``' threads can abort
+the interpreter's teardown ("terminate called without an active exception") after the work is
+done.
 """
 
 from __future__ import annotations
 
 import json
+import os
 import sys
 from pathlib import Path
 from types import SimpleNamespace
@@ -23,8 +30,6 @@ def requests(cache_dir: str, out: str) -> None:
     """The client's own path from data set to request body: its dataset factory (the
     ``shopify_product_catalogue::q3vl`` preset, loaded from ``load_dataset`` offline and from
     the parquet it then caches), the OpenAI adapter's transforms and its request encoder."""
-    import os
-
     from inference_endpoint.config.schema import APIType, Dataset, ModelParams
     from inference_endpoint.core.types import Query
     from inference_endpoint.dataset_manager.factory import DataLoaderFactory
@@ -76,6 +81,20 @@ def cache(dataset: str, name: str, cache_dir: str) -> None:
     print(root / f"{org}___{short}")
 
 
+def main(argv: list[str]) -> None:
+    commands = {"requests": requests, "score": score, "cache": cache}
+    words: list[str] = []
+    for word in [*argv, "+"]:
+        if word != "+":
+            words.append(word)
+            continue
+        command, *args = words
+        commands[command](*args)
+        words = []
+
+
 if __name__ == "__main__":
-    command, *args = sys.argv[1:]
-    {"requests": requests, "score": score, "cache": cache}[command](*args)
+    main(sys.argv[1:])
+    sys.stdout.flush()
+    sys.stderr.flush()
+    os._exit(0)

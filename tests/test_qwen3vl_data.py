@@ -114,9 +114,19 @@ def test_requests_and_score_equal_the_official_code(catalogue: tuple[Path, list[
                                                      tmp_path: Path) -> None:
     root, rows = catalogue
     cat = Catalogue(root)
+    # a log in LoadGen's order, every kind of answer in it (for evaluation.py, below)
+    order = [7, 2, 15, 0, 11, 4, 9, 17, 1, 13, 6, 3, 16, 8, 12, 5, 10, 14]
+    log = _log(rows, order)
+    (tmp_path / "mlperf_log_accuracy.json").write_text(json.dumps(log))
+    # one process of the referee's Python: the catalogue into its datasets cache, the client's
+    # requests from there, the qwen3-vl scorer on the log
+    cache = tmp_path / "hf" / "datasets"
+    proc = endpoints_referee.run(
+        "cache", str(root), "Shopify/product-catalogue", str(cache),
+        "+", "requests", str(cache), str(tmp_path / "official.json"),
+        "+", "score", str(tmp_path / "mlperf_log_accuracy.json"), str(root),
+        str(tmp_path / "score.json"), home=tmp_path)
     # the requests: the official dataset row, formatter and adapter, sample by sample
-    cache = endpoints_referee.prepared(root, tmp_path)
-    endpoints_referee.run("requests", cache, str(tmp_path / "official.json"), home=tmp_path)
     official = json.loads((tmp_path / "official.json").read_text())
     assert len(official) == len(rows)
     for i, body in enumerate(official):
@@ -126,12 +136,7 @@ def test_requests_and_score_equal_the_official_code(catalogue: tuple[Path, list[
         assert set(body) == {"model", "messages", "max_completion_tokens"}  # no sampling key
     assert {b["messages"][1]["content"][1]["image_url"]["url"].split(";")[0]
             for b in official} == {"data:image/PNG", "data:image/JPEG"}
-    # the score: evaluation.py on a log in LoadGen's order, every kind of answer in it
-    order = [7, 2, 15, 0, 11, 4, 9, 17, 1, 13, 6, 3, 16, 8, 12, 5, 10, 14]
-    log = _log(rows, order)
-    (tmp_path / "mlperf_log_accuracy.json").write_text(json.dumps(log))
-    proc = endpoints_referee.run("score", str(tmp_path / "mlperf_log_accuracy.json"), str(root),
-                                 str(tmp_path / "score.json"), home=tmp_path)
+    # the score: evaluation.py on the log
     theirs = json.loads((tmp_path / "score.json").read_text())["accuracy_txt"]
     ours = hf1.score([(e["qsl_idx"], bytes.fromhex(e["data"])) for e in log], cat.products)
     assert ours.accuracy_text() == theirs

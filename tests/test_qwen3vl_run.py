@@ -34,6 +34,24 @@ def runs(tmp_path_factory: pytest.TempPathFactory) -> dict:
     return {**made, "system_toml": root / "system.toml"}
 
 
+@pytest.fixture(scope="module")
+def official(runs: dict, tmp_path_factory: pytest.TempPathFactory) -> dict:
+    """The official code on the runs, in one process of the endpoints referee's Python: the
+    client's request of every sample (from the catalogue prepared in its ``datasets`` cache)
+    and the qwen3-vl scorer's accuracy.txt of each scenario's accuracy log."""
+    home = tmp_path_factory.mktemp("qwen3vl-official")
+    cache = home / "hf" / "datasets"
+    args = ["cache", str(runs["catalogue"]), "Shopify/product-catalogue", str(cache),
+            "+", "requests", str(cache), str(home / "requests.json")]
+    for scenario in SCENARIOS:
+        args += ["+", "score", str(runs[f"{scenario}-accuracy"] / "mlperf_log_accuracy.json"),
+                 str(runs["catalogue"]), str(home / f"score-{scenario}.json")]
+    endpoints_referee.run(*args, home=home)
+    return {"requests": json.loads((home / "requests.json").read_text()),
+            **{s: json.loads((home / f"score-{s}.json").read_text())["accuracy_txt"]
+               for s in SCENARIOS}}
+
+
 def _record(run_dir: Path) -> dict:
     return json.loads((run_dir / "run.json").read_text())
 
@@ -67,13 +85,10 @@ def test_every_scenario_valid_under_the_rounds_bounds(runs: dict) -> None:
 
 
 @pytest.mark.slow
-def test_requests_on_the_wire_are_the_official_clients(runs: dict, tmp_path: Path) -> None:
-    cache = endpoints_referee.prepared(runs["catalogue"], tmp_path)
-    endpoints_referee.run("requests", cache, str(tmp_path / "official.json"), home=tmp_path)
-    official = json.loads((tmp_path / "official.json").read_text())
-    by_sample = {sc.sample_of(b["messages"]): b for b in official}
+def test_requests_on_the_wire_are_the_official_clients(runs: dict, official: dict) -> None:
+    by_sample = {sc.sample_of(b["messages"]): b for b in official["requests"]}
     seen = runs["seen"]
-    assert len({sc.sample_of(b["messages"]) for b in seen}) == len(official)
+    assert len({sc.sample_of(b["messages"]) for b in seen}) == len(official["requests"])
     for body in seen:
         theirs = by_sample[sc.sample_of(body["messages"])]
         assert body["messages"] == theirs["messages"]  # prompt, schema and picture bytes
@@ -84,7 +99,7 @@ def test_requests_on_the_wire_are_the_official_clients(runs: dict, tmp_path: Pat
 
 
 @pytest.mark.slow
-def test_accuracy_equals_the_official_scorer_on_the_runs_log(runs: dict, tmp_path: Path) -> None:
+def test_accuracy_equals_the_official_scorer_on_the_runs_log(runs: dict, official: dict) -> None:
     for scenario in SCENARIOS:
         run_dir = runs[f"{scenario}-accuracy"]
         log = json.loads((run_dir / "mlperf_log_accuracy.json").read_text())
@@ -92,10 +107,7 @@ def test_accuracy_equals_the_official_scorer_on_the_runs_log(runs: dict, tmp_pat
         for entry in log:  # the logged response is the server's answer text, UTF-8
             i = entry["qsl_idx"]
             assert bytes.fromhex(entry["data"]).decode() == sc.answer(runs["rows"][i], i)
-        endpoints_referee.run("score", str(run_dir / "mlperf_log_accuracy.json"),
-                              str(runs["catalogue"]), str(tmp_path / "score.json"), home=tmp_path)
-        theirs = json.loads((tmp_path / "score.json").read_text())["accuracy_txt"]
-        assert (run_dir / "accuracy.txt").read_text().rstrip("\n") == theirs
+        assert (run_dir / "accuracy.txt").read_text().rstrip("\n") == official[scenario]
     record = _record(runs["Interactive-accuracy"])
     assert record["accuracy"]["metric"] == "F1_HIERARCHICAL" and 0 < record["accuracy"]["value"] < 1
 

@@ -165,9 +165,15 @@ def test_the_batch_size_bounds_each_pass_and_threads_reach_torch(case):
         torch.set_num_threads(before)
 
 
-def test_tune_finds_the_offline_batch_size(case, tmp_path, capsys):
+def test_tune_finds_the_offline_batch_size(case, tmp_path, capsys, monkeypatch):
     """``tune --search batch_size=1,4``: both tuned with quick Offline probes of the hf
-    backend, the faster kept in the SUT configuration with its target."""
+    backend, the faster kept in the SUT configuration with its target. The probes start at 20
+    QPS (22 clips, over a second of this tiny model here) instead of a generating benchmark's
+    1 QPS, so each setting needs one probe, not two (each probe is a run, a child that imports
+    torch); an early-finished probe aiming higher: test_llm_demo.py, test_rounds_e2e.py."""
+    from mlharness.tune import offline
+
+    monkeypatch.setattr(offline, "start_qps", lambda spec: 20.0)
     sut = tmp_path / "box.toml"
     result = run_cli(["tune", "-b", "whisper", "--backend", "hf", "-m", case["model"], "-d",
                       case["data"], "-s", "Offline", "--search", "batch_size=1,4", "--threads",

@@ -37,14 +37,32 @@ def world(yolo_world: ys.YoloWorld) -> ys.YoloWorld:
 
 
 @pytest.fixture(scope="module")
-def reference_pt(world: ys.YoloWorld) -> dict[int, bytes]:
-    return ys.run_reference(world, world.pt, world.root / "ref-pt")
+def referee_runs(world: ys.YoloWorld) -> dict[str, Path]:
+    """The official and ultralytics code the module compares with, in one process of the YOLO
+    referee's Python (each a script run unmodified, as on its own): ``yolo_loadgen.py`` on the
+    .pt, on the dynamic ONNX export and on the fixed 640 one, and ultralytics' NMS
+    (``yolo_referee_nms.py``) on :func:`raw_cases`. Their output folders by name."""
+    folders = {name: world.root / f"ref-{name}" for name in ("pt", "onnx", "640", "nms")}
+    folders["nms"].mkdir(parents=True, exist_ok=True)
+    np.savez(folders["nms"] / "in.npz", **raw_cases(world))
+    ys.run_scripts([ys.reference_job(world, world.pt, folders["pt"]),
+                    ys.reference_job(world, world.onnx, folders["onnx"]),
+                    ys.reference_job(world, world.onnx640, folders["640"]),
+                    (folders["nms"], [str(ys.TESTS / "yolo_referee_nms.py"),
+                                      str(folders["nms"] / "in.npz"),
+                                      str(folders["nms"] / "out.npz")])], world.root)
+    return folders
 
 
 @pytest.fixture(scope="module")
-def reference_onnx(world: ys.YoloWorld) -> dict[int, bytes]:
+def reference_pt(referee_runs: dict[str, Path]) -> dict[int, bytes]:
+    return ys.reference_log(referee_runs["pt"])
+
+
+@pytest.fixture(scope="module")
+def reference_onnx(referee_runs: dict[str, Path]) -> dict[int, bytes]:
     """ultralytics on the dynamic ONNX export: it letterboxes to the stride, as on the .pt."""
-    return ys.run_reference(world, world.onnx, world.root / "ref-onnx")
+    return ys.reference_log(referee_runs["onnx"])
 
 
 def ours(world: ys.YoloWorld, model: Path, *, rect: bool = True, backend: str = "onnxruntime",
@@ -82,8 +100,9 @@ def test_equal_to_the_reference_on_the_same_onnx(world: ys.YoloWorld, reference_
 
 
 @referee.official(ys.YOLO_DIR)
-def test_square_letterbox_equals_the_reference_on_a_fixed_640_model(world: ys.YoloWorld) -> None:
-    ref = ys.run_reference(world, world.onnx640, world.root / "ref-640")
+def test_square_letterbox_equals_the_reference_on_a_fixed_640_model(
+        world: ys.YoloWorld, referee_runs: dict[str, Path]) -> None:
+    ref = ys.reference_log(referee_runs["640"])
     assert ours(world, world.onnx640, rect=False, batched=False) == ref
 
 
@@ -128,15 +147,12 @@ def raw_cases(world: ys.YoloWorld) -> dict[str, np.ndarray]:
 
 
 @referee.official(ys.YOLO_DIR)
-def test_nms_equals_ultralytics(world: ys.YoloWorld, tmp_path: Path) -> None:
+def test_nms_equals_ultralytics(world: ys.YoloWorld, referee_runs: dict[str, Path]) -> None:
     """mlharness's vectorised candidate filter and class-aware NMS against ultralytics'
     ``non_max_suppression`` with torchvision's kernel (the reference's settings): the same boxes,
     scores and classes, bit for bit, in the same order."""
     cases = raw_cases(world)
-    np.savez(tmp_path / "in.npz", **cases)
-    referee.yolo_python(str(ys.TESTS / "yolo_referee_nms.py"), str(tmp_path / "in.npz"),
-                        str(tmp_path / "out.npz"), cwd=tmp_path)
-    theirs = np.load(tmp_path / "out.npz")
+    theirs = np.load(referee_runs["nms"] / "out.npz")
     sizes = []
     for name, raw in cases.items():
         boxes, scores, labels = select(raw, NmsSettings())

@@ -210,20 +210,51 @@ def ground_truth_from(world: YoloWorld, entries: dict[int, bytes]) -> None:
     write_annotations(world, images, anns)
 
 
-def run_reference(world: YoloWorld, model: Path, out: Path,
-                  scenario: str = "SingleStream") -> dict[int, bytes]:
-    """``yolo_loadgen.py`` unmodified, accuracy mode; its accuracy log's entries."""
+#: runs scripts one after another in one Python, each as ``python SCRIPT ARGS`` would (its
+#: folder first on sys.path, run as ``__main__``, in its own working folder)
+_RUN_SCRIPTS = """
+import json, os, runpy, sys
+for cwd, argv in json.loads(sys.argv[1]):
+    os.chdir(cwd)
+    sys.argv = argv
+    sys.path[0] = os.path.dirname(os.path.abspath(argv[0]))
+    runpy.run_path(argv[0], run_name="__main__")
+"""
+
+
+def run_scripts(jobs: list[tuple[Path, list[str]]], cwd: Path) -> None:
+    """Scripts, unmodified, in ONE process of the YOLO referee's Python (ultralytics and torch
+    imported once, not once a script): each ``(folder, [script, *args])`` in turn."""
+    referee.yolo_python("-c", _RUN_SCRIPTS,
+                        json.dumps([(str(c), [str(a) for a in argv]) for c, argv in jobs]),
+                        cwd=cwd)
+
+
+def reference_job(world: YoloWorld, model: Path, out: Path,
+                  scenario: str = "SingleStream") -> tuple[Path, list[str]]:
+    """``yolo_loadgen.py`` unmodified, accuracy mode, logs under ``out/logs``: a job of
+    :func:`run_scripts` (:func:`reference_log` reads what it logged)."""
     out.mkdir(parents=True, exist_ok=True)
     (out / "user.conf").write_text("")
     script = referee.INFERENCE / YOLO_DIR / "yolo_loadgen.py"
-    proc = referee.yolo_python(
-        str(script), "--model", str(model), "--dataset-path", str(world.images),
-        "--annotation-file", str(world.annotations), "--output", str(out / "logs"),
-        "--AccuracyOnly", "--scenario", scenario, "--user_conf", str(out / "user.conf"),
-        cwd=out)
+    return out, [str(script), "--model", str(model), "--dataset-path", str(world.images),
+                 "--annotation-file", str(world.annotations), "--output", str(out / "logs"),
+                 "--AccuracyOnly", "--scenario", scenario, "--user_conf",
+                 str(out / "user.conf")]
+
+
+def reference_log(out: Path) -> dict[int, bytes]:
+    """The entries of the accuracy log a :func:`reference_job` wrote in ``out``."""
     log = out / "logs" / "mlperf_log_accuracy.json"
-    assert log.is_file(), proc.stdout[-2000:] + proc.stderr[-2000:]
+    assert log.is_file(), f"yolo_loadgen.py wrote no accuracy log in {out / 'logs'}"
     return read_log(log)
+
+
+def run_reference(world: YoloWorld, model: Path, out: Path,
+                  scenario: str = "SingleStream") -> dict[int, bytes]:
+    """``yolo_loadgen.py`` unmodified, accuracy mode; its accuracy log's entries."""
+    run_scripts([reference_job(world, model, out, scenario)], out)
+    return reference_log(out)
 
 
 def read_log(path: Path) -> dict[int, bytes]:
