@@ -27,6 +27,7 @@ passes without the comparisons. Mark a test ``@official(...)`` (checked before i
 from __future__ import annotations
 
 import functools
+import json
 import os
 import subprocess
 from dataclasses import dataclass
@@ -98,6 +99,31 @@ class Venv:
         assert proc.returncode == 0 or not check, \
             f"{' '.join(args)[:300]} failed:\n{proc.stdout[-3000:]}{proc.stderr[-3000:]}"
         return proc
+
+
+    def run_scripts(self, jobs: list[tuple[Path, list[str], Path | None]], cwd: Path,
+                    env: dict[str, str] | None = None,
+                    timeout: float = 900) -> subprocess.CompletedProcess[str]:
+        """Official scripts, each unmodified, in ONE process of this Python (what they import,
+        torch above all, imported once): each ``(folder, [script, *args], stdout_file or
+        None)`` in turn, run as ``python script args`` in that folder would run it."""
+        payload = json.dumps([(str(c), [str(a) for a in argv], str(out) if out else None)
+                              for c, argv, out in jobs])
+        return self.run("-c", _RUN_SCRIPTS, payload, cwd=cwd, env=env, timeout=timeout)
+
+
+#: the runner of Venv.run_scripts: each script as __main__, from its folder, its own argv and
+#: sys.path[0], its stdout to a file where one is given
+_RUN_SCRIPTS = """
+import contextlib, json, os, runpy, sys
+for cwd, argv, out in json.loads(sys.argv[1]):
+    os.chdir(cwd)
+    sys.argv = argv
+    sys.path[0] = os.path.dirname(os.path.abspath(argv[0]))
+    with (open(out, "w") if out else contextlib.nullcontext(sys.stdout)) as f, \\
+            contextlib.redirect_stdout(f):
+        runpy.run_path(argv[0], run_name="__main__")
+"""
 
 
 @functools.lru_cache(maxsize=None)

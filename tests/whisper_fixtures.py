@@ -202,27 +202,13 @@ def tiny_whisper(directory: Path, tokenizer: Path | None = None, seed: int = 0,
 
 #: runs scripts in turn in one Python, each as ``python SCRIPT ARGS`` would (its folder first
 #: on sys.path, as ``__main__``, in its own working folder), its standard output into a file
-_RUN_SCRIPTS = """
-import contextlib, json, os, runpy, sys
-for cwd, argv, out in json.loads(sys.argv[1]):
-    os.chdir(cwd)
-    sys.argv = argv
-    sys.path[0] = os.path.dirname(os.path.abspath(argv[0]))
-    with open(out, "w") as f, contextlib.redirect_stdout(f):
-        runpy.run_path(argv[0], run_name="__main__")
-"""
-
-
 def referee_scripts(jobs: list[tuple[Path, list[str], Path]], cwd: Path) -> None:
     """Scripts, unmodified, in ONE process of whisper's referee Python (whisper and torch
     imported once, not once a script): each ``(folder, [script, *args], stdout_file)`` in
     turn."""
-    import json
-
     import referee
 
-    referee.whisper_python("-c", _RUN_SCRIPTS, json.dumps(
-        [(str(c), [str(a) for a in argv], str(out)) for c, argv, out in jobs]), cwd=cwd)
+    referee.VENVS["whisper"].run_scripts(list(jobs), cwd)
 
 
 def accuracy_log(path: Path, responses: list[tuple[int, bytes]]) -> Path:

@@ -212,22 +212,11 @@ def ground_truth_from(world: YoloWorld, entries: dict[int, bytes]) -> None:
 
 #: runs scripts one after another in one Python, each as ``python SCRIPT ARGS`` would (its
 #: folder first on sys.path, run as ``__main__``, in its own working folder)
-_RUN_SCRIPTS = """
-import json, os, runpy, sys
-for cwd, argv in json.loads(sys.argv[1]):
-    os.chdir(cwd)
-    sys.argv = argv
-    sys.path[0] = os.path.dirname(os.path.abspath(argv[0]))
-    runpy.run_path(argv[0], run_name="__main__")
-"""
-
-
 def run_scripts(jobs: list[tuple[Path, list[str]]], cwd: Path) -> None:
     """Scripts, unmodified, in ONE process of the YOLO referee's Python (ultralytics and torch
     imported once, not once a script): each ``(folder, [script, *args])`` in turn."""
-    referee.yolo_python("-c", _RUN_SCRIPTS,
-                        json.dumps([(str(c), [str(a) for a in argv]) for c, argv in jobs]),
-                        cwd=cwd)
+    referee.VENVS["yolo"].run_scripts([(c, argv, None) for c, argv in jobs], cwd,
+                                      env={"YOLO_CONFIG_DIR": str(cwd / ".ultralytics")})
 
 
 def reference_job(world: YoloWorld, model: Path, out: Path,
