@@ -289,9 +289,9 @@ def test_every_compiled_model_is_compiled_and_instances_share_one(
                                    loaded[1].predict(some)["softmax_tensor:0"], atol=1e-6)
 
 
+# Offline: every accuracy run of this module is one (the backend does not know the mode)
 @pytest.mark.parametrize("scenario, flags", [
     ("SingleStream", ["--target-latency", "2"]), ("Server", ["--target-qps", "30"]),
-    pytest.param("Offline", ["--target-qps", "100"], marks=pytest.mark.slow),
     pytest.param("MultiStream", ["--target-latency", "5", "--min-query-count", "30"],
                  marks=pytest.mark.slow)])
 def test_bert_every_scenario(bert: Path, tmp_path: Path, scenario: str, flags: list) -> None:
