@@ -58,9 +58,10 @@ def bf16_cpu() -> bool:
 
 @pytest.mark.slow
 def test_int8_and_bf16_keep_f1_of_a_trained_bert(tmp_path: Path) -> None:
-    # 100 paragraphs learnt by heart in ~25 s: decisive on them (the benchmark trains longer)
+    # 100 paragraphs learnt by heart by one layer: decisive on them (F1 96 here; the benchmark
+    # trains two layers longer); one layer halves the training and the package's compile
     bert = make_trained_bert(tmp_path / "fixture", train_paragraphs=100, dev_paragraphs=0,
-                             epochs=25)
+                             epochs=25, layers=1)
     data = ["--vocab", str(bert.vocab), "--task-option", "sequence_length=dynamic"]
 
     def f1(model: Path, *flags: str) -> float:
@@ -85,11 +86,10 @@ def test_int8_and_bf16_keep_f1_of_a_trained_bert(tmp_path: Path) -> None:
                      "--cache-dir", str(tmp_path / "cache")]) == 0
         return model.with_name(model.stem + ".int8" + suffix)
 
-    # pytorch calibrated int8: the PT2E program of the checkpoint, compiled
+    # pytorch calibrated int8: the PT2E program of the checkpoint, compiled ahead of time into
+    # a package (package=true). Compiled at load instead (SingleStream), it is the same inductor
+    # lowering of the same int8 patterns: tests/test_calibrate.py runs that path
     program = calibrated(bert.checkpoint, "pytorch", ".pt2")
-    assert f1(program, "--backend", "pytorch", "--precision", "int8",
-              "--scenario", "SingleStream") >= fp32 - 2.0  # compiled once: batches of one
-    # the same program compiled ahead of time into a package (package=true)
     assert f1(program, "--backend", "pytorch", "--precision", "int8",
               "--backend-option", "package=true") >= fp32 - 2.0
     [record] = [json.loads(p.read_text()) for p in (tmp_path / "runs").rglob("run.json")

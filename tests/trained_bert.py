@@ -170,10 +170,12 @@ class TrainedBert:
 
 
 def make_trained_bert(root: Path, train_paragraphs: int = 600, dev_paragraphs: int = 400,
-                      epochs: int = 20) -> TrainedBert:
+                      epochs: int = 20, layers: int | None = None) -> TrainedBert:
     """Build (once) and return the trained fixture under ``root``. ``dev_paragraphs=0`` makes
     the dev set the training set: a model that has learnt its questions by heart is decisive on
-    them after far fewer steps (for tests, which judge reduced precision, not generalisation)."""
+    them after far fewer steps (for tests, which judge reduced precision, not generalisation).
+    ``layers`` overrides :data:`SHAPE`'s (one layer: half the training and compiling)."""
+    shape = {**SHAPE, "layers": layers or SHAPE["layers"]}
     root.mkdir(parents=True, exist_ok=True)
     out = TrainedBert(root / "dev-v1.1.json", root / "vocab.txt", root / "trained_bert.onnx",
                       root / "pytorch" / "model.pytorch")
@@ -186,11 +188,11 @@ def make_trained_bert(root: Path, train_paragraphs: int = 600, dev_paragraphs: i
         out.squad.write_bytes(train_set.read_bytes())
     make_vocab(out.vocab, [train_set, out.squad], whole_word_share=0.85)
     vocab = vocab_size(out.vocab)
-    config = {"hidden_size": SHAPE["hidden"], "num_hidden_layers": SHAPE["layers"],
-              "num_attention_heads": SHAPE["heads"], "intermediate_size": SHAPE["intermediate"],
+    config = {"hidden_size": shape["hidden"], "num_hidden_layers": shape["layers"],
+              "num_attention_heads": shape["heads"], "intermediate_size": shape["intermediate"],
               "vocab_size": vocab, "max_position_embeddings": 512, "type_vocab_size": 2}
     state = train(_training_arrays(train_set, out.vocab), config, epochs)
-    make_bert_onnx(out.onnx, vocab, weights=onnx_weights(state, SHAPE["layers"]), **SHAPE)
-    bert_checkpoint(out.onnx, out.checkpoint.parent, SHAPE["layers"], SHAPE["hidden"],
-                    SHAPE["heads"], SHAPE["intermediate"], vocab)
+    make_bert_onnx(out.onnx, vocab, weights=onnx_weights(state, shape["layers"]), **shape)
+    bert_checkpoint(out.onnx, out.checkpoint.parent, shape["layers"], shape["hidden"],
+                    shape["heads"], shape["intermediate"], vocab)
     return out
