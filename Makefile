@@ -18,7 +18,8 @@ REFEREE_NAMES := kits19 yolo whisper endpoints
 # the first Python 3.12 that runs (a pyenv shim without 3.12 selected does not)
 PYTHON312 ?= $(shell for p in python3.12 $$HOME/.pyenv/versions/3.12*/bin/python3.12 \
 	/usr/bin/python3.12 /usr/local/bin/python3.12; do $$p -c '' 2>/dev/null && { echo $$p; break; }; done)
-ENDPOINTS_SRC := ../shared/official/endpoints
+# beside the pinned inference checkout (MLPERF_INFERENCE_DIR, as tests/referee.py reads it)
+ENDPOINTS_SRC ?= $(if $(MLPERF_INFERENCE_DIR),$(MLPERF_INFERENCE_DIR)/../endpoints,../shared/official/endpoints)
 REFEREE_STAMPS := $(REFEREE_STAMP) $(foreach n,$(REFEREE_NAMES),.venv-referee-$(n)/.installed)
 # openai-whisper without its triton requirement (a GPU compiler, never imported on the way to its
 # normaliser): installed apart, with --no-deps, in the test venv and whisper's referee
