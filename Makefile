@@ -86,7 +86,8 @@ demo: $(BASE_STAMP)
 
 # three workers, a module per worker, the slowest handed out first (tests/conftest.py): many tests
 # wait (on LoadGen's clock, the power server's pauses, stall timeouts), so a third worker on two
-# cores keeps them busy: 8:07 instead of 9:21 here
+# cores keeps them busy (8:07 instead of 9:21 on 2026-11-23; 16:42 idle on 2026-12-05, with
+# 3D-UNet, YOLO, whisper and qwen3-vl)
 TEST_WORKERS ?= 3
 
 test: export PYTHONPYCACHEPREFIX := $(CURDIR)/$(VENV)/pycache
