@@ -114,11 +114,11 @@ def test_test05_verdicts_equal_the_rounds_script(round_runs: dict, name: str, tm
              "invalid": _tampered(good, tmp_path / "invalid.txt", None, invalid=True)}
     ours = {k: check_test05(ref, path, rule, name).passed for k, path in cases.items()}
     assert ours == {k: _official_verdict(name, ref, path) for k, path in cases.items()}
-    # a score 1% off the reference passes when the audit's own LoadGen result is VALID (a loaded
-    # machine can make it INVALID, or its score drift out of the band: the verdicts above still
-    # equal the round's script)
+    # a score 1% off the reference passes only where the audit's own LoadGen result is VALID (a
+    # loaded machine can make it INVALID, or break the audit's other conditions: the verdicts
+    # above still equal the round's script, which is what decides)
     audit_valid = "Result is : VALID" in good.read_text()
-    assert not ours["slower"] and not ours["invalid"] and ours["inside"] == audit_valid
+    assert not ours["slower"] and not ours["invalid"] and (audit_valid or not ours["inside"])
     assert ours["faster"] == (name == "v4.1")  # v3.0's band is two-sided, v4.1's one-sided
     # and through verify(), which lays out TEST05/ as run_verification.py does
     verdict = verify("TEST05", made["perf"], None, made["audits"]["TEST05"], tmp_path / "out")
