@@ -40,7 +40,7 @@ system_type_detail = "datacenter server"
 @pytest.fixture(scope="module")
 def runs(tmp_path_factory):
     """Offline performance (one query of 1,650 clips: the closed minimum of 1,633, every one
-    answered 6 s after it was issued: the run's own overhead, which a loaded machine stretches,
+    answered 12 s after it was issued: the run's own overhead, which a loaded machine stretches,
     stays well inside TEST01's 10 % band) and accuracy runs, and TEST01 on them."""
     data = dict(wf.session_data(tmp_path_factory))
     root = tmp_path_factory.mktemp("whisper_submission")
@@ -52,7 +52,7 @@ def runs(tmp_path_factory):
     out = root / "runs"
     assert main(["run", "-b", "whisper", "-d", str(data["data"]), "--backend",
                  "stream_backends:TimedStream", "--backend-option",
-                 f"transcripts={data['transcripts']}", "--backend-option", "ttft_s=6",
+                 f"transcripts={data['transcripts']}", "--backend-option", "ttft_s=12",
                  "--backend-option", "gap_s=0", "--output-dir", str(out), "--no-progress",
                  "--target-qps", "750"]) == 0
     assert main(["run", "-b", "whisper", "-d", str(data["data"]), "--backend",
@@ -89,7 +89,7 @@ def test_test01_passes_through_compliance_and_the_official_script_agrees(runs, t
     [verdict] = json.loads(capsys.readouterr().out)
     ours = {f.name: official_passes(f.read_text()) for f in (out / "TEST01").glob("verify_*.txt")}
     # the accuracy part is deterministic; the performance part compares two timed runs within
-    # 10 % (6 s of scripted answer each: a wide margin): it must agree with the script, below
+    # 10 % (12 s of scripted answer each: a wide margin): it must agree with the script, below
     assert ours["verify_accuracy.txt"], verdict
     assert code == (0 if all(ours.values()) else 1) and verdict["passed"] is all(ours.values())
     assert verdict["accuracy"]["matched"] > 0
