@@ -230,6 +230,8 @@ class GenerationTask(Task):
 
     kind = "generation"
     response_dtype = "int32"
+    rules: BenchmarkRules  # take_rules sets them
+    count: int  # the data set's samples, as the task reads them
 
     def take_rules(self, name: str, options: TaskOptions) -> Generation:
         """Become benchmark ``name`` of the rules ``options`` carry (name, rules, LoadGen key)
@@ -242,6 +244,12 @@ class GenerationTask(Task):
                               "reference's sampling)")
         self.loadgen_model = rules.loadgen_model
         return rules.generation
+
+    def total_count(self) -> int:
+        return self.count
+
+    def performance_count(self) -> int:
+        return min(self.count, self.rules.performance_sample_count)
 
     @abstractmethod
     def request(self, index: int) -> GenerationRequest:

@@ -78,12 +78,6 @@ class Qwen3VlTask(GenerationTask):
     def loadgen_model_for(self, scenario: str) -> str:
         return self.rules.loadgen_model_for(scenario)
 
-    def total_count(self) -> int:
-        return self.count
-
-    def performance_count(self) -> int:
-        return min(self.count, self.rules.performance_sample_count)
-
     def prepare(self, progress: Progress | None = None) -> None:
         """The pictures as the reference sends them, cached on disk once (``image_cache``):
         minutes for the whole catalogue the first time, nothing after."""

@@ -73,12 +73,6 @@ class WhisperTask(GenerationTask):
 
     # ---- what LoadGen and the SUT ask -------------------------------------------------------
 
-    def total_count(self) -> int:
-        return self.count
-
-    def performance_count(self) -> int:
-        return min(self.count, self.rules.performance_sample_count)
-
     def prepare(self, progress: Progress | None = None) -> None:
         """Find every clip's audio (a manifest with the container's absolute paths is read
         from wherever its folder is now) and the tokenizer, before LoadGen starts."""

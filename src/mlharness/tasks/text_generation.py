@@ -75,12 +75,6 @@ class TextGenerationTask(GenerationTask):
     def loadgen_model_for(self, scenario: str) -> str:
         return self.rules.loadgen_model_for(scenario)
 
-    def total_count(self) -> int:
-        return self.count
-
-    def performance_count(self) -> int:
-        return min(self.count, self.rules.performance_sample_count)
-
     def load_samples(self, indices: Sequence[int]) -> None:
         """Prompts are small and read once, at start."""
 
