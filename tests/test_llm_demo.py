@@ -126,3 +126,75 @@ def test_demo_llm_end_to_end_on_a_tiny_llama(tmp_path: Path, capsys) -> None:
         assert "Server is INVALID only because the demo's run is short: 24 queries" in screen
         assert code == 0
     assert code in (0, 1)  # 1 only when this shared machine pushed Server over a token limit
+
+
+#: stand-ins for the two programs commands.sh calls: a ``transformers`` whose ``serve`` answers
+#: GET /v1/models on the port it is given, and a ``mlharness`` that writes its arguments to
+#: calls.txt and, for a run, makes the run folder a real run would (name ending in a timestamp)
+FAKE_TRANSFORMERS = """#!{python}
+import http.server, sys
+port = int(sys.argv[sys.argv.index("--port") + 1])
+class Models(http.server.BaseHTTPRequestHandler):
+    def do_GET(self):
+        self.send_response(200); self.end_headers(); self.wfile.write(b'{{"data": []}}')
+    def log_message(self, *args): pass
+http.server.HTTPServer(("127.0.0.1", port), Models).serve_forever()
+"""
+FAKE_MLHARNESS = """#!{python}
+import pathlib, sys, time
+args = sys.argv[1:]
+with open("calls.txt", "a") as calls:
+    calls.write(" ".join(args) + "\\n")
+if args[0] == "run" and "accuracy" not in args:
+    scenario = args[args.index("-s") + 1]
+    pathlib.Path(f"runs/llama3.1-8b/{{scenario}}-performance-{{time.time_ns()}}").mkdir(parents=True)
+sys.exit(1 if args[0] == "run" and "Server" in args else 0)  # INVALID: the script goes on
+"""
+
+
+def test_prepare_writes_a_quick_start_script_that_runs_as_it_is(tmp_path, monkeypatch, capsys):
+    """``--prepare DIR``'s commands.sh: it starts the server, waits until it answers, runs each
+    step even after an INVALID run, gives each TEST06 the newest run of its scenario, and stops
+    the server when it ends."""
+    import socket
+    import subprocess
+
+    pytest.importorskip("transformers")
+    import hf_fixtures
+
+    model = hf_fixtures.word_tokenizer(tmp_path / "tiny-llama")  # what --prepare reads of it
+    (model / "config.json").write_text('{"model_type": "llama"}')
+    with socket.socket() as probe:  # a free port for the stand-in server
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]
+    monkeypatch.setattr(demo_llm, "SERVE_PORT", port)
+    folder = tmp_path / "demo-llm"
+    assert main(["demo", "--llm", "--model", str(model), "--prepare", str(folder)]) == 0
+    screen = " ".join(capsys.readouterr().out.split())
+    script = folder / "commands.sh"
+    assert f"sh {script}" in screen and "transformers serve" in screen
+
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    for name, text in (("transformers", FAKE_TRANSFORMERS), ("mlharness", FAKE_MLHARNESS)):
+        (bin_dir / name).write_text(text.format(python=sys.executable))
+        (bin_dir / name).chmod(0o755)
+    work = tmp_path / "work"
+    work.mkdir()
+    (work / "runs" / "llama3.1-8b").mkdir(parents=True)  # an older Interactive run: not the one
+    (work / "runs" / "llama3.1-8b" / "Interactive-performance-1").mkdir()
+    env = {"PATH": f"{bin_dir}:/usr/bin:/bin", "HOME": str(tmp_path)}
+    done = subprocess.run(["sh", str(script)], cwd=work, env=env, capture_output=True,
+                          text=True, timeout=120)
+    assert done.returncode == 0, done.stdout + done.stderr
+    calls = (work / "calls.txt").read_text().splitlines()
+    assert [c.split()[0] for c in calls] == ["run"] * 6 + ["compliance"] * 3 + ["submit", "check"]
+    newest = {s: max((work / "runs" / "llama3.1-8b").glob(f"{s}-performance-*")).name
+              for s in ("Offline", "Server", "Interactive")}
+    for call, scenario in zip(calls[6:9], ("Offline", "Server", "Interactive"), strict=True):
+        assert f"--reference-perf runs/llama3.1-8b/{newest[scenario]} " in call
+        assert call.endswith(f"--output results/llama3.1-8b/{scenario}")
+    assert newest["Interactive"] != "Interactive-performance-1"
+    assert f"--endpoint http://127.0.0.1:{port}" in calls[0]
+    with socket.socket() as after:  # the server was stopped with the script
+        assert after.connect_ex(("127.0.0.1", port)) != 0

@@ -297,10 +297,12 @@ def prepare_serving(args: argparse.Namespace, model: Path, name: str) -> int:
                f"--backend-option tokenizer={model}")
     run = f"mlharness run -b {BENCHMARK} --dataset {data} {options}"
     runs = args.output_dir
-    audit = (f"mlharness compliance --reference-perf {runs}/{BENCHMARK}/{{s}}-performance-<t> "
+    # each audit's reference is the newest run of its scenario (run folders end in a timestamp)
+    newest = f"$(ls -d {runs}/{BENCHMARK}/{{s}}-performance-* | tail -n 1)"
+    audit = (f"mlharness compliance --reference-perf \"{newest}\" "
              f"--output results/{BENCHMARK}/{{s}}")
     commands = [
-        f"{server} &",
+        f"{server} > serve.log 2>&1 &",
         f"{run} -s Offline --mode accuracy",
         f"{run} -s Offline --target-qps auto",
         "# a CPU serves about one query at a time: short Server and Interactive runs at a given "
@@ -317,9 +319,8 @@ def prepare_serving(args: argparse.Namespace, model: Path, name: str) -> int:
         "mlharness check submission",
     ]
     script = folder / "commands.sh"
-    script.write_text("#!/bin/sh\n# mlharness demo --llm --prepare: the demo model served by "
-                      "transformers serve, and the LLM quick start against it (docs/llm.md)\n"
-                      + "\n".join(commands) + "\n")
+    script.write_text(commands_script(commands, url))
+    script.chmod(0o755)
     lacking = [dist for mod, dist in SERVING_NEEDS.items()
                if importlib.util.find_spec(mod) is None]
     say = lambda text: console.print(text, highlight=False, soft_wrap=True)  # noqa: E731
@@ -333,11 +334,40 @@ def prepare_serving(args: argparse.Namespace, model: Path, name: str) -> int:
         "extensions=false: it refuses vLLM's keys; tokenizer=: it streams text, not ids):")
     for command in commands[1:]:
         say(f"  {escape(command)}")
-    say(f"[dim]written to {escape(str(script))}[/]")
+    say(f"[dim]written to {escape(str(script))}: `sh {escape(str(script))}` runs them all (about "
+        "an hour on two cores)[/]")
     if lacking:
         say(f"[yellow]note:[/] transformers serve needs {escape(', '.join(lacking))}: "
             f"{escape(install_command())}")
     return 0
+
+
+def commands_script(commands: list[str], url: str) -> str:
+    """``commands.sh``: the quick start as a script to run as it is (``sh DIR/commands.sh`` in the
+    folder where runs/, results/ and submission/ go). It starts the server (its output in
+    serve.log), waits until it answers, runs every step in turn (an INVALID run goes on to the
+    next: the CPU's Server and Interactive runs are INVALID) and stops the server at the end."""
+    head = [
+        "#!/bin/sh",
+        "# mlharness demo --llm --prepare: the demo model served by transformers serve, and the LLM",
+        "# quick start against it (docs/llm.md). Run it where runs/, results/ and submission/ go:",
+        "#   sh commands.sh        (about an hour on two cores: each TEST06 sends 100 queries)",
+    ]
+    server, steps = commands[0], commands[1:]
+    wait = [
+        server,
+        "SERVER=$!",
+        "trap 'kill $SERVER 2>/dev/null; wait $SERVER 2>/dev/null' EXIT",
+        "echo 'waiting for transformers serve (serve.log) ...'",
+        "n=0",
+        f"until python3 -c \"import urllib.request; urllib.request.urlopen('{url}/v1/models', "
+        "timeout=5)\" 2>/dev/null; do",
+        "  kill -0 $SERVER 2>/dev/null || { echo 'transformers serve stopped: see serve.log'; exit 1; }",
+        "  n=$((n + 1)); [ $n -lt 300 ] || { echo 'no answer after 10 min: see serve.log'; exit 1; }",
+        "  sleep 2",
+        "done",
+    ]
+    return "\n".join([*head, *wait, *steps]) + "\n"
 
 
 def machine_load() -> str:
