@@ -129,14 +129,14 @@ def test_demo_llm_end_to_end_on_a_tiny_llama(tmp_path: Path, capsys) -> None:
 
 
 #: stand-ins for the two programs commands.sh calls: a ``transformers`` whose ``serve`` answers
-#: GET /v1/models on the port it is given, and a ``mlharness`` that writes its arguments to
+#: GET /v1/models on the port it is given (HTTP 500, as the real one does offline), and a ``mlharness`` that writes its arguments to
 #: calls.txt and, for a run, makes the run folder a real run would (name ending in a timestamp)
 FAKE_TRANSFORMERS = """#!{python}
 import http.server, sys
 port = int(sys.argv[sys.argv.index("--port") + 1])
 class Models(http.server.BaseHTTPRequestHandler):
-    def do_GET(self):
-        self.send_response(200); self.end_headers(); self.wfile.write(b'{{"data": []}}')
+    def do_GET(self):  # as transformers serve answers it without access to huggingface.co
+        self.send_response(500); self.end_headers(); self.wfile.write(b'Internal Server Error')
     def log_message(self, *args): pass
 http.server.HTTPServer(("127.0.0.1", port), Models).serve_forever()
 """

@@ -319,7 +319,7 @@ def prepare_serving(args: argparse.Namespace, model: Path, name: str) -> int:
         "mlharness check submission",
     ]
     script = folder / "commands.sh"
-    script.write_text(commands_script(commands, url))
+    script.write_text(commands_script(commands, "127.0.0.1", SERVE_PORT))
     script.chmod(0o755)
     lacking = [dist for mod, dist in SERVING_NEEDS.items()
                if importlib.util.find_spec(mod) is None]
@@ -342,7 +342,7 @@ def prepare_serving(args: argparse.Namespace, model: Path, name: str) -> int:
     return 0
 
 
-def commands_script(commands: list[str], url: str) -> str:
+def commands_script(commands: list[str], host: str, port: int) -> str:
     """``commands.sh``: the quick start as a script to run as it is (``sh DIR/commands.sh`` in the
     folder where runs/, results/ and submission/ go). It starts the server (its output in
     serve.log), waits until it answers, runs every step in turn (an INVALID run goes on to the
@@ -360,8 +360,10 @@ def commands_script(commands: list[str], url: str) -> str:
         "trap 'kill $SERVER 2>/dev/null; wait $SERVER 2>/dev/null' EXIT",
         "echo 'waiting for transformers serve (serve.log) ...'",
         "n=0",
-        f"until python3 -c \"import urllib.request; urllib.request.urlopen('{url}/v1/models', "
-        "timeout=5)\" 2>/dev/null; do",
+        # any HTTP answer will do: transformers serve answers GET /v1/models with HTTP 500
+        # when it cannot reach huggingface.co (it asks there for the models it lists)
+        f"until python3 -c \"import http.client; c = http.client.HTTPConnection('{host}', "
+        f"{port}, timeout=5); c.request('GET', '/v1/models'); c.getresponse()\" 2>/dev/null; do",
         "  kill -0 $SERVER 2>/dev/null || { echo 'transformers serve stopped: see serve.log'; exit 1; }",
         "  n=$((n + 1)); [ $n -lt 300 ] || { echo 'no answer after 10 min: see serve.log'; exit 1; }",
         "  sleep 2",
