@@ -133,6 +133,19 @@ class SlowLoadingBackend(OnnxRuntimeBackend):
         super().load(model, options)
 
 
+class BusyLoadingBackend(OnnxRuntimeBackend):
+    """Computes for 7 s at load, asking for no allowance: a load that imports and builds on a
+    busy machine (its CPU time grows, so the stall clock sees it working)."""
+
+    name = "busy-loading"
+
+    def load(self, model: Path | None, options: BackendOptions) -> None:
+        end = time.monotonic() + 7
+        while time.monotonic() < end:
+            sum(range(10_000))
+        super().load(model, options)
+
+
 class SlowInstanceBackend(OnnxRuntimeBackend):
     """Takes 2.5 s to load each instance, asking for no allowance (a large model's session)."""
 

@@ -30,6 +30,7 @@ from mlharness.files import write_text_atomic
 from mlharness.hostinfo import describe_system, package_versions
 from mlharness.protocol.token import read_token
 from mlharness.record import RunRecord, Settings, Status
+from mlharness.runner.busy import BUSY_CPU_S, cpu_seconds
 from mlharness.runner.inflight import describe_in_flight
 from mlharness.runner.inflight import discard as discard_in_flight
 from mlharness.runner.journal import Journal
@@ -286,6 +287,7 @@ def _supervise(spec: RunSpec, settings: EffectiveSettings, task: Task, run_dir: 
     watch = _Watch()
     run_t0: float | None = None
     last_activity, last_change = -1, time.monotonic()
+    busy_since = 0.0  # the worker's CPU seconds when setting up last counted as progress
     last_phases = watch.phases
     # an audit's audit.config changes the counts LoadGen uses (TEST06: 100 queries): unknown
     total = expected_samples(settings, task) if spec.audit_config is None else None
@@ -310,6 +312,12 @@ def _supervise(spec: RunSpec, settings: EffectiveSettings, task: Task, run_dir: 
             activity = loaded.value + completed.value + streamed.value
             if activity != last_activity or watch.phases != last_phases:
                 last_activity, last_change, last_phases = activity, now, watch.phases
+            if not watch.ready and watch.phase != LOADGEN_PHASE:
+                # setting up (data set, model): a worker that computes is not stalled, however
+                # slowly a busy machine lets it (it has no samples to count yet)
+                cpu = cpu_seconds(proc.pid) if proc.pid is not None else None
+                if cpu is not None and cpu - busy_since >= BUSY_CPU_S:
+                    last_change, busy_since = now, cpu
             if run_t0 is not None and not watch.failure:
                 phase = "run" if completed.value else "load"
                 label = f"{spec.scenario} {spec.mode}"
