@@ -274,6 +274,16 @@ def test_cli_user_errors(reference: dict[str, Path], tmp_path: Path,
     assert main(["compliance", "--audit", "TEST04", "--reference-perf", str(tmp_path / "nope"),
                  "--output", str(tmp_path)]) == 2
     capsys.readouterr()
+    failed = tmp_path / "failed"  # a reference whose run failed (a stall): nothing to audit
+    shutil.copytree(reference["perf"], failed)
+    run = json.loads((failed / "run.json").read_text())
+    (failed / "run.json").write_text(json.dumps({**run, "status": "failed", "error": {
+        "message": "no progress while loading the model for 60 s", "phase": "loading the model"}}))
+    assert main(["compliance", "--audit", "TEST04", "--reference-perf", str(failed),
+                 "--output", str(tmp_path)]) == 2
+    err = " ".join(capsys.readouterr().err.split())
+    assert f"the reference run {failed} failed: no progress while loading the model" in err
+    assert "audit a run that completed" in err
     assert main(base + ["--audit", "TEST06"]) == 2  # an LLM test: not an audit of the demo
     assert "TEST06 audits the LLM benchmarks, not 'demo'" in capsys.readouterr().err
     with pytest.raises(SystemExit):

@@ -129,7 +129,12 @@ def inherit_reference_settings(args: argparse.Namespace, reference: Path) -> Non
     """Fill run flags the user did not give from the reference run's run.json spec."""
     if not (reference / RUN_FILE).is_file():
         return
-    spec = RunRecord.load(reference).spec.model_dump()
+    record = RunRecord.load(reference)
+    if record.status == "failed":  # its settings may be right, but nothing was measured
+        raise ConfigError(f"the reference run {reference} failed: "
+                          f"{record.error_message or 'no result'}",
+                          "audit a run that completed: run it again, then give its folder")
+    spec = record.spec.model_dump()
     for key, value in spec.items():
         if key in _NOT_INHERITED or not hasattr(args, key) or value is None:
             continue
