@@ -163,14 +163,21 @@ class Engine:
     # ---- LoadGen side ----------------------------------------------------------------------
     def issue(self, ids: Sequence[int], indices: Sequence[int]) -> None:
         """Accept a query's samples (called on LoadGen's issue thread)."""
-        if self.policy.inline:
-            self._run_batch(list(ids), list(indices), self._first)
-            return
         if self._sort and len(ids) > 1:
             length = self.task.sample_length
             order = sorted(range(len(ids)), key=lambda k: length(indices[k]), reverse=True)
             ids = [ids[k] for k in order]
             indices = [indices[k] for k in order]
+        if self.policy.inline:  # on this thread: a query cut into batches of max_batch
+            ids = ids if type(ids) is list else list(ids)
+            indices = indices if type(indices) is list else list(indices)
+            step = self.policy.max_batch
+            if len(ids) <= step:
+                self._run_batch(ids, indices, self._first)
+                return
+            for k in range(0, len(ids), step):
+                self._run_batch(ids[k:k + step], indices[k:k + step], self._first)
+            return
         # one entry per query; a worker cuts a batch off its front and queues the rest again
         # for the next worker, so a huge Offline query starts running at once on every worker
         self._inbox.put(_Pending(ids, indices))
