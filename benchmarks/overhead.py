@@ -4,7 +4,7 @@ Both sides run the same LoadGen settings, each test in its own spawned process, 
 in one invocation. Prints Offline samples/s and their ratio, SingleStream mean latency and
 the difference, and the Server max VALID target QPS of each side at one latency bound and
 their ratio; each measure ``--repeat`` times (alternating pairs; a Server search of each side
-per repeat), as median [min-max], and last the three lines the goals name (issue 50): RATIO
+per repeat), as median [min–max], and last the three lines the goals name (issue 50): RATIO
 harness/bare Offline >= 1.5, ADDED SingleStream latency <= 3 us, RATIO harness/bare Server max
 valid QPS >= 0.6.
 
