@@ -308,3 +308,26 @@ def test_the_backend_calls_of_a_task_of_many_calls_are_counted_for_the_stall_clo
     plain.issue([1], [0])
     plain.stop()
     assert plain.calls == 0  # one call a batch: completions are its progress, nothing wrapped
+
+
+def test_an_inline_backend_runs_every_scenario_on_the_issuing_thread_in_batches() -> None:
+    """``BackendBase.inline`` (the no-op): no worker thread; an Offline query is cut into
+    batches of max_batch (length-sorted when asked) and a Server query completes at once."""
+    assert policy_for("Server", inline=True).inline and policy_for("Offline", inline=True).inline
+    backend, rec = DoublingBackend(), Recorder()
+    engine = Engine(CountingTask(), backend, policy_for("Offline", 16, sort_by_length=True,
+                                                        inline=True), rec, workers=4)
+    engine.start()
+    assert engine.n_workers == 0 and not engine._threads
+    engine.issue(list(range(1000, 1100)), list(range(100)))
+    assert len(rec.got) == 100  # before issue returned
+    assert all(int.from_bytes(rec.got[1000 + i], "little") == 2 * i for i in range(100))
+    assert [len(b) for b in backend.batches] == [16] * 6 + [4]
+    lengths = [i % 7 for b in backend.batches for i in b]
+    assert lengths == sorted(lengths, reverse=True)
+    server = Engine(CountingTask(), backend, policy_for("Server", 8, inline=True), rec)
+    server.issue([7], [3])
+    engine.stop()
+    assert rec.got[7] == (6).to_bytes(4, "little")
+    assert rec.threads == {threading.current_thread().name}
+    assert (engine.completed, engine.batches, server.completed) == (100, 7, 1)

@@ -81,6 +81,10 @@ class BackendBase(ABC):
     #: ``--instances`` call the first instance's loaded model (:meth:`Backend.load_shared`)
     #: instead of loading (and compiling) a copy each
     shares_model: ClassVar[bool] = False
+    #: ``predict`` is trivial: no native runtime (a process death names no shapes in flight)
+    #: and cheaper than handing a batch to a worker thread, so the engine calls it on LoadGen's
+    #: issue thread in every scenario (the no-op backend; docs/performance.md, harness overhead)
+    inline: ClassVar[bool] = False
 
     @classmethod
     def declared_inputs(cls, model: Path) -> list[TensorSpec] | None:

@@ -47,14 +47,22 @@ class SampleLibrary:
 
 
 class _Staging(threading.local):
-    """A thread's reusable buffer for response bytes, with its address taken once: LoadGen copies
-    the bytes inside QuerySamplesComplete (``loadgen.cc`` ResponseDelegateDetailed), so the
-    buffer only has to hold them until the call returns, and the thread's next call may reuse
-    it. Taking a fresh array's address costs more than the rest of a small batch's completion."""
+    """A thread's reusable buffer for response bytes, with its address taken once, and the
+    response objects that point into it. LoadGen copies the bytes and the responses inside
+    QuerySamplesComplete (``loadgen.cc`` ResponseDelegateDetailed; the binding converts the list
+    into a vector of its own), so both only have to hold until the call returns and the thread's
+    next call may reuse them. Taking a fresh array's address costs more than the rest of a small
+    batch's completion, and building a ``QuerySampleResponse`` costs twice setting the ``id`` of
+    one already built (about 0.75 against 0.3 us here)."""
 
     buffer = bytearray()
     address = 0
     view: ctypes.Array[ctypes.c_char] | None = None
+    #: payload size -> responses at consecutive slots of that size from ``address``
+    pools: dict[int, list[lg.QuerySampleResponse]]
+
+    def __init__(self) -> None:
+        self.pools = {}
 
     def hold(self, data: bytes) -> int:
         """Copy ``data`` into the buffer (grown when too small); the buffer's address."""
@@ -64,8 +72,24 @@ class _Staging(threading.local):
             # the ctypes view exports the buffer, so it can never be moved by a resize
             self.view = (ctypes.c_char * size).from_buffer(self.buffer)
             self.address = ctypes.addressof(self.view)
+            self.pools.clear()  # they point into the old buffer
         self.buffer[:len(data)] = data
         return self.address
+
+    def responses(self, ids: Sequence[int], joined: bytes, size: int) -> list:
+        """Responses for ``ids`` whose payloads are ``size`` bytes each, back to back in
+        ``joined`` (copied into the buffer); reused objects: valid until this thread's next
+        call."""
+        n = len(ids)
+        base = self.hold(joined)
+        pool = self.pools.get(size)
+        if pool is None or len(pool) < n:
+            pool = [lg.QuerySampleResponse(0, base + k * size, size)
+                    for k in range(max(n, 2 * len(pool or ())))]
+            self.pools[size] = pool
+        for response, rid in zip(pool, ids):
+            response.id = rid
+        return pool if len(pool) == n else pool[:n]
 
 
 _staging = _Staging()
@@ -73,21 +97,23 @@ _staging = _Staging()
 
 def complete(ids: Sequence[int], payloads: Sequence[bytes]) -> None:
     """Hand responses to LoadGen (from any thread)."""
+    if len(payloads) == 1:  # SingleStream, Server
+        if payloads[0]:
+            lg.QuerySamplesComplete(_staging.responses(ids, payloads[0], len(payloads[0])))
+            return
+    elif payloads and payloads[0] and len(set(map(len, payloads))) == 1:  # equal sizes
+        lg.QuerySamplesComplete(_staging.responses(ids, b"".join(payloads), len(payloads[0])))
+        return
     joined = b"".join(payloads)
     if not joined:
         lg.QuerySamplesComplete([lg.QuerySampleResponse(rid, 0, 0) for rid in ids])
         return
     base = _staging.hold(joined)
-    size = len(payloads[0])
-    if len(set(map(len, payloads))) == 1:  # the common case: equal-sized responses
-        responses = [lg.QuerySampleResponse(rid, base + k * size, size)
-                     for k, rid in enumerate(ids)]
-    else:
-        responses, offset = [], 0
-        for rid, payload in zip(ids, payloads):
-            n = len(payload)
-            responses.append(lg.QuerySampleResponse(rid, base + offset if n else 0, n))
-            offset += n
+    responses, offset = [], 0
+    for rid, payload in zip(ids, payloads):
+        n = len(payload)
+        responses.append(lg.QuerySampleResponse(rid, base + offset if n else 0, n))
+        offset += n
     lg.QuerySamplesComplete(responses)
 
 

@@ -187,7 +187,8 @@ def child_main(spec_data: dict[str, Any], settings: EffectiveSettings, run_dir: 
         # task whose sample is many calls takes few samples a call (Task.samples_per_call)
         policy = policy_for(spec.scenario, spec.batch_size or task.samples_per_call
                             or fixed_batch(backend.inputs),
-                            spec.length_sort, settings.samples_per_query)
+                            spec.length_sort, settings.samples_per_query,
+                            inline=isinstance(backend, Backend) and type(backend).inline)
         # here, or on nodes / replicas that load and run the samples and suggest how many
         # batches to keep in flight
         home = sample_home(task, backend)
@@ -204,7 +205,9 @@ def child_main(spec_data: dict[str, Any], settings: EffectiveSettings, run_dir: 
         def on_failure(message: str) -> None:
             channel.put(Failed(message, engine.failure_traceback, home.report()))
 
-        if home.local:  # a death by signal names the shapes in flight (runner/inflight.py)
+        # a death by signal names the shapes in flight (runner/inflight.py); a backend with
+        # no native runtime (BackendBase.inline) has none to name
+        if home.local and not all(type(instance).inline for instance in instances):
             recorder = InFlight(Path(run_dir))
             for instance in instances:
                 recorder.wrap(instance)
