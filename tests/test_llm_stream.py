@@ -65,10 +65,12 @@ def test_measured_ttft_and_tpot_match_the_injected_values():
         ("TTFT", statistics.median(s.ttft_s() for s in seen), script.ttft_s),
         ("TPOT", statistics.median(s.tpot_s() for s in seen), script.gap_s))
         if abs(got / want - 1) > 0.1]
-    if late:
-        pytest.skip(f"machine overloaded: the scripted server itself sent {', '.join(late)}")
-    assert ttft == pytest.approx(script.ttft_s, rel=0.15)
-    assert tpot == pytest.approx(script.gap_s, rel=0.15)
+    # never less than injected; equal to it unless the machine made the server itself late
+    # (then the comparison with what it really sent, above, is the one that holds)
+    assert ttft >= script.ttft_s * 0.85 and tpot >= script.gap_s * 0.85, (ttft, tpot)
+    if not late:
+        assert ttft == pytest.approx(script.ttft_s, rel=0.15)
+        assert tpot == pytest.approx(script.gap_s, rel=0.15)
 
 
 def test_chat_logprob_ids_max_tokens_and_the_api_key(monkeypatch):
