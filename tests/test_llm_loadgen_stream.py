@@ -49,16 +49,17 @@ def test_loadgen_measures_the_injected_token_latencies(tmp_path):
     served_tpot = statistics.mean(s.tpot_s() for s in seen)
     assert ttft == pytest.approx(served_ttft, rel=0.15)
     assert tpot == pytest.approx(served_tpot, rel=0.15)
-    if abs(served_ttft / SCRIPT.ttft_s - 1) > 0.1 or abs(served_tpot / SCRIPT.gap_s - 1) > 0.1:
-        pytest.skip(f"machine overloaded: the scripted server itself took {served_ttft:.3f} s "
-                    f"to the first token and {served_tpot:.4f} s a token")
-    assert ttft == pytest.approx(SCRIPT.ttft_s, rel=0.15)
-    assert tpot == pytest.approx(SCRIPT.gap_s, rel=0.15)
-    limit = rules.load("v6.1").benchmark("llama3.1-8b").token_limit("Server")
-    assert limit.passes(values["result_first_token_99.00_percentile_latency_ns"],
-                        values["result_time_per_output_token_99.00_percentile_ns"])
-    summary = (tmp_path / "mlperf_log_summary.txt").read_text()
-    assert "Performance constraints satisfied : Yes" in summary
+    # never less than injected; equal to it, and within the limits, unless the machine made the
+    # scripted server itself late (then the comparison with what it really sent is what holds)
+    assert ttft >= SCRIPT.ttft_s * 0.85 and tpot >= SCRIPT.gap_s * 0.85, (ttft, tpot)
+    if abs(served_ttft / SCRIPT.ttft_s - 1) <= 0.1 and abs(served_tpot / SCRIPT.gap_s - 1) <= 0.1:
+        assert ttft == pytest.approx(SCRIPT.ttft_s, rel=0.15)
+        assert tpot == pytest.approx(SCRIPT.gap_s, rel=0.15)
+        limit = rules.load("v6.1").benchmark("llama3.1-8b").token_limit("Server")
+        assert limit.passes(values["result_first_token_99.00_percentile_latency_ns"],
+                            values["result_time_per_output_token_99.00_percentile_ns"])
+        summary = (tmp_path / "mlperf_log_summary.txt").read_text()
+        assert "Performance constraints satisfied : Yes" in summary
 
 
 def test_loadgen_logs_the_streamed_token_ids(tmp_path):
