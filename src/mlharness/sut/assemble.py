@@ -79,8 +79,11 @@ def build_local(spec: RunSpec, phase: PhaseHook | None = None, cpus: list[int] |
             backend.load(model, options)
     if isinstance(task, TensorTask) and isinstance(backend, Backend):
         check_signature(task.model_inputs, backend.inputs, str(model), spec.batch_size)
-        if first is None:  # the other instances load the same file: its tables are known
-            check_index_ranges(task.index_ranges(), backend.index_limits, str(model))
+        ranges = task.index_ranges()
+        # the other instances load the same file: its tables are known; and a task that feeds
+        # no table indices need not read them (onnx's import alone is 1-2 s of every run)
+        if first is None and ranges:
+            check_index_ranges(ranges, backend.index_limits, str(model))
     return task, backend
 
 
