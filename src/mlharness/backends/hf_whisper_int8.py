@@ -85,6 +85,7 @@ def quantise(model: Path, target: Path, requests: Sequence[Any], method: str,
              task: Any = None) -> dict[str, Any]:
     """Transcribe ``requests`` (the calibration clips, as a run asks for them) with the fp32
     model, observing every linear layer's input range; write the int8 folder ``target``."""
+    # lazy: hf_whisper imports this module at its top (it loads the folder this writes)
     from mlharness.backends import hf_whisper
 
     require_minmax(method)
