@@ -100,6 +100,10 @@ def test_calibrated_run_records_it_and_scores_as_accuracy_eval(calibrated, tmp_p
     backend = json.loads((run_dir / "run.json").read_text())["backend"]
     assert backend["precision"] == "int8" and backend["int8"] == "static (calibrated)"
     assert backend["calibration"]["recipe"].startswith("whisper-static-int8")
+    from mlharness.submission.documents import weight_transformations
+
+    said = weight_transformations("int8", backend)  # the submission's measurements.json
+    assert "whisper-static-int8" in said and "over 2 samples" in said
     line = referee.whisper("speech2text/accuracy_eval.py", "--log_dir", str(run_dir),
                            "--dataset_dir", str(calibrated["data"]), "--manifest",
                            str(calibrated["manifest"])).stdout.strip().splitlines()[-1]
