@@ -7,8 +7,11 @@ Side by side in one run, on the same model and the same clips:
               200 new tokens), fp32, after one untimed clip.
   mlharness   ``run -b whisper --backend hf`` Offline, one LoadGen query of every clip (the
               real harness and LoadGen, warm-up included), per precision: fp32, bf16 (where the
-              CPU has bf16 units: AMX or AVX512_BF16; refused elsewhere) and int8 (dynamic);
-              the hf backend's batched greedy pass (``--batch-size``, default 16).
+              CPU has bf16 units: AMX or AVX512_BF16; refused elsewhere), int8 (dynamic) and
+              int8-calibrated (``mlharness calibrate -b whisper --backend hf`` on the first
+              ``--calibration-clips`` clips, then ``--precision int8`` on the folder it writes:
+              static activation scales); the hf backend's batched greedy pass
+              (``--batch-size``, default 16).
 
 The model is whisper-tiny's shape (d_model 384, 4 + 4 layers, 6 heads) with large-v3's vocabulary
 and 128 mel bins, random weights (nothing is downloaded); the clips are the tests' LibriSpeech
@@ -105,12 +108,12 @@ def plain(paths: dict[str, Path], clips: int, threads: int) -> dict[str, Any]:
 
 
 def harness(paths: dict[str, Path], out: Path, precision: str, mode: str, batch: int,
-            threads: int, clips: int) -> Any:
+            threads: int, clips: int, model: Path | None = None) -> Any:
     """One mlharness run (Offline; performance: one query of every clip)."""
     from mlharness.runner import execute
 
     spec = RunSpec(benchmark="whisper", scenario="Offline", mode=mode, backend="hf",
-                   model=paths["model"], dataset=paths["data"], output_dir=out,
+                   model=model or paths["model"], dataset=paths["data"], output_dir=out,
                    precision=precision, batch_size=batch, threads=threads,
                    task_option={"manifest": str(paths["manifest"])},
                    stall_timeout=600.0,
@@ -120,6 +123,29 @@ def harness(paths: dict[str, Path], out: Path, precision: str, mode: str, batch:
     if record.status != "ok":
         raise SystemExit(f"mlharness {precision} {mode} run failed: {record.error_message}")
     return record
+
+
+def calibrate(paths: dict[str, Path], work: Path, clips: int) -> Path:
+    """The calibrated int8 folder of the model, from the first ``clips`` clips (an own list:
+    MLCommons publishes none for whisper), made once per work folder."""
+    from mlharness.calibration import CalibrationRequest
+    from mlharness.calibration import calibrate as run_calibrate
+    from mlharness.speech.manifest import read_manifest
+
+    target = work / "whisper-tiny-shape.int8"
+    if (target / "mlharness_int8.json").is_file():
+        return target
+    names = [c.audio.name for c in read_manifest(paths["manifest"], paths["data"]).clips][:clips]
+    listed = work / "calibration-clips.txt"
+    listed.write_text("".join(f"{n}\n" for n in dict.fromkeys(names)))
+    start = time.perf_counter()
+    record = run_calibrate(CalibrationRequest(
+        benchmark="whisper", model=paths["model"], dataset=paths["data"], backend="hf",
+        output=target, calibration_list=str(listed),
+        task_option={"manifest": str(paths["manifest"])}))
+    print(f"calibrated int8: {record['samples']['used']} clips, {record['quantised_layers']} "
+          f"linear layers, in {time.perf_counter() - start:.1f} s ({record['recipe']})")
+    return target
 
 
 def transcripts(run_dir: Path) -> dict[int, str]:
@@ -132,7 +158,9 @@ def main() -> int:
     parser.add_argument("--clips", type=int, default=16, help="clips per side (default 16)")
     parser.add_argument("--batch-size", type=int, default=16, help="mlharness's batch")
     parser.add_argument("--threads", type=int, default=os.cpu_count() or 1)
-    parser.add_argument("--precisions", default="fp32,bf16,int8")
+    parser.add_argument("--precisions", default="fp32,bf16,int8,int8-calibrated")
+    parser.add_argument("--calibration-clips", type=int, default=4,
+                        help="clips int8-calibrated is calibrated on (default 4)")
     parser.add_argument("--workdir", type=Path, default=None,
                         help="keep the clips, model and runs here (default: a temporary folder)")
     args = parser.parse_args()
@@ -151,16 +179,21 @@ def main() -> int:
         if precision == "bf16" and matrix_isa()["bf16"] is None:
             print("mlharness bf16: not run (no bf16 units on this CPU: AMX or AVX512_BF16)")
             continue
-        record = harness(paths, work / "runs", precision, "performance", args.batch_size,
-                         args.threads, args.clips)
+        model = (calibrate(paths, work, args.calibration_clips)
+                 if precision == "int8-calibrated" else None)
+        runs_as = "int8" if model is not None else precision
+        record = harness(paths, work / "runs", runs_as, "performance", args.batch_size,
+                         args.threads, args.clips, model)
         result = record.result
         rows[precision] = {"tokens_per_s": result.value, "samples_per_s": result.samples_per_s,
                            "valid": result.valid}
         print(f"mlharness Offline hf {precision}, batch {args.batch_size}: "
-              f"{result.value:.1f} tok/s ({result.samples_per_s:.3f} samples/s)")
-        texts[precision] = transcripts(harness(paths, work / "runs", precision, "accuracy",
+              f"{result.value:.1f} tok/s ({result.samples_per_s:.3f} samples/s)"
+              + (f", {result.value / rows['fp32']['tokens_per_s']:.2f}x fp32"
+                 if "fp32" in rows and precision != "fp32" else ""))
+        texts[precision] = transcripts(harness(paths, work / "runs", runs_as, "accuracy",
                                                args.batch_size, args.threads,
-                                               args.clips).run_dir)
+                                               args.clips, model).run_dir)
     hand = wer.word_error_rate(HAND_HYPS, HAND_REFS)
     print(f"WER of the hand-checked log: {hand.errors}/{hand.words} words = "
           f"{hand.wer * 100:.3f}% (counted by hand: 3/14 = {3 / 14 * 100:.3f}%)")

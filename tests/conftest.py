@@ -123,7 +123,8 @@ SHARED_GROUPS = {"test_power_e2e": "power", "test_power_faults": "power",
                  "test_report": "demo_runs", "test_yolo_reference": "yolo",
                  "test_yolo_submission": "yolo", "test_whisper_data": "whisper",
                  "test_whisper_run": "whisper", "test_whisper_endpoint": "whisper",
-                 "test_whisper_get": "whisper", "test_whisper_compliance": "whisper"}
+                 "test_whisper_get": "whisper", "test_whisper_compliance": "whisper",
+                 "test_whisper_int8": "whisper"}
 
 
 #: the groups that take longest, longest first (seconds of one worker, measured with

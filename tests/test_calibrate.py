@@ -228,13 +228,13 @@ def test_a_backend_without_a_quantiser_is_refused_naming_those_with_one(
 
     model = tmp_path / "m.onnx"
     model.write_bytes(b"")
-    assert quantising_backends() == ["onnxruntime", "openvino", "pytorch"]
+    assert quantising_backends() == ["onnxruntime", "openvino", "pytorch", "hf"]
     monkeypatch.setitem(BACKENDS, "openvino-again", BACKENDS["openvino"])
     for backend in ("noop", "openai", "mine.module:Backend"):
         with pytest.raises(ConfigError, match=f"calibration for backend {backend!r} is not "
                            "built") as exc:
             check_request(CalibrationRequest("demo", model, tmp_path, backend=backend))
-        assert exc.value.hint == ("use --backend onnxruntime or openvino or pytorch or "
+        assert exc.value.hint == ("use --backend onnxruntime or openvino or pytorch or hf or "
                                   "openvino-again")
     assert not list(tmp_path.glob("*.int8.*"))
 

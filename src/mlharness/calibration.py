@@ -12,6 +12,7 @@ one it did), and samples an own list names that the dataset lacks (unless ``allo
 
 from __future__ import annotations
 
+import hashlib
 import json
 from dataclasses import dataclass
 from pathlib import Path
@@ -26,6 +27,7 @@ from mlharness.runner.rundir import now_iso
 from mlharness.spec import RunSpec
 from mlharness.sut.assemble import task_options, tensor_task
 from mlharness.tasks import create_task
+from mlharness.tasks.base import GenerationTask
 
 
 @dataclass
@@ -71,8 +73,9 @@ def select(task: Any, benchmark: str, choice: str | None, allow_missing: bool = 
         missing = [e for e in entries if int(e) >= total]
     else:
         names = set(entries)
-        indices = [i for i in range(total) if task.image_path(i).name in names]
-        present = {task.image_path(i).name for i in indices}
+        path_of = getattr(task, "sample_path", None) or task.image_path  # audio: sample_path
+        indices = [i for i in range(total) if path_of(i).name in names]
+        present = {path_of(i).name for i in indices}
         missing = [e for e in entries if e not in present]
     if missing and not about["official"]:
         shown = ", ".join(missing[:_SHOWN]) + (", …" if len(missing) > _SHOWN else "")
@@ -113,7 +116,7 @@ def check_request(req: CalibrationRequest) -> Path:
     quantising.check_source(req.model)
     target = req.output or quantising.default_output(req.model)
     suffix = quantising.suffix
-    if target.suffix != suffix:
+    if suffix and target.suffix != suffix:  # "": the int8 model is a folder (hf's Whisper)
         raise ConfigError(f"the {req.backend} int8 model is written as a {suffix} file, not "
                           f"{target.name}", hint=f"pass --output MODEL.int8{suffix}, or drop it")
     _check_target(req.model, target, quantising, req.force)
@@ -130,30 +133,52 @@ def calibrate(req: CalibrationRequest, progress: Any = None) -> dict[str, Any]:
     spec = RunSpec(benchmark=req.benchmark, model=req.model, dataset=req.dataset,
                    vocab=req.vocab, cache_dir=req.cache_dir, backend=req.backend,
                    task_option=dict(req.task_option or {}))  # read by the task (input names)
-    task = tensor_task(create_task(req.benchmark, task_options(spec)))
-    if quantising.index_limits is not None:  # else known once the quantiser loads the model
-        check_index_ranges(task.index_ranges(), quantising.index_limits(req.model),
-                           str(req.model))
-    task.prepare(progress)
-    indices, about = select(task, req.benchmark, req.calibration_list, req.allow_missing)
-    task.load_samples(indices)
-    step = max(1, req.batch_size)
-    batches = [inputs for i in range(0, len(indices), step)
-               for inputs in task.model_batches(indices[i:i + step])]
+    made = create_task(req.benchmark, task_options(spec))
+    batches: list[Any]
+    if quantising.takes == "requests":  # a generation task: the quantiser runs the requests
+        if not isinstance(made, GenerationTask):
+            raise ConfigError(f"the {req.backend} quantiser calibrates generation benchmarks "
+                              f"(whisper), not {req.benchmark}",
+                              hint="use --backend onnxruntime, openvino or pytorch")
+        made.prepare(progress)
+        indices, about = select(made, req.benchmark, req.calibration_list, req.allow_missing)
+        made.load_samples(indices)
+        batches = [made.request(i) for i in indices]
+    else:
+        task = tensor_task(made)
+        if quantising.index_limits is not None:  # else known once the quantiser loads it
+            check_index_ranges(task.index_ranges(), quantising.index_limits(req.model),
+                               str(req.model))
+        task.prepare(progress)
+        indices, about = select(task, req.benchmark, req.calibration_list, req.allow_missing)
+        task.load_samples(indices)
+        step = max(1, req.batch_size)
+        batches = [inputs for i in range(0, len(indices), step)
+                   for inputs in task.model_batches(indices[i:i + step])]
     target.parent.mkdir(parents=True, exist_ok=True)
     if progress is not None:  # no count to show: the quantiser reports nothing while it works
         progress(0, 0, f"quantising on {len(indices)} samples ({req.backend})")
-    done = quantising.quantise(req.model, target, batches, req.method, task)
+    done = quantising.quantise(req.model, target, batches, req.method, made)
     record = {
         "format": RECORD_FORMAT,
         "created": now_iso(),
         "benchmark": req.benchmark, "backend": req.backend, "runs_on": quantising.runs_on,
         "precision": "int8", "source_model": str(req.model.resolve()),
-        "source_sha256": sha256_file(req.model), "model": str(target.resolve()),
+        "source_sha256": _digest(req.model), "model": str(target.resolve()),
         "dataset": str(req.dataset), "samples": about, "qsl_indices": indices, **done,
     }
     write_text_atomic(calibration_file(target), json.dumps(record, indent=2) + "\n")
     return record
+
+
+def _digest(model: Path) -> str:
+    """sha256 of the model file; of a model folder (hf's Whisper), of its files' names and
+    sha256s, one ``name digest`` line each in name order."""
+    if not model.is_dir():
+        return sha256_file(model)
+    lines = "".join(f"{p.name} {sha256_file(p)}\n" for p in sorted(model.iterdir())
+                    if p.is_file())
+    return hashlib.sha256(lines.encode()).hexdigest()
 
 
 def _check_target(model: Path, target: Path, quantising: Quantiser, force: bool) -> None:
@@ -172,7 +197,7 @@ def _check_target(model: Path, target: Path, quantising: Quantiser, force: bool)
                                "--output")
     record = calibration_path(target)
     owned = False
-    if record is not None and target.is_file() and not target.is_symlink():
+    if record is not None and (target.is_file() or target.is_dir()) and not target.is_symlink():
         try:
             data = json.loads(record.read_text(encoding="utf-8"))
             owned = (data.get("format") == RECORD_FORMAT and

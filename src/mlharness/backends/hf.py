@@ -21,7 +21,7 @@ from pydantic import Field
 
 from mlharness.backends.base import (BackendOptions, GenerationRequest, OnDone, OnError,
                                      OnFirst, StreamingBackend)
-from mlharness.backends.hf_speech import HfSpeech
+from mlharness.backends.hf_speech import QUANTISER, HfSpeech
 from mlharness.errors import ConfigError, ModelError, one_line
 from mlharness.llm.demo import quiet_torch_imports
 from mlharness.options import Options
@@ -49,6 +49,8 @@ class HfBackend(StreamingBackend):
     name = "hf"
     model_framework = "hf"  # a Hugging Face checkpoint folder (whisper-large-v3 from the cache)
     options_model = HfOptions
+    #: ``mlharness calibrate -b whisper --backend hf``: a calibrated int8 Whisper folder
+    quantiser = QUANTISER
 
     @staticmethod
     def prepare_process() -> None:

@@ -2,11 +2,14 @@
 requests that carry audio wait in one FIFO queue; each worker thread takes as many as are queued,
 up to the run's ``--batch-size`` (default 16), and transcribes them in one greedy pass
 (``hf_whisper.py``), reporting each clip's first token after the first step and its ids at the
-end. ``--precision`` fp32, bf16 (fast where the CPU has bf16 units: AVX512-BF16, AMX) or int8
-(dynamic: the linear layers' weights in int8, activations quantised per batch)."""
+end. ``--precision`` fp32, bf16 (fast where the CPU has bf16 units: AVX512-BF16, AMX) or int8:
+dynamic (the linear layers' weights in int8, activations quantised per batch) on an fp32 folder,
+static on the folder ``mlharness calibrate -b whisper --backend hf`` writes
+(``hf_whisper_int8.py``; the quantiser below)."""
 
 from __future__ import annotations
 
+import json
 import logging
 import queue
 import threading
@@ -14,6 +17,7 @@ from pathlib import Path
 from typing import Any
 
 from mlharness.backends.base import BackendOptions, GenerationRequest, OnDone, OnError, OnFirst
+from mlharness.backends.quantised import Quantiser, calibration_record
 from mlharness.errors import ConfigError, ModelError, one_line
 from mlharness.hostinfo import matrix_isa
 
@@ -22,6 +26,61 @@ log = logging.getLogger(__name__)
 PRECISIONS = ("fp32", "bf16", "int8")
 DEFAULT_BATCH = 16
 _Job = tuple[GenerationRequest, OnFirst, OnDone, OnError]
+#: the file naming a calibrated int8 folder and its layers' scales (its presence makes it int8)
+MARKER = "mlharness_int8.json"
+
+
+def is_int8_folder(model: Path) -> bool:
+    return (Path(model) / MARKER).is_file()
+
+
+def require_source(model: Path) -> None:
+    """ModelError unless ``model`` is an fp32 Whisper folder calibrate may start from."""
+    model = Path(model)
+    config = model / "config.json"
+    if not config.is_file():
+        raise ModelError(f"calibration for hf needs a Hugging Face Whisper folder, got {model}",
+                         hint="pass --model DIR: the whisper-large-v3 folder (config.json, "
+                              "weights, preprocessor_config.json, tokenizer)")
+    if is_int8_folder(model):
+        raise ModelError(f"{model} is already a calibrated int8 model (it holds {MARKER})",
+                         hint="calibrate the fp32 folder it was made from")
+    try:
+        data = json.loads(config.read_text(encoding="utf-8"))
+    except (OSError, ValueError) as exc:
+        raise ModelError(f"{config} is not readable JSON: {one_line(exc)}",
+                         hint="pass the whisper-large-v3 folder") from exc
+    if data.get("model_type") != "whisper":
+        raise ModelError(f"{model} is a {data.get('model_type')!r} model: the hf quantiser "
+                         "calibrates Whisper", hint="pass the whisper-large-v3 folder")
+    if data.get("quantization_config"):
+        method = data["quantization_config"].get("quant_method", "quantised")
+        raise ModelError(f"{model} is already quantised ({method}): calibrate starts from the "
+                         "fp32 (or bf16) checkpoint", hint="pass the original whisper folder")
+
+
+def require_minmax(method: str) -> None:
+    if method != "minmax":
+        raise ConfigError(f"calibration method {method!r} is not offered for hf (whisper)",
+                          hint="the hf quantiser takes min/max ranges: drop --method")
+
+
+
+def _quantise(model: Path, target: Path, requests: list[Any], method: str,
+              task: Any) -> dict[str, Any]:
+    # lazy: torch and transformers load only to calibrate
+    from mlharness.backends import hf_whisper_int8
+
+    return hf_whisper_int8.quantise(model, target, requests, method, task)
+
+
+#: ``mlharness calibrate -b whisper --backend hf``: the int8 folder ``<model>.int8`` (a
+#: directory: no suffix), calibrated on the generation requests of the calibration clips
+QUANTISER = Quantiser(
+    "", "transformers runs the Whisper folder with int8 linear layers of fixed (calibrated) "
+        "activation scales (fbgemm int8 GEMM)",
+    check_source=require_source, quantise=_quantise, check_method=require_minmax,
+    takes="requests")
 
 
 class HfSpeech:
@@ -43,6 +102,10 @@ class HfSpeech:
         if options.precision not in PRECISIONS:
             raise ConfigError(f"the hf backend does not run whisper at --precision "
                               f"{options.precision}", "use --precision fp32, bf16 or int8")
+        if is_int8_folder(model) and options.precision != "int8":
+            raise ConfigError(f"{model} is a calibrated int8 model, but --precision is "
+                              f"{options.precision}", hint="pass --precision int8 (the run "
+                              "then records the calibration)")
         isa = matrix_isa()
         if options.precision == "bf16" and isa["bf16"] is None:
             cap = isa.get("onednn_max_cpu_isa")
@@ -139,7 +202,12 @@ class HfSpeech:
         config = getattr(self.model, "config", None)
         return {"name": "hf", **(runtime.versions() if runtime else {}),
                 "model": str(self.directory), "model_type": getattr(config, "model_type", None),
-                "precision": self.precision, "batch_size": self.batch,
+                "precision": self.precision,
+                **({"int8": "static (calibrated)" if getattr(self.model, "calibrated", False)
+                    else "dynamic",
+                    "calibration": calibration_record(self.directory)
+                    if self.directory else None} if self.precision == "int8" else {}),
+                "batch_size": self.batch,
                 "concurrency": self.concurrency, "passes": self.passes}
 
 

@@ -21,6 +21,8 @@ from transformers import (EncoderDecoderCache, WhisperFeatureExtractor,
                           WhisperForConditionalGeneration)
 from transformers.cache_utils import DynamicCache
 
+from mlharness.backends import hf_whisper_int8
+from mlharness.backends.hf_speech import is_int8_folder
 from mlharness.speech import audio as speech_audio
 
 DTYPES = {"fp32": torch.float32, "bf16": torch.bfloat16, "int8": torch.float32}
@@ -38,10 +40,14 @@ class WhisperModel:
             torch.set_num_threads(int(threads))
         self.precision = precision
         self.dtype = DTYPES[precision]
-        net = WhisperForConditionalGeneration.from_pretrained(
-            directory, local_files_only=True, dtype=self.dtype).eval()
-        if precision == "int8":
-            net = _dynamic_int8(net)
+        self.calibrated = is_int8_folder(directory)
+        if self.calibrated:  # calibrated int8: static activation scales (calibrate writes it)
+            net = hf_whisper_int8.load(directory)
+        else:
+            net = WhisperForConditionalGeneration.from_pretrained(
+                directory, local_files_only=True, dtype=self.dtype).eval()
+            if precision == "int8":
+                net = _dynamic_int8(net)
         self.net = net
         self.features = WhisperFeatureExtractor.from_pretrained(directory, local_files_only=True)
         config = net.config

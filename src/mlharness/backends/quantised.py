@@ -13,9 +13,7 @@ import os
 import tempfile
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Callable, Iterator, Protocol
-
-import numpy as np
+from typing import Any, Callable, Iterator, Literal, Protocol
 
 from mlharness.errors import ConfigError, ModelError
 from mlharness.tensors import IndexRange, TensorSpec
@@ -43,9 +41,10 @@ class CalibrationTask(Protocol):
 
 
 #: writes the int8 model: ``(source model, target, calibration batches, method, task)`` -> what
-#: was done (for the calibration record)
-Quantise = Callable[[Path, Path, list[dict[str, np.ndarray]], str, CalibrationTask],
-                    dict[str, Any]]
+#: was done (for the calibration record). The batches are the tensor task's model batches
+#: (``dict[str, np.ndarray]``), or a generation task's requests (``takes="requests"``: Whisper's
+#: clips, transcribed by the quantiser itself)
+Quantise = Callable[[Path, Path, list[Any], str, Any], dict[str, Any]]
 
 
 @dataclass(frozen=True)
@@ -68,6 +67,9 @@ class Quantiser:
     index_limits: Callable[[Path], dict[str, int]] | None = None
     #: suffixes of the files written beside the int8 model (an OpenVINO IR's ``.bin``)
     beside: tuple[str, ...] = ()
+    #: what the quantiser calibrates on: a tensor task's model batches, or a generation task's
+    #: requests (the hf backend's Whisper; its int8 model is a folder: ``suffix`` "")
+    takes: Literal["tensors", "requests"] = "tensors"
 
     def default_output(self, model: Path) -> Path:
         """``<model>.int8<suffix>``, beside ``model``."""

@@ -18,15 +18,18 @@ examples:
   mlharness calibrate -b resnet50 --model resnet50_v1.onnx --dataset imagenet-val
   mlharness calibrate -b bert-99 --model model.onnx --dataset dev-v1.1.json --vocab vocab.txt \\
       --backend openvino
-  mlharness calibrate -b resnet50 --model resnet50.pth --dataset imagenet-val --backend pytorch \
+  mlharness calibrate -b resnet50 --model resnet50.pth --dataset imagenet-val --backend pytorch \\
       --task-option label_offset=0 --task-option preprocessing=torchvision
   mlharness calibrate -b resnet50 ... --calibration-list option_2      # ImageNet's second list
   mlharness calibrate -b demo ... --calibration-list my_samples.txt    # your own (not official)
+  mlharness calibrate -b whisper --backend hf --model whisper-large-v3/ --dataset DATA_DIR \\
+      --calibration-list my_clips.txt      # no official whisper list: clip file names/indices
 
 Then run the model it writes with --precision int8:
   mlharness run -b resnet50 --model resnet50_v1.int8.onnx --precision int8 ...
   mlharness run -b bert-99 --model model.int8.xml --precision int8 --backend openvino ...
   mlharness run -b resnet50 --model resnet50.int8.pt2 --precision int8 --backend pytorch ...
+  mlharness run -b whisper --model whisper-large-v3.int8/ --precision int8 --backend hf ...
 run.json then holds the calibration record (<output>.calibration.json, e.g.
 resnet50_v1.int8.onnx.calibration.json: one per int8 model, so each run records its own).
 """
@@ -42,28 +45,31 @@ def register(sub: argparse._SubParsersAction) -> None:
                     "OpenVINO runs it too); --backend openvino writes an OpenVINO IR quantised "
                     "by NNCF (usually the faster on OpenVINO); --backend pytorch quantises the "
                     "official PyTorch checkpoint with PT2E (torchao) into a torch.export "
-                    "program, .int8.pt2, that runs compiled. Writes the model and a "
+                    "program, .int8.pt2, that runs compiled; --backend hf (whisper) transcribes "
+                    "the clips and writes a Whisper folder, <model>.int8/, of int8 linear "
+                    "layers with fixed activation scales. Writes the model and a "
                     ".calibration.json record beside it.",
         epilog=EXAMPLES, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--benchmark", "-b", required=True, metavar="NAME")
     p.add_argument("--model", "-m", type=Path, required=True, metavar="PATH",
                    help="the fp32 ONNX model (--backend pytorch: the PyTorch checkpoint, "
-                        "model.pytorch with bert_config.json beside it, or resnet50.pth)")
+                        "model.pytorch with bert_config.json beside it, or resnet50.pth; "
+                        "--backend hf: the Whisper folder)")
     p.add_argument("--dataset", "-d", type=Path, required=True, metavar="PATH")
     p.add_argument("--vocab", type=Path, metavar="PATH", help="vocab.txt (BERT)")
     p.add_argument("--backend", default="onnxruntime", metavar="NAME",
                    help="runtime the model is for: onnxruntime (default: <model>.int8.onnx), "
-                        "openvino (NNCF: <model>.int8.xml + .bin) or pytorch (PT2E: "
-                        "<model>.int8.pt2)")
+                        "openvino (NNCF: <model>.int8.xml + .bin), pytorch (PT2E: "
+                        "<model>.int8.pt2) or hf (whisper: the folder <model>.int8/)")
     p.add_argument("--output", "-o", type=Path, metavar="PATH",
                    help="where to write the int8 model (default <model>.int8.onnx, .int8.xml "
-                        "for openvino, .int8.pt2 for pytorch)")
+                        "for openvino, .int8.pt2 for pytorch, the folder <model>.int8 for hf)")
     p.add_argument("--calibration-list", metavar="NAME|FILE",
                    help="official option (ImageNet: option_1 default, option_2) or a file of "
                         "your own (sample file names or QSL indices, one a line)")
     p.add_argument("--method", default="minmax", choices=("minmax", "entropy", "percentile"),
-                   help="how activation ranges are taken (default minmax; openvino and "
-                        "pytorch: minmax only)")
+                   help="how activation ranges are taken (default minmax; openvino, "
+                        "pytorch and hf: minmax only)")
     p.add_argument("--force", action="store_true",
                    help="replace an --output an earlier calibrate wrote (never another file)")
     p.add_argument("--allow-missing", action="store_true",

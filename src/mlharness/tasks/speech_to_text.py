@@ -92,6 +92,10 @@ class WhisperTask(GenerationTask):
         for index in indices:
             self._audio.pop(index, None)
 
+    def sample_path(self, index: int) -> Path:
+        """Clip ``index``'s audio file (a calibration list names clips by its file name)."""
+        return self.manifest.clips[index].audio
+
     def sample_length(self, index: int) -> int:
         return int(self.manifest.clips[index].duration * 1000)
 
