@@ -71,7 +71,7 @@ streams (every request at once), and prints per point tokens/s and each side's a
 TPOT p99 over the server's (``SWEEP ...`` lines); paced points say how late the harness's
 arrivals reached the server.
 
-    .venv/bin/python benchmarks/llm_client.py [--streams 1000] [--requests 3000] [--rounds 3]
+    .venv/bin/python benchmarks/llm_client.py [--streams 1000] [--requests 2000] [--rounds 3]
         [--ttft-ms 50] [--gap-ms 5] [--tokens 32] [--bare-uvloop] [--quick] [--sweep]
         [--sweep-s 10] [--endpoints-workers 1] [--no-endpoints] [--no-keep-alive]
 """
@@ -89,6 +89,7 @@ import statistics
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -361,12 +362,16 @@ def bare_round(server: Server, streams: int, requests: int, tokens: int, uvloop:
 def harness_backend(port: int, concurrency: int | str, all_at_once: bool,
                     expected: int) -> OpenAIBackend:
     """The backend as a run sets it up: loaded, told the load's pattern (its pool pre-warmed:
-    ``expected`` connections under paced queries)."""
+    ``expected`` connections under paced queries), one warm-up request sent."""
     backend = OpenAIBackend()
     backend.load(None, BackendOptions(extra={
         "endpoints": [f"http://127.0.0.1:{port}"], "served_model": MODEL,
         "concurrency": concurrency, "max_concurrency": max(1, expected)}))
     backend.issue_pattern(all_at_once=all_at_once)
+    done = threading.Event()  # one untimed request first, as a run's --warmup
+    backend.submit(GenerationRequest(input_ids=tuple(PROMPT), text=None, max_new_tokens=2),
+                   lambda ids: None, lambda ids: done.set(), lambda why: done.set())
+    done.wait(60)
     return backend
 
 
@@ -631,7 +636,7 @@ def sweep(args: argparse.Namespace, server: Server,
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--streams", type=int, default=1000, help="requests in flight at once")
-    parser.add_argument("--requests", type=int, default=3000, help="requests per round")
+    parser.add_argument("--requests", type=int, default=2000, help="requests per round")
     parser.add_argument("--rounds", type=int, default=3,
                         help="rounds of each side, alternating; median [min-max] printed")
     parser.add_argument("--ttft-ms", type=float, default=50.0, help="the server's TTFT")
