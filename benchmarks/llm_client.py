@@ -611,8 +611,14 @@ def sweep(args: argparse.Namespace, server: Server,
                 rounds.append(harness_round(backend, server, requests, requests, args.tokens,
                                             schedule))
                 print(rounds[-1].line(), flush=True)
-                rounds.append(endpoints_round(cli, inputs, folder, server, load, requests,
-                                              args.tokens, args.endpoints_workers, expected))
+                try:
+                    rounds.append(endpoints_round(cli, inputs, folder, server, load, requests,
+                                                  args.tokens, args.endpoints_workers,
+                                                  expected))
+                except RuntimeError as exc:  # e.g. its workers not up within its 60 s
+                    print(f"endpoints   FAILED: {str(exc).splitlines()[-1][:200]}", flush=True)
+                    server.stats()
+                    continue
                 print(rounds[-1].line(), flush=True)
         finally:
             bound = backend.report().get("bound")
