@@ -94,7 +94,8 @@ class ConnectionPool:
     def __init__(self, host: str, port: int, connect_timeout_s: float) -> None:
         self.host, self.port = host, port
         self.connect_timeout_s = connect_timeout_s
-        self._idle: list[Connection] = []
+        #: idle connections, the last released last (a dict: LIFO pop and O(1) removal)
+        self._idle: dict[Connection, None] = {}
         self._loop: asyncio.AbstractEventLoop | None = None
         self.opened = 0  # connections opened (pre-warmed ones too)
         self.prewarmed = 0  # of them, opened before the load by ``prewarm``
@@ -105,7 +106,7 @@ class ConnectionPool:
     def _here(self) -> None:
         loop = asyncio.get_running_loop()
         if self._loop is not loop:  # another loop's connections cannot be used here
-            for conn in self._idle:
+            for conn in list(self._idle):
                 try:
                     if conn.transport is not None:
                         conn.transport.abort()
@@ -119,7 +120,7 @@ class ConnectionPool:
         when none can be opened."""
         self._here()
         while self._idle and not fresh:
-            conn = self._idle.pop()
+            conn, _ = self._idle.popitem()
             if conn.alive:
                 self.reused += conn.uses > 0  # a pre-warmed one's first request: not reuse
                 conn.pooled = True
@@ -140,15 +141,14 @@ class ConnectionPool:
 
     def put(self, conn: Connection) -> None:
         if self._loop is asyncio.get_running_loop():
-            self._idle.append(conn)
+            self._idle[conn] = None
             self.peak_idle = max(self.peak_idle, len(self._idle))
         else:
             conn.close()
 
     def forget(self, conn: Connection) -> None:
         """``conn`` closed: out of the idle list, if there."""
-        if conn in self._idle:
-            self._idle.remove(conn)
+        self._idle.pop(conn, None)
 
     async def prewarm(self, n: int, where: str) -> int:
         """Open connections until ``n`` are idle; returns how many were opened (a server that
