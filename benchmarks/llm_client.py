@@ -85,6 +85,7 @@ import os
 import math
 import queue
 import random
+import signal
 import statistics
 import subprocess
 import sys
@@ -502,12 +503,25 @@ def endpoints_round(cli: Path, inputs: tuple[Path, Path], folder: Path, server: 
                "--report-dir", str(report)]
     server.stats()  # forget what came before
     server0 = cpu_s(server.pid)
-    proc = subprocess.run(command, env=env, cwd=folder, capture_output=True, text=True,
-                          timeout=900)
+    # a session of its own, its output to a file: a service process of its that outlives the
+    # CLI is ended with it, and holds no pipe this script would wait on
+    output = folder / f"endpoints-{time.monotonic_ns()}.log"
+    with open(output, "w") as sink:
+        proc = subprocess.Popen(command, env=env, cwd=folder, stdout=sink,
+                                stderr=subprocess.STDOUT, start_new_session=True)
+        try:
+            proc.wait(timeout=900)
+        finally:
+            try:
+                os.killpg(proc.pid, signal.SIGKILL)
+            except ProcessLookupError:
+                pass
+            proc.wait()
+    text = output.read_text(errors="replace")
     spent = cpu_s(server.pid) - server0
     summary_path = report / "performance" / "result_summary.json"
     if proc.returncode != 0 or not summary_path.is_file():
-        tail = (proc.stdout + proc.stderr).strip().splitlines()[-15:]
+        tail = text.strip().splitlines()[-15:]
         raise RuntimeError(f"inference-endpoint exited {proc.returncode}:\n" + "\n".join(tail))
     summary = json.loads(summary_path.read_text())
     wall = summary["duration_ns"] / 1e9
