@@ -1,71 +1,79 @@
 """LLM streaming client overhead: the openai backend (mlharness) vs a bare asyncio client and
 MLCommons' endpoints client.
 
-Both sides stream from the same scripted OpenAI-compatible server (tests/llm_server.py, in a
+All sides stream from the same scripted OpenAI-compatible server (tests/llm_server.py, in a
 process of its own on a free port: fixed TTFT, a fixed gap between tokens, a fixed number of
-tokens) with the same number of streams in flight and the same requests, in alternating rounds
-(bare, harness, endpoints, bare, ...), so all see the same machine.
+tokens; keep-alive, as vLLM serves, unless ``--no-keep-alive``) with the same load and the same
+requests, in alternating rounds (bare, harness, endpoints, bare, ...), so all see the same
+machine. The server notes when each request arrived and when it sent each token, and after each
+round reports its own TTFT and TPOT p99: what the server really did. A client's ADDED TTFT/TPOT
+p99 is its p99 less the server's in that round.
 
-* bare: the least a client can do, in this file: open a connection, POST, read the SSE lines
-  (``StreamReader.readline``), count the token ids, note the first one's time; on asyncio's
-  own loop (``--bare-uvloop``: on uvloop's, as the backend runs where uvloop is installed).
-* harness: ``OpenAIBackend.submit`` called from a driver thread (as LoadGen's), with
-  ``concurrency = --streams``; its callbacks (on the backend's loop) note the first token and
-  the end.
+* bare: the least a client can do, in this file: one keep-alive connection a stream (a new one a
+  request with ``--no-keep-alive``), POST, read the SSE lines (``StreamReader.readline``), count
+  the token ids, note the first and last one's time; on asyncio's own loop (``--bare-uvloop``: on
+  uvloop's, as the backend runs where uvloop is installed).
+* harness: ``OpenAIBackend.submit`` called from a driver thread (as LoadGen's); its callbacks
+  (on the backend's loop) note the first token and the end. Its pool is pre-warmed through
+  ``issue_pattern`` as a run does (closed loop and offline: ``concurrency`` = the streams; paced:
+  ``auto``, which sends paced queries as they come).
 * endpoints: MLCommons' endpoints client (``inference-endpoint benchmark online
-  --load-pattern concurrency --concurrency STREAMS --num-samples REQUESTS --streaming on
-  --api-type openai_completions``, flags from ../shared/official/endpoints/docs/
-  CLI_QUICK_REFERENCE.md and its ``--help``) run as its CLI runs, in a subprocess, from
-  ``.venv-referee-endpoints`` (``make referee-endpoints`` builds it; missing, this side is left
-  out and said so). Offline: a one-row dataset of ``input_tokens`` (the prompt's ids, sent as
-  ``prompt`` to /v1/completions as the harness sends them: its completions_adapter.py) and a
-  local word-level tokenizer (``--tokenizer DIR``), one token per whitespace-separated word,
-  because the client counts output tokens by tokenizing the streamed text (OSL:
-  metrics_aggregator/metrics_table.py, ``add_special_tokens=False`` in token_metrics.py) and the
-  server streams `` t<id>`` a token, so each token is one word. ``--endpoints-workers`` worker
-  processes (default 1: its auto is at least 10, endpoint_client/config.py, which on 2 cores
-  does not start within its 60 s), ``--no-cpu-affinity`` (a shared machine), no warmup
-  connections (``--client.warmup-connections 0``). Its report
-  (``performance/result_summary.json``) gives tokens/s (``tps``: output tokens over the tracked
-  duration, start of performance tracking to the last completion, metrics/report.py) and TTFT
-  p99 (``ttft.percentiles["99.0"]``, ns, from an HDR histogram).
+  --load-pattern concurrency --concurrency STREAMS`` / ``--load-pattern poisson --target-qps Q``,
+  ``benchmark offline``; ``--streaming on --api-type openai_completions``, flags from
+  ../shared/official/endpoints/docs/CLI_QUICK_REFERENCE.md and its ``--help``) run as its CLI
+  runs, in a subprocess, from ``.venv-referee-endpoints`` (``make referee-endpoints`` builds it;
+  missing, this side is left out and said so). A one-row dataset of ``input_tokens`` (the
+  prompt's ids, sent as ``prompt`` to /v1/completions as the harness sends them: its
+  completions_adapter.py) and a local word-level tokenizer (``--tokenizer DIR``), one token per
+  whitespace-separated word, because the client counts output tokens by tokenizing the streamed
+  text (OSL: metrics_aggregator/metrics_table.py, ``add_special_tokens=False`` in
+  token_metrics.py) and the server streams `` t<id>`` a token, so each token is one word.
+  ``--endpoints-workers`` worker processes (default 1: its auto is at least 10,
+  endpoint_client/config.py, which on 2 cores does not start within its 60 s),
+  ``--no-cpu-affinity`` (a shared machine), its connections pre-warmed as many as the load
+  expects in flight (``--client.warmup-connections``; its auto would open a quarter of the port
+  range). Its report (``performance/result_summary.json``) gives tokens/s (``tps``: output tokens
+  over the tracked duration, metrics/report.py) and TTFT and TPOT p99 (``ttft``/``tpot``
+  ``percentiles["99.0"]``, ns, from an HDR histogram).
 
 What each side counts, and what differs:
 * tokens/s: output tokens over the round's wall time, first submit to last completion, on every
   side; bare and harness count the token ids streamed, endpoints the words of the streamed
   text, the same number here (checked: its output token total must be completed x ``--tokens``).
-* TTFT: from the request's send by the load generator to the first token seen by it. Bare: from
-  before its connect to the first ``data:`` line parsed, on one loop. Harness: from ``submit`` on
-  the driver thread to ``on_first`` on the backend's loop (a thread hop). Endpoints: from its
-  ISSUED event (main process, before the query is sent to a worker process over ZMQ) to its
-  RECV_FIRST event (main process, when the worker's first-chunk message arrives;
-  load_generator/session.py), so two process hops. p99: nearest rank over every request for
-  bare and harness, an HDR histogram's for endpoints.
-* connections: every side opens one connection a request (the scripted server closes each
-  after its answer and says ``Connection: close``); against a keep-alive server endpoints would
-  reuse its pooled connections, which this benchmark does not measure.
-* endpoints' per-round process start (its services, the tokenizer, the worker: seconds) is
-  outside its tracked duration; its client CPU is not shown (it is spread over four processes).
+* TTFT: from the request's send by the load generator (paced: its scheduled time, as LoadGen
+  counts) to the first token seen by it. Bare: from before its send to the first ``data:`` line
+  parsed, on one loop. Harness: from ``submit`` on the driver thread to ``on_first`` on the
+  backend's loop (a thread hop). Endpoints: from its ISSUED event to its RECV_FIRST event (main
+  process; two process hops). TPOT: (last token - first token) / (tokens - 1) a request, as
+  LoadGen counts. p99: nearest rank over every request for bare and harness, an HDR histogram's
+  for endpoints.
+* endpoints' per-round process start (its services, the tokenizer, the workers, its pool's
+  warm-up: seconds) is outside its tracked duration; its client CPU is not shown (it is spread
+  over four processes). The harness's pool is warmed once, before its first round.
 
-Both are closed loops at saturation: ``--streams`` requests in flight from start to end, the
-next one sent as soon as one ends (bare: ``--streams`` workers; harness: the driver submits one
-per ``on_done``), so no request waits in the client for a free stream and TTFT, measured from the
-moment of submit, is the server's TTFT plus what the client adds (its loop's backlog, the hop to
-the loop thread, the connection). ADDED TTFT p99 is the harness's TTFT p99 less the bare
-client's; tokens/s and TTFT p99 are each side's median over the rounds.
-Prints each round: tokens/s, TTFT p50/p99, the client loop's lag (a 10 ms timer's lateness;
-uvloop's clock counts whole milliseconds), this process's CPU (share of a core, user and system
-microseconds a token) and the server process's (a server near 100 % of a core is the
-bottleneck, not the client); then
+The default run is a closed loop at saturation: ``--streams`` requests in flight from start to
+end, the next one sent as soon as one ends, so no request waits in the client for a free stream.
+Each comparison is repeated ``--rounds`` times and printed as median [min-max] over the rounds
+(a ratio or a difference of the same round's sides):
 
-    RATIO harness/bare tokens/s = X.XX
-    ADDED TTFT p99 ms = X.XX
-    RATIO mlharness/endpoints tokens/s = X.XX
-    ADDED TTFT p99 ms vs endpoints = X.XX   (mlharness's TTFT p99 less endpoints')
+    RATIO harness/bare tokens/s = X.XX [X.XX-X.XX]
+    ADDED TTFT p99 ms = X.XX [..]                    (harness's TTFT p99 less bare's)
+    RATIO mlharness/endpoints tokens/s = X.XX [..]
+    ADDED TTFT p99 ms vs endpoints = X.XX [..]       (what mlharness added less what endpoints
+    ADDED TPOT p99 ms vs endpoints = X.XX [..]        added, each over the server's own p99)
 
-    .venv/bin/python benchmarks/llm_client.py [--streams 1000] [--requests 3000] [--rounds 3]
-        [--ttft-ms 50] [--gap-ms 5] [--tokens 32] [--bare-uvloop] [--quick]
-        [--endpoints-workers 1] [--no-endpoints]
+(Against endpoints, each side's p99 is taken less the server's own p99 of the same round: the
+server, on the same shared cores, is not equally late in every round.)
+
+``--sweep`` then runs mlharness and endpoints, alternating, at 100, 300 and 800 QPS (Poisson
+arrivals for ``--sweep-s`` seconds, LoadGen's Server pattern) and offline at 3,000 and 8,000
+streams (every request at once), and prints per point tokens/s and each side's added TTFT and
+TPOT p99 over the server's (``SWEEP ...`` lines); paced points say how late the harness's
+arrivals reached the server.
+
+    .venv/bin/python benchmarks/llm_client.py [--streams 1000] [--requests 2000] [--rounds 3]
+        [--ttft-ms 50] [--gap-ms 5] [--tokens 32] [--bare-uvloop] [--quick] [--sweep]
+        [--sweep-s 10] [--endpoints-workers 1] [--no-endpoints] [--no-keep-alive]
 """
 
 from __future__ import annotations
@@ -74,13 +82,17 @@ import argparse
 import asyncio
 import json
 import os
+import math
 import queue
+import random
+import signal
 import statistics
 import subprocess
 import sys
 import tempfile
+import threading
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Callable
 
@@ -106,7 +118,11 @@ class Round:
     client_cpu_s: tuple[float, float] | None  # user, system (None: not measured)
     server_cpu_s: float
     lag_s: list[float]  # the client loop's timer lateness, sampled every 10 ms
-    reported: tuple[float, float, float] | None = None  # a report's tokens/s, TTFT p50, p99
+    #: a report's tokens/s, TTFT p50, p99, TPOT p99 (endpoints')
+    reported: tuple[float, float, float, float] | None = None
+    tpot_s: list[float] = field(default_factory=list)
+    server: dict[str, float] = field(default_factory=dict)  # the server's own p99s, this round
+    arrival_s: float | None = None  # paced: first to last arrival at the server
 
     @property
     def tokens_per_s(self) -> float:
@@ -117,9 +133,23 @@ class Round:
             return self.reported[1] if q == 50 else self.reported[2]
         return percentile(self.ttft_s, q)
 
+    def tpot_p99(self) -> float:
+        if self.reported:
+            return self.reported[3]
+        return percentile(self.tpot_s, 99) if self.tpot_s else float("nan")
+
+    def added_ttft(self) -> float:
+        """TTFT p99 less the server's own TTFT p99 (what the client added), seconds."""
+        return self.ttft_p(99) - self.server.get("ttft_p99", float("nan"))
+
+    def added_tpot(self) -> float:
+        return self.tpot_p99() - self.server.get("tpot_p99", float("nan"))
+
     def line(self) -> str:
         text = (f"{self.side:10}{self.tokens_per_s:>8,.0f} tok/s  TTFT p50 "
-                f"{self.ttft_p(50) * 1e3:6.1f} p99 {self.ttft_p(99) * 1e3:6.1f} ms  ")
+                f"{self.ttft_p(50) * 1e3:6.1f} p99 {self.ttft_p(99) * 1e3:6.1f} ms (added "
+                f"{self.added_ttft() * 1e3:+.1f})  TPOT p99 {self.tpot_p99() * 1e3:5.2f} ms "
+                f"(added {self.added_tpot() * 1e3:+.2f})  ")
         if self.lag_s:
             lag50, lag99 = percentile(self.lag_s, 50), percentile(self.lag_s, 99)
             text += f"loop lag p50 {lag50 * 1e3:5.1f} p99 {lag99 * 1e3:5.1f} ms  "
@@ -127,6 +157,8 @@ class Round:
             user, system = self.client_cpu_s
             text += (f"client CPU {(user + system) / self.wall_s:4.0%}, us/token user "
                      f"{user / self.tokens * 1e6:4.1f} sys {system / self.tokens * 1e6:4.1f}  ")
+        if self.arrival_s is not None:
+            text += f"arrivals over {self.arrival_s:.2f} s  "
         return (text + f"server CPU {self.server_cpu_s / self.wall_s:4.0%}  wall "
                 f"{self.wall_s:.2f} s" + (f"   ERRORS {self.errors}" if self.errors else ""))
 
@@ -136,23 +168,66 @@ def percentile(values: list[float], q: float) -> float:
     return ordered[min(len(ordered) - 1, max(0, round(q / 100 * len(ordered)) - 1))]
 
 
+def spread(values: list[float], digits: int = 2) -> str:
+    """``median [min-max]`` of a comparison over the rounds."""
+    values = [v for v in values if v == v]  # no NaN
+    if not values:
+        return "n/a"
+    return (f"{statistics.median(values):.{digits}f} [{min(values):.{digits}f}"
+            f"\u2013{max(values):.{digits}f}]")
+
+
 # -- the server, in a process of its own -----------------------------------------------------
 
 
-def serve(ttft_ms: float, gap_ms: float, tokens: int) -> None:
-    """Child mode: run the scripted server, print its port, stop when stdin closes."""
+def serve(ttft_ms: float, gap_ms: float, tokens: int, keep_alive: bool) -> None:
+    """Child mode: run the scripted server and print its port; each ``stats`` line on stdin
+    prints (and forgets) the TTFT and TPOT p99 it really served since; stop when stdin closes."""
     sys.path.insert(0, str(ROOT / "tests"))
     from llm_server import Script, ScriptedServer
 
-    with ScriptedServer(Script(ttft_s=ttft_ms / 1e3, gap_s=gap_ms / 1e3, n_tokens=tokens)) as s:
-        s.seen = _Forgetful()  # it would keep every request: memory, not needed here
+    script = Script(ttft_s=ttft_ms / 1e3, gap_s=gap_ms / 1e3, n_tokens=tokens,
+                    keep_alive=keep_alive)
+    with ScriptedServer(script) as s:
         print(s.port, flush=True)
-        sys.stdin.read()
+        for command in sys.stdin:
+            if command.strip() != "stats":
+                continue
+            seen, s.seen = s.seen, []
+            done = [x for x in seen if len(x.token_times) > 1]
+            arrivals = [x.received for x in seen]
+            print(json.dumps({
+                "ttft_p99": percentile([x.ttft_s() for x in done], 99) if done else None,
+                "tpot_p99": percentile([x.tpot_s() for x in done], 99) if done else None,
+                "arrival_s": max(arrivals) - min(arrivals) if arrivals else None,
+                "n": len(seen)}), flush=True)
 
 
-class _Forgetful(list):
-    def append(self, item: object) -> None:
-        pass
+class Server:
+    """The scripted server's child process: its port, pid and per-round stats."""
+
+    def __init__(self, args: argparse.Namespace) -> None:
+        self.proc = subprocess.Popen(
+            [sys.executable, __file__, "--serve", "--ttft-ms", str(args.ttft_ms), "--gap-ms",
+             str(args.gap_ms), "--tokens", str(args.tokens)]
+            + (["--no-keep-alive"] if args.no_keep_alive else []),
+            stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
+        assert self.proc.stdout is not None
+        self.port = int(self.proc.stdout.readline())
+        self.pid = self.proc.pid
+
+    def stats(self) -> dict[str, float]:
+        """What the server really did since the last call (its own p99s)."""
+        assert self.proc.stdin is not None and self.proc.stdout is not None
+        self.proc.stdin.write("stats\n")
+        self.proc.stdin.flush()
+        return {k: v for k, v in json.loads(self.proc.stdout.readline()).items()
+                if v is not None}
+
+    def close(self) -> None:
+        if self.proc.stdin:
+            self.proc.stdin.close()
+        self.proc.wait(30)
 
 
 def cpu_s(pid: int) -> float:
@@ -185,88 +260,146 @@ def new_uvloop() -> Callable[[], asyncio.AbstractEventLoop]:
 # -- (a) the bare client ---------------------------------------------------------------------
 
 
-async def bare_one(port: int, body: bytes) -> tuple[float | None, int]:
-    """One request: the time of its first token and its token count."""
-    reader, writer = await asyncio.open_connection("127.0.0.1", port)
-    writer.write(f"POST /v1/completions HTTP/1.1\r\nHost: 127.0.0.1:{port}\r\n"
-                 f"Content-Type: application/json\r\nContent-Length: {len(body)}\r\n"
-                 "Connection: close\r\n\r\n".encode() + body)
-    await writer.drain()
-    while (await reader.readline()) not in (b"\r\n", b""):  # status line and headers
-        pass
-    n, first = 0, None
-    while line := await reader.readline():  # chunk sizes, SSE lines, blank lines
-        if not line.startswith(b"data: "):
-            continue
-        data = line[6:].strip()
-        if data == b"[DONE]":
-            break
-        ids = json.loads(data)["choices"][0].get("token_ids") or []
-        if ids and first is None:
-            first = time.perf_counter()
-        n += len(ids)
-    writer.close()
-    return first, n
+class BareStream:
+    """One stream's connection (kept between its requests when the server keeps it)."""
+
+    def __init__(self, port: int, keep: bool) -> None:
+        self.port, self.keep = port, keep
+        self.conn: tuple[asyncio.StreamReader, asyncio.StreamWriter] | None = None
+
+    async def one(self, body: bytes) -> tuple[float | None, float | None, int]:
+        """One request: the time of its first and last token and its token count."""
+        if self.conn is None:
+            self.conn = await asyncio.open_connection("127.0.0.1", self.port)
+        reader, writer = self.conn
+        writer.write((f"POST /v1/completions HTTP/1.1\r\nHost: 127.0.0.1:{self.port}\r\n"
+                     f"Content-Type: application/json\r\nContent-Length: {len(body)}\r\n"
+                     + ("" if self.keep else "Connection: close\r\n")
+                     + "\r\n").encode() + body)
+        await writer.drain()
+        while (await reader.readline()) not in (b"\r\n", b""):  # status line and headers
+            pass
+        n, first, last = 0, None, None
+        while line := await reader.readline():  # chunk sizes, SSE lines, blank lines
+            if not line.startswith(b"data: "):
+                continue
+            data = line[6:].strip()
+            if data == b"[DONE]":
+                break
+            ids = json.loads(data)["choices"][0].get("token_ids") or []
+            if ids:
+                last = time.perf_counter()
+                first = first or last
+            n += len(ids)
+        if self.keep:  # the rest of the chunked body: the terminator and its blank line
+            while (await reader.readline()) not in (b"0\r\n", b""):
+                pass
+            await reader.readline()
+        else:
+            writer.close()
+            self.conn = None
+        return first, last, n
 
 
-def bare_round(port: int, streams: int, requests: int, tokens: int, server_pid: int,
-               uvloop: bool = False) -> Round:
+def tpot(first: float, last: float, n: int) -> float | None:
+    return (last - first) / (n - 1) if n > 1 else None
+
+
+def bare_round(server: Server, streams: int, requests: int, tokens: int, uvloop: bool,
+               keep: bool) -> Round:
     """``streams`` workers, each sending its next request when the last one ends."""
     body = json.dumps({"model": MODEL, "prompt": PROMPT, "max_tokens": tokens, "stream": True,
                        "return_token_ids": True, "temperature": 0.0}).encode()
     ttft: list[float] = []
+    tpots: list[float] = []
     counts: list[int] = []
     errors: list[BaseException] = []
     lags: list[float] = []
     left = [requests]
 
-    async def worker() -> None:
+    async def worker(stream: BareStream) -> None:
         while left[0] > 0:
             left[0] -= 1
             submitted = time.perf_counter()
             try:
-                first, n = await bare_one(port, body)
+                first, last, n = await stream.one(body)
             except (OSError, ValueError) as exc:
                 errors.append(exc)
+                stream.conn = None
                 continue
             ttft.append((first or time.perf_counter()) - submitted)
+            if first and last and (t := tpot(first, last, n)) is not None:
+                tpots.append(t)
             counts.append(n)
+        if stream.conn is not None:
+            stream.conn[1].close()
 
-    async def main() -> None:
+    async def main() -> float:
+        pool = [BareStream(server.port, keep) for _ in range(streams)]
+        if keep:  # its connections opened before the round, as the harness's pool
+            conns = await asyncio.gather(*(asyncio.open_connection("127.0.0.1", server.port)
+                                           for _ in pool))
+            for stream, conn in zip(pool, conns):
+                stream.conn = conn
         stop = asyncio.Event()
+        begun[:] = [client_cpu(), cpu_s(server.pid), time.perf_counter()]
         probe = asyncio.ensure_future(probe_lag(lags, stop))
-        await asyncio.gather(*(worker() for _ in range(streams)))
+        await asyncio.gather(*(worker(stream) for stream in pool))
+        wall = time.perf_counter() - begun[2]
         stop.set()
         await probe
+        return wall
 
-    cpu0, server0 = client_cpu(), cpu_s(server_pid)
-    start = time.perf_counter()
+    begun: list = []
     with asyncio.Runner(loop_factory=new_uvloop() if uvloop else None) as runner:
-        runner.run(main())
-    return Round("bare", sum(counts), time.perf_counter() - start, ttft, len(errors),
-                 client_cpu(cpu0), cpu_s(server_pid) - server0, lags)
+        wall = runner.run(main())
+    return Round("bare", sum(counts), wall, ttft, len(errors), client_cpu(begun[0]),
+                 cpu_s(server.pid) - begun[1], lags, tpot_s=tpots, server=server.stats())
 
 
 # -- (b) the harness: OpenAIBackend.submit from a driver thread ------------------------------
 
 
-def harness_round(backend: OpenAIBackend, streams: int, requests: int, tokens: int,
-                  server_pid: int) -> Round:
-    """A driver thread (as LoadGen's) submits ``streams`` requests, then one more each time one
-    ends; the backend's callbacks (on its loop thread) note the first token and the end."""
+def harness_backend(port: int, concurrency: int | str, all_at_once: bool,
+                    expected: int) -> OpenAIBackend:
+    """The backend as a run sets it up: loaded, told the load's pattern (its pool pre-warmed:
+    ``expected`` connections under paced queries), one warm-up request sent."""
+    backend = OpenAIBackend()
+    backend.load(None, BackendOptions(extra={
+        "endpoints": [f"http://127.0.0.1:{port}"], "served_model": MODEL,
+        "concurrency": concurrency, "max_concurrency": max(1, expected)}))
+    backend.issue_pattern(all_at_once=all_at_once)
+    done = threading.Event()  # one untimed request first, as a run's --warmup
+    backend.submit(GenerationRequest(input_ids=tuple(PROMPT), text=None, max_new_tokens=2),
+                   lambda ids: None, lambda ids: done.set(), lambda why: done.set())
+    done.wait(60)
+    return backend
+
+
+def harness_round(backend: OpenAIBackend, server: Server, streams: int, requests: int,
+                  tokens: int, schedule: list[float] | None = None) -> Round:
+    """A driver thread (as LoadGen's) submits: ``streams`` requests, then one more each time
+    one ends (closed loop); or, given ``schedule`` (seconds from the start), each request at its
+    time, TTFT counted from it (paced, as LoadGen's Server). The backend's callbacks (on its
+    loop thread) note the first token and the end."""
+    if schedule is not None:
+        requests = len(schedule)
     submitted = [0.0] * requests
     first = [0.0] * requests
+    tpots: list[float] = []
     counts: list[int] = []
     errors: list[str] = []
     ended: queue.SimpleQueue[None] = queue.SimpleQueue()
     lags: list[float] = []
     request = GenerationRequest(input_ids=tuple(PROMPT), text=None, max_new_tokens=tokens)
 
-    def submit(i: int) -> None:
+    def submit(i: int, at: float | None = None) -> None:
         def on_first(ids: list[int]) -> None:
             first[i] = time.perf_counter()
 
         def on_done(ids: list[int]) -> None:
+            if (t := tpot(first[i], time.perf_counter(), len(ids))) is not None:
+                tpots.append(t)
             counts.append(len(ids))
             ended.put(None)
 
@@ -274,30 +407,51 @@ def harness_round(backend: OpenAIBackend, streams: int, requests: int, tokens: i
             errors.append(why)
             ended.put(None)
 
-        submitted[i] = time.perf_counter()
+        submitted[i] = at if at is not None else time.perf_counter()
         backend.submit(request, on_first, on_done, on_error)
 
     loop = backend._loop  # the backend's own loop: its lag is what its tokens wait
     assert loop is not None
     stop = asyncio.Event()
     probe = asyncio.run_coroutine_threadsafe(probe_lag(lags, stop), loop)
-    cpu0, server0 = client_cpu(), cpu_s(server_pid)
+    cpu0, server0 = client_cpu(), cpu_s(server.pid)
     start = time.perf_counter()
-    for i in range(min(streams, requests)):
-        submit(i)
-    for i in range(min(streams, requests), requests):
-        ended.get()
-        submit(i)
-    for _ in range(min(streams, requests)):
-        ended.get()
+    if schedule is not None:
+        for i, offset in enumerate(schedule):
+            due = start + offset
+            if (wait := due - time.perf_counter()) > 0:
+                time.sleep(wait)
+            submit(i, due)
+        for _ in range(requests):
+            ended.get()
+    else:
+        for i in range(min(streams, requests)):
+            submit(i)
+        for i in range(min(streams, requests), requests):
+            ended.get()
+            submit(i)
+        for _ in range(min(streams, requests)):
+            ended.get()
     wall = time.perf_counter() - start
-    cpu, server = client_cpu(cpu0), cpu_s(server_pid) - server0
+    cpu, spent = client_cpu(cpu0), cpu_s(server.pid) - server0
     loop.call_soon_threadsafe(stop.set)
     probe.result(10)
     if errors:
         print(f"  harness error (1 of {len(errors)}): {errors[0]}")
     ttft = [f - s for f, s in zip(first, submitted) if f]
-    return Round("harness", sum(counts), wall, ttft, len(errors), cpu, server, lags)
+    stats = server.stats()
+    return Round("harness", sum(counts), wall, ttft, len(errors), cpu, spent, lags,
+                 tpot_s=tpots, server=stats,
+                 arrival_s=stats.get("arrival_s") if schedule is not None else None)
+
+
+def poisson(qps: float, seconds: float, seed: int = 1) -> list[float]:
+    """Arrival times (seconds from the start) of a Poisson process at ``qps`` for ``seconds``."""
+    rng = random.Random(seed)
+    times, t = [], 0.0
+    while (t := t + rng.expovariate(qps)) < seconds:
+        times.append(t)
+    return times
 
 
 # -- (c) MLCommons' endpoints client, as its CLI runs -----------------------------------------
@@ -328,11 +482,11 @@ def endpoints_inputs(folder: Path) -> tuple[Path, Path]:
     return folder / "prompts.jsonl", folder / "tokenizer"
 
 
-def endpoints_round(cli: Path, inputs: tuple[Path, Path], folder: Path, port: int,
-                    streams: int, requests: int, tokens: int, server_pid: int,
-                    workers: int) -> Round:
-    """One run of ``inference-endpoint benchmark online`` at ``streams`` concurrency; its
-    report's tokens/s and TTFT."""
+def endpoints_round(cli: Path, inputs: tuple[Path, Path], folder: Path, server: Server,
+                    load: list[str], requests: int, tokens: int, workers: int,
+                    warm: int) -> Round:
+    """One run of ``inference-endpoint benchmark`` with ``load`` (``online --load-pattern
+    ...`` or ``offline``); its report's tokens/s, TTFT and TPOT."""
     dataset, tokenizer = inputs
     report = folder / f"report-{time.monotonic_ns()}"
     home = folder / "home"
@@ -340,20 +494,34 @@ def endpoints_round(cli: Path, inputs: tuple[Path, Path], folder: Path, port: in
                HF_HOME=str(home / "hf"), XDG_CACHE_HOME=str(home / "cache"), TQDM_DISABLE="1",
                PYTHONDONTWRITEBYTECODE="1")
     env.pop("PYTHONPATH", None)  # nothing of mlharness on its path
-    command = [str(cli), "benchmark", "online", "--endpoints", f"http://127.0.0.1:{port}",
+    command = [str(cli), "benchmark", *load, "--endpoints", f"http://127.0.0.1:{server.port}",
                "--model", MODEL, "--tokenizer", str(tokenizer), "--dataset", str(dataset),
                "--api-type", "openai_completions", "--streaming", "on",
-               "--max-output-tokens", str(tokens), "--load-pattern", "concurrency",
-               "--concurrency", str(streams), "--num-samples", str(requests), "--duration", "0",
-               "--workers", str(workers), "--client.warmup-connections", "0",
-               "--no-cpu-affinity", "--report-dir", str(report)]
-    server0 = cpu_s(server_pid)
-    proc = subprocess.run(command, env=env, cwd=folder, capture_output=True, text=True,
-                          timeout=900)
-    server = cpu_s(server_pid) - server0
+               "--max-output-tokens", str(tokens), "--num-samples", str(requests),
+               "--duration", "0", "--workers", str(workers),
+               "--client.warmup-connections", str(warm), "--no-cpu-affinity",
+               "--report-dir", str(report)]
+    server.stats()  # forget what came before
+    server0 = cpu_s(server.pid)
+    # a session of its own, its output to a file: a service process of its that outlives the
+    # CLI is ended with it, and holds no pipe this script would wait on
+    output = folder / f"endpoints-{time.monotonic_ns()}.log"
+    with open(output, "w") as sink:
+        proc = subprocess.Popen(command, env=env, cwd=folder, stdout=sink,
+                                stderr=subprocess.STDOUT, start_new_session=True)
+        try:
+            proc.wait(timeout=900)
+        finally:
+            try:
+                os.killpg(proc.pid, signal.SIGKILL)
+            except ProcessLookupError:
+                pass
+            proc.wait()
+    text = output.read_text(errors="replace")
+    spent = cpu_s(server.pid) - server0
     summary_path = report / "performance" / "result_summary.json"
     if proc.returncode != 0 or not summary_path.is_file():
-        tail = (proc.stdout + proc.stderr).strip().splitlines()[-15:]
+        tail = text.strip().splitlines()[-15:]
         raise RuntimeError(f"inference-endpoint exited {proc.returncode}:\n" + "\n".join(tail))
     summary = json.loads(summary_path.read_text())
     wall = summary["duration_ns"] / 1e9
@@ -363,15 +531,134 @@ def endpoints_round(cli: Path, inputs: tuple[Path, Path], folder: Path, port: in
         print(f"  endpoints counted {total} output tokens for {completed} answers of {tokens}: "
               "its tokens are not the same unit here")
     ttft = summary["ttft"]["percentiles"]
-    return Round("endpoints", total, wall, [], summary["n_samples_failed"], None,
-                 server, [], (summary["tps"], ttft["50.0"] / 1e9, ttft["99.0"] / 1e9))
+    tpot99 = (summary.get("tpot") or {}).get("percentiles", {}).get("99.0")
+    stats = server.stats()
+    return Round("endpoints", total, wall, [], summary["n_samples_failed"], None, spent, [],
+                 (summary["tps"], ttft["50.0"] / 1e9, ttft["99.0"] / 1e9,
+                  tpot99 / 1e9 if tpot99 is not None else float("nan")), server=stats,
+                 arrival_s=stats.get("arrival_s") if load[0] == "online" and
+                 "poisson" in load else None)
+
+
+def compare(args: argparse.Namespace, server: Server, sides: list[str],
+            endpoints: tuple[Path, tuple[Path, Path], Path] | None) -> list[Round]:
+    """The default comparison: every side at ``--streams`` in a closed loop, alternating."""
+    backend = harness_backend(server.port, args.streams, True, args.streams)
+    rounds: list[Round] = []
+    try:
+        for _ in range(args.rounds):
+            for side in sides:
+                if side == "bare":
+                    r = bare_round(server, args.streams, args.requests, args.tokens,
+                                   args.bare_uvloop, not args.no_keep_alive)
+                elif side == "harness":
+                    r = harness_round(backend, server, args.streams, args.requests,
+                                      args.tokens)
+                else:
+                    assert endpoints is not None
+                    cli, inputs, folder = endpoints
+                    r = endpoints_round(cli, inputs, folder, server,
+                                        ["online", "--load-pattern", "concurrency",
+                                         "--concurrency", str(args.streams)],
+                                        args.requests, args.tokens, args.endpoints_workers,
+                                        args.streams)
+                rounds.append(r)
+                print(r.line(), flush=True)
+    finally:
+        print(f"  harness connections: {backend.report()['connections']}", flush=True)
+        backend.close()
+    return rounds
+
+
+def summary(rounds: list[Round], sides: list[str]) -> None:
+    """The lines of the default comparison: each a median [min-max] over the rounds."""
+    def paired(a: str, b: str, value: Callable[[Round, Round], float]) -> list[float]:
+        first = [r for r in rounds if r.side == a]
+        second = [r for r in rounds if r.side == b]
+        return [value(x, y) for x, y in zip(first, second)]
+
+    for side in sides:
+        mine = [r for r in rounds if r.side == side]
+        print(f"{side}: tokens/s {spread([r.tokens_per_s for r in mine], 0)}, TTFT p99 ms "
+              f"{spread([r.ttft_p(99) * 1e3 for r in mine], 1)} (added over the server's "
+              f"{spread([r.added_ttft() * 1e3 for r in mine], 1)}), TPOT p99 ms "
+              f"{spread([r.tpot_p99() * 1e3 for r in mine])} (added "
+              f"{spread([r.added_tpot() * 1e3 for r in mine])})")
+    print("RATIO harness/bare tokens/s = "
+          + spread(paired("harness", "bare", lambda h, b: h.tokens_per_s / b.tokens_per_s)))
+    print("ADDED TTFT p99 ms = "
+          + spread(paired("harness", "bare", lambda h, b: (h.ttft_p(99) - b.ttft_p(99)) * 1e3)))
+    if "endpoints" in sides:
+        print("RATIO mlharness/endpoints tokens/s = " + spread(paired(
+            "harness", "endpoints", lambda h, e: h.tokens_per_s / e.tokens_per_s)))
+        # each side's p99 less the server's own in its round: what each client added
+        print("ADDED TTFT p99 ms vs endpoints = " + spread(paired(
+            "harness", "endpoints", lambda h, e: (h.added_ttft() - e.added_ttft()) * 1e3)))
+        print("ADDED TPOT p99 ms vs endpoints = " + spread(paired(
+            "harness", "endpoints", lambda h, e: (h.added_tpot() - e.added_tpot()) * 1e3)))
+
+
+def sweep(args: argparse.Namespace, server: Server,
+          endpoints: tuple[Path, tuple[Path, Path], Path]) -> None:
+    """mlharness and endpoints, alternating, at 100/300/800 QPS (Poisson) and offline at
+    3,000 and 8,000 streams; a ``SWEEP`` line a point."""
+    cli, inputs, folder = endpoints
+    nominal_s = (args.ttft_ms + (args.tokens - 1) * args.gap_ms) / 1e3
+    points: list[tuple[str, float]] = [("QPS", q) for q in (100, 300, 800)]
+    points += [("streams", n) for n in (3000, 8000)]
+    for kind, value in points:
+        if kind == "QPS":
+            schedule = poisson(value, args.sweep_s)
+            expected = math.ceil(value * nominal_s * 1.5)
+            backend = harness_backend(server.port, "auto", False, expected)
+            load = ["online", "--load-pattern", "poisson", "--target-qps", f"{value:g}"]
+            requests = len(schedule)
+        else:
+            schedule, expected = None, int(value)
+            backend = harness_backend(server.port, expected, True, expected)
+            load, requests = ["offline"], expected
+        print(f"-- {value:,.0f} {kind}: {requests} requests, {expected} connections "
+              "pre-warmed a side", flush=True)
+        rounds: list[Round] = []
+        try:
+            for _ in range(args.rounds):
+                rounds.append(harness_round(backend, server, requests, requests, args.tokens,
+                                            schedule))
+                print(rounds[-1].line(), flush=True)
+                try:
+                    rounds.append(endpoints_round(cli, inputs, folder, server, load, requests,
+                                                  args.tokens, args.endpoints_workers,
+                                                  expected))
+                except RuntimeError as exc:  # e.g. its workers not up within its 60 s
+                    print(f"endpoints   FAILED: {str(exc).splitlines()[-1][:200]}", flush=True)
+                    server.stats()
+                    continue
+                print(rounds[-1].line(), flush=True)
+        finally:
+            bound = backend.report().get("bound")
+            backend.close()
+        ours = [r for r in rounds if r.side == "harness"]
+        theirs = [r for r in rounds if r.side == "endpoints"]
+        late = ""
+        if kind == "QPS" and schedule:
+            late = (f"; arrivals over {spread([r.arrival_s or 0 for r in ours])} s "
+                    f"(scheduled {schedule[-1] - schedule[0]:.2f}; endpoints "
+                    f"{spread([r.arrival_s or 0 for r in theirs])})")
+        print(f"SWEEP {value:,.0f} {kind}: tokens/s mlharness/endpoints "
+              f"{spread([h.tokens_per_s / e.tokens_per_s for h, e in zip(ours, theirs)])}; "
+              f"added TTFT p99 ms mlharness {spread([r.added_ttft() * 1e3 for r in ours], 1)}"
+              f" endpoints {spread([r.added_ttft() * 1e3 for r in theirs], 1)}; added TPOT p99 "
+              f"ms mlharness {spread([r.added_tpot() * 1e3 for r in ours])} endpoints "
+              f"{spread([r.added_tpot() * 1e3 for r in theirs])}{late}"
+              + (f"; BOUND: {bound}" if bound else ""), flush=True)
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--streams", type=int, default=1000, help="requests in flight at once")
-    parser.add_argument("--requests", type=int, default=3000, help="requests per round")
-    parser.add_argument("--rounds", type=int, default=3, help="rounds of each side, alternating")
+    parser.add_argument("--requests", type=int, default=2000, help="requests per round")
+    parser.add_argument("--rounds", type=int, default=3,
+                        help="rounds of each side, alternating; median [min-max] printed")
     parser.add_argument("--ttft-ms", type=float, default=50.0, help="the server's TTFT")
     parser.add_argument("--gap-ms", type=float, default=5.0, help="the server's token gap")
     parser.add_argument("--tokens", type=int, default=32, help="tokens per answer")
@@ -381,12 +668,20 @@ def main() -> None:
                         help="the endpoints client's worker processes (its auto is >= 10)")
     parser.add_argument("--no-endpoints", action="store_true",
                         help="leave MLCommons' endpoints client out")
+    parser.add_argument("--no-keep-alive", action="store_true",
+                        help="the server closes each connection after its answer "
+                             "(Connection: close): a new connection a request")
+    parser.add_argument("--sweep", action="store_true",
+                        help="then mlharness vs endpoints at 100/300/800 QPS and offline at "
+                             "3,000/8,000 streams (minutes)")
+    parser.add_argument("--sweep-s", type=float, default=10.0,
+                        help="seconds of Poisson arrivals a paced sweep point")
     parser.add_argument("--quick", action="store_true",
                         help="200 streams, 400 requests, 1 round (a smoke test)")
     parser.add_argument("--serve", action="store_true", help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.serve:
-        serve(args.ttft_ms, args.gap_ms, args.tokens)
+        serve(args.ttft_ms, args.gap_ms, args.tokens, not args.no_keep_alive)
         return
     if args.quick:
         args.streams, args.requests, args.rounds = 200, 400, 1
@@ -402,68 +697,31 @@ def main() -> None:
               "MLPERF_ENDPOINTS_PYTHON", flush=True)
     scratch = tempfile.TemporaryDirectory(prefix="llm-client-")
     folder = Path(scratch.name)
-    inputs = endpoints_inputs(folder) if "endpoints" in sides else None
-
-    server = subprocess.Popen([sys.executable, __file__, "--serve", "--ttft-ms",
-                               str(args.ttft_ms), "--gap-ms", str(args.gap_ms), "--tokens",
-                               str(args.tokens)], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
-                              text=True)
+    endpoints = ((cli, endpoints_inputs(folder), folder) if "endpoints" in sides else None)
+    server = Server(args)
     try:
-        assert server.stdout is not None
-        port = int(server.stdout.readline())
         nominal = args.ttft_ms + (args.tokens - 1) * args.gap_ms
         print(f"LLM client overhead: {os.cpu_count()} CPUs, load average "
-              f"{os.getloadavg()[0]:.2f}; scripted server (pid {server.pid}): TTFT "
+              f"{os.getloadavg()[0]:.2f}; scripted server (pid {server.pid}, "
+              f"{'Connection: close' if args.no_keep_alive else 'keep-alive'}): TTFT "
               f"{args.ttft_ms:g} ms, gap {args.gap_ms:g} ms, {args.tokens} tokens ({nominal:g} ms "
               f"a request, {args.streams * args.tokens / nominal * 1e3:,.0f} tok/s if nothing "
               f"else limited it); {args.streams} streams, {args.requests} requests a round",
               flush=True)
-        backend = OpenAIBackend()
-        backend.load(None, BackendOptions(extra={
-            "endpoints": [f"http://127.0.0.1:{port}"], "served_model": MODEL,
-            "concurrency": args.streams}))
-        rounds: list[Round] = []
-        try:
-            for _ in range(args.rounds):
-                for side in sides:
-                    if side == "bare":
-                        r = bare_round(port, args.streams, args.requests, args.tokens,
-                                       server.pid, args.bare_uvloop)
-                    elif side == "harness":
-                        r = harness_round(backend, args.streams, args.requests, args.tokens,
-                                          server.pid)
-                    else:
-                        assert inputs is not None
-                        r = endpoints_round(cli, inputs, folder, port, args.streams,
-                                            args.requests, args.tokens, server.pid,
-                                            args.endpoints_workers)
-                    rounds.append(r)
-                    print(r.line(), flush=True)
-        finally:
-            backend.close()
+        rounds = compare(args, server, sides, endpoints)
+        print(f"load average at the end {os.getloadavg()[0]:.2f}; bare client on "
+              f"{'uvloop' if args.bare_uvloop else 'asyncio'}'s loop; median [min\u2013max] of "
+              f"{args.rounds} rounds")
+        summary(rounds, sides)
+        if args.sweep:
+            if endpoints is None:
+                print("--sweep compares with MLCommons' endpoints client, which is left out")
+            else:
+                sweep(args, server, endpoints)
+                print(f"load average at the end {os.getloadavg()[0]:.2f}")
     finally:
-        if server.stdin:
-            server.stdin.close()
-        server.wait(10)
+        server.close()
         scratch.cleanup()
-
-    def of_side(name: str) -> list[Round]:
-        return [r for r in rounds if r.side == name]
-
-    tps = {name: statistics.median(r.tokens_per_s for r in of_side(name)) for name in sides}
-    p99 = {name: statistics.median(r.ttft_p(99) for r in of_side(name)) for name in sides}
-    print(f"median of {args.rounds} rounds: tokens/s "
-          + ", ".join(f"{name} {tps[name]:,.0f}" for name in sides) + "; TTFT p99 "
-          + ", ".join(f"{name} {p99[name] * 1e3:.1f} ms" for name in sides))
-    print(f"load average at the end {os.getloadavg()[0]:.2f}; bare client on "
-          f"{'uvloop' if args.bare_uvloop else 'asyncio'}'s loop, the backend on "
-          f"{type(backend._loop).__module__.split('.')[0]}'s")
-    print(f"RATIO harness/bare tokens/s = {tps['harness'] / tps['bare']:.2f}")
-    print(f"ADDED TTFT p99 ms = {(p99['harness'] - p99['bare']) * 1e3:.2f}")
-    if "endpoints" in sides:
-        print(f"RATIO mlharness/endpoints tokens/s = {tps['harness'] / tps['endpoints']:.2f}")
-        print(f"ADDED TTFT p99 ms vs endpoints = "
-              f"{(p99['harness'] - p99['endpoints']) * 1e3:.2f}")
 
 
 if __name__ == "__main__":

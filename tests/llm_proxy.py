@@ -1,7 +1,10 @@
 """A logging proxy between mlharness and a real OpenAI-compatible server (tests and trials).
 
-It listens on a free port of 127.0.0.1, forwards each HTTP/1.1 request to the server as it came,
-relays the answer byte for byte as it arrives, and records what really went over the wire: the
+It listens on a free port of 127.0.0.1, forwards each HTTP/1.1 request to the server as it came
+(on a connection of its own that the server closes after the answer: ``Connection: close``),
+relays the answer byte for byte as it arrives (its head without that ``Connection`` line: the
+client's connection is kept for its next request, as the server would keep it, unless the
+client asked otherwise or the answer has no framing but the close), and records what really went over the wire: the
 request's path and JSON body, when it arrived, and every SSE ``data:`` event of the answer with
 the time it passed the proxy (``time.perf_counter``; the proxy runs in the test's process). That
 is the truth the client's numbers are held to: what was sent (token ids, text or chat messages),
@@ -113,15 +116,22 @@ class LoggingProxy:
 
     async def _handle(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
         try:
-            await self._relay(reader, writer)
+            while await self._relay(reader, writer):
+                pass
         except (ConnectionError, asyncio.IncompleteReadError):
             pass
         finally:
             writer.close()
 
-    async def _relay(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+    async def _relay(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> bool:
+        """One exchange; whether the client's connection may carry another."""
         head = await reader.readuntil(b"\r\n\r\n")
         lines = head.decode("latin-1").split("\r\n")
+        keep = not any(line.lower().startswith("connection:") and "close" in line.lower()
+                       for line in lines)
+        head = ("\r\n".join([line for line in lines[:-2]
+                              if not line.lower().startswith("connection:")]
+                             + ["Connection: close", "", ""])).encode("latin-1")
         length = next((int(line.split(":", 1)[1]) for line in lines
                        if line.lower().startswith("content-length:")), 0)
         body = await reader.readexactly(length) if length else b""
@@ -140,8 +150,6 @@ class LoggingProxy:
                 if not data:
                     break
                 now = time.perf_counter()
-                writer.write(data)
-                await writer.drain()
                 raw += data
                 if chunked is None:
                     if b"\r\n\r\n" not in raw:
@@ -150,6 +158,13 @@ class LoggingProxy:
                     text = answer_head.decode("latin-1").lower()
                     exchange.status = int(text.split(" ")[1])
                     chunked = "transfer-encoding: chunked" in text
+                    keep = keep and (chunked or "content-length:" in text)
+                    kept = [line for line in answer_head.split(b"\r\n")
+                            if not line.lower().startswith(b"connection:")]
+                    data = b"\r\n".join(kept + ([] if keep else [b"Connection: close"])
+                                         ) + b"\r\n\r\n" + raw
+                writer.write(data)
+                await writer.drain()
                 if chunked:
                     payload, raw = _dechunk(raw)
                 else:
@@ -161,6 +176,7 @@ class LoggingProxy:
             if self.log:
                 with open(self.log, "a") as out:
                     out.write(json.dumps(asdict(exchange)) + "\n")
+        return keep and chunked is not None  # no answer at all: the client's is closed too
 
 
 def _dechunk(raw: bytes) -> tuple[bytes, bytes]:

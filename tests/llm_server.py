@@ -7,8 +7,11 @@ finishing chunk and ``data: [DONE]``. Token ids are ``first_id + i``; each chunk
 ``token_ids`` when the request asked ``"return_token_ids": true``, else logprob tokens
 ``"token_id:N"`` when it asked ``"return_tokens_as_token_ids": true`` (vLLM's two ways); with
 ``Script.token_ids = False`` it streams text only, as servers without either do. One request a
-connection (its answers say ``Connection: close``, so a pooling client opens a new one). ``peak``
-is the most requests it held open at once.
+connection (its answers say ``Connection: close``, so a pooling client opens a new one), or,
+with ``keep_alive``, as many as the client sends on it, as vLLM serves them (``close_after``
+answers, then the next request is read and the connection closed without a byte: a server's
+idle timeout that fired as the request came). ``peak`` is the most requests it held open at
+once, ``connections`` the connections it accepted.
 Faults after ``fault_after`` tokens: ``drop`` (close the socket), ``stall`` (send nothing more),
 ``malformed`` (a chunk that is not JSON), ``error_event`` (a ``{"error": ...}`` event in the 200
 stream); ``429`` / ``500`` answer at once with that status. Every error text names the request's
@@ -43,6 +46,10 @@ class Script:
     chunks: list[Any] | None = None  # each chunk's raw token_ids value, sent as it is
     ignore_max_tokens: bool = False
     act: Callable[[asyncio.StreamWriter], Awaitable[None]] | None = None
+    keep_alive: bool = False  # serve requests on a connection until the client closes it
+    close_after: int = 0  # keep_alive: answers on a connection before it is dropped (0: never)
+    #: a keep-alive answer's head says this anyway (a server that closes after it)
+    connection_close: bool = False
 
 
 @dataclass
@@ -69,6 +76,7 @@ class ScriptedServer:
     seen: list[Seen] = field(default_factory=list)
     active: int = 0  # requests open now
     peak: int = 0  # most open at once
+    connections: int = 0  # connections accepted
 
     def __enter__(self) -> Self:
         self._loop = asyncio.new_event_loop()
@@ -104,18 +112,37 @@ class ScriptedServer:
         self._loop.close()
 
     async def _handle(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
-        self.active += 1
-        self.peak = max(self.peak, self.active)
+        self.connections += 1
+        answered = 0
         try:
-            await self._serve(reader, writer)
-        except (ConnectionError, asyncio.CancelledError):
+            while True:
+                line = await reader.readline()
+                if not line:
+                    return  # the client closed it
+                if self.script.close_after and answered >= self.script.close_after:
+                    return  # dropped as the request came: nothing of an answer
+                self.active += 1
+                self.peak = max(self.peak, self.active)
+                try:
+                    await self._serve(line, reader, writer)
+                finally:
+                    self.active -= 1
+                answered += 1
+                if not self.script.keep_alive or self.script.connection_close:
+                    return
+        except (ConnectionError, asyncio.CancelledError, asyncio.IncompleteReadError):
             pass
         finally:
-            self.active -= 1
             writer.close()
 
-    async def _serve(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
-        request = (await reader.readline()).decode().split()
+    @property
+    def _close_header(self) -> str:
+        return ("Connection: close\r\n" if not self.script.keep_alive or self.script.connection_close
+                else "")
+
+    async def _serve(self, line: bytes, reader: asyncio.StreamReader,
+                     writer: asyncio.StreamWriter) -> None:
+        request = line.decode().split()
         headers = {}
         while (line := (await reader.readline()).decode().strip()):
             name, _, value = line.partition(":")
@@ -134,12 +161,12 @@ class ScriptedServer:
             text = json.dumps({"error": {"message": f"scripted {status}: you sent {auth}"}}
                               ).encode()
             writer.write(f"HTTP/1.1 {status} X\r\nContent-Type: application/json\r\n"
-                         "Connection: close\r\n"
+                         f"{self._close_header}"
                          f"Content-Length: {len(text)}\r\n\r\n".encode() + text)
             await writer.drain()
             return
         writer.write(b"HTTP/1.1 200 OK\r\nContent-Type: text/event-stream\r\n"
-                     b"Transfer-Encoding: chunked\r\nConnection: close\r\n\r\n")
+                     b"Transfer-Encoding: chunked\r\n" + self._close_header.encode() + b"\r\n")
         chat = path.endswith("chat/completions")
         n = min(s.n_tokens, int(body.get("max_tokens") or s.n_tokens))
         if s.ignore_max_tokens:
@@ -177,11 +204,11 @@ class ScriptedServer:
             self._chunk(writer, _event(body, chat, s.first_id + i, None, s.token_ids))
             await writer.drain()
             seen.token_times.append(time.perf_counter())
-        self._chunk(writer, _event(body, chat, None, "length" if n == body.get("max_tokens")
-                                   else "stop", s.token_ids))
-        if s.done:
-            self._chunk(writer, b"data: [DONE]\n\n")
-        writer.write(b"0\r\n\r\n")
+        last = _event(body, chat, None, "length" if n == body.get("max_tokens") else "stop",
+                      s.token_ids) + (b"data: [DONE]\n\n" if s.done else b"")
+        # the end in one write, as one chunk with its terminator: a keep-alive client then has
+        # its connection back as it reads the end (else it may read the terminator later)
+        writer.write(f"{len(last):x}\r\n".encode() + last + b"\r\n0\r\n\r\n")
         await writer.drain()
 
     @staticmethod

@@ -24,8 +24,11 @@ def _client(url: str, **kw) -> OpenAIStreamClient:
     return OpenAIStreamClient(ClientSettings(base_url=url, model="m", **kw))
 
 
-def test_measured_ttft_and_tpot_match_the_injected_values():
-    script = Script(ttft_s=0.3, gap_s=0.05, n_tokens=10, first_id=500)
+@pytest.mark.parametrize("keep_alive", [False, True])
+def test_measured_ttft_and_tpot_match_the_injected_values(keep_alive):
+    """What the client reports is what the server did; with keep-alive, the second round goes
+    on the first round's connections (reused) and is the one compared."""
+    script = Script(ttft_s=0.3, gap_s=0.05, n_tokens=10, first_id=500, keep_alive=keep_alive)
     firsts: list[tuple[list[int], float]] = []
     done: list[StreamResult] = []
     threads: list[int] = []
@@ -41,13 +44,21 @@ def test_measured_ttft_and_tpot_match_the_injected_values():
         async def on_done(result: StreamResult) -> None:
             done.append(result)
 
-        return await asyncio.gather(*(
+        results = await asyncio.gather(*(
             client.complete(f"prompt {i}", max_tokens=64, on_first_token=on_first,
                             on_done=on_done) for i in range(8)))
+        if keep_alive:  # again, on the same connections
+            firsts.clear(), done.clear(), threads.clear(), server.seen.clear()
+            results = await asyncio.gather(*(
+                client.complete(f"prompt {i}", max_tokens=64, on_first_token=on_first,
+                                on_done=on_done) for i in range(8)))
+            assert client.pool.report()["reused"] == 8
+        return results
 
     with ScriptedServer(script) as server:
         results = asyncio.run(main(server.url))
     seen = server.seen
+    assert server.connections == 8
     assert len(results) == len(done) == len(firsts) == 8 == len(seen)
     assert threads == [0] * 8  # eight streams at once, no thread for any of them
     for r in results:

@@ -6,7 +6,12 @@ One asyncio event loop on one daemon thread runs every request as a coroutine of
 :class:`~mlharness.backends.openai_stream.OpenAIStreamClient` (no thread per request);
 ``submit`` hands the request to it with ``call_soon_threadsafe`` and returns. A
 limit keeps at most ``concurrency`` requests on the wire in total (a number, or ``auto``: measured
-by :mod:`~mlharness.backends.openai_admit`); the rest wait, in order.
+by :mod:`~mlharness.backends.openai_admit` when LoadGen issues everything at once, none when it
+paces the queries); the rest wait, in order. Each endpoint keeps a pool of keep-alive
+connections (:mod:`~mlharness.backends.openai_pool`), pre-warmed before the test as
+``issue_pattern`` learns the load: as many as the requests expected in flight (the limit; paced
+queries: ``max_concurrency``), shared among the endpoints; run.json's ``stream_report`` counts
+the connections opened and reused.
 Each request goes to the endpoint with the fewest outstanding requests (on a tie, the one sent
 the fewest so far, so requests sent one at a time take turns), as the remote pool of
 :mod:`mlharness.distributed.pool` dispatches. An endpoint that failed a request before its first
@@ -87,10 +92,12 @@ class OpenAIOptions(Options):
     served_model: str = ""
     chat: bool = False  # /v1/chat/completions (the request's messages, or its text as one)
     api_key_env: str = "OPENAI_API_KEY"  # the environment variable holding the key
-    #: requests in flight over all endpoints: a number, or auto (measured: from 8, doubled
-    #: while that streams more, up to max_concurrency; backends/openai_admit.py)
+    #: requests in flight over all endpoints: a number, or auto (Offline: measured, from 8,
+    #: doubled while that streams more, up to max_concurrency; Server and Interactive: no
+    #: limit; backends/openai_admit.py)
     concurrency: int | Literal["auto"] = "auto"
-    max_concurrency: int = Field(default=256, ge=1)  # auto's ceiling
+    #: auto's ceiling in Offline; under paced queries the connections opened before the test
+    max_concurrency: int = Field(default=256, ge=1)
     failover: bool = False  # a request failed before its first token is sent once elsewhere
     tokenizer: Path | None = None  # for servers that stream text without token ids
     #: send vLLM's request keys (``return_token_ids``, ``min_tokens``, ``top_k``); false for a
@@ -310,19 +317,38 @@ class OpenAIBackend(StreamingBackend):
                 **({"notes": list(self.notes)} if self.notes else {})}
 
     def report(self) -> dict[str, Any]:
-        """Requests sent to and failed by each endpoint, failovers, and how the concurrency was
-        chosen, so far."""
-        return {"sent": {e.url: e.sent for e in self._endpoints},
-                "failed": {e.url: e.failed for e in self._endpoints},
-                "failovers": self.failovers,
-                "concurrency": self._admission.report() if self._admission else None}
+        """Requests sent to and failed by each endpoint, failovers, how the concurrency was
+        chosen, the connections opened and reused by each endpoint, and (``bound``) the
+        client-side limit that held paced queries back, if one did."""
+        concurrency = self._admission.report() if self._admission else None
+        report = {"sent": {e.url: e.sent for e in self._endpoints},
+                  "failed": {e.url: e.failed for e in self._endpoints},
+                  "failovers": self.failovers, "concurrency": concurrency,
+                  "connections": {e.url: e.client.pool.report() for e in self._endpoints}}
+        if concurrency and concurrency.get("bound"):
+            report["bound"] = concurrency["bound"]
+        return report
 
     def issue_pattern(self, all_at_once: bool) -> None:
         """auto: measured when LoadGen issues everything at once (Offline: a flood a slow server
-        must not get); paced queries (Server, Interactive) go out as they come, up to
-        max_concurrency (a limit would only add its queue to their TTFT)."""
-        if self._admission is not None and not all_at_once and self._loop is not None:
-            self._loop.call_soon_threadsafe(self._admission.pace)
+        must not get); paced queries (Server, Interactive) go out as they come, with no limit (a
+        limit would only add its queue to their TTFT). Then, before the test (and its warm-up),
+        each endpoint's pool opens its share of the connections expected in flight."""
+        admission, loop = self._admission, self._loop
+        if admission is None or loop is None or self._closed:
+            return
+        wait_s = 2 * (self.options.connect_timeout_s if self.options else 10.0)
+
+        async def prewarm() -> None:
+            if not all_at_once:
+                admission.pace()
+            share = -(-admission.expected // max(1, len(self._endpoints)))
+            await asyncio.gather(*(e.client.prewarm(share) for e in self._endpoints))
+
+        try:
+            asyncio.run_coroutine_threadsafe(prewarm(), loop).result(wait_s)
+        except Exception:  # noqa: BLE001 - a server that refuses them says so at its request
+            log.info("pre-warming the openai backend's connections failed", exc_info=True)
 
     def progress(self) -> int:
         """Events streamed so far by every endpoint (each request's header block and events):
@@ -483,6 +509,8 @@ class OpenAIBackend(StreamingBackend):
                 for task in tasks:
                     task.cancel()
                 await asyncio.gather(*tasks, return_exceptions=True)
+                for endpoint in self._endpoints:
+                    endpoint.client.pool.close()
 
             try:
                 asyncio.run_coroutine_threadsafe(cancel_all(), loop).result(30)

@@ -1,8 +1,9 @@
 """How many requests the openai backend keeps in flight: a number given, or measured.
 
 A fixed ``concurrency=N`` admits N requests at once (the rest wait, in order). ``auto`` (the
-default) sends paced queries (Server, Interactive) as they come, up to ``cap`` (a client limit
-would only add its queue to their TTFT), and, when LoadGen issues every sample at once
+default) sends paced queries (Server, Interactive) as they come, with no limit at all (a client
+limit would only add its queue to their TTFT: LoadGen measures from the query's issue), and,
+when LoadGen issues every sample at once
 (Offline), measures what the servers sustain instead of flooding them. Whatever the limit, the
 first request goes alone until its answer begins: ``transformers serve`` loads its model at its
 first request, and several first requests at once load it in several threads that break each
@@ -15,12 +16,15 @@ over ``WINDOW_S`` and at least ``MIN_EVENTS`` events (at most ``MAX_WINDOW_S``).
 batches (vLLM, SGLang) gains at every doubling up to ``cap``; one that generates each request
 apart on a CPU (``transformers serve``) gains nothing past a few, and 100 requests at once would
 make each wait minutes for its first token. The levels tried and where it settled are recorded
-(run.json ``sut.stream_report``).
+(run.json ``sut.stream_report``), with the requests that waited for a slot (``held``) and the
+longest wait; when paced queries waited (a given ``concurrency``, or the first answer's gate)
+the report's ``bound`` says which limit held them, and the run's reasons repeat it.
 """
 
 from __future__ import annotations
 
 import asyncio
+import sys
 from collections import deque
 from typing import Any
 
@@ -39,7 +43,11 @@ class Admission:
 
     def __init__(self, limit: int | None, cap: int) -> None:
         self.measured = limit is None
-        self.paced = False  # auto under paced queries: the ceiling, not measured
+        self.paced = False  # auto under paced queries: no limit, nothing measured
+        self.paced_load = False  # LoadGen paces the queries (whatever the limit)
+        self.held = 0  # requests that waited for a slot
+        self.held_first = 0  # of them, behind the first request (before its answer began)
+        self.longest_wait_s = 0.0
         self.cap = cap
         self.limit = min(cap, START) if limit is None else limit
         self.in_flight = 0
@@ -58,7 +66,15 @@ class Admission:
 
     @property
     def _room(self) -> int:
-        return self.limit if self.opened else 1
+        if not self.opened:
+            return 1
+        return sys.maxsize if self.paced else self.limit
+
+    @property
+    def expected(self) -> int:
+        """Requests expected in flight at once (the connections worth opening beforehand): the
+        limit, or under paced queries without one, the ceiling ``cap``."""
+        return self.cap if self.paced else self.limit
 
     def open(self) -> None:
         """The first answer began (or ended): the limit applies from now on."""
@@ -70,10 +86,15 @@ class Admission:
         if self.in_flight < self._room and not self._waiters:
             self._admit()
             return
-        waiter: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+        loop = asyncio.get_running_loop()
+        waiter: asyncio.Future[None] = loop.create_future()
         self._waiters.append(waiter)
+        since, gated = loop.time(), not self.opened
         try:
             await waiter
+            self.held += 1
+            self.held_first += gated
+            self.longest_wait_s = max(self.longest_wait_s, loop.time() - since)
         except asyncio.CancelledError:
             if waiter.done() and not waiter.cancelled():  # granted, then cancelled: give back
                 self.release()
@@ -101,7 +122,9 @@ class Admission:
         return len(self._waiters)
 
     def pace(self) -> None:
-        """LoadGen paces the queries (Server, Interactive): no search, the ceiling at once."""
+        """LoadGen paces the queries (Server, Interactive): auto searches nothing and limits
+        nothing; a given limit stays (and is named in the report when it holds a query)."""
+        self.paced_load = True
         if self.measured:
             self.measured, self.paced = False, True
             self.limit = self.cap
@@ -144,14 +167,36 @@ class Admission:
     def _begin(self, phase: str, now: float, mark: int) -> None:
         self._phase, self._t0, self._mark = phase, now, mark
 
+    def bound(self) -> str | None:
+        """Which client-side limit held paced queries back (their TTFT counts the wait), in
+        words; None: none did (or the load is not paced: Offline's limit is its purpose)."""
+        if not self.paced_load or not self.held:
+            return None
+        wait = f"up to {self.longest_wait_s:.2f} s, counted in their TTFT"
+        parts = []
+        if self.held - self.held_first:
+            parts.append(f"the openai backend's concurrency={self.limit} held "
+                         f"{self.held - self.held_first} paced queries back ({wait}; leave "
+                         "concurrency out: auto sends paced queries as they come)")
+        if self.held_first:
+            parts.append(f"{self.held_first} paced queries waited for the first request's "
+                         f"answer to begin ({wait}; a server loads its model then: give "
+                         "--warmup to send one before the test)")
+        return "; ".join(parts)
+
     def report(self) -> dict[str, Any]:
-        """For run.json: how the limit was chosen and the most requests in flight at once."""
+        """For run.json: how the limit was chosen, the most requests in flight at once, the
+        requests that waited for a slot and, if paced ones did, the limit that held them."""
+        waits = {"held": self.held, "longest_wait_s": round(self.longest_wait_s, 3)}
+        bound = self.bound()
+        if bound:
+            waits["bound"] = bound  # type: ignore[assignment]
         if self.paced:
-            return {"mode": "paced: LoadGen's queries go out as they come, up to the ceiling",
-                    "limit": self.limit, "peak_in_flight": self.peak}
+            return {"mode": "paced: LoadGen's queries go out as they come, no client limit",
+                    "expected": self.cap, "peak_in_flight": self.peak, **waits}
         if not self.measured:
-            return {"mode": "given", "limit": self.limit, "peak_in_flight": self.peak}
+            return {"mode": "given", "limit": self.limit, "peak_in_flight": self.peak, **waits}
         return {"mode": "measured", "start": min(self.cap, START), "cap": self.cap,
                 "levels": list(self.levels), "settled": self.settled, "limit": self.limit,
-                "peak_in_flight": self.peak,
+                "peak_in_flight": self.peak, **waits,
                 "unit": "events/s: streamed chunks of all requests (a token or more each)"}

@@ -20,6 +20,13 @@ that comes in many reads is joined once, at its end), so a 40 MB line costs 40 M
 its square. Progress, for the stall guard, is a whole header block or a whole line, not a byte:
 a server that drips a byte a second stalls as one that sends nothing. A refusal (a status other
 than 200) gets ``Bounds.error_body_s`` to send its body, then is reported with what came.
+
+Given ``on_release`` (a keep-alive connection's owner: :mod:`~mlharness.backends.openai_pool`),
+a response tells it once, at its end, whether its connection may carry another request: only
+after a 200 on HTTP/1.1 without ``Connection: close`` whose body's framing ended exactly
+(Content-Length, or the chunked terminator and its trailer: after ``[DONE]`` the rest is read,
+blank lines only, for at most ``Bounds.error_body_s``), with no byte beyond it. Anything else
+(a refusal, an error, a cut, a bound broken, bytes after the end) closes it.
 """
 
 from __future__ import annotations
@@ -35,6 +42,7 @@ from mlharness.prompts import INT32_LIMIT, bad_token_id
 from mlharness.redact import scrub
 
 _HEAD, _BODY, _ERROR_BODY = 0, 1, 2
+_DRAIN, _OVER = 3, 4  # after [DONE]: the framing's end still to read; released
 _ERROR_TEXT_MAX = 4096  # bytes of a refusal's body kept for its message
 _CHUNK_HEADER_MAX = 1024  # bytes of a chunk's size line (hex size and extensions)
 _decode = json.JSONDecoder().raw_decode  # json.loads without its per-call checks (a third)
@@ -74,6 +82,8 @@ class Bounds:
 
 #: the first token's ids (or text, when the server streams no ids) and the time it came
 OnFirst = Callable[[list[int], str, float], None]
+#: told once at the response's end whether its connection may carry another request
+OnRelease = Callable[[bool], None]
 
 
 @dataclass(frozen=True)
@@ -98,8 +108,15 @@ class SseResponse(asyncio.Protocol):
 
     def __init__(self, where: str, chat: bool, guard: Touched, on_first: OnFirst,
                  api_key_env: str | None = None, expected: Expected | None = None,
-                 bounds: Bounds | None = None) -> None:
+                 bounds: Bounds | None = None, on_release: OnRelease | None = None) -> None:
         self.where, self.chat, self.guard = where, chat, guard
+        self._on_release = on_release
+        self.received = 0  # bytes of the response that came (0: nothing, a stale connection)
+        self.lost = False  # the connection closed under it
+        self._keep = False  # HTTP/1.1 200 without Connection: close: reusable at a clean end
+        self._trailer = False  # the chunked terminator came: its trailer's end still to come
+        self._ended = False  # the body's framing ended (or the connection did)
+        self._drain_timer: asyncio.TimerHandle | None = None
         self._key_env = api_key_env
         self.expected = expected or Expected(max_tokens=INT32_LIMIT)
         self.bounds = bounds or Bounds()
@@ -140,7 +157,10 @@ class SseResponse(asyncio.Protocol):
 
     def data_received(self, data: bytes) -> None:
         self.guard.trickled += len(data)
-        if self.done.done():
+        self.received += len(data)
+        if self._state == _OVER or (self.done.done() and self._state != _DRAIN):
+            if data and self._state != _OVER:
+                self._release(False)
             return
         try:
             if self._state == _HEAD:
@@ -152,7 +172,9 @@ class SseResponse(asyncio.Protocol):
             elif self._left is None:
                 self._payload(data)
             else:
-                data = data[:self._left]
+                if len(data) > self._left:  # bytes beyond the body: never reused
+                    self._keep = False
+                    data = data[:self._left]
                 self._left -= len(data)
                 self._payload(data)
                 if self._left == 0:
@@ -165,7 +187,9 @@ class SseResponse(asyncio.Protocol):
                                      "is this an OpenAI-compatible server?"))
 
     def connection_lost(self, exc: Exception | None) -> None:
+        self.lost = True
         if self.done.done():
+            self._release(False)
             return
         try:
             if self._state == _HEAD:
@@ -202,6 +226,7 @@ class SseResponse(asyncio.Protocol):
         self.guard.touch()
         lines = raw[:end].decode("latin-1").split("\r\n")
         self._status = self._status_line(raw)
+        self._keep = self._status == 200 and lines[0].startswith("HTTP/1.1 ")
         for line in lines[1:]:
             name, _, value = line.partition(":")
             name, value = name.strip().lower(), value.strip()
@@ -209,6 +234,9 @@ class SseResponse(asyncio.Protocol):
                 self._chunked = True
             elif name == "content-length" and value.isdigit():
                 self._left = int(value)
+            elif name == "connection" and "close" in value.lower():
+                self._keep = False
+        self._keep = self._keep and (self._chunked or self._left is not None)
         self.guard.what = "waiting for the first token"
         self._state = _BODY if self._status == 200 else _ERROR_BODY
         if self._state == _ERROR_BODY:  # a refusal is not waited for long (429, connection held)
@@ -247,7 +275,7 @@ class SseResponse(asyncio.Protocol):
                 pos += len(piece)
                 self._chunk_left -= len(piece)
                 self._payload(piece)
-                if self._chunk_left or self.done.done():
+                if self._chunk_left or self._stopped():
                     break
             end = raw.find(b"\n", pos)
             if end < 0:
@@ -257,6 +285,14 @@ class SseResponse(asyncio.Protocol):
                 break
             line = raw[pos:end].strip()  # a chunk's size, or the CRLF after its payload
             pos = end + 1
+            if self._trailer:  # after the terminator: trailer fields up to a blank line
+                if not line:
+                    if pos < size:  # bytes beyond the response: never reused
+                        self._keep = False
+                    self._trailer = False
+                    self._end_of_body()
+                    return
+                continue
             if not line:
                 continue
             try:
@@ -265,11 +301,18 @@ class SseResponse(asyncio.Protocol):
                 raise EndpointError(f"{self.where} sent a malformed chunk header "
                                     f"{line[:40]!r}", "see the server's log") from None
             if self._chunk_left == 0:
+                if self._keep and self._on_release is not None:
+                    self._trailer = True  # reusable: the trailer's blank line ends the body
+                    continue
                 self._end_of_body()
                 return
         self._raw = raw[pos:] if pos < size else b""
 
     def _payload(self, data: bytes) -> None:
+        if self._state == _DRAIN:  # after [DONE]: blank lines only, or no reuse
+            if data.strip():
+                self._release(False)
+            return
         if self._state == _ERROR_BODY:
             self._error_text += data[:_ERROR_TEXT_MAX + 1 - len(self._error_text)]
             if len(self._error_text) > _ERROR_TEXT_MAX:
@@ -413,7 +456,12 @@ class SseResponse(asyncio.Protocol):
             self._after_eos = ids[-1] == eos
 
     def _end_of_body(self) -> None:
-        if self._state == _ERROR_BODY:
+        self._ended = True
+        if self._state == _DRAIN:
+            self._release(True)
+        elif self._state == _OVER:
+            return
+        elif self._state == _ERROR_BODY:
             self._fail(self._refusal())
         elif self._finished:
             self._complete()
@@ -434,20 +482,48 @@ class SseResponse(asyncio.Protocol):
 
     # -- the end ------------------------------------------------------------------------------
 
+    def _stopped(self) -> bool:
+        """Nothing more to parse: released, or failed/complete without a framing to drain."""
+        return self._state == _OVER or (self.done.done() and self._state != _DRAIN)
+
     def _complete(self) -> None:
         if not self.done.done():
             self.done.set_result(None)
-        self._close()
+        if self._error_timer is not None:
+            self._error_timer.cancel()
+        if self._state == _DRAIN or self._state == _OVER:
+            return
+        if self._keep and self._on_release is not None and not self.lost:
+            if self._ended:
+                self._release(True)
+            else:  # [DONE] came: read the framing's end (a blank line, the terminator)
+                self._state = _DRAIN
+                self._drain_timer = asyncio.get_running_loop().call_later(
+                    self.bounds.error_body_s, self._release, False)
+        else:
+            self._release(False)
 
     def _fail(self, exc: BaseException) -> None:
         if not self.done.done():
             self.done.set_exception(exc)
-        self._close()
+        self._release(False)
 
-    def _close(self) -> None:
-        if self._error_timer is not None:
-            self._error_timer.cancel()
-        if self.transport is not None:
+    def abandon(self) -> None:
+        """The request ended before its response (cancelled): the connection is closed."""
+        self._release(False)
+
+    def _release(self, reusable: bool) -> None:
+        """Once: the connection goes back to its owner (``reusable``) or is closed."""
+        if self._state == _OVER:
+            return
+        self._state = _OVER
+        for timer in (self._error_timer, self._drain_timer):
+            if timer is not None:
+                timer.cancel()
+        reusable = reusable and self._keep and not self.lost and self._on_release is not None
+        if self._on_release is not None:
+            self._on_release(reusable)
+        elif self.transport is not None:
             self.transport.close()
 
 

@@ -1,7 +1,9 @@
 """An asyncio streaming client for OpenAI-compatible LLM servers (vLLM, SGLang, ...).
 
 One coroutine per request on one event loop (no thread per stream), plain HTTP/1.1 on a
-connection of its own: ``POST /v1/completions`` or ``/v1/chat/completions`` with
+keep-alive connection from the server's pool (:mod:`~mlharness.backends.openai_pool`; a
+reused connection the server had closed is retried once on a new one, only when nothing of the
+answer came, and that is no failure): ``POST /v1/completions`` or ``/v1/chat/completions`` with
 ``"stream": true``, whose Server-Sent Events :class:`~mlharness.backends.openai_sse.SseResponse`
 parses as they arrive (no coroutine step per token). It asks for the output token ids the
 way vLLM returns them (``"return_token_ids": true`` gives ``token_ids`` in each chunk's choice;
@@ -31,6 +33,7 @@ from urllib.parse import urlsplit
 
 from pydantic import BaseModel, Field
 
+from mlharness.backends.openai_pool import ConnectionPool
 from mlharness.backends.openai_sse import Bounds, EndpointError, Expected, SseResponse
 from mlharness.backends.openai_transcribe import TRANSCRIPTIONS, multipart
 from mlharness.errors import ConfigError
@@ -106,6 +109,7 @@ class OpenAIStreamClient:
         self.settings = settings
         self.activity = Activity()  # what this server streamed, over all requests
         self._host, self._port = url.hostname, url.port or 80
+        self.pool = ConnectionPool(self._host, self._port, settings.connect_timeout_s)
         self._hostport = url.netloc.rpartition("@")[2]  # no credentials; IPv6 in brackets
         self._prefix = url.path.rstrip("/")
         #: the URL as messages name it: without credentials
@@ -274,37 +278,44 @@ class OpenAIStreamClient:
                 if inspect.isawaitable(value):
                     pending.append(asyncio.ensure_future(value))
 
-        response = SseResponse(where, chat, guard, first, self.settings.api_key_env, expected,
-                               Bounds(max_event_bytes=self.settings.max_event_bytes,
-                                      max_header_bytes=self.settings.max_header_bytes,
-                                      error_body_s=min(Bounds.error_body_s,
-                                                       self.settings.stall_timeout_s / 2)))
-        await self._connect(where, response)
-        try:
-            self._send(response, payload)
-            await response.done
-        finally:
-            if response.transport is not None:
-                response.transport.close()
+        bounds = Bounds(max_event_bytes=self.settings.max_event_bytes,
+                        max_header_bytes=self.settings.max_header_bytes,
+                        error_body_s=min(Bounds.error_body_s, self.settings.stall_timeout_s / 2))
+        fresh = False
+        while True:
+            conn = await self.pool.take(where, fresh)
+            response = SseResponse(where, chat, guard, first, self.settings.api_key_env,
+                                   expected, bounds, conn.release)
+            conn.attach(response)
+            try:
+                self._send(response, payload)
+                await response.done
+            except EndpointError:
+                # a reused connection the server closed while it was idle: once more on a new
+                # one, if nothing of the answer came (the request cannot have begun there)
+                if conn.pooled and not fresh and response.lost and not response.received:
+                    self.pool.stale += 1
+                    self.pool.reused -= conn.uses > 1
+                    fresh = True
+                    guard.what = "connecting"
+                    continue
+                raise
+            finally:
+                if not response.done.done():  # cancelled: the connection goes with it
+                    response.abandon()
+            break
         for value in pending:
             await value
         return response, reported
 
-    async def _connect(self, where: str, response: SseResponse) -> None:
-        loop = asyncio.get_running_loop()
-        try:  # a timeout, not wait_for: no task of its own, three loop turns fewer to the send
-            async with asyncio.timeout(self.settings.connect_timeout_s):
-                transport, _ = await loop.create_connection(lambda: response, self._host,
-                                                            self._port)
-        except (OSError, TimeoutError) as exc:
-            raise EndpointError(f"cannot connect to {where} ({type(exc).__name__}: {exc})",
-                                "is the LLM server up and listening there?") from exc
-        response.transport = transport  # uvloop calls connection_made only after this returns
+    async def prewarm(self, n: int) -> int:
+        """Open connections until ``n`` are idle in the pool, before the load; how many opened."""
+        return await self.pool.prewarm(n, self.url)
 
     def _send(self, response: SseResponse, payload: _Payload) -> None:
         head = [f"POST {self._prefix}{payload.path} HTTP/1.1", f"Host: {self._hostport}",
                 f"Content-Type: {payload.content_type}", "Accept: text/event-stream",
-                f"Content-Length: {len(payload.body)}", "Connection: close"]
+                f"Content-Length: {len(payload.body)}"]
         if self._auth.reveal():
             head.append(f"Authorization: {self._auth.reveal()}")
         if response.transport is not None and not response.done.done():

@@ -242,6 +242,10 @@ def _execute(spec: RunSpec, progress: ProgressSink | None,
             record.result = data.result = parse_run_logs(run_dir)
         except HarnessError:
             pass
+    bound = (ended.stream_report or {}).get("bound") if ended is not None else None
+    if bound and data.result is not None and data.result.valid is False:
+        # the client's own queue is in the latencies LoadGen judged: the reasons name it
+        data.result.reasons.append(f"a client-side limit held queries: {bound}")
 
     if watch.user_error:
         journal.finish("error", watch.user_error.to_error())
