@@ -122,8 +122,22 @@ def _training_arrays(squad: Path, vocab: Path) -> TrainingSet:
                    np.asarray(starts), np.asarray(ends))
 
 
-def train(data: TrainingSet, config: dict, epochs: int = 30, seed: int = 0) -> dict:
-    """Train ``BertForQA`` on ``data``; return its state dict."""
+def train(data: TrainingSet, config: dict, epochs: int = 30, seed: int = 0,
+          threads: int | None = None) -> dict:
+    """Train ``BertForQA`` on ``data`` with ``threads`` torch threads (None: torch's own);
+    return its state dict."""
+    import torch
+
+    before = torch.get_num_threads()
+    if threads:
+        torch.set_num_threads(threads)
+    try:
+        return _train(data, config, epochs, seed)
+    finally:
+        torch.set_num_threads(before)
+
+
+def _train(data: TrainingSet, config: dict, epochs: int, seed: int) -> dict:
     import torch
 
     from mlharness.backends.torch_models import BertForQA
@@ -170,11 +184,14 @@ class TrainedBert:
 
 
 def make_trained_bert(root: Path, train_paragraphs: int = 600, dev_paragraphs: int = 400,
-                      epochs: int = 20, layers: int | None = None) -> TrainedBert:
+                      epochs: int = 20, layers: int | None = None,
+                      threads: int | None = None) -> TrainedBert:
     """Build (once) and return the trained fixture under ``root``. ``dev_paragraphs=0`` makes
     the dev set the training set: a model that has learnt its questions by heart is decisive on
     them after far fewer steps (for tests, which judge reduced precision, not generalisation).
-    ``layers`` overrides :data:`SHAPE`'s (one layer: half the training and compiling)."""
+    ``layers`` overrides :data:`SHAPE`'s (one layer: half the training and compiling);
+    ``threads``: torch threads for the training (1 in tests: on a machine whose cores are all
+    busy, two threads train at half the speed of one)."""
     shape = {**SHAPE, "layers": layers or SHAPE["layers"]}
     root.mkdir(parents=True, exist_ok=True)
     out = TrainedBert(root / "dev-v1.1.json", root / "vocab.txt", root / "trained_bert.onnx",
@@ -191,7 +208,7 @@ def make_trained_bert(root: Path, train_paragraphs: int = 600, dev_paragraphs: i
     config = {"hidden_size": shape["hidden"], "num_hidden_layers": shape["layers"],
               "num_attention_heads": shape["heads"], "intermediate_size": shape["intermediate"],
               "vocab_size": vocab, "max_position_embeddings": 512, "type_vocab_size": 2}
-    state = train(_training_arrays(train_set, out.vocab), config, epochs)
+    state = train(_training_arrays(train_set, out.vocab), config, epochs, threads=threads)
     make_bert_onnx(out.onnx, vocab, weights=onnx_weights(state, shape["layers"]), **shape)
     bert_checkpoint(out.onnx, out.checkpoint.parent, shape["layers"], shape["hidden"],
                     shape["heads"], shape["intermediate"], vocab)
