@@ -23,6 +23,12 @@ def _required_import(modname: str, minversion: str | None = None, reason: str | 
         raise
 
 
+# a thread waiting for work sleeps instead of spinning (OpenMP's default spins a while): on two
+# cores shared by three test workers a spinning torch pool took the core another test needed
+# (training the trained-BERT fixture on two threads was six times slower at load 8). Set before
+# any test imports torch; the runs' children inherit it. Nothing the tests check depends on it.
+os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
+
 # test-only backends/tasks live in tests/ and must import in the run's child process too
 if str(TESTS_DIR) not in sys.path:
     sys.path.insert(0, str(TESTS_DIR))
