@@ -5,7 +5,7 @@ up to the run's ``--batch-size`` (default 16), and transcribes them in one greed
 end. ``--precision`` fp32, bf16 (fast where the CPU has bf16 units: AVX512-BF16, AMX) or int8:
 dynamic (the linear layers' weights in int8, activations quantised per batch) on an fp32 folder,
 static on the folder ``mlharness calibrate -b whisper --backend hf`` writes
-(``hf_whisper_int8.py``; the quantiser below)."""
+(``hf_whisper_int8.py``; the quantiser below, ``hf_whisper_calibrate.py``)."""
 
 from __future__ import annotations
 
@@ -17,6 +17,7 @@ from pathlib import Path
 from typing import Any
 
 from mlharness.backends.base import BackendOptions, GenerationRequest, OnDone, OnError, OnFirst
+from mlharness.backends.hf_whisper_folder import MARKER, is_int8_folder, require_minmax
 from mlharness.backends.quantised import Quantiser, calibration_record
 from mlharness.errors import ConfigError, ModelError, one_line
 from mlharness.hostinfo import matrix_isa
@@ -27,13 +28,6 @@ PRECISIONS = ("fp32", "bf16", "int8")
 DEFAULT_BATCH = 16
 _Job = tuple[GenerationRequest, OnFirst, OnDone, OnError]
 #: the file naming a calibrated int8 folder and its layers' scales (its presence makes it int8)
-MARKER = "mlharness_int8.json"
-
-
-def is_int8_folder(model: Path) -> bool:
-    return (Path(model) / MARKER).is_file()
-
-
 def require_source(model: Path) -> None:
     """ModelError unless ``model`` is an fp32 Whisper folder calibrate may start from."""
     model = Path(model)
@@ -59,19 +53,12 @@ def require_source(model: Path) -> None:
                          "fp32 (or bf16) checkpoint", hint="pass the original whisper folder")
 
 
-def require_minmax(method: str) -> None:
-    if method != "minmax":
-        raise ConfigError(f"calibration method {method!r} is not offered for hf (whisper)",
-                          hint="the hf quantiser takes min/max ranges: drop --method")
-
-
-
 def _quantise(model: Path, target: Path, requests: list[Any], method: str,
               task: Any) -> dict[str, Any]:
     # lazy: torch and transformers load only to calibrate
-    from mlharness.backends import hf_whisper_int8
+    from mlharness.backends import hf_whisper_calibrate
 
-    return hf_whisper_int8.quantise(model, target, requests, method, task)
+    return hf_whisper_calibrate.quantise(model, target, requests, method, task)
 
 
 #: ``mlharness calibrate -b whisper --backend hf``: the int8 folder ``<model>.int8`` (a

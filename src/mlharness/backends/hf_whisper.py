@@ -22,7 +22,7 @@ from transformers import (EncoderDecoderCache, WhisperFeatureExtractor,
 from transformers.cache_utils import DynamicCache
 
 from mlharness.backends import hf_whisper_int8
-from mlharness.backends.hf_speech import is_int8_folder
+from mlharness.backends.hf_whisper_folder import is_int8_folder
 from mlharness.speech import audio as speech_audio
 
 DTYPES = {"fp32": torch.float32, "bf16": torch.bfloat16, "int8": torch.float32}
