@@ -4,7 +4,8 @@ llama.cpp's server, ``transformers serve``), streamed token by token (the Stream
 
 One asyncio event loop on one daemon thread runs every request as a coroutine of
 :class:`~mlharness.backends.openai_stream.OpenAIStreamClient` (no thread per request);
-``submit`` hands the request to it with ``call_soon_threadsafe`` and returns. A
+``submit`` queues the request for it and returns (a burst of submits wakes the loop once, with
+``call_soon_threadsafe``). A
 limit keeps at most ``concurrency`` requests on the wire in total (a number, or ``auto``: measured
 by :mod:`~mlharness.backends.openai_admit` when LoadGen issues everything at once, none when it
 paces the queries); the rest wait, in order. Each endpoint keeps a pool of keep-alive
@@ -219,6 +220,10 @@ class OpenAIBackend(StreamingBackend):
         self._timer: asyncio.TimerHandle | None = None
         self._lock = threading.Lock()
         self._live: set[_Call] = set()  # unfinished calls
+        #: calls submitted and not yet started on the loop: a burst of submits wakes the loop
+        #: once (one self-pipe write and one loop turn), not once per call
+        self._inbox: list[_Call] = []
+        self._wake_pending = False
         self._closed = False
         self.failovers = 0
         self.notes: list[str] = []
@@ -378,15 +383,22 @@ class OpenAIBackend(StreamingBackend):
             if running:
                 assert self._loop is not None
                 self._live.add(call)
-                self._loop.call_soon_threadsafe(self._start, call)
+                self._inbox.append(call)
+                if not self._wake_pending:
+                    self._wake_pending = True
+                    self._loop.call_soon_threadsafe(self._start_submitted)
         if not running:
             on_error(CLOSED)
 
-    def _start(self, call: _Call) -> None:
-        """On the loop: the call's task (no concurrent future to chain, as
-        ``run_coroutine_threadsafe`` makes, for a result nobody waits for)."""
+    def _start_submitted(self) -> None:
+        """On the loop: a task for each call submitted since the last turn, in order (no
+        concurrent future to chain, as ``run_coroutine_threadsafe`` makes, for a result nobody
+        waits for)."""
         assert self._loop is not None
-        call.task = self._loop.create_task(self._run(call))
+        with self._lock:
+            calls, self._inbox, self._wake_pending = self._inbox, [], False
+        for call in calls:
+            call.task = self._loop.create_task(self._run(call))
 
     def _finish(self, call: _Call, ids: list[int] | None, error: str | None) -> None:
         """``on_done(ids)`` or ``on_error(error)``, once per call whoever calls this."""
