@@ -81,28 +81,28 @@ def test_server_and_interactive_runs_measure_the_servers_token_latencies(
     assert record["backend"]["endpoints"] == [server.url]
     assert record["spec"]["backend_option"]["endpoints"] == [server.url]
     assert len(server.seen) >= 460  # every query went to the server (+ the warm-up)
-    # p99s within 15% of the injected values (or of what the server really sent, when a loaded
-    # machine made it late) on a quiet machine: the scheduling noise measured beside the run
-    # (~0.1 ms idle) decides; on a busy one (make test's three workers on two cores) a stream's
-    # first token can wait tens of ms for a core: within 50% there
+    # never below what the server injected, the TTFT mean never below what it took (LoadGen's
+    # clock starts at the issue, before the request reaches the server), and on a quiet machine (the scheduling noise measured beside the run,
+    # ~0.1 ms idle) within 15 % of it (or of what it really sent, when the machine made it
+    # late). On a busy one the client's own wait for a core adds to every TTFT (a make-test run
+    # under load: 1,115 ms mean against the 373 ms the server took, at 120 QPS in a worker that
+    # got a fraction of a core), which nothing here can tell from the server's: no upper bound
     sent_ttft = _p99([s.ttft_s() for s in server.seen]) * 1e3
     sent_tpot = _p99([s.tpot_s() for s in server.seen]) * 1e3
-    within = 1.15 if noise.p99_ms < 1.0 else 1.5
-    slack = 2 * noise.p99_ms
-    # means within the same bound of what the server injected, or of what it really sent when a
-    # loaded machine made it late, as for the p99s (plus the noise): on a busy machine the
-    # client's own streams wait for a core too (a make-test run saw a 291 ms TTFT mean for 228 ms
-    # sent, with the noise thread late by 3.8 ms at p99)
     sent_ttft_mean = statistics.fmean(s.ttft_s() for s in server.seen) * 1e3
     sent_tpot_mean = statistics.fmean(s.tpot_s() for s in server.seen) * 1e3
-    assert TTFT_S * 1e3 * 0.99 <= tokens["ttft_mean_ms"] <= (
-        max(TTFT_S * 1e3, sent_ttft_mean) * within + slack), (tokens, sent_ttft_mean)
-    assert GAP_S * 1e3 * 0.85 <= tokens["tpot_mean_ms"] <= (
-        max(GAP_S * 1e3, sent_tpot_mean) * within + slack), (tokens, sent_tpot_mean)
-    assert TTFT_S * 1e3 * 0.99 <= tokens["ttft_p99_ms"] <= (
-        max(TTFT_S * 1e3, sent_ttft) * within + slack), (tokens, sent_ttft, noise.p99_ms)
-    assert GAP_S * 1e3 * 0.85 <= tokens["tpot_p99_ms"] <= (
-        max(GAP_S * 1e3, sent_tpot) * within + slack), (tokens, sent_tpot, noise.p99_ms)
+    assert tokens["ttft_mean_ms"] >= max(TTFT_S * 1e3, sent_ttft_mean * 0.95) * 0.99, \
+        (tokens, sent_ttft_mean)  # (the server's mean includes the warm-up request)
+    assert tokens["tpot_mean_ms"] >= GAP_S * 1e3 * 0.85, (tokens, sent_tpot_mean)
+    assert tokens["ttft_p99_ms"] >= TTFT_S * 1e3 * 0.99, (tokens, sent_ttft)
+    assert tokens["tpot_p99_ms"] >= GAP_S * 1e3 * 0.85, (tokens, sent_tpot)
+    if noise.p99_ms < 1.0:
+        slack = 2 * noise.p99_ms
+        for got, injected, sent in (("ttft_mean_ms", TTFT_S, sent_ttft_mean),
+                                    ("tpot_mean_ms", GAP_S, sent_tpot_mean),
+                                    ("ttft_p99_ms", TTFT_S, sent_ttft),
+                                    ("tpot_p99_ms", GAP_S, sent_tpot)):
+            assert tokens[got] <= max(injected * 1e3, sent) * 1.15 + slack, (got, tokens, sent)
     # VALID: the limits (2000/100 ms, Interactive 500/30) leave room for the injected 200/20 ms;
     # a machine too loaded to keep every query's TPOT within 30 ms can only fail early stopping
     # or a limit, and says so
