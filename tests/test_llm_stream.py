@@ -163,12 +163,13 @@ def test_a_wrong_path_is_a_404_with_a_hint():
 def test_the_stall_timeout_counts_from_the_last_event_not_the_request():
     """A stream slower in total than the stall timeout but never silent that long is fine; a
     server silent before its first token is stalled; a cancellation from outside stays one."""
-    with ScriptedServer(Script(ttft_s=0.05, gap_s=0.1, n_tokens=8)) as server:
-        client = _client(server.url, stall_timeout_s=0.4)
-        r = asyncio.run(client.complete("x", max_tokens=8))
-        assert r.n_tokens == 8 and r.total_s > 0.6
-        server.script.ttft_s = 1.0
-        with pytest.raises(EndpointError, match="stalled: no progress for 0.4 s while waiting for "
+    # gaps 10x shorter than the timeout: a loaded machine delayed one by more than 0.3 s
+    with ScriptedServer(Script(ttft_s=0.05, gap_s=0.1, n_tokens=16)) as server:
+        client = _client(server.url, stall_timeout_s=1.0)
+        r = asyncio.run(client.complete("x", max_tokens=16))
+        assert r.n_tokens == 16 and r.total_s > 1.5
+        server.script.ttft_s = 2.5
+        with pytest.raises(EndpointError, match="stalled: no progress for 1 s while waiting for "
                            "the first token .nothing came."):
             asyncio.run(client.complete("x", max_tokens=8))
 
