@@ -67,10 +67,28 @@ def retry_reason(record: RunRecord) -> str | None:
     return "; ".join(result.reasons) or "INVALID"
 
 
+#: a demo Server run lasts at least this long at its target (or SERVER_MAX_QUERIES queries)
+SERVER_MIN_S = 10.0
+SERVER_MAX_QUERIES = 2000
+
+
+def server_length(spec: RunSpec, early_stopping: int) -> RunSpec:
+    """A Server run with queries enough for early stopping at its target: a 2 s --test run at a
+    low target (a busy machine measured it) has too few, and each query over the latency bound
+    wants about 176 more (LoadGen: "would need to run at least 176 more"). At least
+    ``early_stopping`` (662: one over the bound), up to SERVER_MIN_S of queries, at most
+    SERVER_MAX_QUERIES (at a high target the 2 s hold more anyway)."""
+    if spec.scenario != "Server" or not isinstance(spec.target_qps, (int, float)):
+        return spec
+    wanted = int(min(SERVER_MAX_QUERIES, max(early_stopping, spec.target_qps * SERVER_MIN_S)))
+    return spec.replace(min_query_count=wanted)
+
+
 def demo_command(args: argparse.Namespace) -> int:
     # lazy: the runner and tune (~65 modules) stay out of `mlharness --help`
     from mlharness.runner import execute
     from mlharness.tune.scenario import target_field
+    from mlharness.tune.server import PROBE_QUERIES
 
     if args.llm:
         return demo_llm.llm_demo_command(args)
@@ -88,8 +106,9 @@ def demo_command(args: argparse.Namespace) -> int:
         record: RunOutcome | None = None
         retries: list[dict[str, Any]] = []
         try:
-            spec = resolved_spec(RunSpec(benchmark="demo", output_dir=args.output_dir,
-                                         **settings), quiet=args.json, progress=show)
+            spec = server_length(resolved_spec(
+                RunSpec(benchmark="demo", output_dir=args.output_dir, **settings),
+                quiet=args.json, progress=show), PROBE_QUERIES)
             while True:
                 say(f"running {spec.scenario} {spec.mode} …")
                 with LiveProgress(enabled=show) as bar:
@@ -108,7 +127,7 @@ def demo_command(args: argparse.Namespace) -> int:
                 fresh = resolved_spec(spec.replace(**{name: None}, measured=[]),
                                       quiet=args.json, progress=show)
                 lower = float(f"{getattr(fresh, name) * RETRY_FACTOR:.4g}")
-                spec = fresh.replace(**{name: lower})
+                spec = server_length(fresh.replace(**{name: lower}), PROBE_QUERIES)
         except ConfigError as exc:  # no probe was VALID (e.g. Server on a very busy machine)
             say(f"[red]{settings['scenario']}: {exc.message}[/] ({exc.hint})")
             worst = max(worst, 1)
