@@ -325,13 +325,15 @@ class OpenAIBackend(StreamingBackend):
         """Requests sent to and failed by each endpoint, failovers, how the concurrency was
         chosen, the connections opened and reused by each endpoint, and (``bound``) the
         client-side limit that held paced queries back, if one did."""
-        concurrency = self._admission.report() if self._admission else None
+        admission = self._admission
         report = {"sent": {e.url: e.sent for e in self._endpoints},
                   "failed": {e.url: e.failed for e in self._endpoints},
-                  "failovers": self.failovers, "concurrency": concurrency,
+                  "failovers": self.failovers,
+                  "concurrency": admission.report() if admission else None,
                   "connections": {e.url: e.client.pool.report() for e in self._endpoints}}
-        if concurrency and concurrency.get("bound"):
-            report["bound"] = concurrency["bound"]
+        bound = admission.bound() if admission else None
+        if bound:
+            report["bound"] = bound
         return report
 
     def issue_pattern(self, all_at_once: bool) -> None:

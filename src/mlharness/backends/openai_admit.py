@@ -185,12 +185,9 @@ class Admission:
         return "; ".join(parts)
 
     def report(self) -> dict[str, Any]:
-        """For run.json: how the limit was chosen, the most requests in flight at once, the
-        requests that waited for a slot and, if paced ones did, the limit that held them."""
+        """For run.json: how the limit was chosen, the most requests in flight at once and the
+        requests that waited for a slot (the limit that held paced ones: :meth:`bound`)."""
         waits = {"held": self.held, "longest_wait_s": round(self.longest_wait_s, 3)}
-        bound = self.bound()
-        if bound:
-            waits["bound"] = bound  # type: ignore[assignment]
         if self.paced:
             return {"mode": "paced: LoadGen's queries go out as they come, no client limit",
                     "expected": self.cap, "peak_in_flight": self.peak, **waits}

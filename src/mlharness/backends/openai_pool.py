@@ -146,6 +146,12 @@ class ConnectionPool:
         else:
             conn.close()
 
+    def retried_stale(self, conn: Connection) -> None:
+        """``conn`` was found closed by the server when its request went out: the request is
+        sent again on a new one (counted as stale, not as a reuse)."""
+        self.stale += 1
+        self.reused -= conn.uses > 1
+
     def forget(self, conn: Connection) -> None:
         """``conn`` closed: out of the idle list, if there."""
         self._idle.pop(conn, None)

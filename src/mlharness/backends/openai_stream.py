@@ -294,8 +294,7 @@ class OpenAIStreamClient:
                 # a reused connection the server closed while it was idle: once more on a new
                 # one, if nothing of the answer came (the request cannot have begun there)
                 if conn.pooled and not fresh and response.lost and not response.received:
-                    self.pool.stale += 1
-                    self.pool.reused -= conn.uses > 1
+                    self.pool.retried_stale(conn)
                     fresh = True
                     guard.what = "connecting"
                     continue

@@ -251,6 +251,9 @@ class GenerationTask(Task):
     def performance_count(self) -> int:
         return min(self.count, self.rules.performance_sample_count)
 
+    def loadgen_model_for(self, scenario: str) -> str:
+        return self.rules.loadgen_model_for(scenario)  # Interactive: the LLMs' own key
+
     @abstractmethod
     def request(self, index: int) -> GenerationRequest:
         """Sample ``index`` as one generation request (prompt and sampling)."""

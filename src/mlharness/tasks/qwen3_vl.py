@@ -75,9 +75,6 @@ class Qwen3VlTask(GenerationTask):
 
     # ---- what LoadGen and the SUT ask ---------------------------------------------------------
 
-    def loadgen_model_for(self, scenario: str) -> str:
-        return self.rules.loadgen_model_for(scenario)
-
     def prepare(self, progress: Progress | None = None) -> None:
         """The pictures as the reference sends them, cached on disk once (``image_cache``):
         minutes for the whole catalogue the first time, nothing after."""

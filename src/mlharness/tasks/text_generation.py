@@ -72,9 +72,6 @@ class TextGenerationTask(GenerationTask):
 
     # ---- what LoadGen and the SUT ask ---------------------------------------------------------
 
-    def loadgen_model_for(self, scenario: str) -> str:
-        return self.rules.loadgen_model_for(scenario)
-
     def load_samples(self, indices: Sequence[int]) -> None:
         """Prompts are small and read once, at start."""
 
