@@ -134,27 +134,26 @@ def calibrate(req: CalibrationRequest, progress: Any = None) -> dict[str, Any]:
                    vocab=req.vocab, cache_dir=req.cache_dir, backend=req.backend,
                    task_option=dict(req.task_option or {}))  # read by the task (input names)
     made = create_task(req.benchmark, task_options(spec))
-    batches: list[Any]
     if quantising.takes == "requests":  # a generation task: the quantiser runs the requests
         if not isinstance(made, GenerationTask):
             raise ConfigError(f"the {req.backend} quantiser calibrates generation benchmarks "
                               f"(whisper), not {req.benchmark}",
                               hint="use --backend onnxruntime, openvino or pytorch")
-        made.prepare(progress)
-        indices, about = select(made, req.benchmark, req.calibration_list, req.allow_missing)
-        made.load_samples(indices)
+    else:
+        made = tensor_task(made)
+        if quantising.index_limits is not None:  # else known once the quantiser loads it
+            check_index_ranges(made.index_ranges(), quantising.index_limits(req.model),
+                               str(req.model))
+    made.prepare(progress)
+    indices, about = select(made, req.benchmark, req.calibration_list, req.allow_missing)
+    made.load_samples(indices)
+    batches: list[Any]
+    if isinstance(made, GenerationTask):
         batches = [made.request(i) for i in indices]
     else:
-        task = tensor_task(made)
-        if quantising.index_limits is not None:  # else known once the quantiser loads it
-            check_index_ranges(task.index_ranges(), quantising.index_limits(req.model),
-                               str(req.model))
-        task.prepare(progress)
-        indices, about = select(task, req.benchmark, req.calibration_list, req.allow_missing)
-        task.load_samples(indices)
         step = max(1, req.batch_size)
         batches = [inputs for i in range(0, len(indices), step)
-                   for inputs in task.model_batches(indices[i:i + step])]
+                   for inputs in made.model_batches(indices[i:i + step])]
     target.parent.mkdir(parents=True, exist_ok=True)
     if progress is not None:  # no count to show: the quantiser reports nothing while it works
         progress(0, 0, f"quantising on {len(indices)} samples ({req.backend})")
