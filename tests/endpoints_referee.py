@@ -7,8 +7,8 @@ from a copy of ``../shared/official/endpoints`` and what ``multimodal/qwen3-vl``
 ``evaluation.py`` imports (``tests/referee-endpoints-requirements.txt``). The scripts it runs
 are ``tests/endpoints_referee_run.py``'s commands; nothing of mlharness is on its path.
 
-Missing, a comparison is skipped with the reason; under ``make test`` or ``CI=true``
-(``extras.extras_required``) it fails instead.
+Missing, a comparison is skipped with the reason; under ``CI=true`` it fails instead, and under
+``make test`` too when the pinned sources are there but the venv is not (``require``).
 """
 
 from __future__ import annotations
@@ -20,7 +20,7 @@ from pathlib import Path
 import pytest
 
 from extras import extras_required
-from referee import INFERENCE, VENVS
+from referee import IN_CI, INFERENCE, VENVS
 
 ENDPOINTS = INFERENCE.parent / "endpoints"
 QWEN3VL_SRC = INFERENCE / "multimodal" / "qwen3-vl" / "src"
@@ -29,17 +29,24 @@ PYTHON = VENV.python
 RUNNER = Path(__file__).with_name("endpoints_referee_run.py")
 
 
-def _problem() -> str | None:
+def _sources_problem() -> str | None:
     if not (ENDPOINTS / "pyproject.toml").is_file():
-        return f"the pinned endpoints client is not at {ENDPOINTS}"
+        return f"the pinned endpoints client is not at {ENDPOINTS} (set MLPERF_INFERENCE_DIR)"
     if not (QWEN3VL_SRC / "mlperf_inf_mm_q3vl" / "evaluation.py").is_file():
         return f"the qwen3-vl reference is not at {QWEN3VL_SRC}"
-    return VENV.problem()
+    return None
 
 
 def require() -> None:
-    """Skip (fail under make test / CI=true) unless the endpoints referee can run."""
-    reason = _problem()
+    """Skip unless the endpoints referee can run. Without the pinned sources (a clone that is
+    not beside ../shared) it fails only under CI=true, as every official comparison does; with
+    them, a venv that is missing or wrong fails under make test too (make test builds it)."""
+    reason = _sources_problem()
+    if reason is not None:
+        if IN_CI:
+            pytest.fail(f"CI must run the official comparison: {reason}", pytrace=False)
+        pytest.skip(reason)
+    reason = VENV.problem()
     if reason is None:
         return
     if extras_required():
