@@ -90,11 +90,10 @@ $(addprefix referee-,$(REFEREE_NAMES)): referee-%: .venv-referee-%/.installed
 demo: $(BASE_STAMP)
 	$(BIN)/mlharness demo
 
-# three workers, a module per worker, the slowest handed out first (tests/conftest.py): many tests
-# wait (on LoadGen's clock, the power server's pauses, stall timeouts), so a third worker on two
-# cores keeps them busy (8:07 instead of 9:21 on 2026-11-23; 16:42 idle on 2026-12-05, with
-# 3D-UNet, YOLO, whisper and qwen3-vl)
-TEST_WORKERS ?= 3
+# four workers, a module per worker, the slowest handed out first (tests/conftest.py): many tests
+# wait (on LoadGen's clock, the power server's pauses, stall timeouts), so more workers than
+# cores keep them busy (2026-12-05 idle, venvs built: 15:11 with three, 14:04 with four)
+TEST_WORKERS ?= 4
 
 test: export PYTHONPYCACHEPREFIX := $(CURDIR)/$(VENV)/pycache
 # it installs every extra: a test that finds one missing fails instead of skipping (conftest.py)
