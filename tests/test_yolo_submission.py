@@ -36,6 +36,19 @@ TARGETS = {"SingleStream": {"target_latency": 0.2}, "MultiStream": {"target_late
            "Offline": {"target_qps": 20000.0, "min_duration": 200}}
 
 
+def latency_hint(scenario: str, accuracy_run: Path) -> dict:
+    """``TARGETS[scenario]``, a latency hint raised to an eighth of what the accuracy run just
+    made took a query (its wall time, set-up included: above the real latency). TEST01 samples
+    its target of responses out of the queries LoadGen generates (twice min_duration over the
+    hint): a hint 60x below the latency of a loaded machine left none sampled, TEST FAIL."""
+    targets = dict(TARGETS[scenario])
+    if "target_latency" in targets:
+        took_ms = json.loads((accuracy_run / "run.json").read_text())["duration_s"] * 1000
+        per_query = took_ms / 1525 * (8 if scenario == "MultiStream" else 1)
+        targets["target_latency"] = max(targets["target_latency"], per_query / 8)
+    return targets
+
+
 @pytest.fixture(scope="module")
 def runs(yolo_world: ys.YoloWorld, tmp_path_factory: pytest.TempPathFactory) -> Path:
     root = tmp_path_factory.mktemp("yolosubmit")
@@ -48,7 +61,7 @@ def runs(yolo_world: ys.YoloWorld, tmp_path_factory: pytest.TempPathFactory) -> 
         batch = {} if scenario == "SingleStream" else {"batch_size": 8}
         spec = base.replace(scenario=scenario, **batch)
         acc = execute(spec.replace(mode="accuracy"))
-        perf = execute(spec.replace(mode="performance", **TARGETS[scenario]))
+        perf = execute(spec.replace(mode="performance", **latency_hint(scenario, acc.run_dir)))
         assert acc.status == "ok" and perf.status == "ok", (acc.status, perf.status)
         assert acc.accuracy is not None and acc.accuracy.value == pytest.approx(100.0)
         assert acc.accuracy.passed and acc.accuracy.details["images"] == 1525

@@ -77,6 +77,14 @@ def own_ray_folder() -> str:
     return folder
 
 
+def remove_own_ray_folder_of(pid: int) -> None:
+    """Remove what a run's worker ``pid`` left of its own Ray's folder when it was killed
+    (a stall, a crash) before it could: Ray names the driver's session folder after the
+    driver's process id (``session_<time>_<pid>``), and that driver was the worker."""
+    for session in Path("/tmp").glob(f"mlh-ray-*/session_*_{pid}"):
+        shutil.rmtree(session.parent, ignore_errors=True)
+
+
 def start_local_ray(ray: Any, folder: str) -> None:
     """Start a Ray of this run's own in ``folder`` (see :func:`own_ray_folder`):
     ``address="local"`` never joins the cluster ``/tmp/ray/ray_current_cluster`` or

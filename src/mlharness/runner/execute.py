@@ -23,6 +23,7 @@ from typing import Any, Callable
 from mlharness.artefacts.for_run import used_by
 from mlharness.backends import check_backend_options
 from mlharness.children import start_resource_tracker
+from mlharness.distributed.ray_replicas import remove_own_ray_folder_of
 from mlharness.errors import HarnessError, RunFailed
 from mlharness.loadgen.mllog import LoadGenResult, parse_run_logs, read_accuracy_log
 from mlharness.loadgen.settings import EffectiveSettings
@@ -352,6 +353,8 @@ def _supervise(spec: RunSpec, settings: EffectiveSettings, task: Task, run_dir: 
         if proc.is_alive():
             proc.kill()
         proc.join(timeout=10)
+        if proc.pid is not None and proc.exitcode != 0:  # killed before it cleaned up
+            remove_own_ray_folder_of(proc.pid)
         while True:  # messages sent just before exit
             try:
                 message = channel.get_nowait()
