@@ -40,6 +40,13 @@ def resnet_runs(tmp_path_factory: pytest.TempPathFactory) -> dict:
     # land in runs/_tune/ as probe runs, which submit leaves out
     target = offline_target_qps(_spec(inputs, runs))
     perf = execute(_spec(inputs, runs, target_qps=target))
+    for _ in range(2):  # a machine whose load fell after the probes ran faster: too few samples
+        if perf.result is None or perf.result.valid is not False:
+            break
+        shutil.rmtree(perf.run_dir)  # submit takes the one valid run of the scenario
+        target *= 3
+        perf = execute(_spec(inputs, runs, target_qps=target))
+    assert perf.result is not None and perf.result.valid, perf.result
     acc = execute(_spec(inputs, runs, mode="accuracy"))
     assert perf.status == "ok" and acc.status == "ok"
     return {"inputs": inputs, "runs": runs, "perf": perf.run_dir, "acc": acc.run_dir, "root": root,
