@@ -19,6 +19,7 @@ from catalogue_support import assert_clean_error, run_cli
 from mlharness.llm import sentences
 from mlharness import rules
 from mlharness.spec import RunSpec
+from test_llm_endpoint import Lateness
 
 N = 12
 TTFT_S, GAP_S, TOKENS = 0.2, 0.02, 8
@@ -51,7 +52,8 @@ def _record(out: Path, scenario: str) -> dict:
 
 @pytest.mark.parametrize("scenario", ["Server", "Interactive"])
 def test_token_latencies_are_measured_and_judged(fixture, tmp_path, capsys, scenario):
-    result = _run(fixture, tmp_path, capsys, "-s", scenario, "--target-qps", "120")
+    with Lateness() as noise:
+        result = _run(fixture, tmp_path, capsys, "-s", scenario, "--target-qps", "120")
     record = _record(tmp_path, scenario)
     res = record["result"]
     assert res["metric"] == "result_completed_tokens_per_second", res
@@ -60,13 +62,19 @@ def test_token_latencies_are_measured_and_judged(fixture, tmp_path, capsys, scen
     limits = rules.load("v6.1").benchmark("llama3.1-8b").token_limit(scenario)
     assert tokens["ttft_limit_ms"] == limits.ttft_ns / 1e6
     assert tokens["tpot_limit_ms"] == limits.tpot_ns / 1e6
-    # the injected latencies: means within 15%, p99s never below them and within 50% (a loaded
-    # machine delays the backend's own timers; test_llm_endpoint.py holds p99 to 15% of what a
-    # server sent)
-    assert tokens["ttft_mean_ms"] == pytest.approx(TTFT_S * 1e3, rel=0.15), tokens
-    assert tokens["tpot_mean_ms"] == pytest.approx(GAP_S * 1e3, rel=0.15), tokens
-    assert TTFT_S * 1e3 <= tokens["ttft_p99_ms"] < TTFT_S * 1e3 * 1.5, tokens
-    assert GAP_S * 1e3 * 0.85 <= tokens["tpot_p99_ms"] < GAP_S * 1e3 * 1.5, tokens
+    # the injected latencies: never below them (means within 15 %); on a quiet machine (the
+    # scheduling noise measured beside the run) means within 15 % and p99s within 50 % above.
+    # A loaded one delays the backend's own timers (TTFT p99 357 ms for 200 injected beside a
+    # second suite): no upper bound there (test_llm_endpoint.py holds p99 to what a server sent)
+    assert tokens["ttft_mean_ms"] >= TTFT_S * 1e3 * 0.85, tokens
+    assert tokens["tpot_mean_ms"] >= GAP_S * 1e3 * 0.85, tokens
+    assert tokens["ttft_p99_ms"] >= TTFT_S * 1e3, tokens
+    assert tokens["tpot_p99_ms"] >= GAP_S * 1e3 * 0.85, tokens
+    if noise.p99_ms < 1.0:
+        assert tokens["ttft_mean_ms"] == pytest.approx(TTFT_S * 1e3, rel=0.15), tokens
+        assert tokens["tpot_mean_ms"] == pytest.approx(GAP_S * 1e3, rel=0.15), tokens
+        assert tokens["ttft_p99_ms"] < TTFT_S * 1e3 * 1.5, (tokens, noise.p99_ms)
+        assert tokens["tpot_p99_ms"] < GAP_S * 1e3 * 1.5, (tokens, noise.p99_ms)
     assert res["value"] > 0
     # Interactive runs as LoadGen's Server under the model's interactive key
     model = "llama3_1-8b-interactive" if scenario == "Interactive" else "llama3_1-8b"
