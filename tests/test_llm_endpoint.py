@@ -6,14 +6,13 @@ from __future__ import annotations
 
 import json
 import statistics
-import threading
-import time
 from pathlib import Path
 
 import llm_fixtures as fx
 import pytest
 from catalogue_support import run_cli
 from llm_server import Script, ScriptedServer
+from timing_support import Lateness, p99 as _p99
 
 TTFT_S, GAP_S, TOKENS = 0.2, 0.02, 8
 
@@ -31,39 +30,8 @@ def _run(dataset: Path, out: Path, capsys, url: str, *args: str):
                     "--output-dir", out, *args], capsys)
 
 
-def _p99(values: list[float]) -> float:
-    ordered = sorted(values)
-    return ordered[min(len(ordered) - 1, int(0.99 * len(ordered)))]
-
-
 def _record(out: Path) -> dict:
     return json.loads(next(out.rglob("run.json")).read_text())
-
-
-class Lateness:
-    """How late a 5 ms sleep wakes up on this machine while a run goes (p99, ms): the
-    scheduling noise a loaded machine adds to any latency the run measures."""
-
-    def __enter__(self) -> Lateness:
-        self.samples: list[float] = []
-        self._stop = threading.Event()
-        self._thread = threading.Thread(target=self._watch, daemon=True)
-        self._thread.start()
-        return self
-
-    def _watch(self) -> None:
-        while not self._stop.is_set():
-            t0 = time.perf_counter()
-            time.sleep(0.005)
-            self.samples.append((time.perf_counter() - t0 - 0.005) * 1e3)
-
-    def __exit__(self, *exc: object) -> None:
-        self._stop.set()
-        self._thread.join()
-
-    @property
-    def p99_ms(self) -> float:
-        return _p99(self.samples)
 
 
 @pytest.mark.parametrize("scenario", ["Server", "Interactive"])

@@ -19,7 +19,7 @@ from catalogue_support import assert_clean_error, run_cli
 from mlharness.llm import sentences
 from mlharness import rules
 from mlharness.spec import RunSpec
-from test_llm_endpoint import Lateness
+from timing_support import Lateness
 
 N = 12
 TTFT_S, GAP_S, TOKENS = 0.2, 0.02, 8

@@ -60,6 +60,14 @@ def _actor_class(ray: Any) -> Any:
     return ray.remote(MlharnessReplica)
 
 
+#: a run's own Ray lives in a folder of this prefix under /tmp (short: Ray's socket paths)
+RAY_FOLDER_PREFIX = "mlh-ray-"
+
+
+def _ray_folder_root() -> str:
+    return "/tmp" if os.path.isdir("/tmp") else tempfile.gettempdir()
+
+
 def own_ray_folder() -> str:
     """A folder for a Ray of this run's own, with its auth token, set in the environment.
 
@@ -67,7 +75,7 @@ def own_ray_folder() -> str:
     points at a token made here, so neither ``~/.ray/auth_token`` nor ``$RAY_AUTH_TOKEN`` is
     read or written. The folder is short (under ``/tmp``): Ray's socket paths must fit 107
     bytes. The caller removes it."""
-    folder = tempfile.mkdtemp(prefix="mlh-ray-", dir="/tmp" if os.path.isdir("/tmp") else None)
+    folder = tempfile.mkdtemp(prefix=RAY_FOLDER_PREFIX, dir=_ray_folder_root())
     token = Path(folder) / "auth_token"
     token.write_text(secrets.token_hex(32))
     token.chmod(0o600)
@@ -81,7 +89,7 @@ def remove_own_ray_folder_of(pid: int) -> None:
     """Remove what a run's worker ``pid`` left of its own Ray's folder when it was killed
     (a stall, a crash) before it could: Ray names the driver's session folder after the
     driver's process id (``session_<time>_<pid>``), and that driver was the worker."""
-    for session in Path("/tmp").glob(f"mlh-ray-*/session_*_{pid}"):
+    for session in Path(_ray_folder_root()).glob(f"{RAY_FOLDER_PREFIX}*/session_*_{pid}"):
         shutil.rmtree(session.parent, ignore_errors=True)
 
 
