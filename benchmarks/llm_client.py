@@ -73,7 +73,7 @@ arrivals reached the server.
 
     .venv/bin/python benchmarks/llm_client.py [--streams 1000] [--requests 2000] [--rounds 3]
         [--ttft-ms 50] [--gap-ms 5] [--tokens 32] [--bare-uvloop] [--quick] [--sweep]
-        [--sweep-s 10] [--endpoints-workers 1] [--no-endpoints] [--no-keep-alive]
+        [--sweep-s 10] [--sweep-only] [--sweep-points 800q 3000s] [--endpoints-workers 1] [--no-endpoints] [--no-keep-alive]
 """
 
 from __future__ import annotations
@@ -103,8 +103,12 @@ sys.path.insert(0, str(ROOT / "src"))
 from mlharness.backends import BackendOptions  # noqa: E402
 from mlharness.backends.base import GenerationRequest  # noqa: E402
 from mlharness.backends.openai import OpenAIBackend  # noqa: E402
+from mlharness.collector import held_collector  # noqa: E402
 
 PROMPT = [1, 2, 3, 4, 5, 6, 7, 8]
+#: the sweep's points: Poisson arrivals at a QPS, or every request at once over N streams
+SWEEP_POINTS = [("QPS", 100.0), ("QPS", 300.0), ("QPS", 800.0), ("streams", 3000.0),
+                ("streams", 8000.0)]
 MODEL = "scripted"
 
 
@@ -549,11 +553,13 @@ def compare(args: argparse.Namespace, server: Server, sides: list[str],
         for _ in range(args.rounds):
             for side in sides:
                 if side == "bare":
-                    r = bare_round(server, args.streams, args.requests, args.tokens,
-                                   args.bare_uvloop, not args.no_keep_alive)
+                    with held_collector():  # as a run's test (loadgen/session.py)
+                        r = bare_round(server, args.streams, args.requests, args.tokens,
+                                       args.bare_uvloop, not args.no_keep_alive)
                 elif side == "harness":
-                    r = harness_round(backend, server, args.streams, args.requests,
-                                      args.tokens)
+                    with held_collector():
+                        r = harness_round(backend, server, args.streams, args.requests,
+                                          args.tokens)
                 else:
                     assert endpoints is not None
                     cli, inputs, folder = endpoints
@@ -604,8 +610,8 @@ def sweep(args: argparse.Namespace, server: Server,
     3,000 and 8,000 streams; a ``SWEEP`` line a point."""
     cli, inputs, folder = endpoints
     nominal_s = (args.ttft_ms + (args.tokens - 1) * args.gap_ms) / 1e3
-    points: list[tuple[str, float]] = [("QPS", q) for q in (100, 300, 800)]
-    points += [("streams", n) for n in (3000, 8000)]
+    points = [point for point in SWEEP_POINTS if not args.sweep_points
+              or f"{point[1]:g}{point[0][0].lower()}" in args.sweep_points]
     for kind, value in points:
         if kind == "QPS":
             schedule = poisson(value, args.sweep_s)
@@ -622,8 +628,9 @@ def sweep(args: argparse.Namespace, server: Server,
         rounds: list[Round] = []
         try:
             for _ in range(args.rounds):
-                rounds.append(harness_round(backend, server, requests, requests, args.tokens,
-                                            schedule))
+                with held_collector():  # as a run's test (loadgen/session.py)
+                    rounds.append(harness_round(backend, server, requests, requests,
+                                                args.tokens, schedule))
                 print(rounds[-1].line(), flush=True)
                 try:
                     rounds.append(endpoints_round(cli, inputs, folder, server, load, requests,
@@ -674,6 +681,11 @@ def main() -> None:
     parser.add_argument("--sweep", action="store_true",
                         help="then mlharness vs endpoints at 100/300/800 QPS and offline at "
                              "3,000/8,000 streams (minutes)")
+    parser.add_argument("--sweep-only", action="store_true",
+                        help="the sweep alone, without the closed-loop comparison first")
+    parser.add_argument("--sweep-points", nargs="+", metavar="POINT",
+                        help="only these sweep points, e.g. 800q 3000s (default: all of "
+                             "100q 300q 800q 3000s 8000s)")
     parser.add_argument("--sweep-s", type=float, default=10.0,
                         help="seconds of Poisson arrivals a paced sweep point")
     parser.add_argument("--quick", action="store_true",
@@ -708,12 +720,13 @@ def main() -> None:
               f"a request, {args.streams * args.tokens / nominal * 1e3:,.0f} tok/s if nothing "
               f"else limited it); {args.streams} streams, {args.requests} requests a round",
               flush=True)
-        rounds = compare(args, server, sides, endpoints)
-        print(f"load average at the end {os.getloadavg()[0]:.2f}; bare client on "
-              f"{'uvloop' if args.bare_uvloop else 'asyncio'}'s loop; median [min\u2013max] of "
-              f"{args.rounds} rounds")
-        summary(rounds, sides)
-        if args.sweep:
+        if not args.sweep_only:
+            rounds = compare(args, server, sides, endpoints)
+            print(f"load average at the end {os.getloadavg()[0]:.2f}; bare client on "
+                  f"{'uvloop' if args.bare_uvloop else 'asyncio'}'s loop; median "
+                  f"[min\u2013max] of {args.rounds} rounds")
+            summary(rounds, sides)
+        if args.sweep or args.sweep_only or args.sweep_points:
             if endpoints is None:
                 print("--sweep compares with MLCommons' endpoints client, which is left out")
             else:

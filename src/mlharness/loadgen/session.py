@@ -17,6 +17,7 @@ import numpy as np
 
 import mlperf_loadgen as lg
 
+from mlharness.collector import frozen_after, held_collector
 from mlharness.errors import ConfigError
 from mlharness.loadgen.settings import EffectiveSettings
 
@@ -193,9 +194,10 @@ def run_test(
 
         sut = lg.ConstructQDL(issue_samples, flush, lambda: sut_name)
         destroy = lg.DestroyQDL
-    lib = lg.ConstructQSL(qsl.total, qsl.performance, qsl.load, qsl.unload)
+    lib = lg.ConstructQSL(qsl.total, qsl.performance, frozen_after(qsl.load), qsl.unload)
     try:
-        lg.StartTestWithLogSettings(sut, lib, settings, log_settings, AUDIT_FILE)
+        with held_collector():  # no collector pass walks the model or the samples mid-test
+            lg.StartTestWithLogSettings(sut, lib, settings, log_settings, AUDIT_FILE)
     finally:
         lg.DestroyQSL(lib)
         destroy(sut)
