@@ -85,6 +85,7 @@ import os
 import math
 import queue
 import random
+import resource
 import signal
 import statistics
 import subprocess
@@ -141,6 +142,10 @@ class Round:
         if self.reported:
             return self.reported[3]
         return percentile(self.tpot_s, 99) if self.tpot_s else float("nan")
+
+    def cpu_per_token(self) -> float:
+        """The client's CPU seconds a token (NaN: not measured)."""
+        return sum(self.client_cpu_s) / self.tokens if self.client_cpu_s else float("nan")
 
     def added_ttft(self) -> float:
         """TTFT p99 less the server's own TTFT p99 (what the client added), seconds."""
@@ -488,9 +493,12 @@ def endpoints_inputs(folder: Path) -> tuple[Path, Path]:
 
 def endpoints_round(cli: Path, inputs: tuple[Path, Path], folder: Path, server: Server,
                     load: list[str], requests: int, tokens: int, workers: int,
-                    warm: int) -> Round:
+                    warm: int, startup: tuple[float, float] | None = None) -> Round:
     """One run of ``inference-endpoint benchmark`` with ``load`` (``online --load-pattern
-    ...`` or ``offline``); its report's tokens/s, TTFT and TPOT."""
+    ...`` or ``offline``); its report's tokens/s, TTFT and TPOT. Its client CPU is every
+    process of its that ended (``RUSAGE_CHILDREN``: the CLI and the workers and services it
+    waits for) less ``startup``, what a one-request run of it spent (its start and end), when
+    given ((0, 0): all of it)."""
     dataset, tokenizer = inputs
     report = folder / f"report-{time.monotonic_ns()}"
     home = folder / "home"
@@ -510,6 +518,7 @@ def endpoints_round(cli: Path, inputs: tuple[Path, Path], folder: Path, server: 
     # a session of its own, its output to a file: a service process of its that outlives the
     # CLI is ended with it, and holds no pipe this script would wait on
     output = folder / f"endpoints-{time.monotonic_ns()}.log"
+    before = resource.getrusage(resource.RUSAGE_CHILDREN)
     with open(output, "w") as sink:
         proc = subprocess.Popen(command, env=env, cwd=folder, stdout=sink,
                                 stderr=subprocess.STDOUT, start_new_session=True)
@@ -521,6 +530,8 @@ def endpoints_round(cli: Path, inputs: tuple[Path, Path], folder: Path, server: 
             except ProcessLookupError:
                 pass
             proc.wait()
+    after = resource.getrusage(resource.RUSAGE_CHILDREN)
+    own = (after.ru_utime - before.ru_utime, after.ru_stime - before.ru_stime)
     text = output.read_text(errors="replace")
     spent = cpu_s(server.pid) - server0
     summary_path = report / "performance" / "result_summary.json"
@@ -537,7 +548,8 @@ def endpoints_round(cli: Path, inputs: tuple[Path, Path], folder: Path, server: 
     ttft = summary["ttft"]["percentiles"]
     tpot99 = (summary.get("tpot") or {}).get("percentiles", {}).get("99.0")
     stats = server.stats()
-    return Round("endpoints", total, wall, [], summary["n_samples_failed"], None, spent, [],
+    cpu = (own[0] - startup[0], own[1] - startup[1]) if startup is not None else None
+    return Round("endpoints", total, wall, [], summary["n_samples_failed"], cpu, spent, [],
                  (summary["tps"], ttft["50.0"] / 1e9, ttft["99.0"] / 1e9,
                   tpot99 / 1e9 if tpot99 is not None else float("nan")), server=stats,
                  arrival_s=stats.get("arrival_s") if load[0] == "online" and
@@ -549,6 +561,15 @@ def compare(args: argparse.Namespace, server: Server, sides: list[str],
     """The default comparison: every side at ``--streams`` in a closed loop, alternating."""
     backend = harness_backend(server.port, args.streams, True, args.streams)
     rounds: list[Round] = []
+    concurrency = ["online", "--load-pattern", "concurrency", "--concurrency", str(args.streams)]
+    startup = None
+    if endpoints is not None:  # its CPU to start and end, the same pool warmed: one request
+        cli, inputs, folder = endpoints
+        startup = endpoints_round(cli, inputs, folder, server, concurrency, 1, args.tokens,
+                                  args.endpoints_workers, args.streams, (0.0, 0.0)).client_cpu_s
+        assert startup is not None
+        print(f"endpoints' start and end (one request): {sum(startup):.1f} CPU-s, subtracted "
+              "from its rounds' client CPU", flush=True)
     try:
         for _ in range(args.rounds):
             for side in sides:
@@ -563,11 +584,9 @@ def compare(args: argparse.Namespace, server: Server, sides: list[str],
                 else:
                     assert endpoints is not None
                     cli, inputs, folder = endpoints
-                    r = endpoints_round(cli, inputs, folder, server,
-                                        ["online", "--load-pattern", "concurrency",
-                                         "--concurrency", str(args.streams)],
+                    r = endpoints_round(cli, inputs, folder, server, concurrency,
                                         args.requests, args.tokens, args.endpoints_workers,
-                                        args.streams)
+                                        args.streams, startup)
                 rounds.append(r)
                 print(r.line(), flush=True)
     finally:
@@ -602,6 +621,10 @@ def summary(rounds: list[Round], sides: list[str]) -> None:
             "harness", "endpoints", lambda h, e: (h.added_ttft() - e.added_ttft()) * 1e3)))
         print("ADDED TPOT p99 ms vs endpoints = " + spread(paired(
             "harness", "endpoints", lambda h, e: (h.added_tpot() - e.added_tpot()) * 1e3)))
+        # the client's CPU a token (endpoints': less its start and end): a server-bound
+        # round's tokens/s is the server's, its CPU a token is the client's own cost
+        print("RATIO endpoints/mlharness client CPU per token = " + spread(paired(
+            "endpoints", "harness", lambda e, h: e.cpu_per_token() / h.cpu_per_token())))
 
 
 def sweep(args: argparse.Namespace, server: Server,
