@@ -78,3 +78,27 @@ def test_unreadable_images_are_reported(tmp_path: Path) -> None:
     assert cache.missing(paths) == [1]  # the good one was kept
     with pytest.raises(DatasetError, match="missing"):
         cache.missing([tmp_path / "img" / "nope.png"])
+
+
+def test_entries_read_by_their_shared_header_equal_what_np_load_reads(tmp_path: Path) -> None:
+    """After the first entry, the others of its layout are views of their bytes: the same
+    values, dtype and shape as ``np.load``'s, writable; an entry of another layout or a cut
+    one is not mistaken for it."""
+    paths = images(tmp_path / "img", 6)
+    cache = SampleCache(tmp_path / "cache", pp.ImagePreprocessor(SMALL))
+    cache.build(paths)
+    for p in paths:
+        array, expected = cache.load(p), np.load(cache.entry(p))
+        assert array.dtype == expected.dtype and array.shape == expected.shape
+        np.testing.assert_array_equal(array, expected)
+        assert array.flags.writeable
+    # an entry of another shape (same dtype) read after them: parsed, not viewed
+    other = np.arange(2 * 8 * 8, dtype=np.float32).reshape(2, 8, 8)
+    np.save(cache.entry(paths[3]), other)
+    np.testing.assert_array_equal(cache.load(paths[3]), other)
+    np.testing.assert_array_equal(cache.load(paths[4]), np.load(cache.entry(paths[4])))
+    # a cut entry is computed again from its image
+    entry = cache.entry(paths[5])
+    entry.write_bytes(entry.read_bytes()[:-10])
+    np.testing.assert_array_equal(cache.load(paths[5]), pp.ImagePreprocessor(SMALL)(paths[5]))
+    np.testing.assert_array_equal(np.load(entry), pp.ImagePreprocessor(SMALL)(paths[5]))
