@@ -127,7 +127,9 @@ class Round:
     reported: tuple[float, float, float, float] | None = None
     tpot_s: list[float] = field(default_factory=list)
     server: dict[str, float] = field(default_factory=dict)  # the server's own p99s, this round
-    arrival_s: float | None = None  # paced: first to last arrival at the server
+    #: paced or all at once: first to last arrival at the server (all at once: how long the
+    #: client took to send them all)
+    arrival_s: float | None = None
 
     @property
     def tokens_per_s(self) -> float:
@@ -451,7 +453,8 @@ def harness_round(backend: OpenAIBackend, server: Server, streams: int, requests
     stats = server.stats()
     return Round("harness", sum(counts), wall, ttft, len(errors), cpu, spent, lags,
                  tpot_s=tpots, server=stats,
-                 arrival_s=stats.get("arrival_s") if schedule is not None else None)
+                 arrival_s=stats.get("arrival_s") if schedule is not None or streams >= requests
+                 else None)
 
 
 def poisson(qps: float, seconds: float, seed: int = 1) -> list[float]:
@@ -552,7 +555,7 @@ def endpoints_round(cli: Path, inputs: tuple[Path, Path], folder: Path, server: 
     return Round("endpoints", total, wall, [], summary["n_samples_failed"], cpu, spent, [],
                  (summary["tps"], ttft["50.0"] / 1e9, ttft["99.0"] / 1e9,
                   tpot99 / 1e9 if tpot99 is not None else float("nan")), server=stats,
-                 arrival_s=stats.get("arrival_s") if load[0] == "online" and
+                 arrival_s=stats.get("arrival_s") if load[0] == "offline" or
                  "poisson" in load else None)
 
 
