@@ -2,10 +2,11 @@
 
 A full (generation 2) collection walks every container object the process holds: the imports,
 a model's modules, a dataset's lists, a tokenizer. In an LLM client that has imported
-transformers, one such pass stopped the event loop for 150-200 ms (and, idle, 20-40 ms), long
-enough to late every first token due in it: a TTFT p99 of +190 ms against +10 with the pass
-made cheap (issue 50, ``benchmarks/llm_client.py --sweep-points 800q``). The objects of a
-request's path are freed by their reference counts; the collector finds nothing there.
+transformers, one such pass takes about 120 ms (12 ms without it) and stops the event loop
+that long, late for every first token due in it: a TTFT p99 of +146 to +192 ms at 800 QPS
+against +4 with the pass made cheap (issue 50, ``benchmarks/llm_client.py --sweep-points
+800q``). The objects of a request's path are freed by their reference counts; the collector
+finds nothing there.
 
 So, while a test runs: what is alive when it starts (and after each load of samples) is frozen
 (``gc.freeze``: left out of every pass), and the thresholds are raised as MLCommons' endpoints
