@@ -75,7 +75,9 @@ def own_ray_folder() -> str:
     points at a token made here, so neither ``~/.ray/auth_token`` nor ``$RAY_AUTH_TOKEN`` is
     read or written. The folder is short (under ``/tmp``): Ray's socket paths must fit 107
     bytes. The caller removes it."""
-    folder = tempfile.mkdtemp(prefix=RAY_FOLDER_PREFIX, dir=_ray_folder_root())
+    # the process id in the name: the parent finds it even when Ray had made nothing in it yet
+    folder = tempfile.mkdtemp(prefix=f"{RAY_FOLDER_PREFIX}{os.getpid()}-",
+                              dir=_ray_folder_root())
     token = Path(folder) / "auth_token"
     token.write_text(secrets.token_hex(32))
     token.chmod(0o600)
@@ -87,9 +89,14 @@ def own_ray_folder() -> str:
 
 def remove_own_ray_folder_of(pid: int) -> None:
     """Remove what a run's worker ``pid`` left of its own Ray's folder when it was killed
-    (a stall, a crash) before it could: Ray names the driver's session folder after the
-    driver's process id (``session_<time>_<pid>``), and that driver was the worker."""
-    for session in Path(_ray_folder_root()).glob(f"{RAY_FOLDER_PREFIX}*/session_*_{pid}"):
+    (a stall, a crash) before it could: the folder's name holds the worker's process id
+    (:func:`own_ray_folder`; killed before Ray made its session there, only the name tells),
+    and Ray names the driver's session folder after the driver's (``session_<time>_<pid>``),
+    the worker's too."""
+    root = Path(_ray_folder_root())
+    for folder in root.glob(f"{RAY_FOLDER_PREFIX}{pid}-*"):
+        shutil.rmtree(folder, ignore_errors=True)
+    for session in root.glob(f"{RAY_FOLDER_PREFIX}*/session_*_{pid}"):
         shutil.rmtree(session.parent, ignore_errors=True)
 
 
