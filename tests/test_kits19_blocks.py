@@ -157,8 +157,11 @@ def test_performance_runs_use_equal_issue(kits: dict[str, Path], tmp_path: Path)
     single = run(kits, tmp_path / "ss", "--scenario", "SingleStream", "--test",
                  "--target-latency", "2000", "--max-samples", "2", "--min-query-count", "3",
                  "--min-duration", "100")
+    # a 100 ms minimum: VALID at any speed (at 1 s, a machine faster than the 1 QPS target
+    # ended the query early: INVALID for the minimum duration, on an idle Xeon)
     offline = run(kits, tmp_path / "off", "--scenario", "Offline", "--test", "--target-qps", "1",
-                  "--max-samples", "2", "--task-option", "window_batch=3", model="dynamic")
+                  "--max-samples", "2", "--min-duration", "100", "--task-option",
+                  "window_batch=3", model="dynamic")
     for run_dir in (single, offline):
         record = json.loads((run_dir / "run.json").read_text())
         # 4 SingleStream queries are too few for LoadGen's early-stopping estimate: INVALID
