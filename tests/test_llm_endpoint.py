@@ -64,7 +64,7 @@ def test_server_and_interactive_runs_measure_the_servers_token_latencies(
     assert tokens["tpot_mean_ms"] >= GAP_S * 1e3 * 0.85, (tokens, sent_tpot_mean)
     assert tokens["ttft_p99_ms"] >= TTFT_S * 1e3 * 0.99, (tokens, sent_ttft)
     assert tokens["tpot_p99_ms"] >= GAP_S * 1e3 * 0.85, (tokens, sent_tpot)
-    if noise.p99_ms < 1.0:
+    if noise.quiet:
         slack = 2 * noise.p99_ms
         for got, injected, sent in (("ttft_mean_ms", TTFT_S, sent_ttft_mean),
                                     ("tpot_mean_ms", GAP_S, sent_tpot_mean),
@@ -74,7 +74,7 @@ def test_server_and_interactive_runs_measure_the_servers_token_latencies(
     # VALID: the limits (2000/100 ms, Interactive 500/30) leave room for the injected 200/20 ms;
     # a machine too loaded to keep every query's TPOT within 30 ms can only fail early stopping
     # or a limit, and says so
-    if noise.p99_ms < 1.0:
+    if noise.quiet:
         assert res["valid"] is True and result.code == 0, (res["reasons"], noise.p99_ms)
     else:
         assert res["valid"] is True or all(

@@ -39,7 +39,7 @@ def test_tune_interactive_within_the_end_to_end_bound(tmp_path: Path,
     assert all(p["ttft_p99_ms"] is None for p in probes)  # judged on the end-to-end latency
     invalid = [p for p in probes if p["verdict"] == "INVALID"]
     assert invalid  # above the capacity a probe's queue grows for seconds: always INVALID
-    if noise.p99_ms < 1.0:  # a quiet machine: only there (a loaded one failed one at 81 QPS)
+    if noise.quiet:  # a quiet machine: only there (a loaded one failed one at 81 QPS)
         assert all(p["target"] > 0.9 * CAPACITY for p in invalid), (invalid, noise.p99_ms)
     assert any("over the 1500 ms bound" in " ".join(p["reasons"]) for p in invalid)
     valid = [p for p in probes if p["verdict"] == "VALID"]

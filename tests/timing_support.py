@@ -12,6 +12,10 @@ def p99(values: list[float]) -> float:
     return ordered[min(len(ordered) - 1, int(0.99 * len(ordered)))]
 
 
+#: a 5 ms sleep's p99 lateness below which the machine counts as quiet
+QUIET_MS = 1.0
+
+
 class Lateness:
     """How late a 5 ms sleep wakes up on this machine while a run goes (p99, ms): the
     scheduling noise a loaded machine adds to any latency the run measures."""
@@ -36,3 +40,8 @@ class Lateness:
     @property
     def p99_ms(self) -> float:
         return p99(self.samples)
+
+    @property
+    def quiet(self) -> bool:
+        """Whether the machine was quiet enough for a test's upper bounds on latency."""
+        return self.p99_ms < QUIET_MS

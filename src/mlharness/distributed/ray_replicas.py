@@ -90,14 +90,9 @@ def own_ray_folder() -> str:
 def remove_own_ray_folder_of(pid: int) -> None:
     """Remove what a run's worker ``pid`` left of its own Ray's folder when it was killed
     (a stall, a crash) before it could: the folder's name holds the worker's process id
-    (:func:`own_ray_folder`; killed before Ray made its session there, only the name tells),
-    and Ray names the driver's session folder after the driver's (``session_<time>_<pid>``),
-    the worker's too."""
-    root = Path(_ray_folder_root())
-    for folder in root.glob(f"{RAY_FOLDER_PREFIX}{pid}-*"):
+    (:func:`own_ray_folder`), whether or not Ray had made its session there yet."""
+    for folder in Path(_ray_folder_root()).glob(f"{RAY_FOLDER_PREFIX}{pid}-*"):
         shutil.rmtree(folder, ignore_errors=True)
-    for session in root.glob(f"{RAY_FOLDER_PREFIX}*/session_*_{pid}"):
-        shutil.rmtree(session.parent, ignore_errors=True)
 
 
 def start_local_ray(ray: Any, folder: str) -> None:
