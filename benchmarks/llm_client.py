@@ -15,8 +15,9 @@ p99 is its p99 less the server's in that round.
   uvloop's, as the backend runs where uvloop is installed).
 * harness: ``OpenAIBackend.submit`` called from a driver thread (as LoadGen's); its callbacks
   (on the backend's loop) note the first token and the end. Its pool is pre-warmed through
-  ``issue_pattern`` as a run does (closed loop and offline: ``concurrency`` = the streams; paced:
-  ``auto``, which sends paced queries as they come).
+  ``issue_pattern`` as a run does, after one timed warm-up request (closed loop and offline:
+  ``concurrency`` = the streams; paced: ``auto``, which sends paced queries as they come, its
+  pool sized from the target QPS and the warm-up's time; endpoints gets as many).
 * endpoints: MLCommons' endpoints client (``inference-endpoint benchmark online
   --load-pattern concurrency --concurrency STREAMS`` / ``--load-pattern poisson --target-qps Q``,
   ``benchmark offline``; ``--streaming on --api-type openai_completions``, flags from
@@ -82,7 +83,6 @@ import argparse
 import asyncio
 import json
 import os
-import math
 import queue
 import random
 import resource
@@ -93,7 +93,7 @@ import sys
 import tempfile
 import threading
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Callable
 
@@ -102,7 +102,7 @@ ROOT = HERE.parent
 sys.path.insert(0, str(ROOT / "src"))
 
 from mlharness.backends import BackendOptions  # noqa: E402
-from mlharness.backends.base import GenerationRequest  # noqa: E402
+from mlharness.backends.base import GenerationRequest, IssuePattern  # noqa: E402
 from mlharness.backends.openai import OpenAIBackend  # noqa: E402
 from mlharness.collector import held_collector  # noqa: E402
 
@@ -371,20 +371,28 @@ def bare_round(server: Server, streams: int, requests: int, tokens: int, uvloop:
 # -- (b) the harness: OpenAIBackend.submit from a driver thread ------------------------------
 
 
-def harness_backend(port: int, concurrency: int | str, all_at_once: bool,
-                    expected: int) -> OpenAIBackend:
-    """The backend as a run sets it up: loaded, told the load's pattern (its pool pre-warmed:
-    ``expected`` connections under paced queries), one warm-up request sent."""
+def harness_backend(port: int, concurrency: int | str, pattern: IssuePattern,
+                    tokens: int) -> OpenAIBackend:
+    """The backend as a run sets it up: loaded, one warm-up request of the rounds' length sent
+    and timed (a run's --warmup), then told the load's pattern with that time (its pool
+    pre-warmed: ``concurrency`` connections, or under paced queries as many as the target QPS
+    keeps in flight, openai_admit.paced_connections)."""
     backend = OpenAIBackend()
-    backend.load(None, BackendOptions(extra={
-        "endpoints": [f"http://127.0.0.1:{port}"], "served_model": MODEL,
-        "concurrency": concurrency, "max_concurrency": max(1, expected)}))
-    backend.issue_pattern(all_at_once=all_at_once)
-    done = threading.Event()  # one untimed request first, as a run's --warmup
-    backend.submit(GenerationRequest(input_ids=tuple(PROMPT), text=None, max_new_tokens=2),
+    options: dict[str, object] = {"endpoints": [f"http://127.0.0.1:{port}"],
+                                  "served_model": MODEL, "concurrency": concurrency}
+    backend.load(None, BackendOptions(extra=options))
+    done = threading.Event()
+    t0 = time.perf_counter()
+    backend.submit(GenerationRequest(input_ids=tuple(PROMPT), text=None, max_new_tokens=tokens),
                    lambda ids: None, lambda ids: done.set(), lambda why: done.set())
     done.wait(60)
+    backend.issue_pattern(replace(pattern, request_s=time.perf_counter() - t0))
     return backend
+
+
+def prewarmed(backend: OpenAIBackend) -> int:
+    """The connections the backend pre-warmed (the endpoints side is given as many)."""
+    return int(sum(pool["prewarmed"] for pool in backend.report()["connections"].values()))
 
 
 def harness_round(backend: OpenAIBackend, server: Server, streams: int, requests: int,
@@ -562,7 +570,8 @@ def endpoints_round(cli: Path, inputs: tuple[Path, Path], folder: Path, server: 
 def compare(args: argparse.Namespace, server: Server, sides: list[str],
             endpoints: tuple[Path, tuple[Path, Path], Path] | None) -> list[Round]:
     """The default comparison: every side at ``--streams`` in a closed loop, alternating."""
-    backend = harness_backend(server.port, args.streams, True, args.streams)
+    backend = harness_backend(server.port, args.streams, IssuePattern(all_at_once=True),
+                              args.tokens)
     rounds: list[Round] = []
     concurrency = ["online", "--load-pattern", "concurrency", "--concurrency", str(args.streams)]
     startup = None
@@ -641,16 +650,19 @@ def sweep(args: argparse.Namespace, server: Server,
     for kind, value in points:
         if kind == "QPS":
             schedule = poisson(value, args.sweep_s)
-            expected = math.ceil(value * nominal_s * 1.5)
-            backend = harness_backend(server.port, "auto", False, expected)
+            backend = harness_backend(server.port, "auto", IssuePattern.of("Server", value),
+                                      args.tokens)
             load = ["online", "--load-pattern", "poisson", "--target-qps", f"{value:g}"]
             requests = len(schedule)
         else:
-            schedule, expected = None, int(value)
-            backend = harness_backend(server.port, expected, True, expected)
-            load, requests = ["offline"], expected
+            schedule = None
+            backend = harness_backend(server.port, int(value), IssuePattern(all_at_once=True),
+                                      args.tokens)
+            load, requests = ["offline"], int(value)
+        expected = prewarmed(backend)
+        nominal = f" (Little's law: {value * nominal_s:,.0f} in flight)" if schedule else ""
         print(f"-- {value:,.0f} {kind}: {requests} requests, {expected} connections "
-              "pre-warmed a side", flush=True)
+              f"pre-warmed a side{nominal}", flush=True)
         rounds: list[Round] = []
         try:
             for _ in range(args.rounds):

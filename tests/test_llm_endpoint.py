@@ -5,6 +5,7 @@ to the injected ones, faults ending the run as every backend's do (exit 3, logs 
 from __future__ import annotations
 
 import json
+import math
 import statistics
 from pathlib import Path
 
@@ -13,6 +14,8 @@ import pytest
 from catalogue_support import run_cli
 from llm_server import Script, ScriptedServer
 from timing_support import Lateness, p99 as _p99
+
+from mlharness.backends.openai_admit import PACED_MARGIN
 
 TTFT_S, GAP_S, TOKENS = 0.2, 0.02, 8
 
@@ -49,6 +52,14 @@ def test_server_and_interactive_runs_measure_the_servers_token_latencies(
     assert record["backend"]["endpoints"] == [server.url]
     assert record["spec"]["backend_option"]["endpoints"] == [server.url]
     assert len(server.seen) >= 460  # every query went to the server (+ the warm-up)
+    # the pool was pre-warmed for the load: 120 QPS x the warm-up request's time x 2 (its time
+    # is at least the 200 + 7 x 20 ms the server injected: 82 connections or more)
+    sut = record["sut"]
+    concurrency = sut["stream_report"]["concurrency"]
+    little = math.ceil(120 * sut["warmup_s"] / sut["warmup_requests"] * PACED_MARGIN)
+    assert abs(concurrency["expected"] - little) <= 1 and concurrency["expected"] >= 82, sut
+    assert concurrency["expected_from"].startswith("120 QPS x "), concurrency
+    assert sut["stream_report"]["connections"][server.url]["prewarmed"] == concurrency["expected"]
     # never below what the server injected, the TTFT mean never below what it took (LoadGen's
     # clock starts at the issue, before the request reaches the server), and on a quiet machine (the scheduling noise measured beside the run,
     # ~0.1 ms idle) within 15 % of it (or of what it really sent, when the machine made it

@@ -280,7 +280,7 @@ def test_paced_queries_go_out_as_they_come_and_a_given_limit_holds():
     async def go() -> tuple[int, int]:
         paced = Admission(None, 32)
         paced.open()
-        paced.pace()
+        paced.pace(32, "max_concurrency (no target QPS)")
         given = Admission(3, 32)
         given.open()
         tasks = [asyncio.ensure_future(a.acquire()) for a in (paced, given) for _ in range(40)]

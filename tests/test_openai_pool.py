@@ -16,7 +16,9 @@ import pytest
 from llm_server import EVENT, Script, ScriptedServer, chunk, huge_line
 from test_openai_backend import _request, _run, backends  # noqa: F401 - the fixture
 
+from mlharness.backends.base import IssuePattern
 from mlharness.backends.openai import OpenAIBackend
+from mlharness.backends.openai_admit import PACED_FLOOR, PACED_MARGIN, paced_connections
 from mlharness.backends.openai_stream import ClientSettings, EndpointError, OpenAIStreamClient
 
 FAST = {"ttft_s": 0.01, "gap_s": 0.001, "n_tokens": 4}
@@ -167,7 +169,7 @@ def test_the_server_answers_the_same_over_a_kept_connection_and_a_new_one():
 def test_the_backend_prewarms_and_reports_its_connections(backends):  # noqa: F811
     with ScriptedServer(Script(keep_alive=True, **FAST)) as server:
         backend: OpenAIBackend = backends(server.url, concurrency=6)
-        backend.issue_pattern(all_at_once=True)
+        backend.issue_pattern(IssuePattern(all_at_once=True))
         _until(lambda: server.connections == 6)  # opened before any request
         out = _run(backend, [_request(i) for i in range(12)])
         assert not out.errors()
@@ -181,13 +183,13 @@ def test_the_backend_prewarms_and_reports_its_connections(backends):  # noqa: F8
 def test_paced_queries_are_not_held_and_a_given_limit_that_holds_them_is_named(backends):  # noqa: F811
     with ScriptedServer(Script(keep_alive=True, ttft_s=0.2, gap_s=0.001, n_tokens=2)) as server:
         free = backends(server.url, max_concurrency=2)
-        free.issue_pattern(all_at_once=False)
+        free.issue_pattern(IssuePattern(all_at_once=False))
         out = _run(free, [_request(0)])  # the first answer opens the gate
         out = _run(free, [_request(i) for i in range(8)])
         assert not out.errors()
         free_report = free.report()
         given = backends(server.url, concurrency=2)
-        given.issue_pattern(all_at_once=False)
+        given.issue_pattern(IssuePattern(all_at_once=False))
         _run(given, [_request(0)])
         assert not _run(given, [_request(i) for i in range(8)]).errors()
         given_report = given.report()
@@ -195,3 +197,56 @@ def test_paced_queries_are_not_held_and_a_given_limit_that_holds_them_is_named(b
     assert free_report["concurrency"]["peak_in_flight"] == 8  # past max_concurrency=2
     assert given_report["concurrency"]["held"] >= 6
     assert "concurrency=2 held" in given_report["bound"]
+
+
+def test_the_scenario_names_how_loadgen_issues():
+    assert IssuePattern.of("Offline", 5.0, 0.5) == IssuePattern(all_at_once=True, request_s=0.5)
+    assert IssuePattern.of("SingleStream", None, 0.5).sequential
+    server = IssuePattern.of("Server", 120.0, 0.5)
+    assert (server.all_at_once, server.sequential, server.target_qps) == (False, False, 120.0)
+    assert IssuePattern.of("Interactive", 3.0).request_s is None
+
+
+def test_paced_connections_follow_littles_law_with_a_margin_and_bounds():
+    paced = IssuePattern.of("Server", 800.0, 4.0)  # 3,200 in flight at 800 QPS x 4 s
+    n, why = paced_connections(paced, cap=256, spare=None)
+    assert n == 800 * 4 * PACED_MARGIN and "800 QPS x 4.000 s" in why and "Little" in why
+    assert paced_connections(paced, cap=256, spare=5000)[0] == 5000  # half the descriptors
+    assert "file-descriptor" in paced_connections(paced, 256, 5000)[1]
+    assert paced_connections(IssuePattern.of("Server", 1.0, 0.1), 256, None)[0] == PACED_FLOOR
+    assert paced_connections(IssuePattern.of("SingleStream", None, 3.0), 256, None)[0] == 1
+    no_warmup, why = paced_connections(IssuePattern.of("Server", 800.0), 256, None)
+    assert no_warmup == 256 and "max_concurrency" in why and "warm-up" in why
+    assert paced_connections(IssuePattern.of("MultiStream"), 64, None) == (
+        64, "max_concurrency (no target QPS)")
+
+
+def test_paced_queries_prewarm_the_connections_their_rate_keeps_in_flight(backends):  # noqa: F811
+    with ScriptedServer(Script(keep_alive=True, **FAST)) as server:
+        backend: OpenAIBackend = backends(server.url, max_concurrency=2)
+        backend.issue_pattern(IssuePattern.of("Server", 40.0, 0.5))  # 40 QPS x 0.5 s x 2
+        _until(lambda: server.connections == 40)  # opened before any request, past max_c..=2
+        assert not _run(backend, [_request(0)]).errors()  # the warm-up: opens the first gate
+        assert not _run(backend, [_request(i) for i in range(12)]).errors()
+        report = backend.report()
+    concurrency, pool = report["concurrency"], report["connections"][server.url]
+    assert concurrency["expected"] == pool["prewarmed"] == 40, report
+    assert "40 QPS x 0.500 s" in concurrency["expected_from"] and concurrency["held"] == 0
+    assert pool["opened"] == server.connections == 40  # the requests found them open
+
+
+def test_the_prewarm_keeps_half_the_file_descriptors_free(backends, monkeypatch):  # noqa: F811
+    import resource
+
+    from mlharness import hostinfo
+    from mlharness.backends import openai
+
+    soft = resource.getrlimit(resource.RLIMIT_NOFILE)[0]
+    assert hostinfo.spare_descriptors() == (None if soft == resource.RLIM_INFINITY else soft // 2)
+    monkeypatch.setattr(openai, "spare_descriptors", lambda: 5)  # a process allowed 10
+    with ScriptedServer(Script(keep_alive=True, **FAST)) as server:
+        backend: OpenAIBackend = backends(server.url)
+        backend.issue_pattern(IssuePattern.of("Server", 1000.0, 1.0))  # 2,000 by Little's law
+        _until(lambda: server.connections == 5)
+        concurrency = backend.report()["concurrency"]
+    assert concurrency["expected"] == 5 and "file-descriptor" in concurrency["expected_from"]

@@ -8,6 +8,7 @@ from __future__ import annotations
 import os
 import platform
 import re
+import resource
 import shutil
 import subprocess
 from importlib import metadata
@@ -142,6 +143,14 @@ def available_memory_bytes() -> int | None:
     """Memory the kernel says new work can use now (``MemAvailable``), or None if unknown."""
     m = re.search(r"^MemAvailable:\s*(\d+)\s*kB", read_text("/proc/meminfo"), re.M)
     return int(m.group(1)) * 1024 if m else None
+
+
+def spare_descriptors() -> int | None:
+    """Half this process's file-descriptor limit (its soft ``RLIMIT_NOFILE``): what a pool of
+    connections may take and leave the model, the data and the threads the rest; None when
+    unlimited."""
+    soft, _ = resource.getrlimit(resource.RLIMIT_NOFILE)
+    return None if soft == resource.RLIM_INFINITY else soft // 2
 
 
 def package_versions(names: tuple[str, ...] = RUN_PACKAGES) -> dict[str, str]:

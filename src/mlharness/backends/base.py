@@ -18,7 +18,7 @@ import numpy as np
 
 from mlharness.backends.quantised import Quantiser
 from mlharness.errors import ModelError
-from mlharness.names import DEFAULT_PRECISION, Precision
+from mlharness.names import DEFAULT_PRECISION, Precision, Scenario
 from mlharness.options import FreeOptions, Options, parse_options
 from mlharness.prompts import GenerationRequest
 from mlharness.tensors import IndexRange, TensorSpec
@@ -181,6 +181,29 @@ OnDone = Callable[[list[int]], None]
 OnError = Callable[[str], None]
 
 
+@dataclass(frozen=True)
+class IssuePattern:
+    """How LoadGen will issue a test's queries, told to a streaming backend after the warm-up
+    and before the test: every sample at once (Offline), one query at a time (SingleStream:
+    the next after the last answer) or paced at ``target_qps`` (Server, Interactive).
+    ``request_s``: one request's seconds, timed by the warm-up (None: no warm-up ran)."""
+
+    all_at_once: bool
+    sequential: bool = False
+    target_qps: float | None = None
+    request_s: float | None = None
+
+    @classmethod
+    def of(cls, scenario: str, target_qps: float | None = None,
+           request_s: float | None = None) -> IssuePattern:
+        """The pattern of ``scenario``'s test (``target_qps``: LoadGen's, for a paced one)."""
+        if scenario == Scenario.OFFLINE:
+            return cls(all_at_once=True, request_s=request_s)
+        if scenario == Scenario.SINGLE_STREAM:
+            return cls(all_at_once=False, sequential=True, request_s=request_s)
+        return cls(all_at_once=False, target_qps=target_qps, request_s=request_s)
+
+
 class StreamingBackend(BackendBase):
     """A text-generation runtime that streams tokens (an OpenAI-compatible server, an in-process
     ``transformers`` model): the backend of a :class:`~mlharness.tasks.base.GenerationTask`.
@@ -200,9 +223,9 @@ class StreamingBackend(BackendBase):
     def close(self) -> None:
         """Finish or cancel what is in flight and release threads and connections."""
 
-    def issue_pattern(self, all_at_once: bool) -> None:
-        """Told before the test how LoadGen issues: every sample at once (Offline) or paced
-        (Server, Interactive, SingleStream), for a backend that sizes its concurrency by it."""
+    def issue_pattern(self, pattern: IssuePattern) -> None:
+        """Told before the test how LoadGen will issue, for a backend that sizes its
+        concurrency or its connections by it."""
 
     def progress(self) -> int:
         """A count that grows while the backend streams (events or tokens received), read by

@@ -11,8 +11,8 @@ by :mod:`~mlharness.backends.openai_admit` when LoadGen issues everything at onc
 paces the queries); the rest wait, in order. Each endpoint keeps a pool of keep-alive
 connections (:mod:`~mlharness.backends.openai_pool`), pre-warmed before the test as
 ``issue_pattern`` learns the load: as many as the requests expected in flight (the limit; paced
-queries: ``max_concurrency``), shared among the endpoints; run.json's ``stream_report`` counts
-the connections opened and reused.
+queries: LoadGen's target QPS times the warm-up's request time, with a margin), shared among the
+endpoints; run.json's ``stream_report`` counts the connections opened and reused.
 Each request goes to the endpoint with the fewest outstanding requests (on a tie, the one sent
 the fewest so far, so requests sent one at a time take turns), as the remote pool of
 :mod:`mlharness.distributed.pool` dispatches. An endpoint that failed a request before its first
@@ -60,13 +60,14 @@ from typing import Any, Callable, Literal
 
 from pydantic import Field, field_validator
 
-from mlharness.backends.base import (BackendOptions, GenerationRequest, OnDone, OnError, OnFirst,
-                                    StreamingBackend)
-from mlharness.backends.openai_admit import Admission
+from mlharness.backends.base import (BackendOptions, GenerationRequest, IssuePattern, OnDone,
+                                    OnError, OnFirst, StreamingBackend)
+from mlharness.backends.openai_admit import Admission, paced_connections
 from mlharness.backends.openai_stream import (ClientSettings, EndpointError, OpenAIStreamClient,
                                               TextTokenizer)
 from mlharness.distribution import check_endpoint
 from mlharness.errors import ConfigError, HarnessError, one_line
+from mlharness.hostinfo import spare_descriptors
 from mlharness.options import Options, RuleError
 from mlharness.prompts import Generated
 from mlharness.redact import register_env, register_url, scrub
@@ -98,6 +99,7 @@ class OpenAIOptions(Options):
     #: limit; backends/openai_admit.py)
     concurrency: int | Literal["auto"] = "auto"
     #: auto's ceiling in Offline; under paced queries the connections opened before the test
+    #: when no target QPS or warm-up time sizes them
     max_concurrency: int = Field(default=256, ge=1)
     failover: bool = False  # a request failed before its first token is sent once elsewhere
     tokenizer: Path | None = None  # for servers that stream text without token ids
@@ -336,19 +338,20 @@ class OpenAIBackend(StreamingBackend):
             report["bound"] = bound
         return report
 
-    def issue_pattern(self, all_at_once: bool) -> None:
+    def issue_pattern(self, pattern: IssuePattern) -> None:
         """auto: measured when LoadGen issues everything at once (Offline: a flood a slow server
-        must not get); paced queries (Server, Interactive) go out as they come, with no limit (a
-        limit would only add its queue to their TTFT). Then, before the test (and its warm-up),
-        each endpoint's pool opens its share of the connections expected in flight."""
+        must not get); paced queries (Server, Interactive, SingleStream) go out as they come,
+        with no limit (a limit would only add its queue to their TTFT). Then, before the test,
+        each endpoint's pool opens its share of the connections expected in flight: the limit,
+        or for paced queries :func:`~mlharness.backends.openai_admit.paced_connections`."""
         admission, loop = self._admission, self._loop
         if admission is None or loop is None or self._closed:
             return
         wait_s = 2 * (self.options.connect_timeout_s if self.options else 10.0)
+        if not pattern.all_at_once:
+            admission.pace(*paced_connections(pattern, admission.cap, spare_descriptors()))
 
         async def prewarm() -> None:
-            if not all_at_once:
-                admission.pace()
             share = -(-admission.expected // max(1, len(self._endpoints)))
             await asyncio.gather(*(e.client.prewarm(share) for e in self._endpoints))
 

@@ -19,14 +19,20 @@ make each wait minutes for its first token. The levels tried and where it settle
 (run.json ``sut.stream_report``), with the requests that waited for a slot (``held``) and the
 longest wait; when paced queries waited (a given ``concurrency``, or the first answer's gate)
 the report's ``bound`` says which limit held them, and the run's reasons repeat it.
+
+The connections worth opening before the test (``expected``) are the limit's; under paced
+queries without one, :func:`paced_connections` sizes them from the load.
 """
 
 from __future__ import annotations
 
 import asyncio
+import math
 import sys
 from collections import deque
 from typing import Any
+
+from mlharness.backends.base import IssuePattern
 
 START = 8  # requests in flight at first (auto)
 GAIN = 1.10  # a doubling is kept when it streams 10 % more than the best level so far
@@ -34,6 +40,32 @@ WINDOW_S = 2.0  # a level's measurement lasts at least this ...
 MIN_EVENTS = 64  # ... and holds this many events ...
 MAX_WINDOW_S = 20.0  # ... unless this long passed
 RAMP_MAX_S = 30.0  # waiting for a new level's requests to begin streaming, at most
+
+
+#: paced queries (Server, Interactive) are expected in flight as Little's law says: LoadGen's
+#: target QPS times one request's seconds (the warm-up's), times this margin: a loaded server
+#: answers slower than the warm-up's lone request (more connections open on demand)
+PACED_MARGIN = 2.0
+#: and no fewer than this many (Poisson arrivals come in bursts)
+PACED_FLOOR = 8
+
+
+def paced_connections(pattern: IssuePattern, cap: int, spare: int | None) -> tuple[int, str]:
+    """Connections worth opening before a paced test, and why, in words: one for SingleStream,
+    Little's law's for a target rate and a warm-up's request time, else ``cap``
+    (``max_concurrency``); never more than ``spare`` (half the file descriptors)."""
+    if pattern.sequential:
+        return 1, "one query at a time (SingleStream)"
+    if pattern.target_qps is None or not pattern.request_s:
+        missing = "no target QPS" if pattern.target_qps is None else "no warm-up request timed"
+        n, why = cap, f"max_concurrency ({missing})"
+    else:
+        n = max(PACED_FLOOR, math.ceil(pattern.target_qps * pattern.request_s * PACED_MARGIN))
+        why = (f"{pattern.target_qps:g} QPS x {pattern.request_s:.3f} s a warm-up request x "
+               f"{PACED_MARGIN:g} (Little's law with a margin, at least {PACED_FLOOR})")
+    if spare is not None and n > spare:
+        n, why = spare, f"{why}, bounded by half the file-descriptor limit"
+    return n, why
 
 
 class Admission:
@@ -45,6 +77,8 @@ class Admission:
         self.measured = limit is None
         self.paced = False  # auto under paced queries: no limit, nothing measured
         self.paced_load = False  # LoadGen paces the queries (whatever the limit)
+        self.paced_expected = cap  # paced, no limit: the connections worth opening
+        self.expected_from = ""  # ... and why (paced_connections)
         self.held = 0  # requests that waited for a slot
         self.held_first = 0  # of them, behind the first request (before its answer began)
         self.longest_wait_s = 0.0
@@ -73,8 +107,8 @@ class Admission:
     @property
     def expected(self) -> int:
         """Requests expected in flight at once (the connections worth opening beforehand): the
-        limit, or under paced queries without one, the ceiling ``cap``."""
-        return self.cap if self.paced else self.limit
+        limit, or under paced queries without one, what :meth:`pace` was told."""
+        return self.paced_expected if self.paced else self.limit
 
     def open(self) -> None:
         """The first answer began (or ended): the limit applies from now on."""
@@ -121,10 +155,12 @@ class Admission:
     def waiting(self) -> int:
         return len(self._waiters)
 
-    def pace(self) -> None:
-        """LoadGen paces the queries (Server, Interactive): auto searches nothing and limits
-        nothing; a given limit stays (and is named in the report when it holds a query)."""
+    def pace(self, expected: int, why: str) -> None:
+        """LoadGen paces the queries (Server, Interactive, SingleStream): auto searches nothing
+        and limits nothing, and ``expected`` requests are expected in flight (``why``, in
+        words); a given limit stays (and is named in the report when it holds a query)."""
         self.paced_load = True
+        self.paced_expected, self.expected_from = expected, why
         if self.measured:
             self.measured, self.paced = False, True
             self.limit = self.cap
@@ -190,7 +226,8 @@ class Admission:
         waits = {"held": self.held, "longest_wait_s": round(self.longest_wait_s, 3)}
         if self.paced:
             return {"mode": "paced: LoadGen's queries go out as they come, no client limit",
-                    "expected": self.cap, "peak_in_flight": self.peak, **waits}
+                    "expected": self.paced_expected, "expected_from": self.expected_from,
+                    "peak_in_flight": self.peak, **waits}
         if not self.measured:
             return {"mode": "given", "limit": self.limit, "peak_in_flight": self.peak, **waits}
         return {"mode": "measured", "start": min(self.cap, START), "cap": self.cap,

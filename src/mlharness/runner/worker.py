@@ -19,7 +19,8 @@ from typing import Any, Callable, Sequence
 
 from mlharness import rules
 from mlharness.backends import prepare_process
-from mlharness.backends.base import Backend, StreamingBackend, fixed_batch, is_streaming
+from mlharness.backends.base import (Backend, IssuePattern, StreamingBackend, fixed_batch,
+                                    is_streaming)
 from mlharness.children import watch_parent
 from mlharness.distributed import PoolBackend, build_pool
 from mlharness.errors import HarnessError
@@ -106,7 +107,6 @@ def _run_streaming(spec: RunSpec, settings: EffectiveSettings, task: GenerationT
 
     engine = StreamEngine(task, backend, first_token, complete_generated,
                           on_failure=on_failure)
-    backend.issue_pattern(all_at_once=spec.scenario == "Offline")
     try:
         warmup_s = 0.0
         if warmup:
@@ -117,6 +117,11 @@ def _run_streaming(spec: RunSpec, settings: EffectiveSettings, task: GenerationT
                 channel.put(Failed(f"the backend failed while warming up: {exc}",
                                    traceback.format_exc()))
                 return
+        # the warm-up's requests go one after another: their mean is one request's time
+        target_qps = settings.get("target_qps")
+        backend.issue_pattern(IssuePattern.of(
+            spec.scenario, float(target_qps) if target_qps else None,
+            warmup_s / warmup if warmup else None))
 
         def load(indices: Sequence[int]) -> None:
             task.load_samples(indices)

@@ -12,8 +12,9 @@ runs only while a request is due and incomplete.
 from __future__ import annotations
 
 import asyncio
-import resource
 from typing import Any
+
+from mlharness.hostinfo import spare_descriptors
 
 #: connections a node holds at most by default (and never more than half its file descriptors)
 DEFAULT_MAX_CONNECTIONS = 1000
@@ -27,10 +28,10 @@ _FULL = (b"HTTP/1.1 503 Service Unavailable\r\nContent-Type: text/plain\r\nConne
 def default_max_connections() -> int:
     """DEFAULT_MAX_CONNECTIONS, or half the process's file descriptor limit when lower (the
     node's model, dataset and threads need the rest)."""
-    soft, _ = resource.getrlimit(resource.RLIMIT_NOFILE)
-    if soft == resource.RLIM_INFINITY:
+    spare = spare_descriptors()
+    if spare is None:
         return DEFAULT_MAX_CONNECTIONS
-    return max(16, min(DEFAULT_MAX_CONNECTIONS, soft // 2))
+    return max(16, min(DEFAULT_MAX_CONNECTIONS, spare))
 
 
 def limited_protocol(max_connections: int, header_timeout_s: float) -> type[asyncio.Protocol]:
