@@ -191,14 +191,15 @@ def spread(values: list[float], digits: int = 2) -> str:
 # -- the server, in a process of its own -----------------------------------------------------
 
 
-def serve(ttft_ms: float, gap_ms: float, tokens: int, keep_alive: bool) -> None:
+def serve(ttft_ms: float, gap_ms: float, tokens: int, keep_alive: bool,
+          handshake_ms: float = 0.0) -> None:
     """Child mode: run the scripted server and print its port; each ``stats`` line on stdin
     prints (and forgets) the TTFT and TPOT p99 it really served since; stop when stdin closes."""
     sys.path.insert(0, str(ROOT / "tests"))
     from llm_server import Script, ScriptedServer
 
     script = Script(ttft_s=ttft_ms / 1e3, gap_s=gap_ms / 1e3, n_tokens=tokens,
-                    keep_alive=keep_alive)
+                    keep_alive=keep_alive, handshake_s=handshake_ms / 1e3)
     with ScriptedServer(script) as s:
         print(s.port, flush=True)
         for command in sys.stdin:
@@ -220,8 +221,8 @@ class Server:
     def __init__(self, args: argparse.Namespace) -> None:
         self.proc = subprocess.Popen(
             [sys.executable, __file__, "--serve", "--ttft-ms", str(args.ttft_ms), "--gap-ms",
-             str(args.gap_ms), "--tokens", str(args.tokens)]
-            + (["--no-keep-alive"] if args.no_keep_alive else []),
+             str(args.gap_ms), "--tokens", str(args.tokens), "--handshake-ms",
+             str(args.handshake_ms)] + (["--no-keep-alive"] if args.no_keep_alive else []),
             stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
         assert self.proc.stdout is not None
         self.port = int(self.proc.stdout.readline())
@@ -716,6 +717,9 @@ def main() -> None:
     parser.add_argument("--no-keep-alive", action="store_true",
                         help="the server closes each connection after its answer "
                              "(Connection: close): a new connection a request")
+    parser.add_argument("--handshake-ms", type=float, default=0.0,
+                        help="a new connection's set-up at the server (a network's round trips, "
+                             "TLS): its first request is read no sooner (default 0)")
     parser.add_argument("--sweep", action="store_true",
                         help="then mlharness vs endpoints at 100/300/800 QPS and offline at "
                              "3,000/8,000 streams (minutes)")
@@ -731,7 +735,7 @@ def main() -> None:
     parser.add_argument("--serve", action="store_true", help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.serve:
-        serve(args.ttft_ms, args.gap_ms, args.tokens, not args.no_keep_alive)
+        serve(args.ttft_ms, args.gap_ms, args.tokens, not args.no_keep_alive, args.handshake_ms)
         return
     if args.quick:
         args.streams, args.requests, args.rounds = 200, 400, 1

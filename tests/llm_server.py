@@ -10,8 +10,9 @@ finishing chunk and ``data: [DONE]``. Token ids are ``first_id + i``; each chunk
 connection (its answers say ``Connection: close``, so a pooling client opens a new one), or,
 with ``keep_alive``, as many as the client sends on it, as vLLM serves them (``close_after``
 answers, then the next request is read and the connection closed without a byte: a server's
-idle timeout that fired as the request came). ``peak`` is the most requests it held open at
-once, ``connections`` the connections it accepted.
+idle timeout that fired as the request came); ``handshake_s``: a connection's set-up time, paid
+by a request that comes sooner after the connection. ``peak`` is the most requests it held open
+at once, ``connections`` the connections it accepted.
 Faults after ``fault_after`` tokens: ``drop`` (close the socket), ``stall`` (send nothing more),
 ``malformed`` (a chunk that is not JSON), ``error_event`` (a ``{"error": ...}`` event in the 200
 stream); ``429`` / ``500`` answer at once with that status. Every error text names the request's
@@ -50,6 +51,9 @@ class Script:
     close_after: int = 0  # keep_alive: answers on a connection before it is dropped (0: never)
     #: a keep-alive answer's head says this anyway (a server that closes after it)
     connection_close: bool = False
+    #: a new connection's set-up (a network's round trips, a TLS handshake): a request on it
+    #: is read no sooner than this long after the connection came
+    handshake_s: float = 0.0
 
 
 @dataclass
@@ -114,11 +118,15 @@ class ScriptedServer:
     async def _handle(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
         self.connections += 1
         answered = 0
+        loop = asyncio.get_running_loop()
+        set_up = loop.time() + self.script.handshake_s
         try:
             while True:
                 line = await reader.readline()
                 if not line:
                     return  # the client closed it
+                if (wait := set_up - loop.time()) > 0:
+                    await asyncio.sleep(wait)
                 if self.script.close_after and answered >= self.script.close_after:
                     return  # dropped as the request came: nothing of an answer
                 self.active += 1
