@@ -1,5 +1,5 @@
 """The openai backend's pool pre-warmed for the load against a fixed size, side by side (issue 50,
-item 1): Poisson arrivals at ``--qps`` to the scripted server of ``llm_client.py``, whose new
+item 1): Poisson arrivals at ``--qps`` to the scripted server of ``llm_rounds.py``, whose new
 connections cost ``--handshake-ms`` (a network's round trips or a TLS handshake: a request on a
 connection is read no sooner than that after it came), more requests in flight than 256.
 
@@ -23,7 +23,7 @@ import sys
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from llm_client import (Round, Server, harness_backend, harness_round,  # noqa: E402
+from llm_rounds import (Round, Server, harness_backend, harness_round,  # noqa: E402
                         poisson, prewarmed, spread)
 
 from mlharness.backends.base import IssuePattern  # noqa: E402

@@ -20,6 +20,7 @@ import pytest
 
 from distributed_support import RayHead, only_run_dir, start_run, wait_until
 from mlharness.cli.main import main
+from mlharness.distributed.ray_replicas import RAY_FOLDER_PREFIX, ray_folder_root
 from synthetic_vision import make_imagenet, resnet50_onnx
 
 pytestmark = pytest.mark.slow
@@ -163,7 +164,7 @@ def test_more_replicas_than_the_cluster_holds_is_refused_before_loadgen(head: Ra
 
 
 def _own_ray_dirs() -> set[str]:
-    return {p.name for p in Path("/tmp").glob("mlh-ray-*")}
+    return {p.name for p in Path(ray_folder_root()).glob(f"{RAY_FOLDER_PREFIX}*")}
 
 
 def _left_behind(before: set[str], wait_s: float = 20.0) -> set[str]:

@@ -64,7 +64,8 @@ def _actor_class(ray: Any) -> Any:
 RAY_FOLDER_PREFIX = "mlh-ray-"
 
 
-def _ray_folder_root() -> str:
+def ray_folder_root() -> str:
+    """Where a run's own Ray folders are made (/tmp where there is one)."""
     return "/tmp" if os.path.isdir("/tmp") else tempfile.gettempdir()
 
 
@@ -77,7 +78,7 @@ def own_ray_folder() -> str:
     bytes. The caller removes it."""
     # the process id in the name: the parent finds it even when Ray had made nothing in it yet
     folder = tempfile.mkdtemp(prefix=f"{RAY_FOLDER_PREFIX}{os.getpid()}-",
-                              dir=_ray_folder_root())
+                              dir=ray_folder_root())
     token = Path(folder) / "auth_token"
     token.write_text(secrets.token_hex(32))
     token.chmod(0o600)
@@ -91,7 +92,7 @@ def remove_own_ray_folder_of(pid: int) -> None:
     """Remove what a run's worker ``pid`` left of its own Ray's folder when it was killed
     (a stall, a crash) before it could: the folder's name holds the worker's process id
     (:func:`own_ray_folder`), whether or not Ray had made its session there yet."""
-    for folder in Path(_ray_folder_root()).glob(f"{RAY_FOLDER_PREFIX}{pid}-*"):
+    for folder in Path(ray_folder_root()).glob(f"{RAY_FOLDER_PREFIX}{pid}-*"):
         shutil.rmtree(folder, ignore_errors=True)
 
 
