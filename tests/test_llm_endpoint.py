@@ -16,6 +16,7 @@ from llm_server import Script, ScriptedServer
 from timing_support import Lateness, p99 as _p99
 
 from mlharness.backends.openai_admit import PACED_MARGIN
+from mlharness.hostinfo import spare_descriptors
 
 TTFT_S, GAP_S, TOKENS = 0.2, 0.02, 8
 
@@ -57,7 +58,10 @@ def test_server_and_interactive_runs_measure_the_servers_token_latencies(
     sut = record["sut"]
     concurrency = sut["stream_report"]["concurrency"]
     little = math.ceil(120 * sut["warmup_s"] / sut["warmup_requests"] * PACED_MARGIN)
-    assert abs(concurrency["expected"] - little) <= 1 and concurrency["expected"] >= 82, sut
+    spare = spare_descriptors()  # a slow warm-up on a machine of few file descriptors
+    little = little if spare is None else min(little, spare)
+    assert abs(concurrency["expected"] - little) <= 1, sut
+    assert concurrency["expected"] >= min(82, spare or 82), sut
     assert concurrency["expected_from"].startswith("120 QPS x "), concurrency
     assert sut["stream_report"]["connections"][server.url]["prewarmed"] == concurrency["expected"]
     # never below what the server injected, the TTFT mean never below what it took (LoadGen's
