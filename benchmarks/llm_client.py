@@ -93,9 +93,9 @@ from typing import Callable
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from llm_endpoints import endpoints_cli, endpoints_inputs, endpoints_round  # noqa: E402
-from llm_rounds import (MODEL, PROMPT, Round, Server, client_cpu, cpu_s,  # noqa: E402
-                        harness_backend, harness_round, new_uvloop, poisson, prewarmed,
-                        probe_lag, spread, tpot)
+from llm_rounds import (MODEL, PROMPT, Round, Server, add_server_flags,  # noqa: E402
+                        client_cpu, cpu_s, harness_backend, harness_round, new_uvloop,
+                        poisson, pooled, probe_lag, request_s, spread, tpot)
 
 from mlharness.backends.base import IssuePattern  # noqa: E402
 from mlharness.collector import held_collector  # noqa: E402
@@ -281,7 +281,7 @@ def sweep(args: argparse.Namespace, server: Server,
     """mlharness and endpoints, alternating, at 100/300/800 QPS (Poisson) and offline at
     3,000 and 8,000 streams; a ``SWEEP`` line a point."""
     cli, inputs, folder = endpoints
-    nominal_s = (args.ttft_ms + (args.tokens - 1) * args.gap_ms) / 1e3
+    nominal_s = request_s(args)
     points = [point for point in SWEEP_POINTS if not args.sweep_points
               or f"{point[1]:g}{point[0][0].lower()}" in args.sweep_points]
     for kind, value in points:
@@ -296,7 +296,7 @@ def sweep(args: argparse.Namespace, server: Server,
             backend = harness_backend(server.port, int(value), IssuePattern(all_at_once=True),
                                       args.tokens)
             load, requests = ["offline"], int(value)
-        expected = prewarmed(backend)
+        expected = pooled(backend)
         nominal = f" (Little's law: {value * nominal_s:,.0f} in flight)" if schedule else ""
         print(f"-- {value:,.0f} {kind}: {requests} requests, {expected} connections "
               f"pre-warmed a side{nominal}", flush=True)
@@ -341,21 +341,13 @@ def main() -> None:
     parser.add_argument("--requests", type=int, default=2000, help="requests per round")
     parser.add_argument("--rounds", type=int, default=3,
                         help="rounds of each side, alternating; median [min-max] printed")
-    parser.add_argument("--ttft-ms", type=float, default=50.0, help="the server's TTFT")
-    parser.add_argument("--gap-ms", type=float, default=5.0, help="the server's token gap")
-    parser.add_argument("--tokens", type=int, default=32, help="tokens per answer")
+    add_server_flags(parser, ttft_ms=50.0, gap_ms=5.0, tokens=32)
     parser.add_argument("--bare-uvloop", action="store_true",
                         help="run the bare client on uvloop's loop (as the backend's)")
     parser.add_argument("--endpoints-workers", type=int, default=1,
                         help="the endpoints client's worker processes (its auto is >= 10)")
     parser.add_argument("--no-endpoints", action="store_true",
                         help="leave MLCommons' endpoints client out")
-    parser.add_argument("--no-keep-alive", action="store_true",
-                        help="the server closes each connection after its answer "
-                             "(Connection: close): a new connection a request")
-    parser.add_argument("--handshake-ms", type=float, default=0.0,
-                        help="a new connection's set-up at the server (a network's round trips, "
-                             "TLS): its first request is read no sooner (default 0)")
     parser.add_argument("--sweep", action="store_true",
                         help="then mlharness vs endpoints at 100/300/800 QPS and offline at "
                              "3,000/8,000 streams (minutes)")
@@ -386,7 +378,7 @@ def main() -> None:
     endpoints = ((cli, endpoints_inputs(folder), folder) if "endpoints" in sides else None)
     server = Server(args)
     try:
-        nominal = args.ttft_ms + (args.tokens - 1) * args.gap_ms
+        nominal = request_s(args) * 1e3
         print(f"LLM client overhead: {os.cpu_count()} CPUs, load average "
               f"{os.getloadavg()[0]:.2f}; scripted server (pid {server.pid}, "
               f"{'Connection: close' if args.no_keep_alive else 'keep-alive'}): TTFT "

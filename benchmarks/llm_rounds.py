@@ -137,6 +137,25 @@ def serve(ttft_ms: float, gap_ms: float, tokens: int, keep_alive: bool,
                 "n": len(seen)}), flush=True)
 
 
+def add_server_flags(parser: argparse.ArgumentParser, ttft_ms: float, gap_ms: float,
+                     tokens: int, handshake_ms: float = 0.0) -> None:
+    """The scripted server's flags, with a benchmark's defaults (:class:`Server` reads them)."""
+    parser.add_argument("--ttft-ms", type=float, default=ttft_ms, help="the server's TTFT")
+    parser.add_argument("--gap-ms", type=float, default=gap_ms, help="the server's token gap")
+    parser.add_argument("--tokens", type=int, default=tokens, help="tokens per answer")
+    parser.add_argument("--handshake-ms", type=float, default=handshake_ms,
+                        help="a new connection's set-up at the server (a network's round trips, "
+                             "TLS): its first request is read no sooner (default %(default)g)")
+    parser.add_argument("--no-keep-alive", action="store_true",
+                        help="the server closes each connection after its answer "
+                             "(Connection: close): a new connection a request")
+
+
+def request_s(args: argparse.Namespace) -> float:
+    """One request's seconds as the server's flags script it: the TTFT, then a gap a token."""
+    return (args.ttft_ms + (args.tokens - 1) * args.gap_ms) / 1e3
+
+
 class Server:
     """The scripted server's child process: its port, pid and per-round stats."""
 
@@ -214,9 +233,10 @@ def harness_backend(port: int, concurrency: int | str, pattern: IssuePattern,
     return backend
 
 
-def prewarmed(backend: OpenAIBackend) -> int:
-    """The connections the backend pre-warmed (the endpoints side is given as many)."""
-    return int(sum(pool["prewarmed"] for pool in backend.report()["connections"].values()))
+def pooled(backend: OpenAIBackend, count: str = "prewarmed") -> int:
+    """A count of the backend's pools over its endpoints (``stream_report.connections``): the
+    connections it pre-warmed (the endpoints side is given as many), or ``opened``."""
+    return int(sum(pool[count] for pool in backend.report()["connections"].values()))
 
 
 def harness_round(backend: OpenAIBackend, server: Server, streams: int, requests: int,
@@ -301,11 +321,7 @@ def poisson(qps: float, seconds: float, seed: int = 1) -> list[float]:
 def main() -> None:
     """The server's child mode (see :class:`Server`)."""
     parser = argparse.ArgumentParser(description="the scripted server (Server's child)")
-    parser.add_argument("--ttft-ms", type=float, required=True)
-    parser.add_argument("--gap-ms", type=float, required=True)
-    parser.add_argument("--tokens", type=int, required=True)
-    parser.add_argument("--handshake-ms", type=float, default=0.0)
-    parser.add_argument("--no-keep-alive", action="store_true")
+    add_server_flags(parser, 50.0, 5.0, 32)
     args = parser.parse_args()
     serve(args.ttft_ms, args.gap_ms, args.tokens, not args.no_keep_alive, args.handshake_ms)
 

@@ -23,8 +23,8 @@ import sys
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from llm_rounds import (Round, Server, harness_backend, harness_round,  # noqa: E402
-                        poisson, prewarmed, spread)
+from llm_rounds import (Round, Server, add_server_flags, harness_backend,  # noqa: E402
+                        harness_round, poisson, pooled, request_s, spread)
 
 from mlharness.backends.base import IssuePattern  # noqa: E402
 from mlharness.collector import held_collector  # noqa: E402
@@ -40,11 +40,10 @@ def one_round(side: str, args: argparse.Namespace, server: Server,
     backend = harness_backend(server.port, "auto", SIDES[side](args.qps), args.tokens)
     server.stats()  # the warm-up request is not the round's
     try:
-        warm = prewarmed(backend)
-        opened_before = sum(p["opened"] for p in backend.report()["connections"].values())
+        warm, opened_before = pooled(backend), pooled(backend, "opened")
         with held_collector():  # as a run's test (loadgen/session.py)
             result = harness_round(backend, server, 0, 0, args.tokens, schedule)
-        opened = sum(p["opened"] for p in backend.report()["connections"].values())
+        opened = pooled(backend, "opened")
     finally:
         backend.close()
     result.side = side
@@ -55,20 +54,15 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--qps", type=float, default=300.0, help="Poisson arrivals a second")
     parser.add_argument("--seconds", type=float, default=10.0, help="of arrivals a round")
-    parser.add_argument("--handshake-ms", type=float, default=30.0,
-                        help="a new connection's set-up at the server")
-    parser.add_argument("--ttft-ms", type=float, default=1000.0, help="the server's TTFT")
-    parser.add_argument("--gap-ms", type=float, default=20.0, help="the server's token gap")
-    parser.add_argument("--tokens", type=int, default=26, help="tokens per answer")
+    add_server_flags(parser, ttft_ms=1000.0, gap_ms=20.0, tokens=26, handshake_ms=30.0)
     parser.add_argument("--rounds", type=int, default=3, help="rounds of each side")
     args = parser.parse_args()
-    args.no_keep_alive = False
-    request_s = (args.ttft_ms + (args.tokens - 1) * args.gap_ms) / 1e3
+    each_s = request_s(args)
     server = Server(args)
     schedule = poisson(args.qps, args.seconds)
     print(f"pre-warm sized vs fixed: {os.cpu_count()} CPUs, load average "
           f"{os.getloadavg()[0]:.2f}; {args.qps:g} QPS for {args.seconds:g} s ({len(schedule)} "
-          f"requests), {request_s:.2f} s a request ({args.qps * request_s:,.0f} in flight by "
+          f"requests), {each_s:.2f} s a request ({args.qps * each_s:,.0f} in flight by "
           f"Little's law), {args.handshake_ms:g} ms a new connection", flush=True)
     results: dict[str, list[tuple[Round, int, int]]] = {side: [] for side in SIDES}
     try:
