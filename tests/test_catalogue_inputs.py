@@ -114,6 +114,9 @@ CASES = [
      "mlharness tune"),
     ("run-target-latency-word", [*DEMO, "-s", "SingleStream", "--target-latency", "fast"], None,
      2, "expected a number or 'auto'"),
+    # the field as the user named it, not pydantic's union member ("target_qps.constrained-float")
+    ("run-qps-negative", [*DEMO, "-s", "Server", "--target-qps=-5"], None, 2,
+     "target_qps must be > 0.0, got -5.0"),
     ("run-batch-size-not-int", [*DEMO, "--batch-size", "big"], None, 2, "invalid int"),
     ("run-division-unknown", [*DEMO, "--division", "premier"], None, 2, "invalid choice"),
     # ---- TOML ---------------------------------------------------------------------------------
@@ -254,6 +257,16 @@ def test_bad_input_is_one_clear_line(case, tmp_path: Path, capsys, monkeypatch):
     assert snapshot(tmp_path, skip=("ws/runs", "default-cache", "ws/cache")) == before
     for record in (ws / "runs").rglob("run.json"):
         assert json.loads(record.read_text())["status"] in ("error", "failed")
+    if case[0] in REFUSED_BEFORE_PROBES:  # a run without a target measures it first: not these
+        assert "probe runs" not in result.out and not (ws / "runs").exists(), result.out
+
+
+#: inputs refused before the probe runs that measure the demo's target would start (and leave
+#: their folders under runs/_tune); what only loading tells (a file that is no model, an image
+#: missing from the list: the task's prepare) is found by the first probe
+REFUSED_BEFORE_PROBES = {"run-unknown-backend", "model-missing", "model-is-a-directory",
+                         "dataset-missing", "dataset-no-val-map",
+                         "val-map-parent-path", "bert-no-vocab", "squad-missing"}
 
 
 def test_debug_after_the_subcommand_shows_the_traceback(tmp_path: Path, monkeypatch):

@@ -62,6 +62,19 @@ def _flag(key: str) -> str:
     return "--" + key.replace("_", "-")
 
 
+#: what pydantic names a location after when a value failed every member of a union
+_UNION_MEMBERS = frozenset({"int", "float", "str", "bool", "none", "list", "dict", "tuple"})
+
+
+def field_path(loc: tuple[int | str, ...] | list[int | str]) -> str:
+    """A validation error's location as the user wrote it (``run.target_qps``, ``workers.0``):
+    without the union members pydantic appends (``constrained-float``, ``literal['auto']``)."""
+    kept = [str(part) for n, part in enumerate(loc)
+            if n == 0 or not isinstance(part, str)
+            or not ("[" in part or "-" in part or part in _UNION_MEMBERS)]
+    return ".".join(kept)
+
+
 def config_error(exc: ValidationError, model: type[BaseModel], what: str = "setting",
                  flag: str | None = None) -> HarnessError:
     """The first problem of ``exc`` as one line + hint. ``flag`` (e.g. ``--task-option``) is how a
@@ -73,7 +86,7 @@ def config_error(exc: ValidationError, model: type[BaseModel], what: str = "sett
         return ConfigError(cause.message, hint=cause.hint)
     if isinstance(cause, HarnessError):
         return cause
-    loc = ".".join(str(p) for p in err["loc"])
+    loc = field_path(err["loc"])
     key = str(err["loc"][0]) if err["loc"] else ""
     how = f"{flag} {key}=..." if flag else _flag(key)
     if err["type"] == "extra_forbidden":

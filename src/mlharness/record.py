@@ -23,6 +23,7 @@ from pydantic import (BaseModel, ConfigDict, Field, SerializerFunctionWrapHandle
 from mlharness.errors import ConfigError, HarnessError
 from mlharness.files import write_json_atomic
 from mlharness.loadgen.mllog import LoadGenResult
+from mlharness.options import field_path
 from mlharness.redact import scrub_data
 from mlharness.spec import RENAMED, RunSpec
 from mlharness.tasks.base import AccuracyResult
@@ -174,8 +175,7 @@ class RunRecord(BaseModel):
             raise ConfigError(f"{where}: {exc.message}", hint=exc.hint) from None
         except ValidationError as exc:
             err = exc.errors(include_url=False)[0]
-            loc = ".".join(str(p) for p in err["loc"])
-            raise ConfigError(f"{where}: {loc}: {err['msg'].removeprefix('Value error, ')}",
+            raise ConfigError(f"{where}: {field_path(err['loc'])}: {err['msg'].removeprefix('Value error, ')}",
                               hint=f"expected an {RUN_FORMAT} record written by `mlharness run`"
                               ) from None
 

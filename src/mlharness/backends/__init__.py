@@ -58,10 +58,7 @@ def backend_class(name: str) -> type[BackendBase]:
                               hint="subclass mlharness.backends.Backend (a tensor runtime) or "
                                    "StreamingBackend (text generation); docs/architecture.md")
         return cls
-    if name not in BACKENDS:
-        raise ConfigError(
-            f"unknown backend {name!r}", hint="choose one of: " + ", ".join(sorted(BACKENDS))
-        )
+    check_backend_name(name)
     target, extra = BACKENDS[name]
     module_name, cls_name = target.split(":")
     try:
@@ -162,9 +159,25 @@ def process_env(name: str) -> dict[str, str]:
     return dict(cls.process_env) if cls is not None else {}
 
 
+def check_backend_name(name: str) -> None:
+    """ConfigError unless ``name`` is a built-in backend or a ``module:Class`` of your own."""
+    if name not in BACKENDS and ":" not in name:
+        raise ConfigError(
+            f"unknown backend {name!r}", hint="choose one of: " + ", ".join(sorted(BACKENDS))
+        )
+
+
+def check_model_file(name: str, model: Path) -> None:
+    """ModelError when backend ``name`` reads its model from a file and ``model`` is none."""
+    cls = _builtin_class(name)
+    if cls is not None and cls.reads_model_file:
+        cls.model_file(model)
+
+
 def check_backend_options(name: str, table: dict[str, Any]) -> None:
-    """Check the options of a built-in backend before anything runs (a backend of your own is
-    checked in the run's worker, where it is importable)."""
+    """Check the name and the options of a backend before anything runs (the options of a
+    backend of your own are checked in the run's worker, where it is importable)."""
+    check_backend_name(name)
     cls = _builtin_class(name)
     if cls is not None:  # not importable: create_backend reports it with the install hint
         backend_options(cls, table)

@@ -85,6 +85,20 @@ class BackendBase(ABC):
     #: and cheaper than handing a batch to a worker thread, so the engine calls it on LoadGen's
     #: issue thread in every scenario (the no-op backend; docs/performance.md, harness overhead)
     inline: ClassVar[bool] = False
+    #: its ``--model`` is a file on this machine (a missing one is refused before anything
+    #: runs: :meth:`model_file`); what to pass when none is given
+    reads_model_file: ClassVar[bool] = False
+    model_hint: ClassVar[str] = "pass --model path/to/model.onnx"
+
+    @classmethod
+    def model_file(cls, model: Path | None) -> Path:
+        """``model`` as the path of an existing file; ModelError saying what to pass if not."""
+        if model is None:
+            raise ModelError("no model given", hint=cls.model_hint)
+        path = Path(model)
+        if not path.is_file():
+            raise ModelError(f"model file not found: {path}", hint="check the --model path")
+        return path
 
     @classmethod
     def declared_inputs(cls, model: Path) -> list[TensorSpec] | None:

@@ -48,6 +48,7 @@ class OnnxRuntimeBackend(Backend):
     options_model = OnnxRuntimeOptions
     #: the catalogue's model files it reads
     model_framework = "onnx"
+    reads_model_file = True
     #: ``mlharness calibrate --backend onnxruntime``: a static QDQ model
     quantiser = Quantiser(
         ".onnx", "onnxruntime runs the QDQ model with int8 kernels (OpenVINO reads it too)",
@@ -77,11 +78,7 @@ class OnnxRuntimeBackend(Backend):
     def load(self, model: Path | None, options: BackendOptions) -> None:
         import onnxruntime as ort
 
-        if model is None:
-            raise ModelError("no model given", hint="pass --model path/to/model.onnx")
-        model = Path(model)
-        if not model.is_file():
-            raise ModelError(f"model file not found: {model}", hint="check the --model path")
+        model = self.model_file(model)
         if is_ir(model):
             raise ModelError(f"{model} is an OpenVINO IR, which onnxruntime cannot read",
                              hint="run it with --backend openvino, or pass the ONNX model")

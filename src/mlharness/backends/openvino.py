@@ -135,6 +135,7 @@ class OpenVinoBackend(Backend):
     options_model = OpenVinoOptions
     #: the catalogue's model files it reads (it also reads an IR, which no artefact is)
     model_framework = "onnx"
+    reads_model_file = True
     #: ``mlharness calibrate --backend openvino``: NNCF's int8 IR of the ONNX model
     quantiser = Quantiser(
         IR_SUFFIX, "OpenVINO runs the NNCF-quantised IR with its int8 kernels",
@@ -168,11 +169,7 @@ class OpenVinoBackend(Backend):
     def load(self, model: Path | None, options: BackendOptions) -> None:
         import openvino as ov
 
-        if model is None:
-            raise ModelError("no model given", hint="pass --model path/to/model.onnx")
-        model = Path(model)
-        if not model.is_file():
-            raise ModelError(f"model file not found: {model}", hint="check the --model path")
+        model = self.model_file(model)
         if options.device != "cpu":
             raise ConfigError(f"the openvino backend runs on cpu, not {options.device!r}",
                               hint="drop --device or use --device cpu")

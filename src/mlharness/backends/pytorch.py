@@ -195,6 +195,8 @@ class PyTorchBackend(Backend):
     options_model = PyTorchOptions
     #: the catalogue's model files it reads
     model_framework = "pytorch"
+    reads_model_file = True
+    model_hint = "pass --model model.pytorch (BERT) or resnet50.pth"
     #: ``mlharness calibrate --backend pytorch``: a PT2E int8 program of the checkpoint (its
     #: tables are known once it is loaded: ``quantize_checkpoint`` checks them)
     quantiser = Quantiser(
@@ -226,10 +228,7 @@ class PyTorchBackend(Backend):
     def load(self, model: Path | None, options: BackendOptions) -> None:
         import torch
 
-        if model is None or not Path(model).is_file():
-            raise ModelError(f"model file not found: {model}",
-                             hint="pass --model model.pytorch (BERT) or resnet50.pth")
-        model = Path(model)
+        model = self.model_file(model)
         if model.suffix == ".onnx":
             raise ModelError("the pytorch backend reads PyTorch state dicts, not ONNX",
                              hint="use --backend onnxruntime or openvino for ONNX models")

@@ -172,6 +172,7 @@ def _token(point: Point, name: str) -> str:
 
 def tune_command(args: argparse.Namespace) -> int:
     # lazy: tune (probes, the runner; ~65 modules) stays out of `mlharness --help`
+    from mlharness.runner import checked_task
     from mlharness.tune import SutEntry, save_sut, tune_scenario
     from mlharness.tune.grid import best_of, grid_specs, parse_search
     from mlharness.tune.sutconfig import open_or_new
@@ -185,6 +186,7 @@ def tune_command(args: argparse.Namespace) -> int:
                           hint="e.g. 60, or 0 to skip")
     base = spec_from_args(args, scenario=scenarios[0], mode="performance", valid=False, sut=None,
                           target_qps=None, target_latency=None)
+    checked_task(base)  # a bad input is refused before the first probe
     sut = open_or_new(args.sut) if args.sut else None
     show = not args.no_progress and not args.json  # a bar on a terminal, else lines
     chosen, tried = [], []

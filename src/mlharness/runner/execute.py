@@ -21,7 +21,7 @@ from pathlib import Path
 from typing import Any, Callable
 
 from mlharness.artefacts.for_run import used_by
-from mlharness.backends import check_backend_options
+from mlharness.backends import check_backend_options, check_model_file
 from mlharness.children import start_resource_tracker
 from mlharness.distributed.ray_replicas import remove_own_ray_folder_of
 from mlharness.errors import HarnessError, RunFailed
@@ -191,14 +191,28 @@ def execute(spec: RunSpec, progress: ProgressSink | None = None) -> RunOutcome:
         raise
 
 
-def _execute(spec: RunSpec, progress: ProgressSink | None,
-             started_runs: list[Journal]) -> RunOutcome:
-    emit = progress or (lambda p: None)
+def checked_task(spec: RunSpec) -> Task:
+    """The task ``spec`` names, once what the user must fix before anything runs is refused
+    (HarnessError): an unknown benchmark or backend, bad backend options, a missing dataset or
+    model file, a token file that is no token, a text benchmark on a tensor runtime. Called before a run, and
+    before the probe runs that measure its target (nothing of them is left for a bad input)."""
     check_backend_options(spec.backend, spec.backend_option)
     if spec.distribution.kind == "remote":  # a token file that is no token: exit 2, now
         read_token(spec.distribution.token_file)
     task = create_task(spec.benchmark, task_options(spec))
     check_pairing(spec, task)
+    model = spec.model or task.default_model
+    # a node's or replica's model is on its machine; none given is said where it loads (after
+    # the data set's own problems, which task.prepare finds)
+    if model is not None and spec.distribution.local:
+        check_model_file(spec.backend, model)
+    return task
+
+
+def _execute(spec: RunSpec, progress: ProgressSink | None,
+             started_runs: list[Journal]) -> RunOutcome:
+    emit = progress or (lambda p: None)
+    task = checked_task(spec)
     if spec.mode == "accuracy":  # what scoring needs, before the first sample rather than after
         task.check_scoring()
     task.prepare(lambda done, total, label: emit(RunProgress("prepare", done, total, label=label)))

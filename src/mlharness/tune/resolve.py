@@ -16,6 +16,7 @@ from __future__ import annotations
 from typing import Any, Callable, Iterable
 
 from mlharness.errors import ConfigError
+from mlharness.runner import checked_task
 from mlharness.spec import AUTO, RunSpec
 from mlharness.loadgen.settings import (MEMORY_SHARE, generated_queries, max_generated_queries,
                                         query_set_error)
@@ -95,6 +96,7 @@ def resolve_targets(spec: RunSpec, *, explicit: Iterable[str] | None = None,
             "10 minutes",
             hint=f"measure it once: mlharness tune -b {spec.benchmark} -s {spec.scenario} "
                  f"--sut NAME, then run with --sut NAME (or pass {flag} auto)")
+    checked_task(spec)  # a bad input is refused now, not by the first probe's worker
     say(f"measuring the {spec.scenario} target with short probe runs in "
         f"{spec.output_dir / '_tune'} …")
     tuned = tune_scenario(spec.replace(**{name: None}), quick=spec.short, progress=progress)

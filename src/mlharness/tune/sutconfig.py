@@ -22,6 +22,7 @@ from pydantic import BaseModel, ConfigDict, ValidationError
 
 from mlharness.errors import ConfigError
 from mlharness.files import read_toml, write_text_atomic
+from mlharness.options import field_path
 
 SUT_DIR = "suts"
 SettingValue = int | float | str | bool
@@ -85,7 +86,7 @@ def load_sut(name_or_path: str | Path, base: Path | None = None) -> SutConfig:
         return SutConfig.model_validate(data)
     except ValidationError as exc:
         first = exc.errors()[0]
-        where = ".".join(str(p) for p in first["loc"])
+        where = field_path(first["loc"])
         raise ConfigError(f"{path}: {where}: {first['msg']}",
                           hint="fix the file or re-create it with mlharness tune --sut") from exc
 
