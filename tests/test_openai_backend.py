@@ -285,9 +285,9 @@ def test_options_are_checked_at_load():
         backend.load(None, BackendOptions(extra=backend_options(backend, extra)))
         return backend
 
-    with pytest.raises(ConfigError, match="served") as err:
-        load(endpoints=["http://127.0.0.1:1"])
-    assert err.value.hint == "give --backend-option served_model=NAME (the server's model id)"
+    with pytest.raises(ConfigError, match="which model it serves .*is the server up there") as err:
+        load(endpoints=["http://127.0.0.1:1"])  # nobody listens: the address, not the model
+    assert err.value.hint == "start the server, or give --endpoint the address it listens on"
     with pytest.raises(ConfigError, match="endpoints is required"):
         load(served_model="m")
     with pytest.raises(ConfigError, match="is not http://HOST:PORT .https scheme"):

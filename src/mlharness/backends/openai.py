@@ -570,9 +570,11 @@ def _served_model(urls: list[str], api_key_env: str, timeout_s: float) -> str:
         except urllib.error.HTTPError as exc:  # up, but no model list (an OSError too)
             raise ConfigError(f"{url}/v1/models answered HTTP {exc.code}: the server does not "
                               "say which model it serves", hint) from exc
-        except OSError as exc:
+        except OSError as exc:  # nobody answered: naming the model would not help
             raise ConfigError(f"cannot ask {url}/v1/models which model it serves "
-                              f"({one_line(exc, 160)}); is the server up there?", hint) from exc
+                              f"({one_line(exc, 160)}); is the server up there?",
+                              "start the server, or give --endpoint the address it listens "
+                              "on") from exc
         except (ValueError, KeyError, TypeError) as exc:
             raise ConfigError(f"{url}/v1/models is not an OpenAI model list "
                               f"({one_line(exc, 160)})", hint) from exc
