@@ -185,3 +185,12 @@ def test_a_sut_hint_is_raised_to_fit_memory_up_to_the_measured_latency(
     # a --test run of the same SUT fits as it is
     short = resolve_targets(RunSpec(benchmark="demo", scenario="SingleStream", sut=str(sut)))
     assert short.sut_conf["target_latency"] == 0.02
+
+
+def test_a_bad_sut_entry_is_named_as_written(tmp_path: Path) -> None:
+    """The place is named as the file writes it: a benchmark's dashes are no union member."""
+    path = tmp_path / "sut.toml"
+    path.write_text('name = "box"\n[benchmarks."3d-unet-99".Offline]\ntarget_qps = "fast"\n')
+    with pytest.raises(ConfigError) as err:
+        load_sut(path)
+    assert f"{path}: benchmarks.3d-unet-99.Offline.target_qps: " in err.value.message

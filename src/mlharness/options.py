@@ -62,17 +62,21 @@ def _flag(key: str) -> str:
     return "--" + key.replace("_", "-")
 
 
-#: what pydantic names a location after when a value failed every member of a union
-_UNION_MEMBERS = frozenset({"int", "float", "str", "bool", "none", "list", "dict", "tuple"})
+#: the plain types pydantic names a location after when a value failed every member of a
+#: union (``int | None``); the others are ``constrained-float``, ``literal['auto']``,
+#: ``function-after[...]``
+_UNION_TYPES = frozenset({"int", "float", "str", "bool", "none", "list", "dict", "tuple"})
+
+
+def _union_member(part: int | str) -> bool:
+    return isinstance(part, str) and (part in _UNION_TYPES or "[" in part
+                                      or part.startswith("constrained-"))
 
 
 def field_path(loc: tuple[int | str, ...] | list[int | str]) -> str:
-    """A validation error's location as the user wrote it (``run.target_qps``, ``workers.0``):
-    without the union members pydantic appends (``constrained-float``, ``literal['auto']``)."""
-    kept = [str(part) for n, part in enumerate(loc)
-            if n == 0 or not isinstance(part, str)
-            or not ("[" in part or "-" in part or part in _UNION_MEMBERS)]
-    return ".".join(kept)
+    """A validation error's location as the user wrote it (``target_qps``,
+    ``benchmarks.3d-unet-99.Offline.target_qps``): without the union members pydantic appends."""
+    return ".".join(str(part) for n, part in enumerate(loc) if n == 0 or not _union_member(part))
 
 
 def config_error(exc: ValidationError, model: type[BaseModel], what: str = "setting",

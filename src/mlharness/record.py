@@ -175,7 +175,8 @@ class RunRecord(BaseModel):
             raise ConfigError(f"{where}: {exc.message}", hint=exc.hint) from None
         except ValidationError as exc:
             err = exc.errors(include_url=False)[0]
-            raise ConfigError(f"{where}: {field_path(err['loc'])}: {err['msg'].removeprefix('Value error, ')}",
+            message = err["msg"].removeprefix("Value error, ")
+            raise ConfigError(f"{where}: {field_path(err['loc'])}: {message}",
                               hint=f"expected an {RUN_FORMAT} record written by `mlharness run`"
                               ) from None
 

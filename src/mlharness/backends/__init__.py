@@ -168,7 +168,7 @@ def check_backend_name(name: str) -> None:
 
 
 def check_model_file(name: str, model: Path) -> None:
-    """ModelError when backend ``name`` reads its model from a file and ``model`` is none."""
+    """ModelError when backend ``name`` reads its model from a file and ``model`` is no file."""
     cls = _builtin_class(name)
     if cls is not None and cls.reads_model_file:
         cls.model_file(model)
