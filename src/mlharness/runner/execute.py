@@ -42,7 +42,7 @@ from mlharness.redact import scrub
 from mlharness.spec import OPENAI_BACKEND, RunSpec
 from mlharness.store import git_commit_of
 from mlharness.sut.assemble import check_pairing, task_options
-from mlharness.tasks import AccuracyResult, Task, create_task
+from mlharness.tasks import AccuracyResult, Task, benchmark_rules, create_task
 
 #: LoadGen builds its whole query set before issuing the first query and releases it after the
 #: last: 1.7 us a query measured here idle (20 M in 34 s), 6.6 us beside four busy processes;
@@ -193,9 +193,11 @@ def execute(spec: RunSpec, progress: ProgressSink | None = None) -> RunOutcome:
 
 def checked_task(spec: RunSpec) -> Task:
     """The task ``spec`` names, once what the user must fix before anything runs is refused
-    (HarnessError): an unknown benchmark or backend, bad backend options, a missing dataset or
-    model file, a token file that is no token, a text benchmark on a tensor runtime. Called before a run, and
-    before the probe runs that measure its target (nothing of them is left for a bad input)."""
+    (HarnessError): an unknown benchmark or backend, a benchmark out of the named round, bad
+    backend options, a missing dataset or model file, a token file that is no token, a text
+    benchmark on a tensor runtime. Called before a run, and before the probe runs that measure
+    its target (nothing of them is left for a bad input)."""
+    benchmark_rules(spec.benchmark, spec.round)  # one the named round has no rules for
     check_backend_options(spec.backend, spec.backend_option)
     if spec.distribution.kind == "remote":  # a token file that is no token: exit 2, now
         read_token(spec.distribution.token_file)
