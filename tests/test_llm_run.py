@@ -96,7 +96,9 @@ def test_an_interactive_run_over_its_tpot_limit_says_which_and_what_to_do(fixtur
     assert res["valid"] is False
     assert result.code == 1
     reason = " ".join(res["reasons"])
-    assert re.search(r"TPOT p99 4\d\.\d ms is over the 30 ms limit: lower --target-qps", reason)
+    said = re.search(r"TPOT p99 (\d+\.\d) ms is over the 30 ms limit: lower --target-qps", reason)
+    # the scripted 45 ms gap; a loaded machine only adds to it (50.8 ms beside two suites)
+    assert said and float(said.group(1)) >= 45 * 0.85, reason
     assert "TTFT p99" not in reason  # 200 ms is within Interactive's 500 ms
 
 
