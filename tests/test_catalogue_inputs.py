@@ -232,6 +232,14 @@ CASES = [
 ]
 
 
+#: inputs refused before the probe runs that measure the demo's target would start (and leave
+#: their folders under runs/_tune); what only loading tells (a file that is no model, an image
+#: missing from the list: the task's prepare) is found by the first probe
+REFUSED_BEFORE_PROBES = {"run-unknown-backend", "model-missing", "model-is-a-directory",
+                         "dataset-missing", "dataset-no-val-map",
+                         "val-map-parent-path", "bert-no-vocab", "squad-missing"}
+
+
 @pytest.mark.parametrize("case", CASES, ids=[c[0] for c in CASES])
 def test_bad_input_is_one_clear_line(case, tmp_path: Path, capsys, monkeypatch):
     _, argv, setup, code, fragment = case
@@ -259,14 +267,6 @@ def test_bad_input_is_one_clear_line(case, tmp_path: Path, capsys, monkeypatch):
         assert json.loads(record.read_text())["status"] in ("error", "failed")
     if case[0] in REFUSED_BEFORE_PROBES:  # a run without a target measures it first: not these
         assert "probe runs" not in result.out and not (ws / "runs").exists(), result.out
-
-
-#: inputs refused before the probe runs that measure the demo's target would start (and leave
-#: their folders under runs/_tune); what only loading tells (a file that is no model, an image
-#: missing from the list: the task's prepare) is found by the first probe
-REFUSED_BEFORE_PROBES = {"run-unknown-backend", "model-missing", "model-is-a-directory",
-                         "dataset-missing", "dataset-no-val-map",
-                         "val-map-parent-path", "bert-no-vocab", "squad-missing"}
 
 
 def test_debug_after_the_subcommand_shows_the_traceback(tmp_path: Path, monkeypatch):

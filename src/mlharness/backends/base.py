@@ -88,7 +88,7 @@ class BackendBase(ABC):
     #: its ``--model`` is a file on this machine (a missing one is refused before anything
     #: runs: :meth:`model_file`); what to pass when none is given
     reads_model_file: ClassVar[bool] = False
-    model_hint: ClassVar[str] = "pass --model path/to/model.onnx"
+    model_hint: ClassVar[str] = "pass --model PATH (the model file)"
 
     @classmethod
     def model_file(cls, model: Path | None) -> Path:

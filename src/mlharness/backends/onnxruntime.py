@@ -49,6 +49,7 @@ class OnnxRuntimeBackend(Backend):
     #: the catalogue's model files it reads
     model_framework = "onnx"
     reads_model_file = True
+    model_hint = "pass --model path/to/model.onnx"
     #: ``mlharness calibrate --backend onnxruntime``: a static QDQ model
     quantiser = Quantiser(
         ".onnx", "onnxruntime runs the QDQ model with int8 kernels (OpenVINO reads it too)",

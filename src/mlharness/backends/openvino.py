@@ -136,6 +136,7 @@ class OpenVinoBackend(Backend):
     #: the catalogue's model files it reads (it also reads an IR, which no artefact is)
     model_framework = "onnx"
     reads_model_file = True
+    model_hint = "pass --model path/to/model.onnx"
     #: ``mlharness calibrate --backend openvino``: NNCF's int8 IR of the ONNX model
     quantiser = Quantiser(
         IR_SUFFIX, "OpenVINO runs the NNCF-quantised IR with its int8 kernels",

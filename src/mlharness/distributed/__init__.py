@@ -10,7 +10,7 @@ from mlharness.distributed.pool import PoolBackend
 from mlharness.distributed.ray_replicas import RayBackend
 from mlharness.distributed.remote import RemoteBackend
 from mlharness.spec import RunSpec
-from mlharness.sut.assemble import PhaseHook, task_options, tensor_task
+from mlharness.sut.assemble import PhaseHook, model_of, task_options, tensor_task
 from mlharness.tasks import TensorTask, create_task
 
 
@@ -28,7 +28,7 @@ def build_pool(spec: RunSpec, phase: PhaseHook | None = None
     else:
         say("starting the Ray replicas")
         pool = RayBackend()
-    model = spec.model or task.default_model
+    model = model_of(spec, task)
     pool.open(spec, model)
     try:
         check_signature(task.model_inputs, pool.inputs, str(model), spec.batch_size)

@@ -41,7 +41,7 @@ from mlharness.runner.worker import CRASH_FILE, LOADGEN_PHASE, WARMUP_PHASE, chi
 from mlharness.redact import scrub
 from mlharness.spec import OPENAI_BACKEND, RunSpec
 from mlharness.store import git_commit_of
-from mlharness.sut.assemble import check_pairing, task_options
+from mlharness.sut.assemble import check_pairing, model_of, task_options
 from mlharness.tasks import AccuracyResult, Task, benchmark_rules, create_task
 
 #: LoadGen builds its whole query set before issuing the first query and releases it after the
@@ -203,7 +203,7 @@ def checked_task(spec: RunSpec) -> Task:
         read_token(spec.distribution.token_file)
     task = create_task(spec.benchmark, task_options(spec))
     check_pairing(spec, task)
-    model = spec.model or task.default_model
+    model = model_of(spec, task)
     # a node's or replica's model is on its machine; none given is said where it loads (after
     # the data set's own problems, which task.prepare finds)
     if model is not None and spec.distribution.local:

@@ -21,6 +21,11 @@ COMPILE_PHASE = "loading and compiling the model"  # a load the backend allows e
 PhaseHook = Callable[..., None]
 
 
+def model_of(spec: RunSpec, task: Task) -> Path | None:
+    """The model a run of ``spec`` loads: ``--model``, else the task's own (the demo's)."""
+    return spec.model or task.default_model
+
+
 def check_pairing(spec: RunSpec, task: Task) -> None:
     """Refuse a text-generation benchmark on a tensor runtime, and the reverse, before anything
     loads; an LLM runs locally (its backend reaches the servers itself)."""
@@ -55,7 +60,7 @@ def build_local(spec: RunSpec, phase: PhaseHook | None = None, cpus: list[int] |
     check_pairing(spec, task)
     phase("loading the model")
     backend = create_backend(spec.backend)
-    model = spec.model or task.default_model
+    model = model_of(spec, task)
     options = BackendOptions(threads=threads or spec.threads, precision=spec.precision,
                              device=spec.device, cache_dir=spec.cache_dir,
                              extra=backend_options(backend, spec.backend_option),
